@@ -1,0 +1,373 @@
+//! Pipeline configuration: a builder whose `build` validates every value.
+
+use std::time::Duration;
+
+use crate::backend::{Backend, Cpu};
+use crate::error::ConfigError;
+
+/// What to do with a last batch that has fewer samples than `samples_per_batch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LastBatch {
+    /// Deliver it, with its true sample count and byte length.
+    #[default]
+    Partial,
+    /// Drop it: every delivered batch is full.
+    Drop,
+}
+
+/// Alignment of each host slot in the ring without huge pages (one page).
+pub(crate) const PAGE: usize = 4096;
+/// Alignment of each host slot with huge pages (2 MiB).
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// A validated pipeline configuration. Build one with [`Config::builder`].
+///
+/// ```
+/// let config = pinring::Config::builder()
+///     .samples_per_batch(16)
+///     .bytes_per_sample(4 * 4097)
+///     .build()?;
+/// assert_eq!(config.batch_bytes(), 16 * 4 * 4097);
+/// assert_eq!((config.host_slots(), config.device_slots()), (4, 2));
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config<B: Backend = Cpu> {
+    pub(crate) samples_per_batch: usize,
+    pub(crate) sample_bytes: usize,
+    pub(crate) batch_bytes: usize,
+    pub(crate) host_slots: usize,
+    pub(crate) device_slots: usize,
+    pub(crate) host_stride: usize,
+    pub(crate) decode_threads: usize,
+    pub(crate) copy_core: Option<usize>,
+    pub(crate) decode_cores: Vec<usize>,
+    pub(crate) spin: u32,
+    pub(crate) last_batch: LastBatch,
+    pub(crate) huge_pages: bool,
+    pub(crate) pop_timeout: Option<Duration>,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) backend: B::Options,
+}
+
+impl Config<Cpu> {
+    /// A builder with the defaults: 4 host slots, 2 device slots, one decode thread per
+    /// available core, the cpu backend, partial last batches delivered.
+    pub fn builder() -> ConfigBuilder<Cpu> {
+        ConfigBuilder {
+            samples_per_batch: None,
+            bytes_per_sample: None,
+            batch_bytes: None,
+            host_slots: 4,
+            device_slots: 2,
+            decode_threads: None,
+            copy_core: None,
+            decode_cores: Vec::new(),
+            spin: 4096,
+            last_batch: LastBatch::Partial,
+            huge_pages: false,
+            pop_timeout: None,
+            shutdown_timeout: Duration::from_secs(5),
+            host_budget: 16 << 30,
+            device_budget: 16 << 30,
+            backend: Default::default(),
+        }
+    }
+}
+
+impl<B: Backend> Config<B> {
+    /// Samples in a full batch.
+    pub fn samples_per_batch(&self) -> usize {
+        self.samples_per_batch
+    }
+    /// Bytes each sample takes in a slot.
+    pub fn sample_bytes(&self) -> usize {
+        self.sample_bytes
+    }
+    /// Bytes of a full batch.
+    pub fn batch_bytes(&self) -> usize {
+        self.batch_bytes
+    }
+    /// Host slots in the pinned ring.
+    pub fn host_slots(&self) -> usize {
+        self.host_slots
+    }
+    /// Device slots (batches the consumer can hold at once).
+    pub fn device_slots(&self) -> usize {
+        self.device_slots
+    }
+    /// Bytes from one host slot's start to the next (batch bytes rounded up to the page).
+    pub fn host_stride(&self) -> usize {
+        self.host_stride
+    }
+    /// Threads in the decode pool.
+    pub fn decode_threads(&self) -> usize {
+        self.decode_threads
+    }
+    /// The core the copy thread is pinned to, if any.
+    pub fn copy_core(&self) -> Option<usize> {
+        self.copy_core
+    }
+    /// Cores the decode threads are pinned to (worker `i` on `cores[i % len]`), if any.
+    pub fn decode_cores(&self) -> &[usize] {
+        &self.decode_cores
+    }
+    /// Checks of a condition before a waiting thread parks.
+    pub fn spin_before_park(&self) -> u32 {
+        self.spin
+    }
+    /// What happens to a short last batch.
+    pub fn last_batch(&self) -> LastBatch {
+        self.last_batch
+    }
+    /// Whether the host ring asks for huge pages.
+    pub fn huge_pages(&self) -> bool {
+        self.huge_pages
+    }
+    /// How long `pop` waits before it reports which stage is behind.
+    pub fn pop_timeout(&self) -> Option<Duration> {
+        self.pop_timeout
+    }
+    /// How long dropping the pipeline waits for threads running user code.
+    pub fn shutdown_timeout(&self) -> Duration {
+        self.shutdown_timeout
+    }
+    /// The backend's options.
+    pub fn backend_options(&self) -> &B::Options {
+        &self.backend
+    }
+}
+
+/// Builds a [`Config`]; every value is checked by [`build`](ConfigBuilder::build).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ConfigBuilder<B: Backend = Cpu> {
+    samples_per_batch: Option<usize>,
+    bytes_per_sample: Option<usize>,
+    batch_bytes: Option<usize>,
+    host_slots: usize,
+    device_slots: usize,
+    decode_threads: Option<usize>,
+    copy_core: Option<usize>,
+    decode_cores: Vec<usize>,
+    spin: u32,
+    last_batch: LastBatch,
+    huge_pages: bool,
+    pop_timeout: Option<Duration>,
+    shutdown_timeout: Duration,
+    host_budget: usize,
+    device_budget: usize,
+    backend: B::Options,
+}
+
+impl<B: Backend> ConfigBuilder<B> {
+    /// Samples in a full batch (required, at least 1).
+    pub fn samples_per_batch(mut self, n: usize) -> Self {
+        self.samples_per_batch = Some(n);
+        self
+    }
+    /// Bytes each sample takes (give this or [`batch_bytes`](Self::batch_bytes)).
+    pub fn bytes_per_sample(mut self, n: usize) -> Self {
+        self.bytes_per_sample = Some(n);
+        self
+    }
+    /// Bytes of a full batch (give this or [`bytes_per_sample`](Self::bytes_per_sample));
+    /// must be a multiple of `samples_per_batch`.
+    pub fn batch_bytes(mut self, n: usize) -> Self {
+        self.batch_bytes = Some(n);
+        self
+    }
+    /// Host slots in the pinned ring (default 4): how far decode may run ahead.
+    pub fn host_slots(mut self, n: usize) -> Self {
+        self.host_slots = n;
+        self
+    }
+    /// Device slots (default 2): how many batches the consumer can hold at once.
+    pub fn device_slots(mut self, n: usize) -> Self {
+        self.device_slots = n;
+        self
+    }
+    /// Threads in the decode pool (default: the available parallelism).
+    pub fn decode_threads(mut self, n: usize) -> Self {
+        self.decode_threads = Some(n);
+        self
+    }
+    /// Pins the copy thread to this core.
+    pub fn copy_core(mut self, core: usize) -> Self {
+        self.copy_core = Some(core);
+        self
+    }
+    /// Pins decode worker `i` to `cores[i % cores.len()]`.
+    pub fn decode_cores(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
+        self.decode_cores = cores.into_iter().collect();
+        self
+    }
+    /// Checks of a condition before a waiting thread parks (default 4096; 0 parks at once).
+    pub fn spin_before_park(mut self, checks: u32) -> Self {
+        self.spin = checks;
+        self
+    }
+    /// What to do with a short last batch (default: deliver it).
+    pub fn last_batch(mut self, mode: LastBatch) -> Self {
+        self.last_batch = mode;
+        self
+    }
+    /// Asks for 2 MiB huge pages for the host ring; when the system has none the ring
+    /// falls back to normal pages and [`Pipeline::huge_pages`](crate::Pipeline::huge_pages)
+    /// says why.
+    pub fn huge_pages(mut self, on: bool) -> Self {
+        self.huge_pages = on;
+        self
+    }
+    /// Makes `pop` give up after `timeout` with [`Error::PopTimeout`](crate::Error::PopTimeout).
+    pub fn pop_timeout(mut self, timeout: Duration) -> Self {
+        self.pop_timeout = Some(timeout);
+        self
+    }
+    /// How long dropping the pipeline waits for threads that run user code (a decode in
+    /// progress, a source iterator's `next`) before it leaves them to end on their own
+    /// (default 5 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+    /// Most bytes the host ring may take (default 16 GiB).
+    pub fn host_budget(mut self, bytes: usize) -> Self {
+        self.host_budget = bytes;
+        self
+    }
+    /// Most bytes the device slots may take (default 16 GiB).
+    pub fn device_budget(mut self, bytes: usize) -> Self {
+        self.device_budget = bytes;
+        self
+    }
+    /// Switches to backend `B2` with these options.
+    pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
+        ConfigBuilder {
+            samples_per_batch: self.samples_per_batch,
+            bytes_per_sample: self.bytes_per_sample,
+            batch_bytes: self.batch_bytes,
+            host_slots: self.host_slots,
+            device_slots: self.device_slots,
+            decode_threads: self.decode_threads,
+            copy_core: self.copy_core,
+            decode_cores: self.decode_cores,
+            spin: self.spin,
+            last_batch: self.last_batch,
+            huge_pages: self.huge_pages,
+            pop_timeout: self.pop_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+            host_budget: self.host_budget,
+            device_budget: self.device_budget,
+            backend: options,
+        }
+    }
+
+    /// Checks every value and returns the config, or the first [`ConfigError`] found.
+    pub fn build(self) -> Result<Config<B>, ConfigError> {
+        let samples = self
+            .samples_per_batch
+            .ok_or(ConfigError::Missing("samples_per_batch"))?;
+        nonzero(samples, "samples_per_batch")?;
+        let (sample_bytes, batch_bytes) = match (self.bytes_per_sample, self.batch_bytes) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Conflict("bytes_per_sample", "batch_bytes"))
+            }
+            (None, None) => return Err(ConfigError::Missing("bytes_per_sample or batch_bytes")),
+            (Some(per), None) => {
+                nonzero(per, "bytes_per_sample")?;
+                let batch = per.checked_mul(samples).ok_or(ConfigError::Overflow(
+                    "samples_per_batch × bytes_per_sample",
+                ))?;
+                (per, batch)
+            }
+            (None, Some(batch)) => {
+                nonzero(batch, "batch_bytes")?;
+                if batch % samples != 0 {
+                    return Err(ConfigError::Indivisible {
+                        batch_bytes: batch,
+                        samples,
+                    });
+                }
+                (batch / samples, batch)
+            }
+        };
+        nonzero(self.host_slots, "host_slots")?;
+        nonzero(self.device_slots, "device_slots")?;
+        let decode_threads = match self.decode_threads {
+            Some(n) => nonzero(n, "decode_threads")?,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let align = if self.huge_pages { HUGE_PAGE } else { PAGE };
+        let host_stride = batch_bytes
+            .checked_next_multiple_of(align)
+            .ok_or(ConfigError::Overflow("batch_bytes rounded up to the page"))?;
+        let host_bytes = host_stride
+            .checked_mul(self.host_slots)
+            .ok_or(ConfigError::Overflow("host_slots × batch_bytes"))?;
+        if host_bytes > self.host_budget {
+            return Err(ConfigError::OverBudget {
+                what: "the host ring",
+                bytes: host_bytes,
+                budget: self.host_budget,
+                knob: "host_budget",
+            });
+        }
+        let device_bytes = batch_bytes
+            .checked_mul(self.device_slots)
+            .ok_or(ConfigError::Overflow("device_slots × batch_bytes"))?;
+        if device_bytes > self.device_budget {
+            return Err(ConfigError::OverBudget {
+                what: "the device slots",
+                bytes: device_bytes,
+                budget: self.device_budget,
+                knob: "device_budget",
+            });
+        }
+        if self.copy_core.is_some() || !self.decode_cores.is_empty() {
+            let cores = core_affinity::get_core_ids().unwrap_or_default();
+            let check = |field, core: usize| {
+                if cores.iter().any(|c| c.id == core) {
+                    Ok(())
+                } else {
+                    Err(ConfigError::NoSuchCore {
+                        field,
+                        core,
+                        available: cores.len(),
+                    })
+                }
+            };
+            if let Some(core) = self.copy_core {
+                check("copy_core", core)?;
+            }
+            for &core in &self.decode_cores {
+                check("decode_cores", core)?;
+            }
+        }
+        Ok(Config {
+            samples_per_batch: samples,
+            sample_bytes,
+            batch_bytes,
+            host_slots: self.host_slots,
+            device_slots: self.device_slots,
+            host_stride,
+            decode_threads,
+            copy_core: self.copy_core,
+            decode_cores: self.decode_cores,
+            spin: self.spin,
+            last_batch: self.last_batch,
+            huge_pages: self.huge_pages,
+            pop_timeout: self.pop_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+            backend: self.backend,
+        })
+    }
+}
+
+fn nonzero(n: usize, field: &'static str) -> Result<usize, ConfigError> {
+    if n == 0 {
+        Err(ConfigError::Zero(field))
+    } else {
+        Ok(n)
+    }
+}

@@ -1,0 +1,72 @@
+//! The decode step: one sample straight into its byte range of a pinned host slot.
+
+use std::marker::PhantomData;
+
+use crate::error::DecodeError;
+
+/// Turns one sample into bytes, written straight into its range of a pinned host slot.
+///
+/// `decode` runs on the pipeline's rayon pool, many samples at once, so it takes `&self`.
+/// `out` is exactly [`Config::sample_bytes`](crate::Config::sample_bytes) long and holds
+/// stale bytes from an earlier batch: write every byte the consumer will read. There is no
+/// staging copy: these are the bytes the copy thread sends to the device.
+///
+/// A returned [`DecodeError`] or a panic stops the pipeline; the consumer's next `pop`
+/// after the batches already built reports it with the batch's sequence and sample index.
+pub trait Decode: Send + Sync + 'static {
+    /// What the source iterator yields.
+    type Sample: Send + 'static;
+
+    /// Writes `sample` into `out`.
+    fn decode(&self, sample: Self::Sample, out: &mut [u8]) -> Result<(), DecodeError>;
+}
+
+/// A [`Decode`] made from a closure; see [`decode_fn`].
+pub struct DecodeFn<S, F> {
+    f: F,
+    _sample: PhantomData<fn(S)>,
+}
+
+/// Wraps a closure `Fn(sample, out) -> Result<(), DecodeError>` as a [`Decode`].
+///
+/// ```
+/// let widen = pinring::decode_fn(|token: u16, out: &mut [u8]| {
+///     out.copy_from_slice(&i32::from(token).to_le_bytes());
+///     Ok(())
+/// });
+/// let mut out = [0u8; 4];
+/// pinring::Decode::decode(&widen, 7, &mut out).unwrap();
+/// assert_eq!(out, 7i32.to_le_bytes());
+/// ```
+pub fn decode_fn<S, F>(f: F) -> DecodeFn<S, F>
+where
+    S: Send + 'static,
+    F: Fn(S, &mut [u8]) -> Result<(), DecodeError> + Send + Sync + 'static,
+{
+    DecodeFn {
+        f,
+        _sample: PhantomData,
+    }
+}
+
+impl<S, F> Decode for DecodeFn<S, F>
+where
+    S: Send + 'static,
+    F: Fn(S, &mut [u8]) -> Result<(), DecodeError> + Send + Sync + 'static,
+{
+    type Sample = S;
+
+    #[inline]
+    fn decode(&self, sample: S, out: &mut [u8]) -> Result<(), DecodeError> {
+        (self.f)(sample, out)
+    }
+}
+
+impl<D: Decode> Decode for std::sync::Arc<D> {
+    type Sample = D::Sample;
+
+    #[inline]
+    fn decode(&self, sample: Self::Sample, out: &mut [u8]) -> Result<(), DecodeError> {
+        (**self).decode(sample, out)
+    }
+}

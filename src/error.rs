@@ -1,0 +1,204 @@
+//! The crate's one error type and its kinds.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Everything that can go wrong in pinring.
+///
+/// Match on the variant to decide what to do; the `Display` text is for people.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A [`Config`](crate::Config) value was rejected; nothing was started.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+
+    /// The decoder returned an error for one sample.
+    #[error("decode failed for batch {seq}, sample {sample}: {message}")]
+    Decode {
+        /// Sequence number of the batch that could not be built.
+        seq: u64,
+        /// Index of the failing sample within that batch.
+        sample: usize,
+        /// The decoder's own message.
+        message: String,
+    },
+
+    /// The decoder panicked on one sample. The panic was caught; the process goes on.
+    #[error("decoder panicked on batch {seq}, sample {sample}: {message}")]
+    DecoderPanic {
+        /// Sequence number of the batch that could not be built.
+        seq: u64,
+        /// Index of the sample the decoder panicked on.
+        sample: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+
+    /// The source iterator panicked while producing a sample.
+    #[error("source iterator panicked while producing batch {seq}, sample {sample}: {message}")]
+    SourcePanic {
+        /// Sequence number of the batch being gathered.
+        seq: u64,
+        /// Index of the sample being pulled.
+        sample: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+
+    /// A call into the device backend failed (for CUDA: the driver call and its code).
+    #[error("{call} failed: {message}")]
+    Backend {
+        /// The backend call that failed, e.g. `cuMemcpyHtoDAsync`.
+        call: &'static str,
+        /// The backend's code for the failure (CUDA: the `CUresult` value), 0 when it has none.
+        code: i32,
+        /// What went wrong, and where it helps, what to change.
+        message: String,
+    },
+
+    /// The host ring could not be mapped.
+    #[error("could not map the host ring of {bytes} bytes: {source}")]
+    HostRing {
+        /// Size asked for.
+        bytes: usize,
+        /// The system's answer.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A pipeline thread could not be started.
+    #[error("could not start the {thread}: {source}")]
+    Spawn {
+        /// Which thread or pool.
+        thread: &'static str,
+        /// The system's answer.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// `pop` waited for the configured pop timeout and no batch came.
+    #[error("no batch after {waited:?}: the {behind} stage is behind")]
+    PopTimeout {
+        /// How long `pop` waited.
+        waited: Duration,
+        /// The stage that holds up the next batch.
+        behind: Stage,
+    },
+
+    /// The pipeline has stopped (after an error reported earlier, or after
+    /// [`StopHandle::stop`](crate::StopHandle::stop)); it delivers nothing more.
+    #[error("the pipeline has stopped")]
+    Stopped,
+
+    /// The batch was released with a fence of another device or pipeline.
+    #[error("fence rejected: {0}")]
+    Fence(String),
+}
+
+/// Why a [`Config`](crate::Config) was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required value was not given.
+    #[error("`{0}` must be set")]
+    Missing(&'static str),
+    /// A size or count that must be at least 1 was 0.
+    #[error("`{0}` must be at least 1")]
+    Zero(&'static str),
+    /// A product of sizes does not fit in `usize`.
+    #[error("`{0}` overflows: the sizes given multiply past usize::MAX")]
+    Overflow(&'static str),
+    /// Both of two values that exclude each other were given.
+    #[error("`{0}` and `{1}` exclude each other: give one")]
+    Conflict(&'static str, &'static str),
+    /// The per-batch byte size is not a whole number of samples.
+    #[error("batch_bytes {batch_bytes} is not a multiple of samples_per_batch {samples}")]
+    Indivisible {
+        /// The per-batch size given.
+        batch_bytes: usize,
+        /// The samples per batch given.
+        samples: usize,
+    },
+    /// A core id that this machine does not have.
+    #[error("`{field}` names core {core}, which is not among the {available} cores this process may run on")]
+    NoSuchCore {
+        /// Which setting named it.
+        field: &'static str,
+        /// The core id given.
+        core: usize,
+        /// How many cores core_affinity reports for this process.
+        available: usize,
+    },
+    /// Memory asked for is over the configured budget.
+    #[error(
+        "{what} needs {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
+    )]
+    OverBudget {
+        /// Which memory.
+        what: &'static str,
+        /// Bytes it would take.
+        bytes: usize,
+        /// The budget in force.
+        budget: usize,
+        /// The builder method that raises it.
+        knob: &'static str,
+    },
+}
+
+/// A stage of the pipeline, named by [`Error::PopTimeout`] and [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// The source iterator has not produced the samples of the next batch.
+    Source,
+    /// The decode workers have not finished the next batch.
+    Decode,
+    /// The next batch is decoded but not yet on its way to the device.
+    Copy,
+    /// Every device slot is leased: the consumer must release a batch first.
+    Consumer,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Source => "source",
+            Stage::Decode => "decode",
+            Stage::Copy => "copy",
+            Stage::Consumer => "consumer (all device slots are leased)",
+        })
+    }
+}
+
+/// What a decoder returns when a sample cannot be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl DecodeError {
+    /// A decode error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        DecodeError(message.into())
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Shorthand for results with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The text of a caught panic's payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

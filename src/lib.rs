@@ -1,0 +1,63 @@
+//! pinring keeps a GPU training loop fed.
+//!
+//! Rayon decode workers write samples straight into an mmap-backed host ring (pinned
+//! with the CUDA backend); a dedicated copy thread drives host-to-device copies on a side
+//! stream into a small pool of device slots; a lock-free SPSC ring hands the consumer
+//! slot tokens in sequence order; and a slot is reused only once the consumer's release
+//! fence says the device is done with it — waited on stream-side, never by blocking the
+//! host. The protocol is written down in `ARCHITECTURE.md` and model-checked with loom.
+//!
+//! ```
+//! use pinring::{decode_fn, Config, Fence, Pipeline};
+//!
+//! // Each sample is a u32 id; "decoding" writes 64 little-endian copies of it.
+//! let decoder = decode_fn(|id: u32, out: &mut [u8]| {
+//!     for chunk in out.chunks_exact_mut(4) {
+//!         chunk.copy_from_slice(&id.to_le_bytes());
+//!     }
+//!     Ok(())
+//! });
+//! let config = Config::builder().samples_per_batch(8).bytes_per_sample(256).decode_threads(2).build()?;
+//! let mut pipeline = Pipeline::new(config, decoder, 0..100u32)?;
+//!
+//! let mut seen = 0;
+//! while let Some(batch) = pipeline.pop()? {
+//!     // On the cpu backend the device slot is ordinary memory.
+//!     let first = u32::from_le_bytes(batch.bytes()[..4].try_into().unwrap());
+//!     assert_eq!(first, batch.seq() as u32 * 8);
+//!     seen += batch.samples();
+//!     batch.release(Fence::Sync).expect("a Sync fence always captures");
+//! }
+//! assert_eq!(seen, 100); // 12 full batches and a short one of 4
+//! # Ok::<(), pinring::Error>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
+
+pub mod backend;
+mod batch;
+mod config;
+mod copy_thread;
+mod decode;
+mod decode_pool;
+mod error;
+mod feeder;
+mod host_ring;
+mod park;
+mod pipeline;
+mod shared;
+mod slot;
+mod stats;
+mod sync;
+
+pub use backend::{Backend, Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
+pub use batch::{Batch, Fence, ReleaseError};
+pub use config::{Config, ConfigBuilder, LastBatch};
+pub use decode::{decode_fn, Decode, DecodeFn};
+pub use error::{ConfigError, DecodeError, Error, Result, Stage};
+#[doc(hidden)]
+pub use host_ring::HostRing;
+pub use host_ring::HugePages;
+pub use pipeline::{Pipeline, StopHandle, TryPop};
+pub use slot::{DeviceState, HostState};
+pub use stats::{StageTimes, Stats};
