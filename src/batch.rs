@@ -40,13 +40,13 @@ impl<B: Backend> fmt::Debug for Fence<'_, B> {
 /// [`CpuStream`](crate::CpuStream) drains first; see the backend's docs for its cost).
 /// A batch stays valid after its pipeline is dropped.
 pub struct Batch<B: Backend = Cpu> {
-    shared: Arc<Shared<B>>,
-    seq: u64,
-    slot: usize,
-    samples: usize,
-    len: usize,
-    bound: Option<B::Stream>,
-    released: bool,
+    pub(crate) shared: Arc<Shared<B>>,
+    pub(crate) seq: u64,
+    pub(crate) slot: usize,
+    pub(crate) samples: usize,
+    pub(crate) len: usize,
+    pub(crate) bound: Option<B::Stream>,
+    pub(crate) released: bool,
 }
 
 impl<B: Backend> Batch<B> {
