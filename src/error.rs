@@ -94,6 +94,11 @@ pub enum Error {
     /// The batch was released with a fence of another device or pipeline.
     #[error("fence rejected: {0}")]
     Fence(String),
+
+    /// A data source could not be opened (the file and what is wrong with it), or a
+    /// sampler was set up wrong; see [`SourceError`](crate::source::SourceError).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.

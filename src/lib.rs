@@ -47,6 +47,7 @@ mod park;
 mod pipeline;
 mod shared;
 mod slot;
+pub mod source;
 mod stats;
 mod sync;
 

@@ -1,0 +1,242 @@
+//! Fixed-size records: files that are a plain array of records of one size, memory-mapped.
+
+use std::fmt;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::error::{FileProblem, SourceError};
+use super::sampler::Segmented;
+use crate::error::Result;
+
+/// One memory-mapped file of fixed-size records, checked when opened.
+///
+/// Mapped read-only; like [`TokenShard`](super::TokenShard) it relies on no other
+/// process truncating the file while it is open.
+pub struct RecordFile {
+    path: PathBuf,
+    map: Mmap,
+    record_bytes: usize,
+    records: usize,
+}
+
+impl fmt::Debug for RecordFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordFile")
+            .field("path", &self.path)
+            .field("record_bytes", &self.record_bytes)
+            .field("records", &self.records)
+            .finish()
+    }
+}
+
+impl RecordFile {
+    /// Opens and maps `path` as records of `record_bytes` bytes. An empty file is
+    /// [`FileProblem::Empty`]; a length that is not a whole number of records is
+    /// [`FileProblem::PartialRecord`]; both name the file.
+    pub fn open(path: impl AsRef<Path>, record_bytes: usize) -> Result<Self> {
+        let path = path.as_ref();
+        if record_bytes == 0 {
+            return Err(SourceError::Zero("record_bytes").into());
+        }
+        let fail = |problem: FileProblem| SourceError::file(path, problem);
+        let file = File::open(path).map_err(|e| fail(e.into()))?;
+        let len = file.metadata().map_err(|e| fail(e.into()))?.len();
+        if len == 0 {
+            return Err(fail(FileProblem::Empty).into());
+        }
+        if usize::try_from(len).is_err() {
+            return Err(fail(FileProblem::TooLarge { len }).into());
+        }
+        // SAFETY: the map is read-only and this crate never writes the file; its bytes are
+        // only read as `u8`s, valid for any contents. Another process truncating the file
+        // while mapped is the documented caveat of `RecordFile`, not something done here.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| fail(e.into()))?;
+        let len = map.len();
+        if len == 0 {
+            return Err(fail(FileProblem::Empty).into());
+        }
+        if len % record_bytes != 0 {
+            return Err(fail(FileProblem::PartialRecord {
+                len: len as u64,
+                record_bytes: record_bytes as u64,
+            })
+            .into());
+        }
+        Ok(RecordFile {
+            path: path.to_owned(),
+            map,
+            record_bytes,
+            records: len / record_bytes,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    /// Records in the file (at least 1).
+    pub fn len(&self) -> usize {
+        self.records
+    }
+
+    /// Always `false`: an empty file does not open.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Record `i`'s bytes, or `None` past the end.
+    pub fn record(&self, i: usize) -> Option<&[u8]> {
+        let start = i.checked_mul(self.record_bytes)?;
+        self.map.get(start..start.checked_add(self.record_bytes)?)
+    }
+}
+
+/// A run of consecutive records in one file: the sample descriptor the sampler yields
+/// for [`FixedRecords`] (one record with the default window of 1). Cheap: a shared
+/// handle on the mapped file and two numbers. [`RecordBytes`](super::RecordBytes) copies
+/// it into the batch.
+#[derive(Clone)]
+pub struct RecordWindow {
+    file: Arc<RecordFile>,
+    first: usize,
+    count: usize,
+}
+
+impl fmt::Debug for RecordWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordWindow")
+            .field("file", &self.file.path)
+            .field("first", &self.first)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl RecordWindow {
+    /// Records `first..first + count` of `file`, or `None` if they do not all lie in it.
+    pub fn new(file: Arc<RecordFile>, first: usize, count: usize) -> Option<Self> {
+        (first.checked_add(count)? <= file.len()).then_some(RecordWindow { file, first, count })
+    }
+
+    /// The file the records lie in.
+    pub fn file(&self) -> &Arc<RecordFile> {
+        &self.file
+    }
+
+    /// The first record's index in the file.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Records in the window.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The records' bytes, straight from the map.
+    pub fn bytes(&self) -> &[u8] {
+        let rb = self.file.record_bytes;
+        self.file
+            .map
+            .get(self.first * rb..(self.first + self.count) * rb)
+            .unwrap_or(&[])
+    }
+}
+
+/// One or more files of fixed-size records, in order: a source for a
+/// [`Sampler`](super::Sampler), which samples single records by default (or runs of
+/// records with a larger [`window`](super::SamplerBuilder::window)).
+///
+/// ```
+/// use pinring::source::{FixedRecords, Order, Sampler};
+///
+/// # let path = std::env::temp_dir().join(format!("pinring-records-doc-{}.bin", std::process::id()));
+/// // Ten records of 4 bytes: record i is [i, i, i, i].
+/// let bytes: Vec<u8> = (0..10u8).flat_map(|i| [i; 4]).collect();
+/// std::fs::write(&path, &bytes).unwrap();
+///
+/// let records = FixedRecords::open([&path], 4)?;
+/// assert_eq!(records.records(), 10);
+/// let sampler = Sampler::builder(records).order(Order::Shuffled { seed: 7 }).build()?;
+/// let mut firsts: Vec<u8> = sampler.epoch(0).map(|r| r.bytes()[0]).collect();
+/// firsts.sort();
+/// assert_eq!(firsts, (0..10).collect::<Vec<u8>>()); // every record once per epoch
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FixedRecords {
+    files: Vec<Arc<RecordFile>>,
+    record_bytes: usize,
+}
+
+impl FixedRecords {
+    /// Opens and checks every file in `paths`, in order, as records of `record_bytes`
+    /// bytes. The first bad file is the error; no files is [`SourceError::NoFiles`].
+    pub fn open<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        record_bytes: usize,
+    ) -> Result<Self> {
+        let files = paths
+            .into_iter()
+            .map(|p| RecordFile::open(p, record_bytes).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        if files.is_empty() {
+            return Err(SourceError::NoFiles.into());
+        }
+        Ok(FixedRecords {
+            files,
+            record_bytes,
+        })
+    }
+
+    /// Opens every file a pattern names, sorted by name (`*` and `?` in the file name).
+    pub fn glob(pattern: impl AsRef<Path>, record_bytes: usize) -> Result<Self> {
+        Self::open(super::glob::expand(pattern.as_ref())?, record_bytes)
+    }
+
+    /// The files, in order.
+    pub fn files(&self) -> &[Arc<RecordFile>] {
+        &self.files
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    /// Records in all files.
+    pub fn records(&self) -> u64 {
+        self.files.iter().map(|f| f.len() as u64).sum()
+    }
+}
+
+impl Segmented for FixedRecords {
+    type Window = RecordWindow;
+
+    fn segments(&self) -> usize {
+        self.files.len()
+    }
+
+    fn units(&self, segment: usize) -> u64 {
+        self.files.get(segment).map_or(0, |f| f.len() as u64)
+    }
+
+    fn window(&self, segment: usize, start: u64, len: u64) -> RecordWindow {
+        // Only in-range windows are asked for; anything else is clamped, never a panic.
+        let file = self.files[segment.min(self.files.len() - 1)].clone();
+        let n = file.len();
+        let count = (len as usize).min(n);
+        let first = (start as usize).min(n - count);
+        RecordWindow { file, first, count }
+    }
+}

@@ -1,0 +1,60 @@
+//! Data sources: token shards and fixed-size records on disk, the sampler that cuts them
+//! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank;
+//! resumable), and the decoders that write windows into batches.
+//!
+//! Sources plug into the pipeline through the sampler's iterator, which yields small
+//! descriptors — a shared handle on a memory-mapped file and an offset — and a decoder,
+//! which does the copying and widening on the decode pool, straight into the pinned slot:
+//!
+//! ```
+//! use pinring::source::{write_shard, NextToken, Order, TokenShards, TokenType};
+//! use pinring::{Config, Fence, Pipeline};
+//!
+//! # let dir = std::env::temp_dir().join(format!("pinring-source-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! let tokens: Vec<u16> = (0..4097u16).collect();
+//! write_shard(dir.join("train_000.bin"), &tokens)?;
+//!
+//! const T: u64 = 64;
+//! let sampler = TokenShards::glob(dir.join("train_*.bin"))?
+//!     .windows(T + 1)
+//!     .order(Order::Shuffled { seed: 1337 })
+//!     .build()?;
+//! let decoder = NextToken::new(TokenType::I32);
+//! let config = Config::builder()
+//!     .samples_per_batch(8)
+//!     .bytes_per_sample(decoder.sample_bytes(T + 1))
+//!     .decode_threads(2)
+//!     .build()?;
+//! // The sampler's iterator is endless (epoch after epoch): take what the run needs.
+//! let mut pipeline = Pipeline::new(config, decoder, sampler.iter().take(3 * 8))?;
+//! while let Some(batch) = pipeline.pop()? {
+//!     for sample in batch.bytes().chunks_exact(decoder.sample_bytes(T + 1)) {
+//!         let (inputs, targets) = NextToken::split(sample);
+//!         // Here token i is i: each target is its input plus one.
+//!         assert_eq!(i32::from_le_bytes(inputs[..4].try_into().unwrap()) + 1,
+//!                    i32::from_le_bytes(targets[..4].try_into().unwrap()));
+//!     }
+//!     batch.release(Fence::Sync).expect("a Sync fence always captures");
+//! }
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), pinring::Error>(())
+//! ```
+
+mod decoders;
+mod error;
+mod fixed_records;
+mod glob;
+mod rng;
+mod sampler;
+mod token_shards;
+
+pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
+pub use error::{FileProblem, SourceError};
+pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
+pub use rng::{epoch_key, mix64, SplitMix64};
+pub use sampler::{Order, Position, Sampler, SamplerBuilder, Samples, Segmented};
+pub use token_shards::{
+    write_shard, ShardWriter, TokenShard, TokenShards, TokenWindow, SHARD_HEADER_BYTES,
+    SHARD_MAGIC, SHARD_VERSION,
+};
