@@ -52,8 +52,14 @@ mod stats;
 mod sync;
 
 pub use backend::{Backend, Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
+#[cfg(feature = "cuda")]
+pub use backend::{CuEvent, CuStream, Cuda, CudaDevice, CudaOptions};
 pub use batch::{Batch, Fence, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch};
+/// The cudarc this crate was built with, for [`Batch::view`](crate::Batch) and the
+/// [`CuStream`] / [`CuEvent`] conversions (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 #[doc(hidden)]

@@ -17,6 +17,10 @@
 //!   (the release publishes it with a Release store the copy thread Acquire-loads).
 
 pub mod cpu;
+#[cfg(pinring_loom)]
+pub mod model;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use std::fmt;
 use std::sync::Arc;
@@ -27,6 +31,8 @@ use crate::park::ParkSlot;
 use crate::Fence;
 
 pub use cpu::{Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
+#[cfg(feature = "cuda")]
+pub use cuda::{CuEvent, CuStream, Cuda, CudaDevice, CudaOptions};
 
 mod sealed {
     pub trait Sealed {}
