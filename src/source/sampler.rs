@@ -546,6 +546,15 @@ impl<S: Segmented> Iterator for Samples<S> {
         let j = self.inner.rank + self.inner.world * index;
         let (segment, start) = self.locate(epoch, j);
         self.pos.index += 1;
+        if self.pos.index == self.inner.len && self.only_epoch.is_none() {
+            // Keep the position canonical: an epoch's end is the next one's start.
+            if let Some(next) = self.pos.epoch.checked_add(1) {
+                self.pos = Position {
+                    epoch: next,
+                    index: 0,
+                };
+            }
+        }
         Some(self.inner.source.window(segment, start, self.inner.window))
     }
 
