@@ -185,7 +185,8 @@ impl<B: Backend> Pipeline<B> {
             return Ok(done);
         }
         let start = Instant::now();
-        let deadline = self.pop_timeout.map(|t| start + t);
+        // A timeout too long to add to now (say `Duration::MAX`) is no deadline at all.
+        let deadline = self.pop_timeout.and_then(|t| start.checked_add(t));
         let shared = &*self.shared;
         let mut token = None;
         let ready = &mut self.ready;
@@ -341,7 +342,8 @@ impl<B: Backend> Drop for Pipeline<B> {
             // The copy thread runs no user code and never blocks past a stop: bounded.
             let _ = copy.join();
         }
-        let deadline = Instant::now() + self.shutdown_timeout;
+        // As in `pop`: a timeout past what an `Instant` can hold waits without a deadline.
+        let deadline = Instant::now().checked_add(self.shutdown_timeout);
         if self.shared.wait_for_exits(deadline) {
             if let Some(feeder) = self.feeder.take() {
                 let _ = feeder.join();

@@ -137,10 +137,11 @@ impl<B: Backend> Shared<B> {
         self.exits.wake();
     }
 
-    /// Waits until every pipeline thread has ended or `deadline` passes; true if all ended.
-    pub(crate) fn wait_for_exits(&self, deadline: Instant) -> bool {
+    /// Waits until every pipeline thread has ended or `deadline` (if any) passes; true if
+    /// all ended.
+    pub(crate) fn wait_for_exits(&self, deadline: Option<Instant>) -> bool {
         let done = || self.live.load(Ordering::Acquire) == 0;
-        self.exits.wait(0, Some(deadline), done, || false) == Waited::Ready
+        self.exits.wait(0, deadline, done, || false) == Waited::Ready
     }
 }
 
