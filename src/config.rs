@@ -51,6 +51,11 @@ pub struct Config<B: Backend = Cpu> {
 }
 
 impl Config<Cpu> {
+    /// Most device slots a pipeline takes (any backend). Each slot costs host-side
+    /// bookkeeping (its stamp, fence and events, a ready-ring entry) that the device
+    /// budget does not count, so the count is capped rather than left to the budget.
+    pub const MAX_DEVICE_SLOTS: usize = 1024;
+
     /// A builder with the defaults: 4 host slots, 2 device slots, one decode thread per
     /// available core, the cpu backend, partial last batches delivered.
     pub fn builder() -> ConfigBuilder<Cpu> {
@@ -182,7 +187,8 @@ impl<B: Backend> ConfigBuilder<B> {
         self.host_slots = n;
         self
     }
-    /// Device slots (default 2): how many batches the consumer can hold at once.
+    /// Device slots (default 2): how many batches the consumer can hold at once; at most
+    /// [`Config::MAX_DEVICE_SLOTS`].
     pub fn device_slots(mut self, n: usize) -> Self {
         self.device_slots = n;
         self
@@ -294,6 +300,13 @@ impl<B: Backend> ConfigBuilder<B> {
         };
         nonzero(self.host_slots, "host_slots")?;
         nonzero(self.device_slots, "device_slots")?;
+        if self.device_slots > Config::MAX_DEVICE_SLOTS {
+            return Err(ConfigError::TooMany {
+                field: "device_slots",
+                n: self.device_slots,
+                max: Config::MAX_DEVICE_SLOTS,
+            });
+        }
         let decode_threads = match self.decode_threads {
             Some(n) => nonzero(n, "decode_threads")?,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -135,6 +135,16 @@ pub enum ConfigError {
         /// How many cores core_affinity reports for this process.
         available: usize,
     },
+    /// A count over the most a pipeline supports.
+    #[error("`{field}` is {n}, over the most a pipeline supports ({max})")]
+    TooMany {
+        /// Which setting.
+        field: &'static str,
+        /// The count given.
+        n: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// Memory asked for is over the configured budget.
     #[error(
         "{what} needs {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
