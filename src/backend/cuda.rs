@@ -976,6 +976,7 @@ impl Backend for Cuda {
     }
 
     fn ready_sync(&self, d: usize) -> Result<()> {
+        let _bound = Bound::new(self.ctx)?;
         // SAFETY: a live event of this backend.
         check("cuEventSynchronize", unsafe {
             sys::cuEventSynchronize(self.res.ready[d].0)
