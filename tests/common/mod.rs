@@ -1,0 +1,84 @@
+//! Helpers shared by the core tests: a content rule derived from (seq, sample index), a
+//! decoder that follows it (optionally slowed down, failing or panicking at a chosen
+//! sample), and a checker.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use pinring::{Decode, DecodeError};
+
+/// Byte `i` of global sample `g`.
+pub fn byte(g: u64, i: usize) -> u8 {
+    let x = g.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (x ^ (x >> 29) ^ (x >> 47)) as u8
+}
+
+/// Panics unless `bytes` is batch `seq` with `samples` samples of `sample_bytes` each,
+/// `per_batch` samples per full batch.
+pub fn check_batch(bytes: &[u8], seq: u64, samples: usize, sample_bytes: usize, per_batch: usize) {
+    assert_eq!(bytes.len(), samples * sample_bytes, "length of batch {seq}");
+    for j in 0..samples {
+        let g = seq * per_batch as u64 + j as u64;
+        let sample = &bytes[j * sample_bytes..(j + 1) * sample_bytes];
+        for (i, &b) in sample.iter().enumerate() {
+            assert_eq!(b, byte(g, i), "batch {seq} sample {j} byte {i}");
+        }
+    }
+}
+
+/// What the test decoder does on one global sample.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Fault {
+    #[default]
+    None,
+    /// Return an error on this global sample.
+    FailAt(u64),
+    /// Panic on this global sample.
+    PanicAt(u64),
+}
+
+/// Writes `byte(g, i)` for sample `g`; optionally sleeps on some samples and fails or
+/// panics on one.
+#[derive(Default)]
+pub struct TestDecoder {
+    pub fault: Fault,
+    /// Every `delay_every`-th sample (by a hash of g) sleeps `delay`.
+    pub delay_every: u64,
+    pub delay: Duration,
+    /// Sleep before every sample (for shutdown tests).
+    pub always_sleep: Duration,
+    pub decoded: AtomicU64,
+}
+
+impl Decode for TestDecoder {
+    type Sample = u64;
+
+    fn decode(&self, g: u64, out: &mut [u8]) -> Result<(), DecodeError> {
+        if !self.always_sleep.is_zero() {
+            std::thread::sleep(self.always_sleep);
+        }
+        if self.delay_every > 0 && byte(g, 7) as u64 % self.delay_every == 0 {
+            std::thread::sleep(self.delay);
+        }
+        match self.fault {
+            Fault::FailAt(f) if f == g => {
+                return Err(DecodeError::new(format!("sample {g} is corrupt")))
+            }
+            Fault::PanicAt(p) if p == g => panic!("decoder bug on sample {g}"),
+            _ => {}
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = byte(g, i);
+        }
+        self.decoded.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+pub fn decoder() -> TestDecoder {
+    TestDecoder::default()
+}
+
+/// A bound on anything that must not hang; tests fail past it.
+pub const BOUND: Duration = Duration::from_secs(20);

@@ -1,0 +1,650 @@
+//! End-to-end behaviour of the pipeline on the cpu backend, through the public API.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use common::{byte, check_batch, decoder, Fault, TestDecoder, BOUND};
+use pinring::{
+    Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, LastBatch,
+    Pipeline, TryPop,
+};
+
+const SAMPLE: usize = 96;
+
+fn builder(per_batch: usize) -> ConfigBuilder {
+    Config::builder()
+        .samples_per_batch(per_batch)
+        .bytes_per_sample(SAMPLE)
+        .decode_threads(2)
+        .pop_timeout(BOUND)
+}
+
+#[test]
+fn hundred_thousand_batches_arrive_intact_and_in_order_under_random_delays() {
+    const BATCHES: u64 = 100_000;
+    const PER: usize = 3;
+    let config = builder(PER)
+        .host_slots(5)
+        .device_slots(3)
+        .spin_before_park(64)
+        .backend::<pinring::Cpu>(CpuOptions::default().copy_delay(
+            Duration::ZERO,
+            Duration::from_micros(3),
+            7,
+        ))
+        .build()
+        .unwrap();
+    let dec = TestDecoder {
+        delay_every: 50,
+        delay: Duration::from_micros(30),
+        ..decoder()
+    };
+    let mut p = Pipeline::new(config, dec, 0..BATCHES * PER as u64).unwrap();
+    let mut expected = 0;
+    while let Some(batch) = p.pop().unwrap() {
+        assert_eq!(batch.seq(), expected, "order");
+        assert_eq!(batch.samples(), PER);
+        check_batch(batch.bytes(), batch.seq(), PER, SAMPLE, PER);
+        batch.release(Fence::Sync).unwrap();
+        expected += 1;
+    }
+    assert_eq!(expected, BATCHES);
+    let stats = p.stats();
+    assert_eq!(stats.batches, BATCHES);
+    assert_eq!(stats.bytes, BATCHES * (PER * SAMPLE) as u64);
+}
+
+#[test]
+fn releases_out_of_order_from_other_threads_with_every_fence_form() {
+    const PER: usize = 4;
+    let config = builder(PER)
+        .device_slots(4)
+        .backend::<pinring::Cpu>(CpuOptions::default().copy_delay(
+            Duration::ZERO,
+            Duration::from_micros(200),
+            3,
+        ))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..400 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let event = CpuEvent::new();
+    let (to_releaser, releaser_inbox) = mpsc::channel::<pinring::Batch>();
+    let releaser = std::thread::spawn(move || {
+        let stream = CpuStream::new();
+        let mut n = 0;
+        for batch in releaser_inbox {
+            n += 1;
+            match n % 2 {
+                0 => batch.release(Fence::Stream(&stream)).unwrap(),
+                _ => drop(batch),
+            }
+        }
+        n
+    });
+    let mut held = Vec::new();
+    let mut seen = 0u64;
+    let mut sent = 0;
+    while let Some(mut batch) = p.pop().unwrap() {
+        assert_eq!(batch.seq(), seen);
+        seen += 1;
+        check_batch(batch.bytes(), batch.seq(), PER, SAMPLE, PER);
+        batch.wait_on(&stream).unwrap();
+        held.push(batch);
+        if held.len() == 4 {
+            // Release the four in reverse order, each a different way.
+            let d = held.pop().unwrap();
+            let c = held.pop().unwrap();
+            let b = held.pop().unwrap();
+            let a = held.pop().unwrap();
+            to_releaser.send(d).unwrap();
+            stream.record(&event);
+            c.release(Fence::Event(&event)).unwrap();
+            b.release(Fence::Stream(&stream)).unwrap();
+            to_releaser.send(a).unwrap();
+            sent += 2;
+        }
+    }
+    drop(to_releaser);
+    assert_eq!(releaser.join().unwrap(), sent);
+    assert_eq!(seen, 400);
+}
+
+/// With D batches held, the copy thread must stall rather than overwrite them.
+#[test]
+fn holding_every_device_slot_stalls_the_copy_thread_instead_of_overwriting() {
+    const PER: usize = 2;
+    const D: usize = 3;
+    let config = builder(PER)
+        .device_slots(D)
+        .host_slots(6)
+        .backend::<pinring::Cpu>(CpuOptions::default().copy_delay(
+            Duration::ZERO,
+            Duration::from_micros(500),
+            11,
+        ))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..40 * PER as u64).unwrap();
+    let mut seq = 0;
+    loop {
+        let mut held: Vec<_> = (0..D).filter_map(|_| p.pop().unwrap()).collect();
+        if held.is_empty() {
+            break;
+        }
+        // Give the pipeline every chance to overwrite the slots we hold.
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(matches!(
+            p.try_pop().unwrap(),
+            TryPop::NotReady | TryPop::End
+        ));
+        let stats = p.stats();
+        assert!(
+            held.len() < D
+                || stats
+                    .device_slots
+                    .iter()
+                    .all(|&(_, s)| s == DeviceState::Leased),
+            "{stats:?}"
+        );
+        for b in &held {
+            assert_eq!(b.seq(), seq);
+            check_batch(b.bytes(), b.seq(), b.samples(), SAMPLE, PER);
+            seq += 1;
+        }
+        held.drain(..).for_each(drop);
+    }
+    assert_eq!(seq, 40);
+}
+
+/// A "kernel" on a user stream reads the slot after a delay. Fenced on that stream, the
+/// next copy into the slot waits for it; released with a false `Fence::Sync`, the next
+/// copy overwrites the slot first, and the kernel sees the wrong batch — so the check can
+/// fail.
+fn kernel_reads_slot_after_release(fenced: bool) -> bool {
+    const PER: usize = 2;
+    let config = builder(PER).device_slots(1).host_slots(2).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..2 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let gate = CpuEvent::new();
+    let gate_stream = CpuStream::new();
+    // The gate completes only when the test says so: its stream waits on a flag.
+    let open = Arc::new(AtomicBool::new(false));
+    {
+        let open = open.clone();
+        gate_stream.enqueue(move || {
+            while !open.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+    }
+    gate_stream.record(&gate);
+
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&stream).unwrap();
+    let ptr = first.device_ptr().as_ptr() as usize;
+    let len = first.len();
+    let intact = Arc::new(AtomicBool::new(false));
+    {
+        let intact = intact.clone();
+        if fenced {
+            stream.sleep(Duration::from_millis(30));
+        } else {
+            stream.wait_event(&gate);
+        }
+        stream.enqueue(move || {
+            // SAFETY: reads `len` bytes of device slot 0, which lives as long as the
+            // pipeline; in the unfenced case the copy thread may be writing it, which is
+            // the bug this test demonstrates (bytes are plain u8, any value is valid).
+            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let ok = (0..PER).all(|j| {
+                bytes[j * SAMPLE..(j + 1) * SAMPLE]
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == byte(j as u64, i))
+            });
+            intact.store(ok, Ordering::Release);
+        });
+    }
+    if fenced {
+        first.release(Fence::Stream(&stream)).unwrap();
+    } else {
+        first.release(Fence::Sync).unwrap();
+    }
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!(second.slot(), 0);
+    if !fenced {
+        // Batch 1's copy into slot 0 has completed; only now may the kernel run.
+        second.synchronize().unwrap();
+        open.store(true, Ordering::Release);
+    }
+    second.synchronize().unwrap();
+    // Never leave the gate closed: a conservative fence (an unbound drop anywhere in the
+    // process) synchronizes every CpuStream, this one too.
+    open.store(true, Ordering::Release);
+    stream.synchronize();
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    second.release(Fence::Sync).unwrap();
+    intact.load(Ordering::Acquire)
+}
+
+#[test]
+fn stream_fence_keeps_the_slot_until_the_kernel_has_read_it() {
+    assert!(kernel_reads_slot_after_release(true));
+}
+
+#[test]
+fn a_false_sync_fence_lets_the_next_copy_overwrite_a_slot_still_being_read() {
+    assert!(
+        !kernel_reads_slot_after_release(false),
+        "the unfenced kernel should have seen batch 1's bytes"
+    );
+}
+
+#[test]
+fn batches_can_be_released_from_another_thread_after_the_pipeline_is_dropped() {
+    let config = builder(2).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..100u64).unwrap();
+    let a = p.pop().unwrap().unwrap();
+    let b = p.pop().unwrap().unwrap();
+    drop(p);
+    let t = std::thread::spawn(move || {
+        check_batch(b.bytes(), 1, 2, SAMPLE, 2);
+        b.release(Fence::Sync).unwrap();
+        check_batch(a.bytes(), 0, 2, SAMPLE, 2);
+        drop(a);
+    });
+    t.join().unwrap();
+}
+
+fn run_to_error(dec: TestDecoder, per: usize, total: u64) -> (u64, Error) {
+    let config = builder(per).build().unwrap();
+    let mut p = Pipeline::new(config, dec, 0..total).unwrap();
+    let mut delivered = 0;
+    let error = loop {
+        match p.pop() {
+            Ok(Some(batch)) => {
+                assert_eq!(batch.seq(), delivered);
+                check_batch(batch.bytes(), batch.seq(), per, SAMPLE, per);
+                delivered += 1;
+            }
+            Ok(None) => panic!("source ended without the injected failure"),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(p.pop(), Err(Error::Stopped)),
+        "later pops report a stopped pipeline"
+    );
+    assert!(matches!(p.try_pop(), Err(Error::Stopped)));
+    (delivered, error)
+}
+
+#[test]
+fn a_decode_error_surfaces_with_its_batch_and_sample_after_every_earlier_batch() {
+    let (delivered, error) = run_to_error(
+        TestDecoder {
+            fault: Fault::FailAt(7 * 5 + 3),
+            ..decoder()
+        },
+        5,
+        1000,
+    );
+    assert_eq!(delivered, 7);
+    match error {
+        Error::Decode {
+            seq,
+            sample,
+            message,
+        } => {
+            assert_eq!((seq, sample), (7, 3));
+            assert!(message.contains("corrupt"), "{message}");
+        }
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_decoder_panic_is_caught_and_reported_with_its_batch_and_sample() {
+    let (delivered, error) = run_to_error(
+        TestDecoder {
+            fault: Fault::PanicAt(12 * 4 + 2),
+            ..decoder()
+        },
+        4,
+        1000,
+    );
+    assert_eq!(delivered, 12);
+    match error {
+        Error::DecoderPanic {
+            seq,
+            sample,
+            message,
+        } => {
+            assert_eq!((seq, sample), (12, 2));
+            assert!(message.contains("decoder bug on sample 50"), "{message}");
+        }
+        other => panic!("expected a decoder panic, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_source_panic_is_caught_and_reported_with_its_batch_and_sample() {
+    let config = builder(4).build().unwrap();
+    let source = (0..1000u64).map(|g| {
+        if g == 4 * 9 + 1 {
+            panic!("source broke at {g}")
+        } else {
+            g
+        }
+    });
+    let mut p = Pipeline::new(config, decoder(), source).unwrap();
+    for seq in 0..9 {
+        let b = p.pop().unwrap().unwrap();
+        check_batch(b.bytes(), seq, 4, SAMPLE, 4);
+    }
+    match p.pop() {
+        Err(Error::SourcePanic {
+            seq: 9,
+            sample: 1,
+            message,
+        }) => assert!(message.contains("source broke at 37")),
+        other => panic!("expected a source panic, got {other:?}"),
+    }
+    assert!(matches!(p.pop(), Err(Error::Stopped)));
+}
+
+#[test]
+fn a_copy_failure_reaches_the_consumer_after_every_earlier_batch() {
+    let config = builder(2)
+        .backend::<pinring::Cpu>(CpuOptions::default().fail_copy_at(5))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..100u64).unwrap();
+    for seq in 0..5 {
+        let b = p.pop().unwrap().unwrap();
+        assert_eq!(b.seq(), seq);
+    }
+    match p.pop() {
+        Err(Error::Backend {
+            call: "cpu copy",
+            message,
+            ..
+        }) => assert!(message.contains("batch 5")),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    assert!(matches!(p.pop(), Err(Error::Stopped)));
+}
+
+#[test]
+fn after_a_failure_every_slot_comes_back_once_batches_are_dropped() {
+    let config = builder(2).device_slots(2).build().unwrap();
+    let mut p = Pipeline::new(
+        config,
+        TestDecoder {
+            fault: Fault::FailAt(9),
+            ..decoder()
+        },
+        0..100u64,
+    )
+    .unwrap();
+    let a = p.pop().unwrap().unwrap();
+    let b = p.pop().unwrap().unwrap();
+    drop((a, b));
+    let mut n = 2;
+    let error = loop {
+        match p.pop() {
+            Ok(Some(_)) => n += 1,
+            Ok(None) => panic!("no error"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(n, 4);
+    assert!(matches!(
+        error,
+        Error::Decode {
+            seq: 4,
+            sample: 1,
+            ..
+        }
+    ));
+    let stats = p.stats();
+    assert!(
+        stats
+            .device_slots
+            .iter()
+            .all(|&(_, s)| s == DeviceState::Released),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn an_empty_source_ends_at_once() {
+    let mut p = Pipeline::new(builder(4).build().unwrap(), decoder(), std::iter::empty()).unwrap();
+    assert!(p.pop().unwrap().is_none());
+    assert!(p.pop().unwrap().is_none(), "end is sticky");
+    assert!(matches!(p.try_pop().unwrap(), TryPop::End));
+}
+
+#[test]
+fn a_source_shorter_than_one_batch_gives_one_short_batch_or_none() {
+    let mut p = Pipeline::new(builder(8).build().unwrap(), decoder(), 0..3u64).unwrap();
+    let b = p.pop().unwrap().unwrap();
+    assert_eq!((b.seq(), b.samples(), b.len()), (0, 3, 3 * SAMPLE));
+    check_batch(b.bytes(), 0, 3, SAMPLE, 8);
+    drop(b);
+    assert!(p.pop().unwrap().is_none());
+
+    let config = builder(8).last_batch(LastBatch::Drop).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..3u64).unwrap();
+    assert!(p.pop().unwrap().is_none());
+}
+
+#[test]
+fn a_short_last_batch_is_delivered_with_its_true_count_or_dropped() {
+    for (mode, expect) in [(LastBatch::Partial, 6), (LastBatch::Drop, 5)] {
+        let config = builder(4).last_batch(mode).build().unwrap();
+        let mut p = Pipeline::new(config, decoder(), 0..22u64).unwrap();
+        let mut n = 0;
+        while let Some(b) = p.pop().unwrap() {
+            let samples = if b.seq() == 5 { 2 } else { 4 };
+            assert_eq!(b.samples(), samples);
+            check_batch(b.bytes(), b.seq(), samples, SAMPLE, 4);
+            n += 1;
+        }
+        assert_eq!(n, expect, "{mode:?}");
+    }
+}
+
+#[test]
+fn an_exact_multiple_ends_without_a_short_batch() {
+    let mut p = Pipeline::new(builder(4).build().unwrap(), decoder(), 0..20u64).unwrap();
+    let mut n = 0;
+    while let Some(b) = p.pop().unwrap() {
+        assert_eq!(b.samples(), 4);
+        n += 1;
+    }
+    assert_eq!(n, 5);
+}
+
+#[test]
+fn try_pop_never_blocks_and_sees_every_batch() {
+    let config = builder(2).build().unwrap();
+    let dec = TestDecoder {
+        always_sleep: Duration::from_millis(1),
+        ..decoder()
+    };
+    let mut p = Pipeline::new(config, dec, 0..40u64).unwrap();
+    let mut seq = 0;
+    let mut not_ready = 0;
+    loop {
+        match p.try_pop().unwrap() {
+            TryPop::Batch(b) => {
+                assert_eq!(b.seq(), seq);
+                seq += 1;
+            }
+            TryPop::NotReady => {
+                not_ready += 1;
+                std::thread::yield_now();
+            }
+            TryPop::End => break,
+        }
+    }
+    assert_eq!(seq, 20);
+    assert!(
+        not_ready > 0,
+        "a 1 ms decoder cannot keep try_pop always ready"
+    );
+}
+
+#[test]
+fn a_starved_pop_times_out_naming_the_stage_behind() {
+    // Decode is slow: the pop times out naming it.
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .pop_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let dec = TestDecoder {
+        always_sleep: Duration::from_millis(600),
+        ..decoder()
+    };
+    let mut p = Pipeline::new(config, dec, 0..10u64).unwrap();
+    match p.pop() {
+        Err(Error::PopTimeout {
+            behind: pinring::Stage::Decode,
+            waited,
+        }) => assert!(waited >= Duration::from_millis(50)),
+        other => panic!("expected a decode timeout, got {other:?}"),
+    }
+
+    // The source is slow.
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .pop_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let slow = (0..10u64).map(|g| {
+        std::thread::sleep(Duration::from_millis(400));
+        g
+    });
+    let mut p = Pipeline::new(config, decoder(), slow).unwrap();
+    assert!(matches!(
+        p.pop(),
+        Err(Error::PopTimeout {
+            behind: pinring::Stage::Source,
+            ..
+        })
+    ));
+
+    // The consumer holds every device slot.
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .pop_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let _a = p.pop().unwrap().unwrap();
+    let _b = p.pop().unwrap().unwrap();
+    match p.pop() {
+        Err(Error::PopTimeout {
+            behind: pinring::Stage::Consumer,
+            ..
+        }) => {}
+        other => panic!("expected a consumer timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn stats_count_stages_and_slot_states() {
+    let config = builder(4).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..400u64).unwrap();
+    let mut n = 0;
+    while let Some(b) = p.pop().unwrap() {
+        n += 1;
+        drop(b);
+    }
+    let s = p.stats();
+    assert_eq!((s.batches, s.bytes, n), (100, 400 * SAMPLE as u64, 100));
+    assert!(
+        s.decode.busy > Duration::ZERO
+            && s.copy.busy > Duration::ZERO
+            && s.source.busy > Duration::ZERO
+    );
+    assert_eq!(s.host_slots.len(), 4);
+    assert_eq!(s.device_slots.len(), 2);
+    assert!(s.to_string().contains("batches"));
+}
+
+#[test]
+fn huge_pages_are_used_or_the_fallback_says_why() {
+    let config = builder(4).huge_pages(true).build().unwrap();
+    assert_eq!(config.host_stride() % (2 << 20), 0);
+    let mut p = Pipeline::new(config, decoder(), 0..40u64).unwrap();
+    match p.huge_pages() {
+        pinring::HugePages::On => {}
+        pinring::HugePages::Fallback(why) => assert!(why.contains("MAP_HUGETLB"), "{why}"),
+        pinring::HugePages::Off => panic!("huge pages were asked for"),
+    }
+    let mut n = 0;
+    while let Some(b) = p.pop().unwrap() {
+        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
+        n += 1;
+    }
+    assert_eq!(n, 10);
+}
+
+#[test]
+fn decode_threads_can_be_pinned() {
+    let cores = core_affinity_count();
+    let config = builder(4)
+        .decode_cores(0..cores)
+        .copy_core(cores - 1)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..400u64).unwrap();
+    let mut n = 0;
+    while let Some(b) = p.pop().unwrap() {
+        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
+        n += 1;
+    }
+    assert_eq!(n, 100);
+}
+
+fn core_affinity_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[test]
+fn many_pipelines_run_side_by_side() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut p = Pipeline::new(
+                    builder(3).decode_threads(1).build().unwrap(),
+                    decoder(),
+                    0..300u64,
+                )
+                .unwrap();
+                while let Some(b) = p.pop().unwrap() {
+                    check_batch(b.bytes(), b.seq(), 3, SAMPLE, 3);
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                i
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 400);
+}

@@ -1,0 +1,170 @@
+//! Shutdown never hangs: dropping or stopping the pipeline at any moment ends every one
+//! of its threads within a bound these tests enforce, and leased batches stay valid.
+//!
+//! The tests count the process's threads named `pinring*` (Linux `/proc/self/task`), so
+//! they run one at a time.
+
+mod common;
+
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::{check_batch, decoder, TestDecoder, BOUND};
+use pinring::{Config, Error, Fence, Pipeline};
+
+const SAMPLE: usize = 64;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Threads of this process whose name starts with "pinring".
+fn pinring_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|name| name.starts_with("pinring"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until no pinring thread is left, failing past `bound`.
+fn assert_threads_end_within(bound: Duration) {
+    let start = Instant::now();
+    while pinring_threads() > 0 {
+        assert!(
+            start.elapsed() < bound,
+            "{} pinring threads still alive after {bound:?}",
+            pinring_threads()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn config(per: usize) -> pinring::ConfigBuilder {
+    Config::builder()
+        .samples_per_batch(per)
+        .bytes_per_sample(SAMPLE)
+        .decode_threads(2)
+}
+
+#[test]
+fn drop_with_batches_leased_keeps_them_valid_and_ends_every_thread() {
+    let _serial = serial();
+    let mut p = Pipeline::new(config(4).build().unwrap(), decoder(), 0..1000u64).unwrap();
+    let a = p.pop().unwrap().unwrap();
+    let b = p.pop().unwrap().unwrap();
+    assert!(pinring_threads() > 0);
+    let start = Instant::now();
+    drop(p);
+    assert!(start.elapsed() < BOUND);
+    check_batch(a.bytes(), 0, 4, SAMPLE, 4);
+    check_batch(b.bytes(), 1, 4, SAMPLE, 4);
+    b.release(Fence::Sync).unwrap();
+    drop(a);
+    assert_threads_end_within(BOUND);
+}
+
+#[test]
+fn drop_while_decodes_run_waits_only_for_the_decode_in_progress() {
+    let _serial = serial();
+    let dec = TestDecoder {
+        always_sleep: Duration::from_millis(150),
+        ..decoder()
+    };
+    let p = Pipeline::new(config(8).build().unwrap(), dec, 0..1000u64).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let start = Instant::now();
+    drop(p);
+    // Each worker finishes at most its current 150 ms sample; then everything ends.
+    assert!(start.elapsed() < BOUND);
+    assert_threads_end_within(BOUND);
+}
+
+#[test]
+fn stopping_while_the_consumer_is_parked_in_pop_on_another_thread() {
+    let _serial = serial();
+    let slow = (0..1000u64).map(|g| {
+        std::thread::sleep(Duration::from_millis(50));
+        g
+    });
+    let p = Pipeline::new(config(16).build().unwrap(), decoder(), slow).unwrap();
+    let stop = p.stop_handle();
+    let (done, finished) = mpsc::channel();
+    let consumer = std::thread::spawn(move || {
+        let mut p = p;
+        let result = p.pop(); // parks: the first batch needs 16 × 50 ms of source
+        drop(p);
+        done.send(()).unwrap();
+        result
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    stop.stop();
+    finished
+        .recv_timeout(BOUND)
+        .expect("the parked consumer must wake up and finish");
+    assert!(matches!(consumer.join().unwrap(), Err(Error::Stopped)));
+    drop(stop);
+    assert_threads_end_within(BOUND);
+}
+
+#[test]
+fn dropping_mid_stream_with_an_infinite_source() {
+    let _serial = serial();
+    let mut p = Pipeline::new(config(4).build().unwrap(), decoder(), 0u64..).unwrap();
+    for seq in 0..50 {
+        let b = p.pop().unwrap().unwrap();
+        check_batch(b.bytes(), seq, 4, SAMPLE, 4);
+    }
+    let start = Instant::now();
+    drop(p);
+    assert!(start.elapsed() < BOUND);
+    assert_threads_end_within(BOUND);
+}
+
+#[test]
+fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
+    let _serial = serial();
+    let (unblock, blocked) = mpsc::channel::<()>();
+    let blocked = Mutex::new(blocked);
+    let source = (0..1000u64).map(move |g| {
+        if g == 6 {
+            // Blocks until the test lets go (or the sender is dropped).
+            let _ = blocked.lock().unwrap().recv();
+        }
+        g
+    });
+    let config = config(2)
+        .shutdown_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), source).unwrap();
+    for seq in 0..3 {
+        assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
+    }
+    let start = Instant::now();
+    drop(p);
+    let took = start.elapsed();
+    assert!(took < BOUND, "drop took {took:?}");
+    // The feeder is still inside the source's `next`: it ends as soon as that returns.
+    assert!(pinring_threads() >= 1);
+    drop(unblock);
+    assert_threads_end_within(BOUND);
+}
+
+#[test]
+fn stop_then_pop_reports_stopped_and_batches_already_out_stay_valid() {
+    let _serial = serial();
+    let mut p = Pipeline::new(config(2).build().unwrap(), decoder(), 0u64..).unwrap();
+    let a = p.pop().unwrap().unwrap();
+    p.stop_handle().stop();
+    assert!(matches!(p.pop(), Err(Error::Stopped)));
+    assert!(matches!(p.try_pop(), Err(Error::Stopped)));
+    check_batch(a.bytes(), 0, 2, SAMPLE, 2);
+    drop(p);
+    drop(a);
+    assert_threads_end_within(BOUND);
+}
