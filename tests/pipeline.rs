@@ -529,10 +529,7 @@ fn a_starved_pop_times_out_naming_the_stage_behind() {
         .pop_timeout(Duration::from_millis(50))
         .build()
         .unwrap();
-    let slow = (0..10u64).map(|g| {
-        std::thread::sleep(Duration::from_millis(400));
-        g
-    });
+    let slow = (0..10u64).inspect(|_| std::thread::sleep(Duration::from_millis(400)));
     let mut p = Pipeline::new(config, decoder(), slow).unwrap();
     assert!(matches!(
         p.pop(),

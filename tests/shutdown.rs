@@ -87,10 +87,7 @@ fn drop_while_decodes_run_waits_only_for_the_decode_in_progress() {
 #[test]
 fn stopping_while_the_consumer_is_parked_in_pop_on_another_thread() {
     let _serial = serial();
-    let slow = (0..1000u64).map(|g| {
-        std::thread::sleep(Duration::from_millis(50));
-        g
-    });
+    let slow = (0..1000u64).inspect(|_| std::thread::sleep(Duration::from_millis(50)));
     let p = Pipeline::new(config(16).build().unwrap(), decoder(), slow).unwrap();
     let stop = p.stop_handle();
     let (done, finished) = mpsc::channel();
@@ -130,12 +127,11 @@ fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
     let _serial = serial();
     let (unblock, blocked) = mpsc::channel::<()>();
     let blocked = Mutex::new(blocked);
-    let source = (0..1000u64).map(move |g| {
+    let source = (0..1000u64).inspect(move |&g| {
         if g == 6 {
             // Blocks until the test lets go (or the sender is dropped).
             let _ = blocked.lock().unwrap().recv();
         }
-        g
     });
     let config = config(2)
         .shutdown_timeout(Duration::from_millis(100))
