@@ -1,0 +1,22 @@
+//! Fuzz target `shard`: arbitrary bytes as a token-shard file give the documented error
+//! or a shard that reads back exactly, samplers over it stay inside it, and the token
+//! decoders write exactly its tokens (`harness/shard.rs`).
+#![no_main]
+
+#[path = "../harness/bytes.rs"]
+mod bytes;
+#[path = "../harness/shard.rs"]
+mod shard;
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    static FILE: OnceLock<shard::TempFile> = OnceLock::new();
+    let file = FILE.get_or_init(|| shard::TempFile::new("shard"));
+    let input = shard::ShardInput::decode(&mut bytes::Bytes::new(data));
+    if let Err(failure) = shard::check(&input, file) {
+        panic!("{failure}\n{input:?}");
+    }
+});

@@ -1,0 +1,469 @@
+//! The `shard` property: arbitrary bytes as a token-shard file give either the error the
+//! format's documented checks name (a `SourceError::File` for this file with the right
+//! `FileProblem`) or a shard whose every token reads back as the file's bytes; samplers
+//! over it yield only windows inside it, with the file's tokens; the token decoders
+//! write exactly those tokens, and reject a wrong sample size instead of panicking.
+//!
+//! Shared by `fuzz/fuzz_targets/shard.rs` and `tests/prop_shard.rs` through `#[path]`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pinring::source::{
+    FileProblem, NextToken, Order, Sampler, SourceError, TokenShard, TokenShards, TokenType,
+    Tokens, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_VERSION,
+};
+use pinring::{Decode, Error};
+
+use super::bytes::Bytes;
+
+/// Most samples of an epoch that are checked one by one.
+const MAX_CHECKED: usize = 2048;
+
+/// A shard file's bytes and a sampler set-up to read it with.
+#[derive(Debug, Clone)]
+pub struct ShardInput {
+    pub file: Vec<u8>,
+    pub window: u64,
+    pub stride: Option<u64>,
+    pub order: Order,
+    pub rank: u64,
+    pub world_size: u64,
+    pub even_ranks: bool,
+}
+
+impl ShardInput {
+    /// Reads an input from fuzz bytes: the sampler set-up, then the file — raw bytes, or
+    /// (mostly) a header built from the input with its fields often right, so that the
+    /// later checks are reached, followed by the rest of the input as tokens.
+    pub fn decode(b: &mut Bytes<'_>) -> Self {
+        let x = b.u8();
+        let window = match x % 8 {
+            0 => 0,
+            7 => b.le(8),
+            _ => 1 + u64::from(b.u8() % 24),
+        };
+        let stride = (x & 0x08 != 0).then(|| u64::from(b.u8() % 24));
+        let order = match (x >> 4) % 3 {
+            0 => Order::Sequential,
+            1 => Order::Shuffled { seed: b.le(2) },
+            _ => Order::Random { seed: b.le(2) },
+        };
+        let y = b.u8();
+        let world_size = match y % 8 {
+            0 => 0,
+            1..=4 => 1,
+            5 | 6 => 2,
+            _ => 3,
+        };
+        let rank = if y & 0x40 != 0 {
+            u64::from((y >> 4) % 4)
+        } else {
+            0
+        };
+        let even_ranks = y & 0x80 != 0;
+        let mode = b.u8();
+        let file = if mode < 32 {
+            // Raw: the rest of the input is the file.
+            let mut file = Vec::new();
+            while !b.is_empty() {
+                file.push(b.u8());
+            }
+            file
+        } else {
+            // One fault at most, chosen by `mode % 8`; 0 and 5..=7 build a valid file.
+            let fault = mode % 8;
+            let magic = if fault == 1 {
+                b.le(4) as i32
+            } else {
+                SHARD_MAGIC
+            };
+            let version = if fault == 2 {
+                b.le(4) as i32
+            } else {
+                SHARD_VERSION
+            };
+            let mut header = vec![0u8; SHARD_HEADER_BYTES];
+            if mode & 0x10 != 0 {
+                // Junk in the header's unused words (readers must ignore it).
+                let at = 12 + usize::from(b.u8()) * 4 % (SHARD_HEADER_BYTES - 12);
+                header[at] = b.u8();
+            }
+            let count_mode = b.u8();
+            let mut tokens = Vec::new();
+            while !b.is_empty() {
+                tokens.push(b.u8());
+            }
+            if tokens.len() % 2 == 1 && fault != 3 {
+                tokens.pop();
+            }
+            let whole = (tokens.len() / 2) as i64;
+            let count = match (fault, count_mode % 5) {
+                (4, 0) => 0,
+                (4, 1) => -1 - i64::from(count_mode >> 3),
+                (4, 2) => i64::from(i32::MAX),
+                (4, 3) => whole + 1 + i64::from(count_mode >> 3),
+                (4, _) => (whole - 1 - i64::from(count_mode >> 3)).max(1),
+                _ => whole,
+            } as i32;
+            for (i, word) in [magic, version, count].into_iter().enumerate() {
+                header[i * 4..i * 4 + 4].copy_from_slice(&word.to_le_bytes());
+            }
+            let mut file = header;
+            file.extend_from_slice(&tokens);
+            if fault == 3 {
+                // Cut the file short, possibly into the header.
+                let cut = usize::from(mode >> 4) * 70;
+                file.truncate(file.len().saturating_sub(cut));
+            }
+            file
+        };
+        ShardInput {
+            file,
+            window,
+            stride,
+            order,
+            rank,
+            world_size,
+            even_ranks,
+        }
+    }
+}
+
+/// What the documented checks of `TokenShard::open` say about `file`.
+fn expected_problem(file: &[u8]) -> Option<FileProblem> {
+    let len = file.len() as u64;
+    let header = SHARD_HEADER_BYTES as u64;
+    if len == 0 {
+        return Some(FileProblem::Empty);
+    }
+    if len < header {
+        return Some(FileProblem::TruncatedHeader {
+            len,
+            needed: header,
+        });
+    }
+    let word = |i: usize| i32::from_le_bytes(file[i * 4..i * 4 + 4].try_into().unwrap());
+    if word(0) != SHARD_MAGIC {
+        return Some(FileProblem::BadMagic {
+            found: word(0),
+            expected: SHARD_MAGIC,
+        });
+    }
+    if word(1) != SHARD_VERSION {
+        return Some(FileProblem::BadVersion {
+            found: word(1),
+            expected: SHARD_VERSION,
+        });
+    }
+    let count = word(2);
+    if count <= 0 {
+        return Some(FileProblem::BadTokenCount {
+            count: i64::from(count),
+        });
+    }
+    let count = count as u64;
+    let needed = header + 2 * count;
+    if needed > len {
+        return Some(FileProblem::TokensBeyondFile { count, needed, len });
+    }
+    if len > needed {
+        return Some(FileProblem::TrailingBytes {
+            count,
+            extra: len - needed,
+        });
+    }
+    None
+}
+
+fn same_problem(a: &FileProblem, b: &FileProblem) -> bool {
+    use FileProblem as P;
+    match (a, b) {
+        (P::Empty, P::Empty) => true,
+        (
+            P::TruncatedHeader { len, needed },
+            P::TruncatedHeader {
+                len: l2,
+                needed: n2,
+            },
+        ) => (len, needed) == (l2, n2),
+        (
+            P::BadMagic { found, expected },
+            P::BadMagic {
+                found: f2,
+                expected: e2,
+            },
+        )
+        | (
+            P::BadVersion { found, expected },
+            P::BadVersion {
+                found: f2,
+                expected: e2,
+            },
+        ) => (found, expected) == (f2, e2),
+        (P::BadTokenCount { count }, P::BadTokenCount { count: c2 }) => count == c2,
+        (
+            P::TokensBeyondFile { count, needed, len },
+            P::TokensBeyondFile {
+                count: c2,
+                needed: n2,
+                len: l2,
+            },
+        ) => (count, needed, len) == (c2, n2, l2),
+        (
+            P::TrailingBytes { count, extra },
+            P::TrailingBytes {
+                count: c2,
+                extra: e2,
+            },
+        ) => (count, extra) == (c2, e2),
+        _ => false,
+    }
+}
+
+/// A file in the temp directory for this process (and thread), removed on drop.
+pub struct TempFile(PathBuf);
+
+impl TempFile {
+    /// A fresh path for `tag` in this process and thread.
+    pub fn new(tag: &str) -> Self {
+        let thread = format!("{:?}", std::thread::current().id());
+        let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+        TempFile(std::env::temp_dir().join(format!(
+            "pinring-fuzz-{tag}-{}-{thread}.bin",
+            std::process::id()
+        )))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// How far a passing check went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reached {
+    /// The file was rejected with the problem the format's checks name.
+    Rejected,
+    /// The shard opened; the sampler set-up was rejected with a justified error.
+    Opened,
+    /// The shard opened and a sampler's windows were checked.
+    Sampled,
+}
+
+/// Checks one input, writing its file at `file`'s path. `Err` describes the first
+/// violation.
+pub fn check(input: &ShardInput, file: &TempFile) -> Result<Reached, String> {
+    let path = file.path();
+    std::fs::write(path, &input.file).map_err(|e| format!("writing the test file: {e}"))?;
+    let expected = expected_problem(&input.file);
+    let shard = match (TokenShard::open(path), &expected) {
+        (Ok(shard), None) => shard,
+        (Ok(shard), Some(p)) => {
+            return Err(format!("opened a malformed file ({p:?}) as {shard:?}"));
+        }
+        (Err(e), expected) => {
+            let shown = e.to_string();
+            return match (&e, expected) {
+                (Error::Source(SourceError::File { path: p, problem }), Some(want))
+                    if p == path && same_problem(problem, want) =>
+                {
+                    Ok(Reached::Rejected)
+                }
+                _ => Err(format!(
+                    "open gave {e:?} ({shown}); the format's checks say {expected:?}"
+                )),
+            };
+        }
+    };
+    let tokens: Vec<u16> = input.file[SHARD_HEADER_BYTES..]
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    if shard.len() != tokens.len() || shard.is_empty() {
+        return Err(format!(
+            "{} tokens, the file holds {}",
+            shard.len(),
+            tokens.len()
+        ));
+    }
+    if shard.token_bytes() != &input.file[SHARD_HEADER_BYTES..] {
+        return Err("token_bytes differ from the file".into());
+    }
+    for (i, &t) in tokens.iter().enumerate() {
+        if shard.token(i) != Some(t) {
+            return Err(format!(
+                "token {i} reads {:?}, the file has {t}",
+                shard.token(i)
+            ));
+        }
+    }
+    for i in [
+        tokens.len(),
+        tokens.len() + 1,
+        usize::MAX / 2 + 1,
+        usize::MAX,
+    ] {
+        if shard.token(i).is_some() {
+            return Err(format!("token {i} past the end reads {:?}", shard.token(i)));
+        }
+    }
+    check_sampler(input, Arc::new(shard), &tokens)
+}
+
+/// Builds the input's sampler over the shard; checks its verdict and its windows.
+fn check_sampler(
+    input: &ShardInput,
+    shard: Arc<TokenShard>,
+    tokens: &[u16],
+) -> Result<Reached, String> {
+    let shards = TokenShards::from_shards([shard]).map_err(|e| format!("from_shards: {e}"))?;
+    let mut builder = Sampler::builder(shards)
+        .window(input.window)
+        .order(input.order)
+        .shard(input.rank, input.world_size)
+        .even_ranks(input.even_ranks);
+    if let Some(stride) = input.stride {
+        builder = builder.stride(stride);
+    }
+    let w = input.window;
+    let stride = input.stride.unwrap_or(w);
+    let n = tokens.len() as u64;
+    let sampler = match builder.build() {
+        Ok(s) => s,
+        Err(e) => {
+            let justified = match &e {
+                Error::Source(SourceError::Zero("window")) => w == 0,
+                Error::Source(SourceError::Zero("stride")) => w != 0 && stride == 0,
+                Error::Source(SourceError::Zero("world_size")) => input.world_size == 0,
+                Error::Source(SourceError::BadRank { rank, world_size }) => {
+                    *rank >= *world_size && *world_size == input.world_size
+                }
+                // No window fits, or this rank's share of the epoch is empty.
+                Error::Source(SourceError::NoWindows { window, longest }) => {
+                    let world = input.world_size;
+                    let windows = if w <= n { (n - w) / stride + 1 } else { 0 };
+                    let epoch = if input.even_ranks {
+                        windows - windows % world
+                    } else {
+                        windows
+                    };
+                    let share = epoch / world + u64::from(input.rank < epoch % world);
+                    *window == w && *longest == n && share == 0
+                }
+                _ => false,
+            };
+            return if justified {
+                Ok(Reached::Opened)
+            } else {
+                Err(format!("sampler build gave {e:?} for {input:?}"))
+            };
+        }
+    };
+    if w == 0 || stride == 0 || w > n || input.rank >= input.world_size {
+        return Err(format!("sampler built for an impossible set-up {input:?}"));
+    }
+    let grid = (n - w) / stride + 1;
+    if sampler.grid_windows() != grid {
+        return Err(format!(
+            "{} grid windows, expected {grid}",
+            sampler.grid_windows()
+        ));
+    }
+    let ty = [TokenType::U16, TokenType::I32, TokenType::I64][(n % 3) as usize];
+    for epoch in 0..2 {
+        let mut starts = Vec::new();
+        for (i, window) in sampler.epoch(epoch).take(MAX_CHECKED).enumerate() {
+            let (start, len) = (window.start() as u64, window.len() as u64);
+            if len != w || start + len > n {
+                return Err(format!("window {start}+{len} outside the shard of {n}"));
+            }
+            let want = &tokens[start as usize..(start + len) as usize];
+            if window.to_vec() != want {
+                return Err(format!("window at {start} has the wrong tokens"));
+            }
+            if input.order == Order::Sequential {
+                let g = input.rank + i as u64 * input.world_size;
+                if start != g * stride {
+                    return Err(format!(
+                        "sequential sample {i} starts at {start}, not {}",
+                        g * stride
+                    ));
+                }
+            }
+            if !matches!(input.order, Order::Random { .. }) && start % stride != 0 {
+                return Err(format!("grid window at {start}, off the stride {stride}"));
+            }
+            if i < 64 {
+                check_decoders(&window, want, ty)?;
+            }
+            starts.push(start);
+        }
+        if let (Order::Shuffled { .. }, 1, false) =
+            (input.order, input.world_size, input.even_ranks)
+        {
+            if starts.len() as u64 == grid {
+                starts.sort_unstable();
+                if starts
+                    .iter()
+                    .enumerate()
+                    .any(|(g, &s)| s != g as u64 * stride)
+                {
+                    return Err("a shuffled epoch is not a permutation of the grid".into());
+                }
+            }
+        }
+    }
+    Ok(Reached::Sampled)
+}
+
+/// The token decoders write exactly the window's tokens and reject a wrong size.
+fn check_decoders(
+    window: &pinring::source::TokenWindow,
+    want: &[u16],
+    ty: TokenType,
+) -> Result<(), String> {
+    let read = |out: &[u8]| -> Vec<u64> {
+        out.chunks_exact(ty.bytes())
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect()
+    };
+    let want64: Vec<u64> = want.iter().map(|&t| u64::from(t)).collect();
+    let tokens = Tokens::new(ty);
+    let mut out = vec![0u8; tokens.sample_bytes(want.len() as u64)];
+    tokens
+        .decode(window.clone(), &mut out)
+        .map_err(|e| format!("Tokens decode: {e}"))?;
+    if read(&out) != want64 {
+        return Err(format!("Tokens as {ty} wrote the wrong values"));
+    }
+    let mut short = vec![0u8; out.len().saturating_sub(1)];
+    if tokens.decode(window.clone(), &mut short).is_ok() {
+        return Err("Tokens accepted a sample one byte short".into());
+    }
+    let next = NextToken::new(ty);
+    let mut out = vec![0u8; next.sample_bytes(want.len() as u64)];
+    match next.decode(window.clone(), &mut out) {
+        Ok(()) if want.len() >= 2 => {
+            let (inputs, targets) = NextToken::split(&out);
+            let t = want.len() - 1;
+            if read(inputs) != want64[..t] || read(targets) != want64[1..] {
+                return Err(format!("NextToken as {ty} wrote the wrong values"));
+            }
+        }
+        Ok(()) => return Err("NextToken accepted a window of one token".into()),
+        Err(e) if want.len() >= 2 => return Err(format!("NextToken decode: {e}")),
+        Err(_) => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! Property tests of the token-shard reader (the proptest twin of the `shard` fuzz
+//! target; the property is in `fuzz/harness/shard.rs`): arbitrary bytes as a shard file
+//! give the documented error or a shard that reads back exactly; samplers over it stay
+//! inside it; the token decoders write exactly its tokens.
+
+#[path = "../fuzz/harness/bytes.rs"]
+mod bytes;
+#[path = "../fuzz/harness/shard.rs"]
+mod shard;
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn any_shard_file_opens_exactly_or_is_rejected_with_its_problem(
+        data in proptest::collection::vec(any::<u8>(), 0..300)
+    ) {
+        let file = shard::TempFile::new("prop-shard");
+        let input = shard::ShardInput::decode(&mut bytes::Bytes::new(&data));
+        shard::check(&input, &file)
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{input:?}")))?;
+    }
+}
+
+/// Deterministic pseudo-random inputs reach every outcome (rejected files of several
+/// kinds, opened shards, checked sampler windows), so the property cannot pass by
+/// rejecting everything.
+#[test]
+fn shard_inputs_reach_every_outcome() {
+    let file = shard::TempFile::new("prop-shard-reach");
+    let mut x: u64 = 0x0123_4567_89ab_cdef;
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..400 {
+        let len = 3 + (x % 200) as usize;
+        let data: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let input = shard::ShardInput::decode(&mut bytes::Bytes::new(&data));
+        let reached = shard::check(&input, &file).unwrap_or_else(|e| panic!("{e}\n{input:?}"));
+        *counts.entry(reached).or_insert(0) += 1;
+    }
+    for (outcome, least) in [
+        (shard::Reached::Rejected, 40),
+        (shard::Reached::Opened, 10),
+        (shard::Reached::Sampled, 40),
+    ] {
+        assert!(
+            counts.get(&outcome).copied().unwrap_or(0) >= least,
+            "{counts:?}"
+        );
+    }
+}
+
+/// The checked-in seeds of the fuzz target pass, and reach both a rejected file and a
+/// sampled shard.
+#[test]
+fn the_fuzz_seeds_pass() {
+    let file = shard::TempFile::new("prop-shard-seeds");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/shard");
+    let mut reached = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let input = shard::ShardInput::decode(&mut bytes::Bytes::new(&data));
+        let r = shard::check(&input, &file).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        reached.insert(r);
+    }
+    assert!(reached.contains(&shard::Reached::Rejected), "{reached:?}");
+    assert!(reached.contains(&shard::Reached::Sampled), "{reached:?}");
+}
