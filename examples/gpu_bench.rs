@@ -1,0 +1,990 @@
+//! The GPU benchmark: pinring's cuda backend against the limits and the peers, one process.
+//! Needs an NVIDIA GPU; `scripts/gpu-check.sh --run` (or `--bench`) builds the inputs (the
+//! token shard, the PyTorch figures from `benches/torch_dataloader.py`), runs it and
+//! prints the table.
+//!
+//! ```text
+//! gpu_bench --ptx PATH --shard PATH [--torch FILE] [--only SECTION[,SECTION...]]
+//! ```
+//!
+//! `--ptx`: the suite's kernels (`kernels/gpu_check.ptx`; the spin kernel is used).
+//! `--shard`: a uint16 token shard (`make_shard`), at least 10 Mi tokens.
+//! `--torch`: `TORCH\t<key>\t<value>` lines from `benches/torch_dataloader.py`.
+//! Sections: transport, small, large, overlap, scaling, consumer (default: all of these);
+//! `explore` (only when named) tries the pipeline's knobs on the token workloads and
+//! prints `EXPLORE` lines, for tuning.
+//!
+//! Each result is a line `ROW\t<what>\t<pinring>\t<reference>\t<target>\t<met>`; stage
+//! times behind it are `STATS\t...` lines; a section that fails prints
+//! `RESULT\tbench_<section>\tFAIL\t<why>`. GB = 1e9 bytes, GiB = 2^30 bytes.
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: gpu_bench --ptx PATH --shard PATH [--torch FILE] \
+    [--only transport,small,large,overlap,scaling,consumer,explore]";
+
+const SECTIONS: &[&str] = &[
+    "explore",
+    "transport",
+    "small",
+    "large",
+    "overlap",
+    "scaling",
+    "consumer",
+];
+
+/// The command line.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+struct Args {
+    ptx: String,
+    shard: String,
+    torch: Option<String>,
+    only: Vec<String>,
+}
+
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let (mut ptx, mut shard, mut torch, mut only) = (None, None, None, Vec::new());
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--ptx" => ptx = Some(value()?),
+            "--shard" => shard = Some(value()?),
+            "--torch" => torch = Some(value()?),
+            "--only" => {
+                for s in value()?.split(',').filter(|s| !s.is_empty()) {
+                    if !SECTIONS.contains(&s) {
+                        return Err(format!("--only: unknown section `{s}`"));
+                    }
+                    only.push(s.to_string());
+                }
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    Ok(Args {
+        ptx: ptx.ok_or("--ptx is required")?,
+        shard: shard.ok_or("--shard is required")?,
+        torch,
+        only,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(why) => {
+            if !why.is_empty() {
+                eprintln!("error: {why}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    #[cfg(feature = "cuda")]
+    return bench::main(&args);
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = args;
+        eprintln!("gpu_bench needs the `cuda` feature");
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod bench {
+    use std::collections::HashMap;
+    use std::ffi::{c_void, CString};
+    use std::fmt::Display;
+    use std::process::ExitCode;
+    use std::ptr;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use pinring::cudarc::driver::sys::{self, CUfunction, CUmodule, CUstream};
+    use pinring::cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+    use pinring::source::{Order, TokenShards, TokenType, Tokens};
+    use pinring::{
+        decode_fn, Config, CuStream, Cuda, CudaOptions, DeviceState, Fence, Pipeline, StageTimes,
+        Stats, TryPop,
+    };
+
+    use super::Args;
+
+    type Res<T = ()> = Result<T, String>;
+
+    fn s<E: Display>(e: E) -> String {
+        e.to_string()
+    }
+
+    fn ok(call: &str, r: sys::CUresult) -> Res {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("{call}: {r:?}"))
+        }
+    }
+
+    const GB: f64 = 1e9;
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    /// The GPU as the benchmark's consumer sees it: a context and the spin kernel.
+    struct Gpu {
+        ctx: Arc<CudaContext>,
+        module: CUmodule,
+        spin: CUfunction,
+        clock_khz: u64,
+    }
+
+    impl Gpu {
+        fn new(ptx: &str) -> Res<Self> {
+            // Through pinring first: cudarc itself panics when there is no driver.
+            let devices = Cuda::device_count().map_err(s)?;
+            if devices == 0 {
+                return Err("no CUDA device".into());
+            }
+            let ctx = CudaContext::new(0).map_err(s)?;
+            let image = CString::new(ptx).map_err(s)?;
+            let mut module: CUmodule = ptr::null_mut();
+            // SAFETY: `image` is NUL-terminated PTX; cudarc bound the context on this thread.
+            ok("cuModuleLoadData", unsafe {
+                sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
+            })?;
+            let name = CString::new("spin").map_err(s)?;
+            let mut spin: CUfunction = ptr::null_mut();
+            // SAFETY: `module` was just loaded; `name` is NUL-terminated.
+            ok("cuModuleGetFunction", unsafe {
+                sys::cuModuleGetFunction(&mut spin, module, name.as_ptr())
+            })?;
+            let clock_khz = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+                .map_err(s)? as u64;
+            Ok(Gpu {
+                ctx,
+                module,
+                spin,
+                clock_khz,
+            })
+        }
+
+        fn bind(&self) -> Res {
+            self.ctx.bind_to_thread().map_err(s)
+        }
+
+        /// One thread spinning for `cycles` SM clock cycles on `stream`.
+        fn spin(&self, stream: CUstream, cycles: i64) -> Res {
+            let mut cycles = cycles;
+            let mut args: [*mut c_void; 1] = [(&mut cycles as *mut i64).cast()];
+            // SAFETY: `spin` takes one `long long`, which `args` points at; the calling
+            // thread has the context current (`bind`); `stream` belongs to it.
+            ok("cuLaunchKernel", unsafe {
+                sys::cuLaunchKernel(
+                    self.spin,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    args.as_mut_ptr(),
+                    ptr::null_mut(),
+                )
+            })
+        }
+    }
+
+    impl Drop for Gpu {
+        fn drop(&mut self) {
+            let _ = self.ctx.bind_to_thread();
+            // SAFETY: loaded in `new`, unloaded once; every launch was synchronized.
+            let _ = unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+
+    fn percentile(sorted: &[f64], p: f64) -> f64 {
+        let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+        sorted[i]
+    }
+
+    fn row(what: &str, pinring: &str, reference: &str, target: &str, met: Option<bool>) {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        println!("ROW\t{what}\t{pinring}\t{reference}\t{target}\t{met}");
+    }
+
+    /// Stage times between two snapshots, as fractions of `wall`, on one `STATS` line;
+    /// returns the stage that was busiest.
+    fn stats_line(name: &str, before: &Stats, after: &Stats, wall: Duration) -> String {
+        let frac = |a: StageTimes, b: StageTimes| {
+            (
+                (b.busy.saturating_sub(a.busy)).as_secs_f64() / wall.as_secs_f64(),
+                (b.waited.saturating_sub(a.waited)).as_secs_f64() / wall.as_secs_f64(),
+            )
+        };
+        let stages = [
+            ("source", frac(before.source, after.source)),
+            ("decode", frac(before.decode, after.decode)),
+            ("copy", frac(before.copy, after.copy)),
+        ];
+        let stall = (after
+            .consumer_stall_time
+            .saturating_sub(before.consumer_stall_time))
+        .as_secs_f64()
+            / wall.as_secs_f64();
+        let mut line = format!("STATS\t{name}");
+        for (stage, (busy, waited)) in stages {
+            line.push_str(&format!(
+                "\t{stage} busy {:.0}% waited {:.0}%",
+                busy * 100.0,
+                waited * 100.0
+            ));
+        }
+        line.push_str(&format!(
+            "\tconsumer stalled {:.0}% ({} of {} pops)",
+            stall * 100.0,
+            after.consumer_stalls - before.consumer_stalls,
+            after.batches - before.batches
+        ));
+        println!("{line}");
+        let (busiest, (busy, _)) = stages
+            .into_iter()
+            .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+            .expect("three stages");
+        format!("{busiest} busy {:.0}%", busy * 100.0)
+    }
+
+    // ----------------------------------------------------------------------------------
+    // 1. Transport: a decoder that writes nothing vs raw copies from the same memory.
+
+    fn nothing_config(size: usize, host_slots: usize) -> Res<Config<Cuda>> {
+        Config::builder()
+            .samples_per_batch(1)
+            .bytes_per_sample(size)
+            .host_slots(host_slots)
+            .decode_threads(2)
+            .pop_timeout(Duration::from_secs(20))
+            .cuda(CudaOptions::ordinal(0))
+            .build()
+            .map_err(s)
+    }
+
+    fn nothing() -> impl pinring::Decode<Sample = ()> {
+        decode_fn(|_: (), _: &mut [u8]| Ok(()))
+    }
+
+    /// Back-to-back `cuMemcpyHtoDAsync` of `size` bytes from the pipeline's own registered
+    /// ring (idle: its source has ended) into two device buffers; seconds per copy.
+    fn raw_copies(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, n: usize) -> Res<f64> {
+        let (base, len) = p.backend().host_ring();
+        let slots = len / size;
+        if slots == 0 {
+            return Err("ring smaller than a batch".into());
+        }
+        let stride = len / slots;
+        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let dst = stream.alloc_zeros::<u8>(2 * size).map_err(s)?;
+        let dst_ptr = dst.device_ptr(&stream).0;
+        let raw = stream.cu_stream();
+        let copy = |i: usize| -> Res {
+            // SAFETY: the source lies in the registered ring (slot i % slots, `size`
+            // bytes inside it), which nothing writes now; the destination lies in `dst`.
+            ok("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    dst_ptr + ((i % 2) * size) as u64,
+                    base.add((i % slots) * stride).cast(),
+                    size,
+                    raw,
+                )
+            })
+        };
+        for i in 0..3 {
+            copy(i)?;
+        }
+        stream.synchronize().map_err(s)?;
+        let t = Instant::now();
+        for i in 0..n {
+            copy(i)?;
+        }
+        stream.synchronize().map_err(s)?;
+        let secs = t.elapsed().as_secs_f64() / n as f64;
+        drop(dst);
+        Ok(secs)
+    }
+
+    /// (pipeline GB/s, raw GB/s) for `size`-byte batches.
+    fn transport_once(gpu: &Gpu, size: usize, n: usize) -> Res<(f64, f64)> {
+        const WARM: usize = 10;
+        gpu.bind()?;
+        let mut p = Pipeline::new(
+            nothing_config(size, 4)?,
+            nothing(),
+            std::iter::repeat_n((), n + WARM),
+        )
+        .map_err(s)?;
+        let (mut t0, mut t1, mut before) = (None, None, None);
+        while let Some(batch) = p.pop().map_err(s)? {
+            let k = batch.seq() as usize;
+            if k + 1 == WARM {
+                batch.synchronize().map_err(s)?;
+                t0 = Some(Instant::now());
+                before = Some(p.stats());
+            }
+            if k + 1 == n + WARM {
+                batch.synchronize().map_err(s)?;
+                t1 = Some(Instant::now());
+            }
+            // Nothing on the device reads the batch: no fence needed.
+            batch.release(Fence::Sync).map_err(|e| s(e.error))?;
+        }
+        let (t0, t1) = (t0.ok_or("no warm-up")?, t1.ok_or("no last batch")?);
+        let pipe = (n * size) as f64 / (t1 - t0).as_secs_f64() / GB;
+        let before = before.ok_or("no warm-up")?;
+        stats_line(
+            &format!("transport_{}MiB", size >> 20),
+            &before,
+            &p.stats(),
+            t1 - t0,
+        );
+        let raw = size as f64 / raw_copies(gpu, &p, size, n)? / GB;
+        Ok((pipe, raw))
+    }
+
+    fn transport(gpu: &Gpu) -> Res {
+        for (mib, n) in [(1usize, 3000usize), (8, 400), (64, 60)] {
+            let size = mib << 20;
+            let (mut pipe, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                let (p, r) = transport_once(gpu, size, n)?;
+                pipe.push(p);
+                raw.push(r);
+            }
+            let (p, r) = (median(pipe), median(raw));
+            row(
+                &format!("transport {mib} MiB (writes nothing)"),
+                &format!("{p:.1} GB/s"),
+                &format!("raw H2D {r:.1} GB/s: {:.1}%", 100.0 * p / r),
+                ">= 95% of raw",
+                Some(p / r >= 0.95),
+            );
+        }
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------
+    // 2, 3, 5. Token batches from the shard.
+
+    /// Settings the explore section varies (`None`: the default).
+    #[derive(Debug, Clone, Copy, Default)]
+    struct Knobs {
+        threads: Option<usize>,
+        host_slots: Option<usize>,
+        device_slots: Option<usize>,
+        spin: Option<u32>,
+        /// Copy thread on core 0, decode workers on the other cores.
+        pin: bool,
+    }
+
+    /// A pipeline of `b` windows of `t1` tokens at random offsets, widened to i32.
+    fn token_pipeline(
+        shard: &str,
+        b: usize,
+        t1: u64,
+        threads: Option<usize>,
+    ) -> Res<Pipeline<Cuda>> {
+        let knobs = Knobs {
+            threads,
+            ..Knobs::default()
+        };
+        token_pipeline_with(shard, b, t1, knobs)
+    }
+
+    fn token_pipeline_with(shard: &str, b: usize, t1: u64, knobs: Knobs) -> Res<Pipeline<Cuda>> {
+        let decoder = Tokens::new(TokenType::I32);
+        let sampler = TokenShards::open([shard])
+            .map_err(s)?
+            .windows(t1)
+            .order(Order::Random { seed: 1 })
+            .build()
+            .map_err(s)?;
+        let mut builder = Config::builder()
+            .samples_per_batch(b)
+            .bytes_per_sample(decoder.sample_bytes(t1))
+            .pop_timeout(Duration::from_secs(20));
+        if let Some(n) = knobs.threads {
+            builder = builder.decode_threads(n);
+        }
+        if let Some(n) = knobs.host_slots {
+            builder = builder.host_slots(n);
+        }
+        if let Some(n) = knobs.device_slots {
+            builder = builder.device_slots(n);
+        }
+        if let Some(n) = knobs.spin {
+            builder = builder.spin_before_park(n);
+        }
+        if knobs.pin {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            builder = builder.copy_core(0).decode_cores(1..cores.max(2));
+        }
+        let config = builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)?;
+        Pipeline::new(config, decoder, sampler.iter()).map_err(s)
+    }
+
+    /// Runs a token pipeline as a trainer would consume it (`wait_on` its stream, release
+    /// fenced on it) for `n` batches after a warm-up or `secs` seconds, whichever ends
+    /// first; returns (batches, seconds, the busiest stage).
+    fn drive_tokens(
+        gpu: &Gpu,
+        name: &str,
+        mut p: Pipeline<Cuda>,
+        n: usize,
+        secs: f64,
+    ) -> Res<(usize, f64, String)> {
+        const WARM: usize = 20;
+        gpu.bind()?;
+        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let cs = CuStream::from(&stream);
+        let mut start = None;
+        let mut count = 0usize;
+        loop {
+            let Some(mut batch) = p.pop().map_err(s)? else {
+                break;
+            };
+            batch.wait_on(&cs).map_err(s)?;
+            batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+            if count + 1 == WARM {
+                stream.synchronize().map_err(s)?;
+                start = Some((Instant::now(), p.stats()));
+            }
+            count += 1;
+            if let Some((t0, _)) = &start {
+                if count >= WARM.saturating_add(n) || t0.elapsed().as_secs_f64() >= secs {
+                    break;
+                }
+            }
+        }
+        stream.synchronize().map_err(s)?;
+        let (t0, before) = start.ok_or("source ended during the warm-up")?;
+        let wall = t0.elapsed();
+        let busiest = stats_line(name, &before, &p.stats(), wall);
+        Ok((count - WARM, wall.as_secs_f64(), busiest))
+    }
+
+    fn torch_ref(torch: &HashMap<String, f64>, key: &str, fmt: impl Fn(f64) -> String) -> String {
+        torch.get(key).map_or("not run".into(), |&v| fmt(v))
+    }
+
+    fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
+        const B: usize = 16;
+        const T1: u64 = 4097;
+        let p = token_pipeline(shard, B, T1, None)?;
+        let (n, secs, busiest) = drive_tokens(gpu, "small", p, 40_000, 3.0)?;
+        let rate = n as f64 / secs;
+        let dl = torch.get("dataloader_small_bps").copied();
+        let seed = torch.get("prefetch_small_bps").copied();
+        row(
+            "small 16x4097 i32, batches/s",
+            &format!("{rate:.0}"),
+            &format!(
+                "DataLoader(4, pin) {} (anchor 1,500){}",
+                torch_ref(torch, "dataloader_small_bps", |v| format!("{v:.0}")),
+                dl.map_or(String::new(), |v| format!(": x{:.1}", rate / v))
+            ),
+            ">= 50,000",
+            Some(rate >= 50_000.0),
+        );
+        row(
+            "  same, vs seed-001 prefetch thread",
+            &format!("limit: {busiest}"),
+            &format!(
+                "prefetch thread {} (anchor 3,300){}",
+                torch_ref(torch, "prefetch_small_bps", |v| format!("{v:.0}")),
+                seed.map_or(String::new(), |v| format!(": x{:.1}", rate / v))
+            ),
+            "-",
+            None,
+        );
+        Ok(())
+    }
+
+    fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
+        const B: usize = 64;
+        const T1: u64 = 131_073;
+        let bytes = B as f64 * T1 as f64 * 4.0;
+        let p = token_pipeline(shard, B, T1, None)?;
+        let (n, secs, busiest) = drive_tokens(gpu, "large", p, 300, 3.0)?;
+        let gibps = n as f64 * bytes / secs / GIB;
+        let dl = torch.get("dataloader_large_gibps").copied();
+        row(
+            "large 64x131073 i32, GiB/s",
+            &format!("{gibps:.2}"),
+            &format!(
+                "DataLoader(4, pin) {} (anchor 2.05){}",
+                torch_ref(torch, "dataloader_large_gibps", |v| format!("{v:.2}")),
+                dl.map_or(String::new(), |v| format!(": x{:.1}", gibps / v))
+            ),
+            ">= 20 GiB/s",
+            Some(gibps >= 20.0),
+        );
+        row(
+            "  vs seed-001 prefetch thread",
+            &format!("limit: {busiest}"),
+            &format!(
+                "prefetch thread {} GiB/s",
+                torch_ref(torch, "prefetch_large_gibps", |v| format!("{v:.2}"))
+            ),
+            "-",
+            None,
+        );
+        Ok(())
+    }
+
+    fn scaling(gpu: &Gpu, shard: &str) -> Res {
+        const B: usize = 64;
+        const T1: u64 = 131_073;
+        let bytes = B as f64 * T1 as f64 * 4.0;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut threads: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
+            .take_while(|&n| n < cores)
+            .collect();
+        threads.push(cores);
+        let mut cells = Vec::new();
+        for &t in &threads {
+            let p = token_pipeline(shard, B, T1, Some(t))?;
+            let (n, secs, _) = drive_tokens(gpu, &format!("scaling_{t}"), p, usize::MAX, 0.6)?;
+            cells.push(format!("{:.1}", n as f64 * bytes / secs / GIB));
+        }
+        let list = threads
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join("/");
+        row(
+            &format!("decode scaling, large, {list} thr"),
+            &format!("{} GiB/s", cells.join("/")),
+            &format!("{cores} cores"),
+            "-",
+            None,
+        );
+        Ok(())
+    }
+
+    /// Not in the table: what the pipeline's knobs do to the small and large workloads,
+    /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).
+    fn explore(gpu: &Gpu, shard: &str) -> Res {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let k = Knobs::default();
+        let variants: Vec<(&str, Knobs)> = vec![
+            ("default", k),
+            (
+                "H8",
+                Knobs {
+                    host_slots: Some(8),
+                    ..k
+                },
+            ),
+            (
+                "H16",
+                Knobs {
+                    host_slots: Some(16),
+                    ..k
+                },
+            ),
+            (
+                "H8 D4",
+                Knobs {
+                    host_slots: Some(8),
+                    device_slots: Some(4),
+                    ..k
+                },
+            ),
+            (
+                "threads4",
+                Knobs {
+                    threads: Some(4),
+                    ..k
+                },
+            ),
+            (
+                "threads8",
+                Knobs {
+                    threads: Some(8),
+                    ..k
+                },
+            ),
+            (
+                "spin64k",
+                Knobs {
+                    spin: Some(65536),
+                    ..k
+                },
+            ),
+            ("spin0", Knobs { spin: Some(0), ..k }),
+            (
+                "pinned",
+                Knobs {
+                    pin: true,
+                    threads: Some(cores - 1),
+                    ..k
+                },
+            ),
+            (
+                "H8 pinned",
+                Knobs {
+                    pin: true,
+                    threads: Some(cores - 1),
+                    host_slots: Some(8),
+                    ..k
+                },
+            ),
+        ];
+        for (b, t1, unit) in [(16usize, 4097u64, "batches/s"), (64, 131_073, "GiB/s")] {
+            for (name, knobs) in &variants {
+                let p = token_pipeline_with(shard, b, t1, *knobs)?;
+                let label = format!("explore_{b}_{}", name.replace(' ', "_"));
+                let (n, secs, busiest) = drive_tokens(gpu, &label, p, 40_000, 0.8)?;
+                let rate = n as f64 / secs;
+                let value = if unit == "GiB/s" {
+                    rate * (b as f64 * t1 as f64 * 4.0) / GIB
+                } else {
+                    rate
+                };
+                println!("EXPLORE\t{b}x{t1}\t{name}\t{value:.2} {unit}\t{busiest}");
+            }
+        }
+        // The decoder alone, one thread, into ordinary memory.
+        let sampler = TokenShards::open([shard])
+            .map_err(s)?
+            .windows(4097)
+            .order(Order::Random { seed: 3 })
+            .build()
+            .map_err(s)?;
+        let decoder = Tokens::new(TokenType::I32);
+        let windows: Vec<_> = sampler.iter().take(50_000).collect();
+        let mut out = vec![0u8; decoder.sample_bytes(4097)];
+        let t = Instant::now();
+        for w in windows {
+            pinring::Decode::decode(&decoder, w, &mut out).map_err(s)?;
+            std::hint::black_box(&out);
+        }
+        let per = t.elapsed().as_secs_f64() / 50_000.0;
+        println!(
+            "EXPLORE\tdecode_one_thread\t4097 tokens\t{:.2} us/window\t{:.1} GB/s out",
+            per * 1e6,
+            4097.0 * 4.0 / per / GB
+        );
+        let mut iter = sampler.iter();
+        let t = Instant::now();
+        for _ in 0..100_000 {
+            std::hint::black_box(iter.next());
+        }
+        println!(
+            "EXPLORE\tsampler_next\trandom\t{:.0} ns/window",
+            t.elapsed().as_secs_f64() / 100_000.0 * 1e9
+        );
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------
+    // 4. Overlap: a consumer kernel as long as one batch's copy.
+
+    /// Cycles of the spin kernel that take about `secs`, and the time one then takes.
+    fn calibrate(gpu: &Gpu, stream: &Arc<CudaStream>, secs: f64) -> Res<(i64, f64)> {
+        let time = |cycles: i64, n: usize| -> Res<f64> {
+            gpu.spin(stream.cu_stream(), cycles)?;
+            stream.synchronize().map_err(s)?;
+            let t = Instant::now();
+            for _ in 0..n {
+                gpu.spin(stream.cu_stream(), cycles)?;
+            }
+            stream.synchronize().map_err(s)?;
+            Ok(t.elapsed().as_secs_f64() / n as f64)
+        };
+        let mut cycles = (secs * 1e3 * gpu.clock_khz as f64) as i64;
+        for _ in 0..3 {
+            let took = time(cycles, 20)?;
+            cycles = (cycles as f64 * secs / took) as i64;
+        }
+        Ok((cycles, time(cycles, 100)?))
+    }
+
+    fn overlap(gpu: &Gpu) -> Res {
+        const SIZE: usize = 32 << 20;
+        const N: usize = 300;
+        const WARM: usize = 20;
+        gpu.bind()?;
+        // The copy time of one batch, from the same kind of registered ring.
+        let copy = {
+            let mut p = Pipeline::new(
+                nothing_config(SIZE, 4)?,
+                nothing(),
+                std::iter::repeat_n((), 4),
+            )
+            .map_err(s)?;
+            while let Some(b) = p.pop().map_err(s)? {
+                b.release(Fence::Sync).map_err(|e| s(e.error))?;
+            }
+            raw_copies(gpu, &p, SIZE, 50)?
+        };
+        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let (cycles, compute) = calibrate(gpu, &stream, copy)?;
+        let cs = CuStream::from(&stream);
+        let mut p = Pipeline::new(
+            nothing_config(SIZE, 4)?,
+            nothing(),
+            std::iter::repeat_n((), N + WARM),
+        )
+        .map_err(s)?;
+        let mut t0 = None;
+        while let Some(mut batch) = p.pop().map_err(s)? {
+            batch.wait_on(&cs).map_err(s)?;
+            gpu.spin(stream.cu_stream(), cycles)?;
+            let k = batch.seq() as usize;
+            batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+            if k + 1 == WARM {
+                stream.synchronize().map_err(s)?;
+                t0 = Some(Instant::now());
+            }
+        }
+        stream.synchronize().map_err(s)?;
+        let step = t0.ok_or("no warm-up")?.elapsed().as_secs_f64() / N as f64;
+        let copy_after = raw_copies(gpu, &p, SIZE, 50)?;
+        // The faster of the two copy measurements: the stricter bound.
+        let copy = copy.min(copy_after);
+        let bound = copy.max(compute);
+        let eff = bound / step;
+        let us = |x: f64| x * 1e6;
+        row(
+            "overlap 32 MiB, kernel = copy",
+            &format!("{:.1}% ({:.0} us/step)", eff * 100.0, us(step)),
+            &format!(
+                "copy {:.0} us, kernel {:.0} us, serial {:.0} us",
+                us(copy),
+                us(compute),
+                us(copy + compute)
+            ),
+            ">= 95%",
+            Some(eff >= 0.95),
+        );
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------
+    // 6. The consumer's host cost of pop + release, with the batch already there.
+
+    fn consumer(gpu: &Gpu) -> Res {
+        const SLOTS: usize = 64;
+        const ROUNDS: usize = 60;
+        gpu.bind()?;
+        let config = Config::builder()
+            .samples_per_batch(1)
+            .bytes_per_sample(4096)
+            .host_slots(8)
+            .device_slots(SLOTS)
+            .decode_threads(2)
+            .pop_timeout(Duration::from_secs(20))
+            .cuda(CudaOptions::ordinal(0))
+            .build()
+            .map_err(s)?;
+        let mut p = Pipeline::new(config, nothing(), std::iter::repeat(())).map_err(s)?;
+        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let cs = CuStream::from(&stream);
+        let (mut fenced, mut synced, mut waited) = (Vec::new(), Vec::new(), 0usize);
+        for round in 0..ROUNDS {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !p
+                .stats()
+                .device_slots
+                .iter()
+                .all(|&(_, state)| state == DeviceState::Leased)
+            {
+                if Instant::now() > deadline {
+                    return Err("device slots never all filled".into());
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            for _ in 0..SLOTS {
+                let t = Instant::now();
+                let batch = match p.try_pop().map_err(s)? {
+                    TryPop::Batch(batch) => batch,
+                    _ => {
+                        waited += 1;
+                        p.pop().map_err(s)?.ok_or("endless source ended")?
+                    }
+                };
+                let result = if round % 2 == 0 {
+                    batch.release(Fence::Stream(&cs))
+                } else {
+                    batch.release(Fence::Sync)
+                };
+                let ns = t.elapsed().as_nanos() as f64;
+                result.map_err(|e| s(e.error))?;
+                if round % 2 == 0 {
+                    fenced.push(ns);
+                } else {
+                    synced.push(ns);
+                }
+            }
+        }
+        stream.synchronize().map_err(s)?;
+        fenced.sort_by(f64::total_cmp);
+        synced.sort_by(f64::total_cmp);
+        let (p50, p99) = (percentile(&fenced, 0.5), percentile(&fenced, 0.99));
+        row(
+            "pop+release(Stream) p50/p99",
+            &format!("{p50:.0} / {p99:.0} ns"),
+            &format!(
+                "Fence::Sync {:.0} / {:.0} ns; {} samples{}",
+                percentile(&synced, 0.5),
+                percentile(&synced, 0.99),
+                fenced.len() + synced.len(),
+                if waited > 0 {
+                    format!(", {waited} waited")
+                } else {
+                    String::new()
+                }
+            ),
+            "p50 <= 2 us",
+            Some(p50 <= 2000.0),
+        );
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------
+
+    fn read_torch(path: Option<&str>) -> HashMap<String, f64> {
+        let mut out = HashMap::new();
+        let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return out;
+        };
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            if let ["TORCH", key, value, ..] = f.as_slice() {
+                if let Ok(v) = value.parse::<f64>() {
+                    out.insert((*key).to_string(), v);
+                }
+            }
+        }
+        out
+    }
+
+    fn section(name: &str, f: impl FnOnce() -> Res) -> bool {
+        let t = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        eprintln!("bench {name}: {:.2?}", t.elapsed());
+        let why = match result {
+            Ok(Ok(())) => return true,
+            Ok(Err(e)) => e,
+            Err(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into()),
+        };
+        println!(
+            "RESULT\tbench_{name}\tFAIL\t{}",
+            why.replace(['\t', '\n'], " ")
+        );
+        false
+    }
+
+    pub fn main(args: &Args) -> ExitCode {
+        let gpu = match std::fs::read_to_string(&args.ptx)
+            .map_err(|e| format!("{}: {e}", args.ptx))
+            .and_then(|p| Gpu::new(&p))
+        {
+            Ok(gpu) => gpu,
+            Err(e) => {
+                println!(
+                    "RESULT\tbench_setup\tFAIL\t{}",
+                    e.replace(['\t', '\n'], " ")
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(e) = TokenShards::open([&args.shard]) {
+            println!(
+                "RESULT\tbench_setup\tFAIL\t{}",
+                s(e).replace(['\t', '\n'], " ")
+            );
+            return ExitCode::FAILURE;
+        }
+        let torch = read_torch(args.torch.as_deref());
+        let on = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let g = &gpu;
+        let shard = args.shard.as_str();
+        let mut all = true;
+        if on("transport") {
+            all &= section("transport", || transport(g));
+        }
+        if on("small") {
+            all &= section("small", || small(g, shard, &torch));
+        }
+        if on("large") {
+            all &= section("large", || large(g, shard, &torch));
+        }
+        if on("overlap") {
+            all &= section("overlap", || overlap(g));
+        }
+        if on("scaling") {
+            all &= section("scaling", || scaling(g, shard));
+        }
+        if on("consumer") {
+            all &= section("consumer", || consumer(g));
+        }
+        // Only when asked for by name.
+        if args.only.iter().any(|o| o == "explore") {
+            all &= section("explore", || explore(g, shard));
+        }
+        if all {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let a = parse(args(
+            "--ptx k.ptx --shard s.bin --torch t.tsv --only small,large",
+        ))
+        .unwrap();
+        assert_eq!((a.ptx.as_str(), a.shard.as_str()), ("k.ptx", "s.bin"));
+        assert_eq!(a.torch.as_deref(), Some("t.tsv"));
+        assert_eq!(a.only, ["small", "large"]);
+    }
+
+    #[test]
+    fn rejects_what_it_does_not_know() {
+        assert!(parse(args("--shard s.bin")).unwrap_err().contains("--ptx"));
+        assert!(parse(args("--ptx k --shard s --only warp"))
+            .unwrap_err()
+            .contains("warp"));
+        assert!(parse(args("--ptx k --shard s --frob"))
+            .unwrap_err()
+            .contains("--frob"));
+        assert!(parse(args("--ptx")).unwrap_err().contains("needs a value"));
+        assert_eq!(parse(args("--help")).unwrap_err(), "");
+    }
+}
