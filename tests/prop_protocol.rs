@@ -41,7 +41,7 @@ fn script(data: &[u8]) -> protocol::Script {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn any_consumer_script_gets_the_right_batches_and_errors(
