@@ -9,7 +9,9 @@
 mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Mutex};
-    pub(crate) use std::thread::{current, park, park_timeout, Builder, JoinHandle, Thread};
+    pub(crate) use std::thread::{
+        current, park, park_timeout, yield_now, Builder, JoinHandle, Thread,
+    };
 
     /// A hint inside a spin loop (loom yields here instead).
     #[inline]
@@ -76,7 +78,7 @@ mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use loom::sync::{Arc, Mutex};
-    pub(crate) use loom::thread::{current, park, Builder, JoinHandle, Thread};
+    pub(crate) use loom::thread::{current, park, yield_now, Builder, JoinHandle, Thread};
 
     /// loom has no timed park: a timed park is a park that may also wake spuriously.
     pub(crate) fn park_timeout(_: std::time::Duration) {
