@@ -572,9 +572,9 @@ mod bench {
             .collect::<Vec<_>>()
             .join("/");
         row(
-            &format!("decode scaling, large, {list} thr"),
-            &format!("{} GiB/s", cells.join("/")),
-            &format!("{cores} cores"),
+            "decode scaling (large), GiB/s",
+            &cells.join("/"),
+            &format!("{list} decode threads; {cores} cores"),
             "-",
             None,
         );
