@@ -66,8 +66,9 @@ for target in $targets; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     if [ "$status" -ne 0 ]; then
-        echo "fuzz-smoke: $target FAILED (exit $status); the end of $log:"
-        grep -v '^#[0-9]' "$log" | tail -60
+        echo "fuzz-smoke: $target FAILED (exit $status); from $log:"
+        grep -v '^#[0-9]' "$log" | grep -m1 -A12 -E 'panicked|ERROR: libFuzzer|==ERROR' || true
+        grep -E '^stat::|Test unit written' "$log" || true
         echo "fuzz-smoke: reproducer(s) in fuzz/artifacts/$target/:"
         ls -l "artifacts/$target" 2>/dev/null || true
         exit 1
