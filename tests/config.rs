@@ -103,7 +103,7 @@ fn budgets() {
             budget,
             knob: "host_budget",
         } => {
-            assert_eq!((bytes, budget), (4 * 4 << 20, 1 << 20))
+            assert_eq!((bytes, budget), (4 * (4 << 20), 1 << 20))
         }
         other => panic!("{other:?}"),
     }
@@ -114,7 +114,7 @@ fn budgets() {
             knob: "device_budget",
             ..
         } => {
-            assert_eq!(bytes, 2 * 4 << 20)
+            assert_eq!(bytes, 2 * (4 << 20))
         }
         other => panic!("{other:?}"),
     }
