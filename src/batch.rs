@@ -109,6 +109,12 @@ impl<B: Backend> Batch<B> {
     /// Gives the slot back; its reuse waits for `fence`. On failure (the fence could not be
     /// captured) the batch comes back inside the error, still leased.
     pub fn release(mut self, fence: Fence<'_, B>) -> Result<(), ReleaseError<B>> {
+        #[cfg(pinring_loom)]
+        if crate::loom_api::mutated(crate::loom_api::Mutation::PublishBeforeRecord) {
+            // Seeded bug (models only): RELEASED is published before the fence is recorded.
+            let slot = &self.shared.device[self.slot];
+            slot.stamp.publish(self.seq, DeviceState::Released as u8);
+        }
         match self.shared.backend.capture(self.slot, fence) {
             Ok(captured) => {
                 self.publish(captured);

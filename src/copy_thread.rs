@@ -155,7 +155,13 @@ fn retire<B: Backend>(shared: &Shared<B>, retired: &mut u64, next: u64) -> Resul
     let host_slots = shared.host_slots() as u64;
     while *retired < next {
         let h = (*retired % host_slots) as usize;
-        if !shared.backend.copied(h)? {
+        #[cfg(not(pinring_loom))]
+        let copied = shared.backend.copied(h)?;
+        // Seeded bug (models only): the slot freed before its copy completes.
+        #[cfg(pinring_loom)]
+        let copied = crate::loom_api::mutated(crate::loom_api::Mutation::FreeBeforeCopied)
+            || shared.backend.copied(h)?;
+        if !copied {
             break;
         }
         shared.host[h]

@@ -9,7 +9,12 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+#[cfg(not(pinring_loom))]
 use rayon::prelude::*;
+
+// Models decode serially: loom cannot see rayon's threads.
+#[cfg(pinring_loom)]
+use crate::loom_api::SerialIterMut as _;
 
 use crate::backend::Backend;
 use crate::decode::Decode;
@@ -114,6 +119,10 @@ pub(crate) fn run<B: Backend, D: Decode>(
             Err(error) => {
                 shared.record_failure(k, error);
                 slot.stamp.publish(k, HostState::Failed as u8);
+                #[cfg(pinring_loom)]
+                if crate::loom_api::mutated(crate::loom_api::Mutation::FailWithoutWake) {
+                    return; // Seeded bug (models only): FAILED published, nobody woken.
+                }
                 shared.copier.wake();
                 shared.halt();
                 return;

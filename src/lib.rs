@@ -43,6 +43,9 @@ mod decode_pool;
 mod error;
 mod feeder;
 mod host_ring;
+#[cfg(pinring_loom)]
+#[doc(hidden)]
+pub mod loom_api;
 mod park;
 mod pipeline;
 mod shared;

@@ -12,7 +12,9 @@ use crate::park::{ParkSlot, Waited};
 use crate::shared::{SampleBuffers, Shared, Token};
 use crate::slot::{DeviceSlot, DeviceState, HostSlot, HostState};
 use crate::stats::{nanos, Counters, Stats};
-use crate::sync::{spsc, Arc, AtomicBool, AtomicUsize, Builder, JoinHandle, Mutex, Ordering};
+use crate::sync::{
+    native, spsc, Arc, AtomicBool, AtomicUsize, Builder, JoinHandle, Mutex, Ordering,
+};
 use crate::{copy_thread, decode_pool, feeder};
 
 /// What [`Pipeline::try_pop`] found.
@@ -84,12 +86,12 @@ impl<B: Backend> Pipeline<B> {
         I::IntoIter: Send + 'static,
     {
         let (host_slots, device_slots) = (config.host_slots, config.device_slots);
-        let ring = Arc::new(HostRing::new(
+        let ring = native::Arc::new(HostRing::new(
             host_slots,
             config.host_stride,
             config.huge_pages,
         )?);
-        let copier = Arc::new(ParkSlot::new());
+        let copier = native::Arc::new(ParkSlot::new());
         let layout = Layout {
             batch_bytes: config.batch_bytes,
             host_slots,
@@ -406,4 +408,32 @@ fn spawn<B: Backend>(
                 source: Box::new(e),
             }
         })
+}
+
+#[cfg(pinring_loom)]
+impl<B: Backend> Pipeline<B> {
+    /// Models only: a pipeline over `shared` whose stages the model runs on loom threads
+    /// of its own (it joins them after dropping the pipeline).
+    pub(crate) fn for_model(shared: Arc<Shared<B>>, ready: spsc::Consumer<Token>) -> Self {
+        Pipeline {
+            shared,
+            ready,
+            next: 0,
+            finished: None,
+            pop_timeout: None,
+            shutdown_timeout: Duration::from_secs(3600),
+            copy_thread: None,
+            feeder: None,
+            pool: None,
+        }
+    }
+
+    /// Models only: takes the batch tokens still in the ready ring (never handed out).
+    pub(crate) fn unpopped(&mut self) -> u64 {
+        let mut n = 0;
+        while let Some(token) = self.ready.pop() {
+            n += u64::from(matches!(token, Token::Batch { .. }));
+        }
+        n
+    }
 }

@@ -8,7 +8,7 @@ use crate::host_ring::HostRing;
 use crate::park::{ParkSlot, Waited};
 use crate::slot::{DeviceSlot, HostSlot};
 use crate::stats::Counters;
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::sync::{native, AtomicBool, AtomicUsize, Mutex, Ordering, UnsafeCell};
 
 /// What the copy thread hands the consumer through the ready ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +30,9 @@ pub(crate) struct Shared<B: Backend> {
     /// The device side. Declared before `ring` so that it drops first: a backend may
     /// hold the ring registered with the device until its own drop.
     pub(crate) backend: B,
-    pub(crate) ring: Arc<HostRing>,
+    /// std's `Arc` in both builds: backends take it at the device boundary, which models
+    /// replace with their own device model.
+    pub(crate) ring: native::Arc<HostRing>,
     pub(crate) host: Box<[HostSlot]>,
     pub(crate) device: Box<[DeviceSlot<B::Captured>]>,
     pub(crate) samples_per_batch: usize,
@@ -48,7 +50,8 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) failure: Mutex<Option<(u64, Error)>>,
     pub(crate) feeder: ParkSlot,
     pub(crate) decoder: ParkSlot,
-    pub(crate) copier: Arc<ParkSlot>,
+    /// std's `Arc` (as `ring`): shared with the backend's [`CopyWaker`](crate::backend::CopyWaker).
+    pub(crate) copier: native::Arc<ParkSlot>,
     pub(crate) consumer: ParkSlot,
     /// Pipeline threads still running (feeder, copy thread, decode workers). Decremented
     /// (Release) as each ends, read (Acquire) by the dropping thread, which parks in
@@ -90,6 +93,10 @@ impl<B: Backend> Shared<B> {
     /// Stops every stage and wakes every waiter.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        #[cfg(pinring_loom)]
+        if crate::loom_api::mutated(crate::loom_api::Mutation::StopWithoutWake) {
+            return; // Seeded bug (models only): nobody parked is woken.
+        }
         self.wake_all();
     }
 

@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use crate::slot::{DeviceState, HostState};
-use crate::sync::{AtomicU64, Ordering};
+// std's atomics in both builds: statistics order nothing, and models need not explore them.
+use crate::sync::native::{AtomicU64, Ordering};
 
 /// Busy and waiting time of one stage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

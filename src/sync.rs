@@ -77,8 +77,72 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use loom::sync::{Arc, Mutex};
-    pub(crate) use loom::thread::{current, park, yield_now, Builder, JoinHandle, Thread};
+    pub(crate) use loom::sync::Mutex;
+    pub(crate) use loom::thread::{yield_now, Builder, JoinHandle};
+    // std's `Arc`, not loom's: when loom reports a deadlock it unwinds the blocked threads,
+    // and dropping a loom `Arc` there panics again and aborts the whole test binary. The
+    // protocol never relies on an `Arc`'s drop for ordering.
+    pub(crate) use std::sync::Arc;
+
+    /// A thread handle with std's `unpark`: it wakes the thread if it is parked, and
+    /// otherwise leaves a token for its next `park`. (loom's own `unpark` also makes a
+    /// thread that is blocked in a mutex, condvar or join runnable, which std's never does;
+    /// a stale wake-up from a [`ParkSlot`](crate::park::ParkSlot) would then break loom's
+    /// bookkeeping.) The flags are std atomics, outside the model: they change only between
+    /// two loom operations of the same thread, where loom never switches threads.
+    #[derive(Clone, Debug)]
+    pub(crate) struct Thread {
+        handle: loom::thread::Thread,
+        state: std::sync::Arc<ParkState>,
+    }
+
+    #[derive(Debug, Default)]
+    struct ParkState {
+        /// The thread is blocked in loom's `park` (set just before it, cleared after).
+        parked: std::sync::atomic::AtomicBool,
+        /// An unpark came while the thread was not parked.
+        token: std::sync::atomic::AtomicBool,
+    }
+
+    impl Thread {
+        pub(crate) fn id(&self) -> loom::thread::ThreadId {
+            self.handle.id()
+        }
+
+        pub(crate) fn unpark(&self) {
+            use std::sync::atomic::Ordering::Relaxed;
+            if self.state.parked.load(Relaxed) {
+                // Happens-before the park's return, as std's unpark.
+                self.handle.unpark();
+            } else {
+                self.state.token.store(true, Relaxed);
+            }
+        }
+    }
+
+    loom::thread_local! {
+        static CURRENT: Thread = Thread {
+            handle: loom::thread::current(),
+            state: Default::default(),
+        };
+    }
+
+    /// The calling thread's handle.
+    pub(crate) fn current() -> Thread {
+        CURRENT.with(Thread::clone)
+    }
+
+    /// Takes the calling thread's token, or blocks until it is unparked.
+    pub(crate) fn park() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let state = CURRENT.with(|t| t.state.clone());
+        if state.token.swap(false, Relaxed) {
+            return;
+        }
+        state.parked.store(true, Relaxed);
+        loom::thread::park();
+        state.parked.store(false, Relaxed);
+    }
 
     /// loom has no timed park: a timed park is a park that may also wake spuriously.
     pub(crate) fn park_timeout(_: std::time::Duration) {

@@ -17,10 +17,10 @@
 //!   (the release publishes it with a Release store the copy thread Acquire-loads).
 
 pub mod cpu;
-#[cfg(pinring_loom)]
-pub mod model;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(pinring_loom)]
+pub mod model;
 
 use std::fmt;
 use std::sync::Arc;
