@@ -71,3 +71,8 @@ pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use slot::{DeviceState, HostState};
 pub use stats::{StageTimes, Stats};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

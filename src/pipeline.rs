@@ -180,7 +180,8 @@ impl<B: Backend> Pipeline<B> {
     /// Waits for the next batch, in sequence order. `Ok(None)` once the source has ended
     /// and every batch was delivered. A failure in the source, a decoder or the backend
     /// is returned once, in order (after every batch before it); later calls return
-    /// [`Error::Stopped`]. With a [`pop_timeout`](crate::ConfigBuilder::pop_timeout), a
+    /// [`Error::Stopped`], as does every call once the pipeline is stopped (through a
+    /// [`StopHandle`]). With a [`pop_timeout`](crate::ConfigBuilder::pop_timeout), a
     /// wait that runs out returns [`Error::PopTimeout`] naming the stage that is behind.
     pub fn pop(&mut self) -> Result<Option<Batch<B>>> {
         if let Some(done) = self.take_ready()? {
@@ -195,9 +196,13 @@ impl<B: Backend> Pipeline<B> {
         let waited = shared.consumer.wait(
             shared.spin,
             deadline,
+            // Stop is checked first, so a stopped pipeline hands out nothing more, even a
+            // token that arrived while this pop was parked.
             || {
-                token = ready.pop();
-                token.is_some()
+                !shared.stopped() && {
+                    token = ready.pop();
+                    token.is_some()
+                }
             },
             || shared.stopped(),
         );
@@ -238,12 +243,13 @@ impl<B: Backend> Pipeline<B> {
             Some(Finished::Stopped) => return Err(Error::Stopped),
             None => {}
         }
+        if self.shared.stopped() {
+            // A stopped pipeline delivers nothing more, even batches already in the ring.
+            self.finished = Some(Finished::Stopped);
+            return Err(Error::Stopped);
+        }
         match self.ready.pop() {
             Some(token) => Ok(Some(self.accept(token)?.into_option())),
-            None if self.shared.stopped() => {
-                self.finished = Some(Finished::Stopped);
-                Err(Error::Stopped)
-            }
             None => Ok(None),
         }
     }
