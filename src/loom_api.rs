@@ -24,9 +24,7 @@ pub use crate::error::Error;
 use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
 use crate::shared::{SampleBuffers, Shared};
-use crate::slot::{DeviceSlot, HostSlot};
-use crate::stats::Counters;
-use crate::sync::{native, spsc, Arc, AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{native, spsc, Arc};
 use crate::{copy_thread, decode_pool, feeder};
 pub use crate::{Batch, Fence, Pipeline, StopHandle, TryPop};
 
@@ -166,25 +164,15 @@ pub fn rig(spec: &Spec) -> Rig {
     let backend = Model::open(&options, ring.clone(), layout, CopyWaker(copier.clone()))
         .expect("model backend");
     let device = backend.device();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Shared::new(
         backend,
-        ring: ring.clone(),
-        host: (0..host_slots).map(HostSlot::new).collect(),
-        device: (0..device_slots).map(DeviceSlot::new).collect(),
-        samples_per_batch: spec.samples_per_batch,
-        sample_bytes: SAMPLE_BYTES,
-        spin: 0,
-        stop: AtomicBool::new(false),
-        halted: AtomicBool::new(false),
-        failure: Mutex::new(None),
-        feeder: ParkSlot::new(),
-        decoder: ParkSlot::new(),
+        ring.clone(),
         copier,
-        consumer: ParkSlot::new(),
-        live: AtomicUsize::new(0),
-        exits: ParkSlot::new(),
-        counters: Counters::new(),
-    });
+        device_slots,
+        spec.samples_per_batch,
+        SAMPLE_BYTES,
+        0,
+    ));
     let (producer, consumer) = spsc::channel(device_slots + 1);
     let buffers = Arc::new(SampleBuffers::new(host_slots, spec.samples_per_batch));
     let pipeline = Pipeline::for_model(shared.clone(), consumer);

@@ -11,10 +11,8 @@ use crate::host_ring::{HostRing, HugePages};
 use crate::park::{ParkSlot, Waited};
 use crate::shared::{SampleBuffers, Shared, Token};
 use crate::slot::{DeviceSlot, DeviceState, HostSlot, HostState};
-use crate::stats::{nanos, Counters, Stats};
-use crate::sync::{
-    native, spsc, Arc, AtomicBool, AtomicUsize, Builder, JoinHandle, Mutex, Ordering,
-};
+use crate::stats::{nanos, Stats};
+use crate::sync::{native, spsc, Arc, Builder, JoinHandle, Ordering};
 use crate::{copy_thread, decode_pool, feeder};
 
 /// What [`Pipeline::try_pop`] found.
@@ -103,25 +101,15 @@ impl<B: Backend> Pipeline<B> {
             layout,
             CopyWaker(copier.clone()),
         )?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(
             backend,
             ring,
-            host: (0..host_slots).map(HostSlot::new).collect(),
-            device: (0..device_slots).map(DeviceSlot::new).collect(),
-            samples_per_batch: config.samples_per_batch,
-            sample_bytes: config.sample_bytes,
-            spin: config.spin,
-            stop: AtomicBool::new(false),
-            halted: AtomicBool::new(false),
-            failure: Mutex::new(None),
-            feeder: ParkSlot::new(),
-            decoder: ParkSlot::new(),
             copier,
-            consumer: ParkSlot::new(),
-            live: AtomicUsize::new(0),
-            exits: ParkSlot::new(),
-            counters: Counters::new(),
-        });
+            device_slots,
+            config.samples_per_batch,
+            config.sample_bytes,
+            config.spin,
+        ));
         let (producer, consumer) = spsc::channel(device_slots + 1);
         let buffers = Arc::new(SampleBuffers::new(host_slots, config.samples_per_batch));
         let mut pipeline = Pipeline {

@@ -70,6 +70,38 @@ unsafe impl<B: Backend> Sync for Shared<B> {}
 unsafe impl<B: Backend> Send for Shared<B> {}
 
 impl<B: Backend> Shared<B> {
+    /// Fresh state for a pipeline over `ring`: host slot `h` is FREE(h), device slot `d`
+    /// is FREE(d), nothing is stopped and no thread is counted yet.
+    pub(crate) fn new(
+        backend: B,
+        ring: native::Arc<HostRing>,
+        copier: native::Arc<ParkSlot>,
+        device_slots: usize,
+        samples_per_batch: usize,
+        sample_bytes: usize,
+        spin: u32,
+    ) -> Self {
+        Shared {
+            backend,
+            host: (0..ring.slots()).map(HostSlot::new).collect(),
+            ring,
+            device: (0..device_slots).map(DeviceSlot::new).collect(),
+            samples_per_batch,
+            sample_bytes,
+            spin,
+            stop: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            feeder: ParkSlot::new(),
+            decoder: ParkSlot::new(),
+            copier,
+            consumer: ParkSlot::new(),
+            live: AtomicUsize::new(0),
+            exits: ParkSlot::new(),
+            counters: Counters::new(),
+        }
+    }
+
     pub(crate) fn host_slots(&self) -> usize {
         self.host.len()
     }
