@@ -106,12 +106,17 @@ mod suite {
 
     impl Gpu {
         fn new(ptx: &str) -> Res<Self> {
+            Self::on(ptx, 0)
+        }
+
+        /// The kernels loaded on device `ordinal`.
+        fn on(ptx: &str, ordinal: usize) -> Res<Self> {
             // Through pinring first: cudarc itself panics when there is no driver.
             let devices = Cuda::device_count().map_err(s)?;
-            if devices == 0 {
-                return Err("no CUDA device".into());
+            if devices <= ordinal {
+                return Err(format!("no CUDA device {ordinal} ({devices} devices)"));
             }
-            let ctx = CudaContext::new(0).map_err(s)?;
+            let ctx = CudaContext::new(ordinal).map_err(s)?;
             let image = CString::new(ptx).map_err(s)?;
             let mut module: CUmodule = ptr::null_mut();
             // SAFETY: `image` is a NUL-terminated PTX text; the context is current (cudarc
@@ -616,6 +621,44 @@ mod suite {
         ))
     }
 
+    /// Two pipelines on two devices in one process, each checked on its own device by
+    /// kernels loaded there. `None` on a machine with one device.
+    fn two_devices(gpu0: &Gpu, ptx: &str) -> Option<Res<String>> {
+        match Cuda::device_count() {
+            Ok(n) if n >= 2 => {}
+            Ok(n) => {
+                println!("RESULT\ttwo_devices_one_process\tINFO\tnot run: this machine has {n} CUDA device(s)");
+                return None;
+            }
+            Err(e) => return Some(Err(s(e))),
+        }
+        Some((|| {
+            let gpu1 = Gpu::on(ptx, 1)?;
+            let n = 2000;
+            let results = std::thread::scope(|scope| {
+                let a =
+                    scope.spawn(|| checked(gpu0, CudaOptions::ordinal(0), n, Release::StreamRaw));
+                let b = scope.spawn(|| -> Res<(u64, usize)> {
+                    let p = pipeline(CudaOptions::ordinal(1), 2, 1)?;
+                    if p.backend().ordinal() != 1 {
+                        return Err("ordinal(1) bound another device".into());
+                    }
+                    drop(p);
+                    checked(&gpu1, CudaOptions::ordinal(1), n, Release::EventRaw)
+                });
+                (a.join(), b.join())
+            });
+            let (a, b) = match results {
+                (Ok(a), Ok(b)) => (a?, b?),
+                _ => return Err("a consumer thread panicked".into()),
+            };
+            clean(a.0 + b.0, a.1 + b.1, 2 * n)?;
+            Ok(format!(
+                "ordinal(0) and ordinal(1) pipelines ran at once: 2 x {n} batches, each checked on its own device, 0 words wrong"
+            ))
+        })())
+    }
+
     /// A CUDA error on the copy thread reaches the consumer (run in its own process: the
     /// error is sticky and kills the context).
     fn fault(gpu: &Gpu) -> Res<String> {
@@ -806,10 +849,14 @@ mod suite {
             eprintln!("usage: gpu_check <all|fault|memlock> --ptx PATH");
             std::process::exit(2);
         };
-        let gpu = match std::fs::read_to_string(ptx_path)
-            .map_err(s)
-            .and_then(|p| Gpu::new(&p))
-        {
+        let ptx = match std::fs::read_to_string(ptx_path) {
+            Ok(ptx) => ptx,
+            Err(e) => {
+                println!("RESULT\tsetup\tFAIL\t{e}");
+                std::process::exit(1);
+            }
+        };
+        let gpu = match Gpu::new(&ptx) {
             Ok(gpu) => gpu,
             Err(e) => {
                 println!("RESULT\tsetup\tFAIL\t{e}");
@@ -853,6 +900,9 @@ mod suite {
         run("drop_with_batches_leased", || drop_with_leased(g));
         run("invalid_device_ordinal", invalid_ordinal);
         run("two_pipelines_one_process", || two_pipelines(g));
+        if let Some(result) = two_devices(g, &ptx) {
+            report("two_devices_one_process", Ok(result));
+        }
         for (mib, n) in [(1usize, 3000usize), (8, 400), (64, 100)] {
             let size = mib << 20;
             let mut pipe = Vec::new();
