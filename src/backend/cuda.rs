@@ -1116,3 +1116,25 @@ impl Batch<Cuda> {
         self.release(Fence::Stream(&stream))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The device machine (root, no locked-memory accounting) never refuses the
+    /// registration, so the hint's content is checked here.
+    #[test]
+    fn a_refused_registration_says_what_to_change() {
+        let hint = super::register_hint(256 << 20);
+        assert!(hint.contains("268435456 bytes"), "{hint}");
+        assert!(
+            hint.contains("RLIMIT_MEMLOCK") && hint.contains("ulimit -l unlimited"),
+            "{hint}"
+        );
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max locked memory"))
+            .unwrap();
+        let soft = line.split_whitespace().nth(3).unwrap();
+        assert!(hint.contains(&format!("soft {soft} / hard")), "{hint}");
+    }
+}
