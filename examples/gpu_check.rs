@@ -1,15 +1,16 @@
-//! The cuda backend's GPU suite and H2D bandwidth check. Needs an NVIDIA GPU; run it
+//! The cuda backend's GPU suite. Needs an NVIDIA GPU; run it
 //! through `scripts/gpu-check.sh`, which builds it, compiles `kernels/gpu_check.cu` to PTX
 //! and prints the pass/fail table.
 //!
 //! ```text
-//! gpu_check all     --ptx PATH   correctness suite, then bandwidth
+//! gpu_check all     --ptx PATH   correctness suite
 //! gpu_check fault   --ptx PATH   a CUDA error on the copy thread reaches the consumer
 //! gpu_check memlock              what pinning the ring does under the current `ulimit -l`
 //! ```
 //!
-//! Each check prints `RESULT\t<name>\t<PASS|FAIL|INFO>\t<detail>`; bandwidth rows print
-//! `BW\t<MiB>\t<pipeline GB/s>\t<raw GB/s>\t<ratio>` (GB = 10^9 bytes).
+//! Each check prints `RESULT\t<name>\t<PASS|FAIL|INFO>\t<detail>`. H2D bandwidth (pipeline
+//! vs raw `cuMemcpyHtoDAsync`) is measured by `examples/gpu_bench.rs`, which the script
+//! runs in the same call.
 
 #[cfg(feature = "cuda")]
 mod suite {
@@ -736,77 +737,6 @@ mod suite {
         })
     }
 
-    /// H2D GB/s of a pipeline whose decoder writes nothing, and of raw back-to-back
-    /// `cuMemcpyHtoDAsync` from the same registered ring, for one batch size.
-    fn bandwidth(gpu: &Gpu, size: usize, n: usize) -> Res<(f64, f64)> {
-        const WARM: usize = 10;
-        gpu.bind()?;
-        let config = Config::builder()
-            .samples_per_batch(1)
-            .bytes_per_sample(size)
-            .decode_threads(4)
-            .pop_timeout(Duration::from_secs(20))
-            .cuda(CudaOptions::ordinal(0))
-            .build()
-            .map_err(s)?;
-        let (host_slots, stride) = (config.host_slots(), config.host_stride());
-        let decoder = decode_fn(|_: (), _: &mut [u8]| Ok(()));
-        let mut p = Pipeline::new(config, decoder, std::iter::repeat_n((), n)).map_err(s)?;
-        let (mut t0, mut t1) = (None, None);
-        while let Some(batch) = p.pop().map_err(s)? {
-            let k = batch.seq() as usize;
-            if k + 1 == WARM {
-                batch.synchronize().map_err(s)?;
-                t0 = Some(Instant::now());
-            }
-            if k + 1 == n {
-                batch.synchronize().map_err(s)?;
-                t1 = Some(Instant::now());
-            }
-            batch.release(Fence::Sync).map_err(|e| s(e.error))?;
-        }
-        let (t0, t1) = (t0.ok_or("no warm-up")?, t1.ok_or("no last batch")?);
-        let pipe = ((n - WARM) * size) as f64 / (t1 - t0).as_secs_f64() / 1e9;
-
-        // Raw copies from the pipeline's own registered ring (idle now: the source ended).
-        let (base, len) = p.backend().host_ring();
-        assert!(host_slots * stride <= len);
-        let stream = gpu.ctx.new_stream().map_err(s)?;
-        let dst = stream.alloc_zeros::<u8>(2 * size).map_err(s)?;
-        let dst_ptr = dst.device_ptr(&stream).0;
-        let raw = stream.cu_stream();
-        let copy = |i: usize| -> Res {
-            // SAFETY: the source lies in host slot i % H of the registered ring, which
-            // nothing writes now; the destination lies in `dst` (2 × size bytes).
-            ok("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    dst_ptr + ((i % 2) * size) as u64,
-                    base.add((i % host_slots) * stride).cast(),
-                    size,
-                    raw,
-                )
-            })
-        };
-        for i in 0..WARM {
-            copy(i)?;
-        }
-        stream.synchronize().map_err(s)?;
-        let t = Instant::now();
-        for i in 0..n - WARM {
-            copy(i)?;
-        }
-        stream.synchronize().map_err(s)?;
-        let raw_bw = ((n - WARM) * size) as f64 / t.elapsed().as_secs_f64() / 1e9;
-        drop(dst);
-        drop(p);
-        Ok((pipe, raw_bw))
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    }
-
     fn report(name: &str, result: std::thread::Result<Res<String>>) {
         let (status, detail) = match result {
             Ok(Ok(detail)) => ("PASS", detail),
@@ -902,28 +832,6 @@ mod suite {
         run("two_pipelines_one_process", || two_pipelines(g));
         if let Some(result) = two_devices(g, &ptx) {
             report("two_devices_one_process", Ok(result));
-        }
-        for (mib, n) in [(1usize, 3000usize), (8, 400), (64, 100)] {
-            let size = mib << 20;
-            let mut pipe = Vec::new();
-            let mut raw = Vec::new();
-            let mut failed = None;
-            for _ in 0..3 {
-                match bandwidth(g, size, n) {
-                    Ok((p, r)) => {
-                        pipe.push(p);
-                        raw.push(r);
-                    }
-                    Err(e) => failed = Some(e),
-                }
-            }
-            match failed {
-                None => {
-                    let (p, r) = (median(pipe), median(raw));
-                    println!("BW\t{mib}\t{p:.1}\t{r:.1}\t{:.3}", p / r);
-                }
-                Some(e) => println!("RESULT\tbandwidth_{mib}MiB\tFAIL\t{e}"),
-            }
         }
     }
 }

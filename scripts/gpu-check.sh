@@ -90,9 +90,6 @@ report() {
     if grep -q $'^ROW\t' "$LOG"; then
         echo "benchmark (one process; GB = 1e9 B, GiB = 2^30 B; anchors: earlier runs on the lent H100):"
         awk -F'\t' '$1=="ROW" { printf "  %-34s %-26s %-54s %-14s %s\n", $2, $3, $4, $5, $6 }' "$LOG"
-    elif [ -n "$RC_SUITE" ]; then
-        echo "H2D, decoder writing nothing (median of 3; GB = 1e9 B):"
-        awk -F'\t' '$1=="BW" { printf "  %3s MiB batches: pipeline %5s GB/s, raw cuMemcpyHtoDAsync %5s GB/s, ratio %s\n", $2, $3, $4, $5 }' "$LOG"
     fi
     local pass fail met missed
     pass=$(grep -c $'^RESULT\t[^\t]*\tPASS' "$LOG")
