@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use crate::backend::private::Ops;
 use crate::backend::{Backend, Cpu};
+use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
-use crate::shared::Shared;
-use crate::slot::DeviceState;
+use crate::slot::DeviceIdx;
 use crate::sync::Arc;
 
 /// What the device must finish before a released batch's slot is reused.
@@ -16,9 +17,10 @@ pub enum Fence<'a, B: Backend = Cpu> {
     /// The caller promises the device no longer reads the slot (for example, it has
     /// synchronized). Cheapest; wrong if the promise is false.
     Sync,
-    /// Reuse waits for this event as it stands now (its latest record at release time).
+    /// Reuse waits for this event as it stands now (its latest record at release time;
+    /// recording it again later does not move the fence).
     Event(&'a B::Event),
-    /// Records an event on this stream now; reuse waits for it.
+    /// Records a fence on this stream now; reuse waits for it.
     Stream(&'a B::Stream),
 }
 
@@ -36,29 +38,32 @@ impl<B: Backend> fmt::Debug for Fence<'_, B> {
 ///
 /// Release it with [`release`](Batch::release) (from any thread, in any order), or drop
 /// it: a batch bound to a stream with [`wait_on`](Batch::wait_on) is then fenced on that
-/// stream; an unbound one is fenced conservatively (on the cpu backend: every
-/// [`CpuStream`](crate::CpuStream) drains first; see the backend's docs for its cost).
-/// A batch stays valid after its pipeline is dropped.
+/// stream; an unbound one is fenced conservatively (cpu backend: the slot's next copy
+/// waits for everything queued on every [`CpuStream`](crate::CpuStream) so far, without
+/// blocking; cuda backend: the dropping thread synchronizes the pipeline's context, a host
+/// block — bind or release explicitly on the hot path). A batch stays valid after its
+/// pipeline is dropped.
 pub struct Batch<B: Backend = Cpu> {
-    pub(crate) shared: Arc<Shared<B>>,
-    pub(crate) seq: u64,
-    pub(crate) slot: usize,
-    pub(crate) samples: usize,
-    pub(crate) len: usize,
-    pub(crate) bound: Option<B::Stream>,
-    pub(crate) released: bool,
+    device: Arc<DeviceSide<B>>,
+    seq: u64,
+    slot: DeviceIdx,
+    samples: usize,
+    len: usize,
+    /// What `wait_on` bound the batch to: a drop fences on it.
+    binding: Option<B::Binding>,
+    released: bool,
 }
 
 impl<B: Backend> Batch<B> {
-    pub(crate) fn new(shared: Arc<Shared<B>>, seq: u64, slot: usize, samples: usize) -> Self {
-        let len = samples * shared.sample_bytes;
+    pub(crate) fn new(device: Arc<DeviceSide<B>>, seq: u64, slot: usize, samples: usize) -> Self {
+        let len = samples * device.sample_bytes;
         Batch {
-            shared,
+            device,
             seq,
-            slot,
+            slot: DeviceIdx(slot),
             samples,
             len,
-            bound: None,
+            binding: None,
             released: false,
         }
     }
@@ -73,7 +78,7 @@ impl<B: Backend> Batch<B> {
         self.samples
     }
 
-    /// Bytes of the batch: `samples() × sample_bytes`.
+    /// Bytes of the batch: `samples() × bytes_per_sample`.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -85,37 +90,46 @@ impl<B: Backend> Batch<B> {
 
     /// Index of the device slot the batch occupies.
     pub fn slot(&self) -> usize {
-        self.slot
+        self.slot.0
     }
 
     /// Where the batch's bytes start on the device.
     pub fn device_ptr(&self) -> B::DevicePtr {
-        self.shared.backend.device_ptr(self.slot)
+        self.device.backend.device_ptr(self.slot)
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn backend(&self) -> &B {
+        &self.device.backend
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn device_idx(&self) -> DeviceIdx {
+        self.slot
     }
 
     /// Makes `stream` wait, stream-side, until the batch is on the device; the host does
-    /// not block. Binds the batch to `stream`: dropping it then fences on `stream`.
+    /// not block. Binds the batch to `stream`: dropping it then fences on `stream`. A
+    /// stream the backend could not fence on at drop (cuda: a stream of another context)
+    /// is refused here with [`Error::Fence`].
     pub fn wait_on(&mut self, stream: &B::Stream) -> Result<()> {
-        self.shared.backend.ready_on(self.slot, stream)?;
-        self.bound = Some(stream.clone());
+        self.binding = Some(self.device.backend.ready_on(self.slot, stream)?);
         Ok(())
     }
 
     /// Blocks the calling thread until the batch is on the device.
     pub fn synchronize(&self) -> Result<()> {
-        self.shared.backend.ready_sync(self.slot)
+        self.device.backend.ready_sync(self.slot)
     }
 
     /// Gives the slot back; its reuse waits for `fence`. On failure (the fence could not be
     /// captured) the batch comes back inside the error, still leased.
+    ///
+    /// A failed release converts into [`Error`] with `?` (the batch inside is then
+    /// dropped, which fences it as a drop does).
+    #[allow(clippy::result_large_err)] // the error hands the batch back
     pub fn release(mut self, fence: Fence<'_, B>) -> Result<(), ReleaseError<B>> {
-        #[cfg(pinring_loom)]
-        if crate::loom_api::mutated(crate::loom_api::Mutation::PublishBeforeRecord) {
-            // Seeded bug (models only): RELEASED is published before the fence is recorded.
-            let slot = &self.shared.device[self.slot];
-            slot.stamp.publish(self.seq, DeviceState::Released as u8);
-        }
-        match self.shared.backend.capture(self.slot, fence) {
+        match self.device.backend.capture(self.slot, fence) {
             Ok(captured) => {
                 self.publish(captured);
                 Ok(())
@@ -126,23 +140,24 @@ impl<B: Backend> Batch<B> {
 
     /// Stores the captured fence and hands the slot to the copy thread.
     fn publish(&mut self, captured: B::Captured) {
-        let slot = &self.shared.device[self.slot];
-        // SAFETY: this batch holds device slot `slot` (LEASED(seq)); the copy thread reads
-        // the fence cell only after it Acquires the RELEASED stamp published below.
-        slot.fence.with_mut(|f| unsafe { *f = Some(captured) });
-        // Release: the fence (recorded inside `capture`, before this) is visible to the
-        // copy thread's Acquire load of the stamp — invariant 2.
-        slot.stamp.publish(self.seq, DeviceState::Released as u8);
+        let device = &*self.device;
+        // SAFETY: this batch holds the lease of `seq` in `slot` (LEASED(seq)) and gives it
+        // up here once: `released` keeps `Drop` from releasing again.
+        unsafe {
+            device
+                .slots
+                .release(self.slot, self.seq, captured, &device.copier)
+        };
         self.released = true;
-        self.shared.copier.wake();
     }
 }
 
 impl Batch<Cpu> {
     /// The batch's bytes. Waits (host-side) until its copy has completed.
     pub fn bytes(&self) -> &[u8] {
-        self.shared.backend.ready_sync_infallible(self.slot);
-        let ptr = self.shared.backend.device_ptr(self.slot).as_ptr();
+        let backend = &self.device.backend;
+        backend.wait_ready(self.slot);
+        let ptr = backend.device_ptr(self.slot).as_ptr();
         // SAFETY: READY(slot) has completed, so the copy into the slot is done; the slot
         // is not written again until this batch is released, which consumes it and so
         // ends this borrow. `len` bytes lie inside the slot.
@@ -155,11 +170,9 @@ impl<B: Backend> Drop for Batch<B> {
         if self.released {
             return;
         }
-        let backend = &self.shared.backend;
-        let captured = match self.bound.take() {
-            Some(stream) => backend
-                .capture(self.slot, Fence::Stream(&stream))
-                .unwrap_or_else(|_| backend.capture_conservative(self.slot)),
+        let backend = &self.device.backend;
+        let captured = match self.binding.take() {
+            Some(binding) => backend.capture_binding(self.slot, binding),
             None => backend.capture_conservative(self.slot),
         };
         self.publish(captured);
@@ -172,7 +185,7 @@ impl<B: Backend> fmt::Debug for Batch<B> {
             .field("seq", &self.seq)
             .field("samples", &self.samples)
             .field("len", &self.len)
-            .field("slot", &self.slot)
+            .field("slot", &self.slot.0)
             .finish()
     }
 }
@@ -183,6 +196,13 @@ pub struct ReleaseError<B: Backend = Cpu> {
     pub batch: Batch<B>,
     /// Why the fence could not be captured.
     pub error: Error,
+}
+
+impl<B: Backend> From<ReleaseError<B>> for Error {
+    /// The error; the batch is dropped, which fences it as a drop does.
+    fn from(e: ReleaseError<B>) -> Error {
+        e.error
+    }
 }
 
 impl<B: Backend> fmt::Debug for ReleaseError<B> {
@@ -196,11 +216,7 @@ impl<B: Backend> fmt::Debug for ReleaseError<B> {
 
 impl<B: Backend> fmt::Display for ReleaseError<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "release of batch {} failed: {}",
-            self.batch.seq, self.error
-        )
+        write!(f, "release of batch {} failed: {}", self.batch.seq, self.error)
     }
 }
 

@@ -19,6 +19,8 @@ pub enum LastBatch {
 pub(crate) const PAGE: usize = 4096;
 /// Alignment of each host slot with huge pages (2 MiB).
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
+/// Alignment of each device slot.
+pub(crate) const DEVICE_ALIGN: usize = 256;
 
 /// A validated pipeline configuration. Build one with [`Config::builder`].
 ///
@@ -39,15 +41,19 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) host_slots: usize,
     pub(crate) device_slots: usize,
     pub(crate) host_stride: usize,
+    pub(crate) device_stride: usize,
     pub(crate) decode_threads: usize,
     pub(crate) copy_core: Option<usize>,
     pub(crate) decode_cores: Vec<usize>,
-    pub(crate) spin: u32,
+    pub(crate) spin: Duration,
     pub(crate) last_batch: LastBatch,
     pub(crate) huge_pages: bool,
     pub(crate) pop_timeout: Option<Duration>,
+    pub(crate) lease_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) backend: B::Options,
+    /// Samples per decode work item, when not derived from the sample size (models).
+    pub(crate) decode_item_samples: Option<usize>,
 }
 
 impl Config<Cpu> {
@@ -55,6 +61,20 @@ impl Config<Cpu> {
     /// bookkeeping (its stamp, fence and events, a ready-ring entry) that the device
     /// budget does not count, so the count is capped rather than left to the budget.
     pub const MAX_DEVICE_SLOTS: usize = 1024;
+
+    /// Most decode threads a pipeline takes. Each is an OS thread that wakes for the
+    /// pipeline's batches; past the machine's cores more only add wake-ups and contention
+    /// (1,000 threads ran about 1,000 times slower than a core's worth), so the count is
+    /// capped rather than left unchecked.
+    pub const MAX_DECODE_THREADS: usize = 256;
+
+    /// The spin time waits default to: a few tens of µs, about what a park and wake-up
+    /// round trip costs (see [`ConfigBuilder::spin`]).
+    pub const DEFAULT_SPIN: Duration = Duration::from_micros(30);
+
+    /// How long `pop` waits by default when every device slot is leased before it reports
+    /// [`Error::AllSlotsLeased`](crate::Error::AllSlotsLeased).
+    pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// A builder with the defaults: 4 host slots, 2 device slots, one decode thread per
     /// available core, the cpu backend, partial last batches delivered.
@@ -68,10 +88,11 @@ impl Config<Cpu> {
             decode_threads: None,
             copy_core: None,
             decode_cores: Vec::new(),
-            spin: 4096,
+            spin: Config::DEFAULT_SPIN,
             last_batch: LastBatch::Partial,
             huge_pages: false,
             pop_timeout: None,
+            lease_timeout: Config::DEFAULT_LEASE_TIMEOUT,
             shutdown_timeout: Duration::from_secs(5),
             host_budget: 16 << 30,
             device_budget: 16 << 30,
@@ -85,13 +106,23 @@ impl<B: Backend> Config<B> {
     pub fn samples_per_batch(&self) -> usize {
         self.samples_per_batch
     }
+    /// Bytes each sample takes in a slot (what [`ConfigBuilder::bytes_per_sample`] set).
+    pub fn bytes_per_sample(&self) -> usize {
+        self.sample_bytes
+    }
     /// Bytes each sample takes in a slot.
+    #[deprecated(note = "renamed to `bytes_per_sample`, as the builder's setter")]
     pub fn sample_bytes(&self) -> usize {
         self.sample_bytes
     }
     /// Bytes of a full batch.
     pub fn batch_bytes(&self) -> usize {
         self.batch_bytes
+    }
+    /// Bytes from one device slot's start to the next (batch bytes rounded up to 256, so
+    /// that kernels can use wide loads on any batch size).
+    pub fn device_stride(&self) -> usize {
+        self.device_stride
     }
     /// Host slots in the pinned ring.
     pub fn host_slots(&self) -> usize {
@@ -101,7 +132,8 @@ impl<B: Backend> Config<B> {
     pub fn device_slots(&self) -> usize {
         self.device_slots
     }
-    /// Bytes from one host slot's start to the next (batch bytes rounded up to the page).
+    /// Bytes from one slot's start to the next, in the host ring and on the device (batch
+    /// bytes rounded up to the page).
     pub fn host_stride(&self) -> usize {
         self.host_stride
     }
@@ -117,9 +149,14 @@ impl<B: Backend> Config<B> {
     pub fn decode_cores(&self) -> &[usize] {
         &self.decode_cores
     }
-    /// Checks of a condition before a waiting thread parks.
-    pub fn spin_before_park(&self) -> u32 {
+    /// How long a waiting thread spins before it parks (see [`ConfigBuilder::spin`]).
+    pub fn spin(&self) -> Duration {
         self.spin
+    }
+    /// Whether waiting threads spin at all: 0 when [`spin`](Self::spin) is zero, else 1.
+    #[deprecated(note = "waits spin for a time now: use `spin`")]
+    pub fn spin_before_park(&self) -> u32 {
+        u32::from(!self.spin.is_zero())
     }
     /// What happens to a short last batch.
     pub fn last_batch(&self) -> LastBatch {
@@ -132,6 +169,10 @@ impl<B: Backend> Config<B> {
     /// How long `pop` waits before it reports which stage is behind.
     pub fn pop_timeout(&self) -> Option<Duration> {
         self.pop_timeout
+    }
+    /// How long `pop` waits while every device slot is leased before it says so.
+    pub fn lease_timeout(&self) -> Duration {
+        self.lease_timeout
     }
     /// How long dropping the pipeline waits for threads running user code.
     pub fn shutdown_timeout(&self) -> Duration {
@@ -155,10 +196,11 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     decode_threads: Option<usize>,
     copy_core: Option<usize>,
     decode_cores: Vec<usize>,
-    spin: u32,
+    spin: Duration,
     last_batch: LastBatch,
     huge_pages: bool,
     pop_timeout: Option<Duration>,
+    lease_timeout: Duration,
     shutdown_timeout: Duration,
     host_budget: usize,
     device_budget: usize,
@@ -193,7 +235,8 @@ impl<B: Backend> ConfigBuilder<B> {
         self.device_slots = n;
         self
     }
-    /// Threads in the decode pool (default: the available parallelism).
+    /// Threads in the decode pool (default: the available parallelism); at most
+    /// [`Config::MAX_DECODE_THREADS`].
     pub fn decode_threads(mut self, n: usize) -> Self {
         self.decode_threads = Some(n);
         self
@@ -208,9 +251,29 @@ impl<B: Backend> ConfigBuilder<B> {
         self.decode_cores = cores.into_iter().collect();
         self
     }
-    /// Checks of a condition before a waiting thread parks (default 4096; 0 parks at once).
+    /// How long a waiting thread spins before it parks (default
+    /// [`Config::DEFAULT_SPIN`], 30 µs; zero parks at once).
+    ///
+    /// Every wait in the pipeline (the consumer's `pop`, the copy thread, the decode
+    /// workers, the feeder) checks its condition in a spin loop for at most this long, then
+    /// parks until woken. The spin is bounded by time, adapts (a waiter spins only while its
+    /// waits are typically shorter than this), and a deadline is checked in both phases. A
+    /// longer spin shortens the hand-off between stages that run at a high rate; zero
+    /// leaves every idle core to the trainer at the cost of a wake-up latency per hand-off.
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+    /// `spin_before_park(0)` parks at once (as `spin(Duration::ZERO)`); any other count
+    /// keeps the default spin time. Waits are bounded by time now, not by a count of
+    /// checks: use [`spin`](Self::spin).
+    #[deprecated(note = "waits spin for a time now: use `spin(Duration)`")]
     pub fn spin_before_park(mut self, checks: u32) -> Self {
-        self.spin = checks;
+        self.spin = if checks == 0 {
+            Duration::ZERO
+        } else {
+            Config::DEFAULT_SPIN
+        };
         self
     }
     /// What to do with a short last batch (default: deliver it).
@@ -228,6 +291,15 @@ impl<B: Backend> ConfigBuilder<B> {
     /// Makes `pop` give up after `timeout` with [`Error::PopTimeout`](crate::Error::PopTimeout).
     pub fn pop_timeout(mut self, timeout: Duration) -> Self {
         self.pop_timeout = Some(timeout);
+        self
+    }
+    /// How long `pop` waits, when every device slot is leased by batches already handed
+    /// out, before it returns [`Error::AllSlotsLeased`](crate::Error::AllSlotsLeased)
+    /// naming them (default [`Config::DEFAULT_LEASE_TIMEOUT`]). A release from another
+    /// thread within that time lets the pop go on; a batch forgotten or held while popping
+    /// more would otherwise hang the pop forever.
+    pub fn lease_timeout(mut self, timeout: Duration) -> Self {
+        self.lease_timeout = timeout;
         self
     }
     /// How long dropping the pipeline waits for threads that run user code (a decode in
@@ -262,6 +334,7 @@ impl<B: Backend> ConfigBuilder<B> {
             last_batch: self.last_batch,
             huge_pages: self.huge_pages,
             pop_timeout: self.pop_timeout,
+            lease_timeout: self.lease_timeout,
             shutdown_timeout: self.shutdown_timeout,
             host_budget: self.host_budget,
             device_budget: self.device_budget,
@@ -309,8 +382,17 @@ impl<B: Backend> ConfigBuilder<B> {
         }
         let decode_threads = match self.decode_threads {
             Some(n) => nonzero(n, "decode_threads")?,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(Config::MAX_DECODE_THREADS),
         };
+        if decode_threads > Config::MAX_DECODE_THREADS {
+            return Err(ConfigError::TooMany {
+                field: "decode_threads",
+                n: decode_threads,
+                max: Config::MAX_DECODE_THREADS,
+            });
+        }
         let align = if self.huge_pages { HUGE_PAGE } else { PAGE };
         let host_stride = batch_bytes
             .checked_next_multiple_of(align)
@@ -326,7 +408,10 @@ impl<B: Backend> ConfigBuilder<B> {
                 knob: "host_budget",
             });
         }
-        let device_bytes = batch_bytes
+        let device_stride = batch_bytes
+            .checked_next_multiple_of(DEVICE_ALIGN)
+            .ok_or(ConfigError::Overflow("batch_bytes rounded up to 256"))?;
+        let device_bytes = device_stride
             .checked_mul(self.device_slots)
             .ok_or(ConfigError::Overflow("device_slots × batch_bytes"))?;
         if device_bytes > self.device_budget {
@@ -364,6 +449,7 @@ impl<B: Backend> ConfigBuilder<B> {
             host_slots: self.host_slots,
             device_slots: self.device_slots,
             host_stride,
+            device_stride,
             decode_threads,
             copy_core: self.copy_core,
             decode_cores: self.decode_cores,
@@ -371,8 +457,10 @@ impl<B: Backend> ConfigBuilder<B> {
             last_batch: self.last_batch,
             huge_pages: self.huge_pages,
             pop_timeout: self.pop_timeout,
+            lease_timeout: self.lease_timeout,
             shutdown_timeout: self.shutdown_timeout,
             backend: self.backend,
+            decode_item_samples: None,
         })
     }
 }

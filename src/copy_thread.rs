@@ -1,174 +1,163 @@
-//! The copy thread: moves decoded batches to device slots, in sequence order.
+//! The copy thread: moves filled batches to device slots, in sequence order, and frees
+//! host slots as their copies complete.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::backend::private::CopyJob;
 use crate::backend::Backend;
+use crate::control::Control;
+use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
 use crate::park::Waited;
-use crate::shared::{Shared, Token};
-use crate::slot::{DeviceState, HostState};
-use crate::sync::spsc::Producer;
+use crate::ready_ring::{Sender, Token};
+use crate::slot::{HostSlots, Progress};
+use crate::sync::{native, Arc, Instant};
 
-/// How long the copy thread parks between polls of copy completion on backends that do
-/// not wake it.
+/// How long the copy thread parks between polls of copy completion, on a backend that
+/// does not wake it when a copy completes.
 const POLL: Duration = Duration::from_micros(20);
 
-/// Runs until the source ends, a batch fails, the backend fails, or the pipeline stops.
-///
-/// For batch `k` (host slot `h = k % H`, device slot `d = k % D`):
-/// 1. waits for `FILLED(k)` on `h` (Acquire: the decoded bytes and count);
-/// 2. waits for `d` to be `FREE(k)` (first use) or `RELEASED(k - D)` (Acquire: the
-///    captured fence, which was recorded before that Release store — invariant 2);
-/// 3. enqueues the stream-side wait on that fence, publishes `COPYING(k)` on `d` and
-///    `IN_FLIGHT(k)` on `h`, enqueues the H2D and READY(d)/COPIED(h) records;
-/// 4. publishes `LEASED(k)` on `d`, pushes the token and wakes the consumer.
-///
-/// Independently it retires copies in order: once COPIED(h) of the oldest batch in
-/// flight has completed, `h` becomes `FREE(k + H)` and the feeder is woken — never
-/// before, so no byte of a host slot is written while an H2D from it may run
-/// (invariant 1).
-pub(crate) fn run<B: Backend>(shared: &Shared<B>, mut ready: Producer<Token>) {
-    let (host_slots, device_slots) = (shared.host_slots() as u64, shared.device_slots() as u64);
-    let times = &shared.counters.copy;
-    let mut next: u64 = 0;
-    let mut retired: u64 = 0;
-    let outcome: Result<Token> = loop {
-        let t = Instant::now();
-        if let Err(e) = retire(shared, &mut retired, next) {
-            break Err(e);
-        }
-        let h = (next % host_slots) as usize;
-        let d = (next % device_slots) as usize;
-        match shared.host[h].state() {
-            (seq, HostState::End) if seq == next => break Ok(Token::End),
-            (seq, HostState::Failed) if seq == next => break Ok(Token::Failed),
-            (seq, HostState::Filled) if seq == next && device_free(shared, d, next) => {
-                if let Err(e) = copy_one(shared, &mut ready, next, h, d) {
-                    break Err(e);
-                }
-                times.busy_since(t);
-                next += 1;
-                continue;
+/// The copy thread's stage: everything it owns.
+pub(crate) struct Copier<B: Backend> {
+    pub(crate) control: Arc<Control>,
+    pub(crate) host: Arc<HostSlots>,
+    pub(crate) device: Arc<DeviceSide<B>>,
+    pub(crate) ready: Sender,
+}
+
+impl<B: Backend> Copier<B> {
+    /// Runs until the source ends, a batch fails, the backend fails, or the pipeline stops.
+    ///
+    /// For batch `k` (host slot `k % H`, device slot `k % D`):
+    /// 1. waits for FILLED(k) on the host slot (Acquire: the decoded bytes and count);
+    /// 2. waits for the device slot to be FREE(k) or RELEASED(k - D) (Acquire: the
+    ///    captured fence, recorded before that Release store: invariant 2);
+    /// 3. takes the device slot (COPYING(k)) and enqueues the stream-side wait on its
+    ///    fence, takes the host slot (IN_FLIGHT(k)), enqueues the copy and its READY and
+    ///    COPIED points;
+    /// 4. publishes LEASED(k), pushes the token and wakes the consumer.
+    ///
+    /// Independently it retires copies in order: once the oldest copy in flight has
+    /// completed, its host slot becomes FREE(k + H) — never before, so no byte of a host
+    /// slot is written while a copy out of it may run (invariant 1).
+    pub(crate) fn run(mut self) {
+        let control = self.control.clone();
+        let times = &control.counters.copy;
+        let mut next: u64 = 0;
+        let mut retired: u64 = 0;
+        let outcome: Result<Token> = loop {
+            let t = native::Instant::now();
+            if let Err(e) = self.retire(&mut retired, next) {
+                break Err(e);
             }
-            _ => {}
+            match self.host.progress(next) {
+                Progress::End => break Ok(Token::End),
+                Progress::Failed => break Ok(Token::Failed),
+                Progress::Filled if self.device.slots.can_take(next) => {
+                    if let Err(e) = self.copy(next) {
+                        break Err(e);
+                    }
+                    times.busy_since(t);
+                    next += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            times.busy_since(t);
+            let t = native::Instant::now();
+            let waited = self.wait(next, retired);
+            times.waited_since(t);
+            if waited == Waited::Stopped {
+                return;
+            }
+        };
+        let token = match outcome {
+            Ok(token) => token,
+            Err(error) => {
+                control.record_failure(next, error);
+                control.limit_to(next);
+                Token::Failed
+            }
+        };
+        // Capacity D + 1 holds at most D batch tokens (one per device slot) and this one.
+        if self.ready.push(token).is_err() {
+            control.record_failure(next, Error::Internal("the ready ring was full"));
         }
-        times.busy_since(t);
-        let t = Instant::now();
-        let progress = |retired: u64| {
-            let (seq, state) = shared.host[h].state();
-            let host_ready = seq == next
-                && matches!(
-                    state,
-                    HostState::Filled | HostState::End | HostState::Failed
-                );
-            (host_ready && (state != HostState::Filled || device_free(shared, d, next)))
+        control.consumer.wake();
+    }
+
+    /// Waits until batch `next` can be copied, ends the stream, or the oldest copy in
+    /// flight completes.
+    fn wait(&self, next: u64, retired: u64) -> Waited {
+        let control = &*self.control;
+        let (host, device) = (&*self.host, &*self.device);
+        let progress = || {
+            let can_copy = match host.progress(next) {
+                Progress::Filled => device.slots.can_take(next),
+                Progress::End | Progress::Failed => true,
+                Progress::Pending | Progress::Decoding => false,
+            };
+            can_copy
                 || (retired < next
-                    && shared
+                    && device
                         .backend
-                        .copied((retired % host_slots) as usize)
+                        .copied(host.idx(retired))
                         .unwrap_or(true))
         };
-        let waited = if !B::NOTIFIES_COPY_DONE && retired < next {
-            // Copies in flight and no completion wake-up: poll with short parks.
-            shared.copier.wait(
-                shared.spin,
-                Some(Instant::now() + POLL),
-                || progress(retired),
-                || shared.stopped(),
-            )
+        if retired < next && !device.backend.notifies_copy_done() {
+            // Copies in flight and nothing will wake us when one completes: short parks.
+            let deadline = Instant::now().checked_add(POLL);
+            control
+                .copier
+                .wait(control.spin(), deadline, progress, || control.stopped())
         } else {
-            shared.wait(&shared.copier, || progress(retired))
-        };
-        times.waited_since(t);
-        if waited == Waited::Stopped {
-            return;
+            control.wait(&control.copier, progress)
         }
-    };
-    let token = match outcome {
-        Ok(token) => token,
-        Err(error) => {
-            shared.record_failure(next, error);
-            shared.halt();
-            Token::Failed
+    }
+
+    /// Steps 2 to 4 for batch `k`, whose host slot is FILLED(k) and device slot free.
+    fn copy(&mut self, k: u64) -> Result<()> {
+        let (host, device) = (&*self.host, &*self.device);
+        let (h, d) = (host.idx(k), device.slots.idx(k));
+        // SAFETY: this is the copy thread, and `can_take(k)` held (the caller).
+        let fence = unsafe { device.slots.start_copy(k) };
+        if let Some(fence) = fence {
+            device.backend.wait_fence(d, fence)?;
         }
-    };
-    // Capacity D + 1 holds at most D batch tokens (one per device slot) and this one.
-    let pushed = ready.push(token);
-    debug_assert!(pushed.is_ok(), "ready ring full at the terminal token");
-    shared.consumer.wake();
-}
-
-/// Whether device slot `d` can take batch `k`: never used (`FREE(k)`) or its previous
-/// batch released (`RELEASED(k - D)`). Acquire, through the stamp load.
-#[inline]
-fn device_free<B: Backend>(shared: &Shared<B>, d: usize, k: u64) -> bool {
-    match shared.device[d].state() {
-        (seq, DeviceState::Free) => seq == k,
-        (seq, DeviceState::Released) => seq + shared.device_slots() as u64 == k,
-        _ => false,
-    }
-}
-
-/// Steps 3 and 4 of [`run`] for batch `k`.
-fn copy_one<B: Backend>(
-    shared: &Shared<B>,
-    ready: &mut Producer<Token>,
-    k: u64,
-    h: usize,
-    d: usize,
-) -> Result<()> {
-    let dslot = &shared.device[d];
-    let hslot = &shared.host[h];
-    // SAFETY: device slot d is RELEASED(k - D) or FREE(k) (checked by the caller with an
-    // Acquire load): the releasing thread is done with the fence cell and nobody else
-    // touches it until this thread publishes LEASED(k).
-    let fence = dslot.fence.with_mut(|f| unsafe { (*f).take() });
-    if let Some(fence) = fence {
-        shared.backend.wait_fence(d, fence)?;
-    }
-    dslot.stamp.publish(k, DeviceState::Copying as u8);
-    // SAFETY: host slot h is FILLED(k) (Acquired by the caller); the feeder wrote the
-    // count before publishing DECODING(k) and nobody writes it until FREE(k + H).
-    let samples = hslot.count.with(|c| unsafe { *c });
-    hslot.stamp.publish(k, HostState::InFlight as u8);
-    shared
-        .backend
-        .copy(k, h, d, samples * shared.sample_bytes)?;
-    dslot.stamp.publish(k, DeviceState::Leased as u8);
-    ready
-        .push(Token::Batch {
+        // SAFETY: this is the copy thread, and batch k is FILLED (the caller).
+        let samples = unsafe { host.start_copy(k) };
+        device.backend.copy(&CopyJob {
             seq: k,
-            slot: d,
-            samples,
-        })
-        .map_err(|_| Error::Backend {
-            call: "ready ring push",
-            code: 0,
-            message: "ready ring full".into(),
+            host: h,
+            device: d,
+            bytes: samples * device.sample_bytes,
         })?;
-    shared.consumer.wake();
-    Ok(())
-}
-
-/// Frees the host slots of every in-flight copy that has completed, oldest first.
-fn retire<B: Backend>(shared: &Shared<B>, retired: &mut u64, next: u64) -> Result<()> {
-    let host_slots = shared.host_slots() as u64;
-    while *retired < next {
-        let h = (*retired % host_slots) as usize;
-        #[cfg(not(pinring_loom))]
-        let copied = shared.backend.copied(h)?;
-        // Seeded bug (models only): the slot freed before its copy completes.
-        #[cfg(pinring_loom)]
-        let copied = crate::loom_api::mutated(crate::loom_api::Mutation::FreeBeforeCopied)
-            || shared.backend.copied(h)?;
-        if !copied {
-            break;
-        }
-        shared.host[h]
-            .stamp
-            .publish(*retired + host_slots, HostState::Free as u8);
-        shared.feeder.wake();
-        *retired += 1;
+        // SAFETY: this is the copy thread, after `start_copy(k)` on the device slot.
+        unsafe { device.slots.lease(k) };
+        let token = Token::Batch {
+            seq: k,
+            slot: d.0,
+            samples,
+        };
+        self.ready
+            .push(token)
+            .map_err(|_| Error::Internal("the ready ring was full"))?;
+        self.control.consumer.wake();
+        Ok(())
     }
-    Ok(())
+
+    /// Frees the host slots of every copy in flight that has completed, oldest first.
+    fn retire(&self, retired: &mut u64, next: u64) -> Result<()> {
+        while *retired < next {
+            let h = self.host.idx(*retired);
+            if !self.device.backend.copied(h)? {
+                break;
+            }
+            // SAFETY: this is the copy thread; batch `retired`'s slot is IN_FLIGHT and the
+            // backend just reported its copy complete.
+            unsafe { self.host.free(*retired, &self.control.feeder) };
+            *retired += 1;
+        }
+        Ok(())
+    }
 }

@@ -1,132 +1,144 @@
-//! The decode pool: a rayon pool whose dispatcher job decodes batches in sequence order.
+//! The decode workers: rayon's threads, each running one long-lived job that claims work
+//! items and decodes them straight into the pinned host ring.
 //!
-//! The dispatcher is one long-running job on the pool (spawned once at start-up). For
-//! each batch it waits for `DECODING(k)`, then decodes the batch's samples in parallel
-//! with a `par_iter_mut` over the slot's sample buffer: rayon's `join` splits the work
-//! onto the other workers' deques without allocating, so the steady state allocates
-//! nothing. Each sample is decoded straight into its range of the pinned host slot.
+//! A batch of `n` samples is cut into items of up to `per_item` samples, so that a small
+//! sample's hand-off cost is shared by several. One claim counter hands out items in
+//! sequence order: item `i` is item `i % items_per_batch` of batch `i / items_per_batch`.
+//! A worker that claims an item of a batch not yet gathered waits for it, so several host
+//! slots decode at once when the feeder is ahead. The worker that finishes a batch's last
+//! item publishes FILLED (or FAILED); the copy thread still copies in sequence order.
+//! Claiming is one Relaxed `fetch_add`: which item a worker holds orders nothing, the
+//! slot's stamp does.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
 
-#[cfg(not(pinring_loom))]
-use rayon::prelude::*;
-
-// Models decode serially: loom cannot see rayon's threads.
-#[cfg(pinring_loom)]
-use crate::loom_api::SerialIterMut as _;
-
-use crate::backend::Backend;
+use crate::control::Control;
 use crate::decode::Decode;
 use crate::error::{panic_message, Error};
+use crate::host_ring::HostRing;
 use crate::park::Waited;
-use crate::shared::{SampleBuffers, Shared};
-use crate::slot::HostState;
+use crate::slot::{HostSlots, Progress, Samples};
+use crate::sync::{native, Arc, AtomicU64, Ordering};
+
+/// What the decode workers share.
+pub(crate) struct DecodeWork<D: Decode> {
+    pub(crate) control: Arc<Control>,
+    pub(crate) slots: Arc<HostSlots>,
+    pub(crate) samples: Arc<Samples<D::Sample>>,
+    pub(crate) ring: native::Arc<HostRing>,
+    pub(crate) decoder: D,
+    pub(crate) sample_bytes: usize,
+    /// The next item to claim (see the module docs). Relaxed: each value is handed out
+    /// once, and the item's slot stamp orders the work.
+    claims: AtomicU64,
+}
+
+impl<D: Decode> DecodeWork<D> {
+    pub(crate) fn new(
+        control: Arc<Control>,
+        slots: Arc<HostSlots>,
+        samples: Arc<Samples<D::Sample>>,
+        ring: native::Arc<HostRing>,
+        decoder: D,
+        sample_bytes: usize,
+    ) -> Self {
+        DecodeWork {
+            control,
+            slots,
+            samples,
+            ring,
+            decoder,
+            sample_bytes,
+            claims: AtomicU64::new(0),
+        }
+    }
+
+    /// One worker: claims and decodes items until the source ends, a batch fails, or the
+    /// pipeline stops.
+    pub(crate) fn run_worker(&self) {
+        let control = &*self.control;
+        let per_batch = self.slots.items_per_batch() as u64;
+        loop {
+            let claim = self.claims.fetch_add(1, Ordering::Relaxed);
+            let (k, c) = (claim / per_batch, (claim % per_batch) as usize);
+            let t = native::Instant::now();
+            let mut progress = Progress::Pending;
+            let waited = control.wait_unless(
+                &control.decoders,
+                || {
+                    progress = self.slots.progress(k);
+                    progress != Progress::Pending
+                },
+                || control.limit() <= k,
+            );
+            control.counters.decode.waited_since(t);
+            if waited != Waited::Ready || progress != Progress::Decoding {
+                return; // stopped, or batch k ends the stream (END/FAILED/limit)
+            }
+            let t = native::Instant::now();
+            // SAFETY: batch k is DECODING (Acquired above) and this worker claimed item
+            // (k, c) alone.
+            let Some(mut item) = (unsafe { self.slots.take_item(k, c, &self.samples) }) else {
+                continue; // a short batch has fewer items
+            };
+            let mut failure = None;
+            for j in item.range() {
+                let (sample, out) = item.sample(j, &self.ring, self.sample_bytes);
+                let Some(sample) = sample else { continue };
+                let result = catch_unwind(AssertUnwindSafe(|| self.decoder.decode(sample, out)));
+                let error = match result {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(e)) => Error::Decode {
+                        seq: k,
+                        sample: j,
+                        message: e.0,
+                    },
+                    Err(payload) => Error::DecoderPanic {
+                        seq: k,
+                        sample: j,
+                        message: panic_message(&*payload),
+                    },
+                };
+                failure = Some(error);
+                break;
+            }
+            control.counters.decode.busy_since(t);
+            let ok = failure.is_none();
+            if let Some(error) = failure {
+                control.record_failure(item.seq(), error);
+                control.limit_to(item.seq());
+            }
+            item.finish(ok, &control.copier);
+        }
+    }
+}
 
 /// Builds the pool: `threads` workers named `pinring-decode-{i}`, worker `i` pinned to
-/// `cores[i % cores.len()]` when cores are given. `on_exit` runs as each worker ends.
+/// `cores[i % cores.len()]` when cores are given. Each worker counts itself in and out of
+/// `control` as it starts and ends (so a pool that fails to start midway counts only the
+/// workers that ran).
 pub(crate) fn build_pool(
     threads: usize,
     cores: &[usize],
-    on_exit: impl Fn() + Send + Sync + 'static,
+    control: &Arc<Control>,
 ) -> Result<rayon::ThreadPool, Error> {
     let cores = cores.to_vec();
+    let (started, exited) = (control.clone(), control.clone());
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("pinring-decode-{i}"))
         .start_handler(move |i| {
+            started.thread_started();
             if !cores.is_empty() {
                 core_affinity::set_for_current(core_affinity::CoreId {
                     id: cores[i % cores.len()],
                 });
             }
         })
-        .exit_handler(move |_| on_exit())
+        .exit_handler(move |_| exited.thread_exited())
         .build()
         .map_err(|e| Error::Spawn {
             thread: "decode pool",
             source: Box::new(e),
         })
-}
-
-/// The dispatcher: decodes batches in order until the source ends, a batch fails, or the
-/// pipeline stops. For batch `k` in host slot `h`: waits for `DECODING(k)` (Acquire: the
-/// samples and count come with it), decodes, then publishes `FILLED(k)` (Release: the
-/// decoded bytes go with it) and wakes the copy thread. On failure it records the error,
-/// publishes `FAILED(k)`, halts the feeder and returns.
-pub(crate) fn run<B: Backend, D: Decode>(
-    shared: &Shared<B>,
-    buffers: &SampleBuffers<D::Sample>,
-    decoder: &D,
-) {
-    let slots = shared.host_slots();
-    let sample_bytes = shared.sample_bytes;
-    let times = &shared.counters.decode;
-    let mut k: u64 = 0;
-    loop {
-        let h = (k % slots as u64) as usize;
-        let slot = &shared.host[h];
-        let t = Instant::now();
-        let mut state = HostState::Free;
-        let waited = shared.wait(&shared.decoder, || {
-            let (seq, s) = slot.state();
-            state = s;
-            seq == k && matches!(s, HostState::Decoding | HostState::End | HostState::Failed)
-        });
-        if waited != Waited::Ready || state != HostState::Decoding {
-            return;
-        }
-        let t = times.waited_since(t);
-        // SAFETY: the dispatcher owns host slot h: its stamp is DECODING(k).
-        let n = slot.count.with(|c| unsafe { *c });
-        let ring = &*shared.ring;
-        let decode_all = |buf: &mut Vec<Option<D::Sample>>| {
-            buf[..n]
-                .par_iter_mut()
-                .enumerate()
-                .try_for_each(|(j, sample)| {
-                    // SAFETY: host slot h is DECODING(k), owned by this dispatcher, so no copy
-                    // out of it runs; sample j's range is disjoint from every other sample's,
-                    // and each index is visited once.
-                    let out = unsafe { ring.slot_mut(h, j * sample_bytes, sample_bytes) };
-                    let Some(sample) = sample.take() else {
-                        return Ok(());
-                    };
-                    match catch_unwind(AssertUnwindSafe(|| decoder.decode(sample, out))) {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(e)) => Err(Error::Decode {
-                            seq: k,
-                            sample: j,
-                            message: e.0,
-                        }),
-                        Err(payload) => Err(Error::DecoderPanic {
-                            seq: k,
-                            sample: j,
-                            message: panic_message(&*payload),
-                        }),
-                    }
-                })
-        };
-        // SAFETY: the dispatcher owns host slot h (DECODING(k)) for the whole call.
-        let result = unsafe { buffers.with_mut(h, decode_all) };
-        times.busy_since(t);
-        match result {
-            Ok(()) => {
-                slot.stamp.publish(k, HostState::Filled as u8);
-                shared.copier.wake();
-                k += 1;
-            }
-            Err(error) => {
-                shared.record_failure(k, error);
-                slot.stamp.publish(k, HostState::Failed as u8);
-                #[cfg(pinring_loom)]
-                if crate::loom_api::mutated(crate::loom_api::Mutation::FailWithoutWake) {
-                    return; // Seeded bug (models only): FAILED published, nobody woken.
-                }
-                shared.copier.wake();
-                shared.halt();
-                return;
-            }
-        }
-    }
 }

@@ -46,15 +46,30 @@ pub enum Error {
         message: String,
     },
 
-    /// A call into the device backend failed (for CUDA: the driver call and its code).
+    /// A call into the device backend failed: for CUDA, the driver call, with the driver's
+    /// error (cudarc's `DriverError`, whose `.0` is the `CUresult`) as its
+    /// [`source`](std::error::Error::source) and [`Error::driver_error`].
     #[error("{call} failed: {message}")]
     Backend {
         /// The backend call that failed, e.g. `cuMemcpyHtoDAsync`.
         call: &'static str,
-        /// The backend's code for the failure (CUDA: the `CUresult` value), 0 when it has none.
-        code: i32,
         /// What went wrong, and where it helps, what to change.
         message: String,
+        /// The backend's own error, when it has one (CUDA: the `DriverError`).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+
+    /// The host ring does not fit in the memory this machine has available.
+    #[error(
+        "the host ring needs {bytes} bytes, but this machine has {available} bytes available \
+         (MemAvailable): use fewer host_slots or smaller batches"
+    )]
+    HostMemory {
+        /// Bytes the ring needs.
+        bytes: usize,
+        /// Bytes the system reports available.
+        available: u64,
     },
 
     /// The host ring could not be mapped.
@@ -85,6 +100,24 @@ pub enum Error {
         /// The stage that holds up the next batch.
         behind: Stage,
     },
+
+    /// `pop` waited for the lease timeout while every device slot was leased by batches
+    /// already handed out: it cannot go on until one of them is released (or dropped).
+    #[error(
+        "no batch after {waited:?}: every device slot is leased ({}): release or drop a \
+         batch before popping more, or raise device_slots",
+        leased_list(leased)
+    )]
+    AllSlotsLeased {
+        /// How long `pop` waited.
+        waited: Duration,
+        /// The leased slots and the batch each holds, as (slot, sequence).
+        leased: Vec<(usize, u64)>,
+    },
+
+    /// A pinring bug: an internal invariant did not hold. Please report it.
+    #[error("internal error (a pinring bug; please report it): {0}")]
+    Internal(&'static str),
 
     /// The pipeline has stopped (after an error reported earlier, or after
     /// [`StopHandle::stop`](crate::StopHandle::stop)); it delivers nothing more.
@@ -136,7 +169,10 @@ pub enum ConfigError {
         available: usize,
     },
     /// A count over the most a pipeline supports.
-    #[error("`{field}` is {n}, over the most a pipeline supports ({max})")]
+    #[error(
+        "`{field}` is {n}, over the most a pipeline supports ({max}): {}",
+        too_many_why(field)
+    )]
     TooMany {
         /// Which setting.
         field: &'static str,
@@ -182,6 +218,39 @@ impl fmt::Display for Stage {
             Stage::Copy => "copy",
             Stage::Consumer => "consumer (all device slots are leased)",
         })
+    }
+}
+
+fn leased_list(leased: &[(usize, u64)]) -> String {
+    let list: Vec<String> = leased
+        .iter()
+        .map(|(slot, seq)| format!("slot {slot} holds batch {seq}"))
+        .collect();
+    list.join(", ")
+}
+
+fn too_many_why(field: &str) -> &'static str {
+    match field {
+        "decode_threads" => {
+            "each decode thread is an OS thread woken for every batch; past the machine's \
+             cores more threads only add wake-ups"
+        }
+        "device_slots" => "each device slot costs host-side bookkeeping outside the budgets",
+        _ => "the pipeline's limit",
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Error {
+    /// The CUDA driver's error behind a failed driver call, if this is one.
+    pub fn driver_error(&self) -> Option<&cudarc::driver::DriverError> {
+        match self {
+            Error::Backend {
+                source: Some(source),
+                ..
+            } => source.downcast_ref(),
+            _ => None,
+        }
     }
 }
 

@@ -1,105 +1,112 @@
 //! The feeder thread: pulls samples from the source iterator, one batch per host slot.
+//!
+//! It holds only what it needs — the control state, the host slots' protocol state and
+//! the sample cells — never the backend or the pinned ring, so a source whose `next`
+//! blocks cannot keep device or pinned memory alive after the pipeline is dropped.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
 
-use crate::backend::Backend;
 use crate::config::LastBatch;
+use crate::control::Control;
 use crate::error::{panic_message, Error};
 use crate::park::Waited;
-use crate::shared::{SampleBuffers, Shared};
-use crate::slot::HostState;
+use crate::slot::{HostSlots, Samples};
+use crate::sync::{native, Arc};
 
-/// Gathers batch after batch until the source ends, it panics, a decode fails, or the
-/// pipeline stops. For batch `k` in host slot `h = k % H`:
-/// waits for `FREE(k)`, publishes `FILLING(k)`, pulls up to `samples_per_batch` samples
-/// into buffer `h`, writes the count, publishes `DECODING(k)` (Release: the samples and
-/// count go with it) and wakes the decoder. When the source ends it publishes `END(k)`
-/// on the next batch's slot (once that slot is free).
-pub(crate) fn run<B: Backend, S, I: Iterator<Item = S>>(
-    shared: &Shared<B>,
-    buffers: &SampleBuffers<S>,
-    samples: I,
-    last_batch: LastBatch,
-) {
-    let mut samples = samples.fuse();
-    let per_batch = shared.samples_per_batch;
-    let slots = shared.host_slots();
-    let times = &shared.counters.source;
-    let mut k: u64 = 0;
-    loop {
-        let h = (k % slots as u64) as usize;
-        let slot = &shared.host[h];
-        let t = Instant::now();
-        if shared.wait_unless_halted(&shared.feeder, || slot.stamp.is(k, HostState::Free as u8))
-            != Waited::Ready
-        {
-            return;
-        }
-        let t = times.waited_since(t);
-        slot.stamp.publish(k, HostState::Filling as u8);
-        // SAFETY: this thread owns host slot h: it is FILLING(k), published just above.
-        let gathered = unsafe {
-            buffers.with_mut(h, |buf| {
-                buf.clear();
-                while buf.len() < per_batch {
-                    match catch_unwind(AssertUnwindSafe(|| samples.next())) {
-                        Ok(Some(sample)) => buf.push(Some(sample)),
-                        Ok(None) => break,
-                        Err(payload) => {
-                            return Err(Error::SourcePanic {
-                                seq: k,
-                                sample: buf.len(),
-                                message: panic_message(&*payload),
-                            })
-                        }
-                    }
-                    if shared.stopped() {
-                        return Ok(None);
-                    }
-                }
-                Ok(Some(buf.len()))
-            })
-        };
-        times.busy_since(t);
-        let n = match gathered {
-            Ok(Some(n)) => n,
-            Ok(None) => return,
-            Err(error) => {
-                shared.record_failure(k, error);
-                slot.stamp.publish(k, HostState::Failed as u8);
-                shared.decoder.wake();
-                shared.copier.wake();
+/// The feeder's stage: everything it owns.
+pub(crate) struct Feeder<S, I> {
+    pub(crate) control: Arc<Control>,
+    pub(crate) slots: Arc<HostSlots>,
+    pub(crate) samples: Arc<Samples<S>>,
+    pub(crate) source: I,
+    pub(crate) per_batch: usize,
+    pub(crate) last_batch: LastBatch,
+}
+
+impl<S, I: Iterator<Item = S>> Feeder<S, I> {
+    /// Gathers batch after batch until the source ends, it panics, a batch fails, or the
+    /// pipeline stops. For batch `k`: waits for FREE(k), takes the slot (FILLING(k)), pulls
+    /// up to `per_batch` samples into its cells, then hands it to the decode workers
+    /// (DECODING(k)). When the source ends it publishes END on the next batch's slot (once
+    /// that slot is free); a panic in the source becomes FAILED(k).
+    pub(crate) fn run(self) {
+        let Feeder {
+            control,
+            slots,
+            samples,
+            source,
+            per_batch,
+            last_batch,
+        } = self;
+        let mut source = source.fuse();
+        let times = &control.counters.source;
+        let wakes = [&control.decoders, &*control.copier];
+        let mut k: u64 = 0;
+        loop {
+            if !wait_free(&control, &slots, k) {
                 return;
             }
-        };
-        if n == 0 || (n < per_batch && last_batch == LastBatch::Drop) {
-            end_at(shared, k);
-            return;
-        }
-        slot.count.with_mut(|c| {
-            // SAFETY: this thread owns host slot h (FILLING(k)).
-            unsafe { *c = n }
-        });
-        slot.stamp.publish(k, HostState::Decoding as u8);
-        shared.decoder.wake();
-        k += 1;
-        if n < per_batch {
-            let next = &shared.host[(k % slots as u64) as usize];
-            if shared.wait_unless_halted(&shared.feeder, || next.stamp.is(k, HostState::Free as u8))
-                == Waited::Ready
-            {
-                end_at(shared, k);
+            let t = native::Instant::now();
+            // SAFETY: this is the feeder, and batch k's slot is FREE(k) (just waited for).
+            let mut fill = unsafe { slots.begin_fill(k, &samples) };
+            let mut n = 0;
+            let gathered = loop {
+                if n == per_batch {
+                    break Ok(());
+                }
+                match catch_unwind(AssertUnwindSafe(|| source.next())) {
+                    Ok(Some(sample)) => {
+                        fill.put(n, sample);
+                        n += 1;
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(payload) => {
+                        break Err(Error::SourcePanic {
+                            seq: k,
+                            sample: n,
+                            message: panic_message(&*payload),
+                        })
+                    }
+                }
+                if control.stopped() {
+                    return;
+                }
+            };
+            times.busy_since(t);
+            if let Err(error) = gathered {
+                control.record_failure(k, error);
+                fill.fail(&wakes);
+                control.limit_to(k);
+                return;
             }
-            return;
+            if n == 0 || (n < per_batch && last_batch == LastBatch::Drop) {
+                fill.end(&wakes);
+                control.limit_to(k);
+                return;
+            }
+            fill.hand_to_decoders(n, &control.decoders);
+            k += 1;
+            if n < per_batch {
+                if wait_free(&control, &slots, k) {
+                    // SAFETY: this is the feeder, and batch k's slot is FREE(k).
+                    unsafe { slots.end_at(k, &wakes) };
+                    control.limit_to(k);
+                }
+                return;
+            }
         }
     }
 }
 
-/// Publishes `END(k)` on batch `k`'s host slot, which the feeder owns (FREE(k) or FILLING(k)).
-fn end_at<B: Backend>(shared: &Shared<B>, k: u64) {
-    let slot = &shared.host[(k % shared.host_slots() as u64) as usize];
-    slot.stamp.publish(k, HostState::End as u8);
-    shared.decoder.wake();
-    shared.copier.wake();
+/// Waits until batch `k`'s slot is FREE(k); false if the pipeline stops or no batch at
+/// `k` will be built (an earlier batch failed).
+fn wait_free(control: &Control, slots: &HostSlots, k: u64) -> bool {
+    let t = native::Instant::now();
+    let waited = control.wait_unless(
+        &control.feeder,
+        || slots.is_free(k),
+        || control.limit() <= k,
+    );
+    control.counters.source.waited_since(t);
+    waited == Waited::Ready
 }

@@ -9,8 +9,7 @@ use memmap2::{MmapMut, MmapOptions};
 use crate::config::PAGE;
 use crate::error::{Error, Result};
 
-/// The pinned-memory ring of host slots.
-#[doc(hidden)]
+/// The pinned-memory ring of host slots (internal: reachable from no public path).
 #[derive(Debug)]
 pub struct HostRing {
     map: MmapMut,
@@ -39,10 +38,30 @@ unsafe impl Send for HostRing {}
 // SAFETY: as above.
 unsafe impl Sync for HostRing {}
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes (Linux; `None` elsewhere).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 impl HostRing {
     /// Maps `slots` slots of `stride` bytes each (`stride` a multiple of the page size).
+    ///
+    /// The mapping is pre-faulted (so that no decode takes a page fault), which for a
+    /// large ring takes a while: a ring larger than the memory the system has available is
+    /// refused up front with [`Error::HostMemory`] instead.
     pub(crate) fn new(slots: usize, stride: usize, huge: bool) -> Result<Self> {
         let len = slots * stride;
+        if let Some(available) = available_memory() {
+            if len as u64 > available {
+                return Err(Error::HostMemory {
+                    bytes: len,
+                    available,
+                });
+            }
+        }
         let map_with = |huge: bool| {
             let mut options = MmapOptions::new();
             options.len(len).populate();

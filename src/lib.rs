@@ -31,24 +31,23 @@
 //! assert_eq!(seen, 100); // 12 full batches and a short one of 4
 //! # Ok::<(), pinring::Error>(())
 //! ```
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
 
 pub mod backend;
 mod batch;
 mod config;
+mod control;
 mod copy_thread;
 mod decode;
 mod decode_pool;
+mod device_side;
 mod error;
 mod feeder;
 mod host_ring;
 #[cfg(pinring_loom)]
-#[doc(hidden)]
-pub mod loom_api;
+mod model;
 mod park;
 mod pipeline;
-mod shared;
+mod ready_ring;
 mod slot;
 pub mod source;
 mod stats;
@@ -59,14 +58,12 @@ pub use backend::{Backend, Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
 pub use backend::{CuEvent, CuStream, Cuda, CudaDevice, CudaOptions};
 pub use batch::{Batch, Fence, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch};
-/// The cudarc this crate was built with, for [`Batch::view`](crate::Batch) and the
-/// [`CuStream`] / [`CuEvent`] conversions (feature `cuda`).
+/// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
+/// and [`Batch::view_on`](crate::Batch) (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
-#[doc(hidden)]
-pub use host_ring::HostRing;
 pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use slot::{DeviceState, HostState};

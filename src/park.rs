@@ -1,39 +1,59 @@
-//! Spin-then-park waiting for one waiting role, and its wake-up.
+//! Waiting without burning: a bounded, adaptive spin, then park; and the wake-up.
 //!
-//! Each stage that waits (feeder, decoder, copy thread, consumer) has one [`ParkSlot`].
-//! The waiter spins on its condition for the configured budget, then announces that it
-//! sleeps and parks; whoever makes the condition true calls [`ParkSlot::wake`]. Of the
-//! budget's checks, the first `PAUSES` are separated by a spin-loop hint and the rest by
-//! a yield: where the pipeline's threads outnumber the cores, a waiter that only paused
-//! would hold the core the thread it waits for needs (on 2 cores that made a cpu-backend
-//! pipeline of tiny batches about 20 times slower); on an idle core a yield returns at once.
+//! Each stage that waits (feeder, decode workers, copy thread, consumer) waits on a
+//! [`ParkSlot`]; whoever makes its condition true calls [`ParkSlot::wake`].
 //!
-//! No wake-up is lost: the waiter's `sleeping.swap(true, AcqRel)` and the waker's
-//! `sleeping.swap(false, AcqRel)` are read-modify-writes of one location, so one of them is
-//! first in its modification order. If the waker's swap is first, the waiter's swap reads
-//! from it and acquires everything the waker published before it — the waiter's re-check
-//! then sees the condition. If the waiter's swap is first, the waker reads `true` and
-//! unparks it. A stale unpark only makes a later `park` return early, and every waiter
-//! re-checks its condition in a loop.
+//! # Spin, then park
+//!
+//! A wait first checks its condition in a spin loop for at most the configured spin time
+//! (a few tens of µs; [`ConfigBuilder::spin`](crate::ConfigBuilder::spin)), then parks.
+//! The spin is bounded by time, not by a count of checks, and the deadline (if any) is
+//! checked in both phases, so a loaded machine cannot stretch a wait past its deadline by
+//! more than one park's wake-up latency. The spin adapts: each slot keeps a smoothed
+//! estimate of how long its waits last, and spins only while that estimate is within the
+//! spin time (one wait in 16 spins anyway, to notice when the other side speeds up). A
+//! consumer that takes 10 ms a step therefore parks at once and costs no CPU, while a copy
+//! thread fed every few µs catches each batch without a park/unpark round trip.
+//!
+//! # No lost wake-up
+//!
+//! A waiter that is about to park announces it with `sleepers.fetch_add(1, AcqRel)`, then
+//! re-checks its condition, then parks. A waker publishes its change with a Release store,
+//! then reads `sleepers` with a read-modify-write (`fetch_add(0, AcqRel)`) and unparks the
+//! registered waiters if it is not zero. The two RMWs are on one location, so one is first
+//! in its modification order: if the waker's is first, the waiter's RMW reads from it and
+//! acquires everything the waker published before it, so the waiter's re-check sees the
+//! condition; if the waiter's is first, the waker reads at least 1 and unparks it (an
+//! unpark before the park leaves a token, so the park returns at once). No SeqCst is
+//! needed, so loom checks it exactly. A stale unpark only makes a later park return early;
+//! every wait re-checks in a loop.
 
-use std::time::Instant;
+use std::time::Duration;
 
+use crate::sync::native;
 use crate::sync::{
-    current, park, park_timeout, spin_loop, yield_now, AtomicBool, Mutex, Ordering, Thread,
+    current, park, park_timeout, spin_loop, AtomicUsize, Instant, Mutex, Ordering, Thread,
 };
 
-/// Checks of a spin separated by a spin-loop hint; later checks are separated by a yield.
-const PAUSES: u32 = 64;
+/// Every this many waits spin regardless of the estimate, to notice a faster producer.
+const PROBE_EVERY: u64 = 16;
+/// Spin checks between two reads of the clock.
+const CHECKS_PER_CLOCK_READ: u32 = 8;
 
-/// Where one waiting thread parks.
+/// Where the threads of one waiting role park.
 #[derive(Debug)]
 pub(crate) struct ParkSlot {
-    /// `true` from just before the waiter's last re-check until a waker takes it.
-    /// AcqRel swaps on both sides pair with each other (see the module docs).
-    sleeping: AtomicBool,
-    /// The thread to unpark. Locked only on the slow path (waiter about to park, or a waker
-    /// that found `sleeping`).
-    thread: Mutex<Option<Thread>>,
+    /// Waiters between their announcement and the end of their park. Read-modify-written
+    /// (AcqRel) by waiters and wakers alike; see the module docs for the pairing.
+    sleepers: AtomicUsize,
+    /// The threads to unpark. Locked only on the slow path (a waiter about to park, or a
+    /// waker that found sleepers).
+    threads: Mutex<Vec<Thread>>,
+    /// Smoothed length of this slot's waits, in ns: steers the spin only. std's atomic in
+    /// every build (models never spin); Relaxed, a statistic that orders nothing.
+    typical_ns: native::AtomicU64,
+    /// Waits so far (for the probe); Relaxed statistic.
+    waits: native::AtomicU64,
 }
 
 /// How a wait ended.
@@ -43,90 +63,171 @@ pub(crate) enum Waited {
     Ready,
     /// The deadline passed first.
     TimedOut,
-    /// The pipeline is stopping.
+    /// The wait was called off (the pipeline is stopping, or the stage must end).
     Stopped,
 }
 
 impl ParkSlot {
     pub(crate) fn new() -> Self {
         ParkSlot {
-            sleeping: AtomicBool::new(false),
-            thread: Mutex::new(None),
+            sleepers: AtomicUsize::new(0),
+            threads: Mutex::new(Vec::new()),
+            typical_ns: native::AtomicU64::new(0),
+            waits: native::AtomicU64::new(0),
         }
     }
 
-    /// Waits until `ready()` or `stopped()` is true, or `deadline` passes.
+    /// Waits until `ready()` or `stopped()` is true, or `deadline` passes; checks in that
+    /// order, so a condition that holds wins over a stop or a deadline.
     ///
     /// `ready` and `stopped` must read with Acquire what the waker published with Release
-    /// before calling [`wake`](Self::wake). `spin` is the number of checks before parking.
+    /// before calling [`wake`](Self::wake). `spin` bounds the spin phase (zero parks at
+    /// once).
     pub(crate) fn wait(
         &self,
-        spin: u32,
+        spin: Duration,
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> bool,
         mut stopped: impl FnMut() -> bool,
     ) -> Waited {
-        for i in 0..spin {
-            if ready() {
-                return Waited::Ready;
-            }
-            if stopped() {
-                return Waited::Stopped;
-            }
-            if i < PAUSES {
-                spin_loop();
-            } else {
-                yield_now();
-            }
+        if ready() {
+            return Waited::Ready;
         }
-        self.register();
+        if stopped() {
+            return Waited::Stopped;
+        }
+        let start = Instant::now();
+        let outcome = match self.spin(start, self.budget(spin), deadline, &mut ready, &mut stopped)
+        {
+            Some(outcome) => outcome,
+            None => self.park(deadline, &mut ready, &mut stopped),
+        };
+        self.observe(start.elapsed());
+        outcome
+    }
+
+    /// The spin time for this wait: `spin` when waits here are typically that short (or
+    /// on a probe), else zero.
+    fn budget(&self, spin: Duration) -> Duration {
+        if spin.is_zero() {
+            return spin;
+        }
+        let n = self.waits.fetch_add(1, native::Ordering::Relaxed);
+        let typical = self.typical_ns.load(native::Ordering::Relaxed);
+        if u128::from(typical) <= spin.as_nanos() || n % PROBE_EVERY == 0 {
+            spin
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Folds one wait's length into the estimate (an exponential average, weight 1/8).
+    fn observe(&self, waited: Duration) {
+        let sample = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        let old = self.typical_ns.load(native::Ordering::Relaxed);
+        let new = old - old / 8 + sample / 8;
+        self.typical_ns.store(new, native::Ordering::Relaxed);
+    }
+
+    /// The spin phase: `Some` if the wait ended in it.
+    fn spin(
+        &self,
+        start: Instant,
+        budget: Duration,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        stopped: &mut impl FnMut() -> bool,
+    ) -> Option<Waited> {
+        if budget.is_zero() {
+            return None;
+        }
+        let until = start.checked_add(budget)?;
+        let mut checks = 0u32;
         loop {
+            spin_loop();
             if ready() {
-                return Waited::Ready;
+                return Some(Waited::Ready);
             }
             if stopped() {
-                return Waited::Stopped;
+                return Some(Waited::Stopped);
             }
-            // AcqRel: pairs with the waker's swap (module docs).
-            self.sleeping.swap(true, Ordering::AcqRel);
-            if ready() {
-                return Waited::Ready;
-            }
-            if stopped() {
-                return Waited::Stopped;
-            }
-            match deadline {
-                None => park(),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Waited::TimedOut;
-                    }
-                    park_timeout(d - now);
+            checks += 1;
+            if checks % CHECKS_PER_CLOCK_READ == 0 {
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Some(Waited::TimedOut);
+                }
+                if now >= until {
+                    return None;
                 }
             }
         }
     }
 
-    /// Wakes the waiter if it parks or is about to. Call after publishing (Release) what
-    /// the waiter's condition reads.
+    /// The park phase.
+    fn park(
+        &self,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        stopped: &mut impl FnMut() -> bool,
+    ) -> Waited {
+        let me = current();
+        self.lock().push(me.clone());
+        let outcome = loop {
+            // AcqRel: pairs with the waker's RMW (module docs).
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
+            let checked = if ready() {
+                Some(Waited::Ready)
+            } else if stopped() {
+                Some(Waited::Stopped)
+            } else {
+                match deadline {
+                    None => {
+                        park();
+                        None
+                    }
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            Some(Waited::TimedOut)
+                        } else {
+                            park_timeout(d - now);
+                            None
+                        }
+                    }
+                }
+            };
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
+            if let Some(outcome) = checked {
+                break outcome;
+            }
+            if ready() {
+                break Waited::Ready;
+            }
+            if stopped() {
+                break Waited::Stopped;
+            }
+        };
+        let mut threads = self.lock();
+        if let Some(i) = threads.iter().position(|t| t.id() == me.id()) {
+            threads.swap_remove(i);
+        }
+        outcome
+    }
+
+    /// Wakes the waiters that park or are about to. Call after publishing (Release) what
+    /// their conditions read.
     #[inline]
     pub(crate) fn wake(&self) {
-        // AcqRel: pairs with the waiter's swap (module docs).
-        if self.sleeping.swap(false, Ordering::AcqRel) {
-            let guard = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(t) = guard.as_ref() {
+        // AcqRel RMW: pairs with the waiters' announcements (module docs).
+        if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
+            for t in self.lock().iter() {
                 t.unpark();
             }
         }
     }
 
-    /// Records the calling thread as the one to unpark (slow path only).
-    fn register(&self) {
-        let me = current();
-        let mut guard = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.as_ref().map(|t| t.id()) != Some(me.id()) {
-            *guard = Some(me);
-        }
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Vec<Thread>> {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -65,7 +65,7 @@ fn per_sample_and_per_batch_sizes_exclude_each_other_and_must_divide() {
         .batch_bytes(300)
         .build()
         .unwrap();
-    assert_eq!((ok.sample_bytes(), ok.batch_bytes()), (100, 300));
+    assert_eq!((ok.bytes_per_sample(), ok.batch_bytes()), (100, 300));
 }
 
 #[test]

@@ -29,7 +29,7 @@ fn hundred_thousand_batches_arrive_intact_and_in_order_under_random_delays() {
     let config = builder(PER)
         .host_slots(5)
         .device_slots(3)
-        .spin_before_park(64)
+        .spin(Duration::from_micros(5))
         .backend::<pinring::Cpu>(CpuOptions::default().copy_delay(
             Duration::ZERO,
             Duration::from_micros(3),

@@ -20,7 +20,9 @@ use super::bytes::Bytes;
 const DEFAULT_HOST_SLOTS: usize = 4;
 const DEFAULT_DEVICE_SLOTS: usize = 2;
 const DEFAULT_BUDGET: usize = 16 << 30;
-const DEFAULT_SPIN: u32 = 4096;
+const DEFAULT_SPIN: Duration = Config::DEFAULT_SPIN;
+/// Device slots start on 256-byte boundaries.
+const DEVICE_ALIGN: usize = 256;
 const DEFAULT_SHUTDOWN: Duration = Duration::from_secs(5);
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
@@ -43,7 +45,7 @@ pub struct ConfigInput {
     pub decode_threads: Option<usize>,
     pub copy_core: Option<usize>,
     pub decode_cores: Option<Vec<usize>>,
-    pub spin: Option<u32>,
+    pub spin: Option<Duration>,
     pub last_batch: Option<LastBatch>,
     pub huge_pages: Option<bool>,
     pub pop_timeout: Option<Duration>,
@@ -99,7 +101,7 @@ impl ConfigInput {
             input.decode_cores = Some((0..n).map(|_| small(b, 4).wrapping_sub(1)).collect());
         }
         if on(6) {
-            input.spin = Some(b.le(4) as u32);
+            input.spin = Some(Duration::from_nanos(b.le(4)));
         }
         if on(7) {
             input.last_batch = Some(if b.u8() & 1 == 0 {
@@ -154,7 +156,7 @@ impl ConfigInput {
             c = c.decode_cores(cores.iter().copied());
         }
         if let Some(n) = self.spin {
-            c = c.spin_before_park(n);
+            c = c.spin(n);
         }
         if let Some(m) = self.last_batch {
             c = c.last_batch(m);
@@ -271,6 +273,12 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
     if device_slots > Config::MAX_DEVICE_SLOTS {
         v.push(Violation::TooMany("device_slots"));
     }
+    if input
+        .decode_threads
+        .is_some_and(|n| n > Config::MAX_DECODE_THREADS)
+    {
+        v.push(Violation::TooMany("decode_threads"));
+    }
     let align = if input.huge_pages == Some(true) {
         HUGE_PAGE
     } else {
@@ -287,7 +295,10 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
             Some(bytes) if bytes > host_budget => v.push(Violation::OverBudget("host_budget")),
             Some(_) => {}
         }
-        match batch_bytes.checked_mul(device_slots) {
+        match batch_bytes
+            .checked_next_multiple_of(DEVICE_ALIGN)
+            .and_then(|s| s.checked_mul(device_slots))
+        {
             None => v.push(Violation::Overflow),
             Some(bytes) if bytes > device_budget => v.push(Violation::OverBudget("device_budget")),
             Some(_) => {}
@@ -325,8 +336,13 @@ fn justified(error: &ConfigError, m: &Model, input: &ConfigInput, cores: Option<
         ConfigError::Overflow(_) => has(Violation::Overflow),
         ConfigError::TooMany { field, n, max } => {
             has(Violation::TooMany(field))
-                && *n == m.device_slots
-                && *max == Config::MAX_DEVICE_SLOTS
+                && match *field {
+                    "device_slots" => *n == m.device_slots && *max == Config::MAX_DEVICE_SLOTS,
+                    "decode_threads" => {
+                        Some(*n) == input.decode_threads && *max == Config::MAX_DECODE_THREADS
+                    }
+                    _ => false,
+                }
         }
         ConfigError::Indivisible {
             batch_bytes,
@@ -357,7 +373,12 @@ fn justified(error: &ConfigError, m: &Model, input: &ConfigInput, cores: Option<
                         .and_then(|s| s.checked_mul(m.host_slots)),
                     m.host_budget,
                 ),
-                "device_budget" => (m.batch_bytes.checked_mul(m.device_slots), m.device_budget),
+                "device_budget" => (
+                    m.batch_bytes
+                        .checked_next_multiple_of(DEVICE_ALIGN)
+                        .and_then(|s| s.checked_mul(m.device_slots)),
+                    m.device_budget,
+                ),
                 _ => return false,
             };
             has(Violation::OverBudget(knob))
@@ -411,7 +432,7 @@ pub fn check(input: &ConfigInput) -> Result<Reached, String> {
     }
     check_ok(&config, &m, input)?;
     let host_bytes = config.host_stride() * config.host_slots();
-    let device_bytes = config.batch_bytes() * config.device_slots();
+    let device_bytes = config.device_stride() * config.device_slots();
     if host_bytes.saturating_add(device_bytes) <= START_LIMIT && config.decode_threads() <= 4 {
         check_start(config, input)?;
         return Ok(Reached::Started);
@@ -423,9 +444,9 @@ pub fn check(input: &ConfigInput) -> Result<Reached, String> {
 fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
     let fail = |what: &str| Err(format!("{what}: {c:?} from {input:?}"));
     if c.samples_per_batch() != m.samples
-        || c.sample_bytes() != m.sample_bytes
+        || c.bytes_per_sample() != m.sample_bytes
         || c.batch_bytes() != m.batch_bytes
-        || c.sample_bytes().checked_mul(c.samples_per_batch()) != Some(c.batch_bytes())
+        || c.bytes_per_sample().checked_mul(c.samples_per_batch()) != Some(c.batch_bytes())
     {
         return fail("sizes disagree with the input");
     }
@@ -440,7 +461,10 @@ fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
         Some(bytes) if bytes <= m.host_budget => {}
         _ => return fail("host ring over its budget"),
     }
-    match c.batch_bytes().checked_mul(c.device_slots()) {
+    if c.device_stride() != c.batch_bytes().next_multiple_of(DEVICE_ALIGN) {
+        return fail("device stride is not the batch rounded up to 256 bytes");
+    }
+    match c.device_stride().checked_mul(c.device_slots()) {
         Some(bytes) if bytes <= m.device_budget => {}
         _ => return fail("device slots over their budget"),
     }
@@ -451,7 +475,7 @@ fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
     if !threads_ok
         || c.copy_core() != input.copy_core
         || c.decode_cores() != input.decode_cores.as_deref().unwrap_or(&[])
-        || c.spin_before_park() != input.spin.unwrap_or(DEFAULT_SPIN)
+        || c.spin() != input.spin.unwrap_or(DEFAULT_SPIN)
         || c.last_batch() != input.last_batch.unwrap_or_default()
         || c.huge_pages() != input.huge_pages.unwrap_or(false)
         || c.pop_timeout() != input.pop_timeout
@@ -471,11 +495,13 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
     let budget = config
         .host_stride()
         .saturating_mul(config.host_slots())
-        .max(config.batch_bytes().saturating_mul(config.device_slots()));
-    // Each host slot keeps a buffer of `samples_per_batch` samples of the caller's sample
-    // type (here `u32`): the caller's data, sized by its type rather than by a budget.
+        .max(config.device_stride().saturating_mul(config.device_slots()));
+    // Each host slot keeps `samples_per_batch` samples of the caller's sample type (here
+    // `u32`), all in one buffer: the caller's data, sized by its type rather than by a
+    // budget.
     let sample_buffer = config
         .samples_per_batch()
+        .saturating_mul(config.host_slots())
         .saturating_mul(std::mem::size_of::<Option<u32>>());
     let allowed = budget.max(sample_buffer).saturating_add(FIXED_ALLOWANCE);
     let samples = config.samples_per_batch().saturating_mul(2).min(64) as u32;

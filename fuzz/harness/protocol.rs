@@ -127,7 +127,7 @@ pub struct Script {
     pub host_slots: usize,
     pub device_slots: usize,
     pub decode_threads: usize,
-    pub spin: u32,
+    pub spin: Duration,
     pub last_batch: LastBatch,
     pub total_samples: u32,
     pub copy_delay: Option<(Duration, Duration)>,
@@ -153,7 +153,8 @@ impl Script {
         let device_slots = 1 + usize::from(b.u8() % 4);
         let x = b.u8();
         let decode_threads = 1 + usize::from(x % 3);
-        let spin = [0, 64, 4096][usize::from(x >> 2) % 3];
+        let spin = [0, 5, 30][usize::from(x >> 2) % 3];
+        let spin = Duration::from_micros(spin);
         let last_batch = if x & 0x10 == 0 {
             LastBatch::Partial
         } else {
@@ -434,7 +435,7 @@ pub fn run(script: &Script) -> Result<Summary, String> {
         .host_slots(script.host_slots)
         .device_slots(script.device_slots)
         .decode_threads(script.decode_threads)
-        .spin_before_park(script.spin)
+        .spin(script.spin)
         .last_batch(script.last_batch)
         .pop_timeout(POP_TIMEOUT)
         .shutdown_timeout(Duration::from_secs(1))

@@ -1,140 +1,189 @@
 //! Device backends: where device slots live and how copies and fences run.
 //!
 //! A [`Backend`] owns the device side of one pipeline: the device slots, the copy stream,
-//! the per-slot READY events (recorded after each H2D), the per-host-slot COPIED events
-//! (the copy thread polls them to free host slots) and whatever it needs to capture a
-//! consumer's release [`Fence`](crate::Fence). The pipeline's protocol code calls it; users
-//! pick one through [`ConfigBuilder::backend`](crate::ConfigBuilder::backend) and meet its
-//! stream, event and pointer types on [`Batch`](crate::Batch).
+//! the per-slot READY points (recorded after each copy into a slot), the per-host-slot
+//! COPIED points (complete when the copy out of a host slot is done) and whatever it needs
+//! to capture a consumer's release [`Fence`](crate::Fence). Users pick one through
+//! [`ConfigBuilder::backend`](crate::ConfigBuilder::backend) and meet its stream, event and
+//! pointer types on [`Batch`](crate::Batch); the operations the pipeline drives are on a
+//! private supertrait, so no code outside this crate can call them (nor implement a
+//! backend):
 //!
-//! Threading contract (the protocol guarantees it, the backend may rely on it):
-//! - `copy`, `wait_fence` and `copied` are called by the copy thread only.
-//! - `ready_on`, `ready_sync`, `capture`, `capture_conservative` and `device_ptr` for slot
-//!   `d` are called only by the holder of the batch leased in slot `d` (any thread), and
-//!   only between the copy thread's `copy(.., d, ..)` and the release that publishes the
-//!   captured fence.
-//! - `capture(d, ..)` happens-before the copy thread's `wait_fence(d, ..)` for that capture
-//!   (the release publishes it with a Release store the copy thread Acquire-loads).
+//! ```compile_fail,E0599
+//! use pinring::{Config, Pipeline};
+//! let config = Config::builder().samples_per_batch(1).bytes_per_sample(8).build()?;
+//! let p = Pipeline::new(config, pinring::decode_fn(|_: u8, _: &mut [u8]| Ok(())), 0..1u8)?;
+//! // The copy thread's completion query is the pipeline's alone: this does not compile.
+//! let _ = p.backend().copied(0);
+//! # Ok::<(), pinring::Error>(())
+//! ```
+//!
+//! Nor through a generic bound (which reaches a supertrait's methods without naming it):
+//! every operation takes a slot index of a type only the crate can make.
+//!
+//! ```compile_fail,E0308
+//! fn poke<B: pinring::Backend>(backend: &B) {
+//!     let _ = backend.copied(0);
+//! }
+//! ```
+//!
+//! Threading contract (the slot protocol guarantees it, and a backend may rely on it):
+//! - `wait_fence`, `copy` and `copied` are called by the copy thread only, and
+//!   `wait_fence` for the slots' leftover fences by the last owner at teardown;
+//! - `ready_on`, `ready_sync`, `capture`, `capture_binding`, `capture_conservative` and
+//!   `device_ptr` for slot `d` are called only by the holder of the batch leased in slot
+//!   `d` (any thread), between the copy into `d` and the release that publishes the
+//!   captured fence;
+//! - a `capture` for slot `d` happens-before the copy thread's `wait_fence` of what it
+//!   captured (the release publishes it with a Release store the copy thread
+//!   Acquire-loads), and that `wait_fence` happens-before the next `copy` into `d`.
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-#[cfg(pinring_loom)]
-pub mod model;
 
 use std::fmt;
-use std::sync::Arc;
-
-use crate::error::Result;
-use crate::host_ring::HostRing;
-use crate::park::ParkSlot;
-use crate::Fence;
 
 pub use cpu::{Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
 #[cfg(feature = "cuda")]
 pub use cuda::{CuEvent, CuStream, Cuda, CudaDevice, CudaOptions};
 
-mod sealed {
-    pub trait Sealed {}
-}
-pub(crate) use sealed::Sealed;
-
-/// Sizes a backend opens with.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    /// Bytes of one full batch (samples per batch × bytes per sample).
-    pub batch_bytes: usize,
-    /// Number of host slots in the ring.
-    pub host_slots: usize,
-    /// Number of device slots.
-    pub device_slots: usize,
-}
-
-/// Lets a backend wake the copy thread when a copy completes (backends whose
-/// [`Backend::NOTIFIES_COPY_DONE`] is true call it after each COPIED event completes).
-#[doc(hidden)]
-#[derive(Clone)]
-pub struct CopyWaker(pub(crate) Arc<ParkSlot>);
-
-impl CopyWaker {
-    /// Wakes the copy thread if it sleeps.
-    pub fn wake(&self) {
-        self.0.wake();
-    }
-}
-
-impl fmt::Debug for CopyWaker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CopyWaker")
-    }
-}
-
 /// The device side of a pipeline: [`Cpu`] (always built) or `Cuda` (feature `cuda`).
 ///
-/// Sealed: the protocol's safety rests on each backend honouring the module's threading
-/// contract and its fences' meaning.
-pub trait Backend: Sized + Send + Sync + 'static + Sealed {
+/// Sealed: its operations live on a private supertrait. The protocol's safety rests on
+/// each backend honouring the module's threading contract and its fences' meaning.
+pub trait Backend: Sized + Send + Sync + 'static + private::Ops {
     /// How to open the backend (device choice, fault injection, ...).
     type Options: Clone + fmt::Debug + Default + Send + Sync + 'static;
     /// The caller's stream: what [`Batch::wait_on`](crate::Batch::wait_on) binds to and
-    /// [`Fence::Stream`] records on.
-    type Stream: Clone + Send + Sync + 'static;
-    /// The caller's event, for [`Fence::Event`].
-    type Event: Send + Sync + 'static;
+    /// [`Fence::Stream`](crate::Fence::Stream) records on.
+    type Stream: Clone + fmt::Debug + Send + Sync + 'static;
+    /// The caller's event, for [`Fence::Event`](crate::Fence::Event).
+    type Event: fmt::Debug + Send + Sync + 'static;
     /// Where a leased batch's bytes are on the device.
     type DevicePtr: Copy + fmt::Debug + Send + Sync + 'static;
-    /// A release fence as the releasing thread captured it.
-    #[doc(hidden)]
-    type Captured: Send + 'static;
-    /// Whether the backend wakes the copy thread (through [`CopyWaker`]) when a copy
-    /// completes; when false the copy thread polls [`copied`](Backend::copied).
-    #[doc(hidden)]
-    const NOTIFIES_COPY_DONE: bool;
+}
 
-    /// Opens the device side over `ring`.
-    #[doc(hidden)]
-    fn open(
-        options: &Self::Options,
-        ring: Arc<HostRing>,
-        layout: Layout,
-        waker: CopyWaker,
-    ) -> Result<Self>;
+/// The operations the pipeline drives; see the module docs for who calls what.
+pub(crate) mod private {
+    use std::fmt;
+    use std::time::Duration;
 
-    /// Copy thread: makes the copy stream wait for a captured release fence of slot `d`
-    /// before anything enqueued after it (stream-side; never a host block on CUDA).
-    #[doc(hidden)]
-    fn wait_fence(&self, d: usize, fence: Self::Captured) -> Result<()>;
+    use super::Backend;
+    use crate::error::Result;
+    use crate::host_ring::HostRing;
+    use crate::park::ParkSlot;
+    use crate::slot::{DeviceIdx, HostIdx};
+    use crate::sync::native::Arc;
+    use crate::Fence;
 
-    /// Copy thread: enqueues the H2D of `bytes` bytes of batch `seq` from host slot `h`
-    /// into device slot `d`, then records READY(d) and COPIED(h) after it.
-    #[doc(hidden)]
-    fn copy(&self, seq: u64, h: usize, d: usize, bytes: usize) -> Result<()>;
+    /// Sizes and limits a backend opens with.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Layout {
+        /// Bytes of one full batch.
+        pub batch_bytes: usize,
+        /// Bytes from one host slot's start to the next (a page multiple).
+        pub host_stride: usize,
+        /// Bytes from one device slot's start to the next (the batch rounded up to 256
+        /// bytes, so kernels can use wide loads on any batch size).
+        pub device_stride: usize,
+        /// Number of host slots in the ring.
+        pub host_slots: usize,
+        /// Number of device slots.
+        pub device_slots: usize,
+        /// How long the backend's teardown may wait for device work (copies, release fences)
+        /// before it leaks the memory that work may still touch instead of freeing it.
+        pub shutdown_timeout: Duration,
+    }
 
-    /// Copy thread: whether the last copy out of host slot `h` has completed.
-    #[doc(hidden)]
-    fn copied(&self, h: usize) -> Result<bool>;
+    /// Lets a backend wake the copy thread when a copy completes.
+    #[derive(Clone)]
+    pub struct CopyWaker(pub(crate) Arc<ParkSlot>);
 
-    /// Lease holder: makes `stream` wait (stream-side) for READY(d).
-    #[doc(hidden)]
-    fn ready_on(&self, d: usize, stream: &Self::Stream) -> Result<()>;
+    impl CopyWaker {
+        /// Wakes the copy thread if it sleeps.
+        pub fn wake(&self) {
+            self.0.wake();
+        }
+    }
 
-    /// Lease holder: blocks the calling thread until READY(d) has completed.
-    #[doc(hidden)]
-    fn ready_sync(&self, d: usize) -> Result<()>;
+    impl fmt::Debug for CopyWaker {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("CopyWaker")
+        }
+    }
 
-    /// Lease holder: captures a release fence for slot `d` (records it now where the fence
-    /// is a stream), so that a later [`wait_fence`](Backend::wait_fence) waits on exactly
-    /// the work the caller had enqueued at this point.
-    #[doc(hidden)]
-    fn capture(&self, d: usize, fence: Fence<'_, Self>) -> Result<Self::Captured>;
+    /// One copy the copy thread asks for: batch `seq`, `bytes` bytes from host slot `host`
+    /// into device slot `device`, then its READY and COPIED points.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct CopyJob {
+        /// The (first) batch's sequence number.
+        pub seq: u64,
+        /// The host slot the batch is in.
+        pub host: HostIdx,
+        /// The device slot it goes to.
+        pub device: DeviceIdx,
+        /// Bytes to copy (the batch's, at most one full batch).
+        pub bytes: usize,
+    }
 
-    /// Lease holder dropping an unbound batch: a fence that covers any device work that
-    /// may still read slot `d`. Never fails; may block (documented per backend).
-    #[doc(hidden)]
-    fn capture_conservative(&self, d: usize) -> Self::Captured;
+    /// The backend operations: nominally `pub` so that [`Backend`] may name it as a
+    /// supertrait, but in a private module, so nothing outside the crate can call them.
+    pub trait Ops: Sized {
+        /// A release fence as the releasing thread captured it.
+        type Captured: Send + 'static;
+        /// What a batch bound with `wait_on` remembers, to fence its drop.
+        type Binding: Send + Sync + 'static;
 
-    /// Where device slot `d` is.
-    #[doc(hidden)]
-    fn device_ptr(&self, d: usize) -> Self::DevicePtr;
+        /// Opens the device side over `ring`.
+        fn open(
+            options: &<Self as Backend>::Options,
+            ring: Arc<HostRing>,
+            layout: Layout,
+            waker: CopyWaker,
+        ) -> Result<Self>
+        where
+            Self: Backend;
+
+        /// Whether the backend wakes the copy thread (through the [`CopyWaker`]) when a
+        /// copy completes; when not, the copy thread polls [`copied`](Ops::copied).
+        fn notifies_copy_done(&self) -> bool;
+
+        /// Copy thread: makes the copy stream wait (stream-side) for a captured release
+        /// fence of slot `d` before anything enqueued after it.
+        fn wait_fence(&self, d: DeviceIdx, fence: Self::Captured) -> Result<()>;
+
+        /// Copy thread: enqueues the copy, then records the job's READY and COPIED points.
+        fn copy(&self, job: &CopyJob) -> Result<()>;
+
+        /// Copy thread: whether the last copy out of host slot `h` has completed.
+        fn copied(&self, h: HostIdx) -> Result<bool>;
+
+        /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
+        /// drop of the batch must fence on. Refuses a stream it could not fence on later.
+        fn ready_on(&self, d: DeviceIdx, stream: &<Self as Backend>::Stream) -> Result<Self::Binding>
+        where
+            Self: Backend;
+
+        /// Lease holder: blocks the calling thread until READY(d) has completed.
+        fn ready_sync(&self, d: DeviceIdx) -> Result<()>;
+
+        /// Lease holder: captures a release fence for slot `d` now.
+        fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<Self::Captured>
+        where
+            Self: Backend;
+
+        /// Lease holder dropping a bound batch: the fence of its binding. Never fails: what
+        /// cannot be fenced exactly is fenced conservatively.
+        fn capture_binding(&self, d: DeviceIdx, binding: Self::Binding) -> Self::Captured;
+
+        /// Lease holder dropping an unbound batch: a fence covering any device work that
+        /// may still read slot `d`. Never fails; may block (documented per backend).
+        fn capture_conservative(&self, d: DeviceIdx) -> Self::Captured;
+
+        /// Where device slot `d` is.
+        fn device_ptr(&self, d: DeviceIdx) -> <Self as Backend>::DevicePtr
+        where
+            Self: Backend;
+    }
 }

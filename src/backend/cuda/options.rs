@@ -1,0 +1,67 @@
+//! How a cuda pipeline chooses its device.
+
+use crate::backend::Backend;
+use crate::config::ConfigBuilder;
+
+use super::Cuda;
+
+/// Which device a CUDA pipeline binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaDevice {
+    /// The primary context of the device with this ordinal (as `CUDA_VISIBLE_DEVICES`
+    /// numbers them). The primary context is the one the CUDA runtime and PyTorch use.
+    Ordinal(usize),
+    /// The context current on the thread that calls [`Pipeline::new`](crate::Pipeline::new).
+    /// A primary context is retained for the pipeline's lifetime; a context the caller
+    /// created itself (`cuCtxCreate`) is borrowed and never destroyed by pinring: the
+    /// caller must keep it alive until the pipeline and every batch from it are dropped.
+    Current,
+}
+
+impl Default for CudaDevice {
+    fn default() -> Self {
+        CudaDevice::Ordinal(0)
+    }
+}
+
+/// How to open the cuda backend. The default binds device 0.
+///
+/// ```no_run
+/// use pinring::{Config, CudaOptions};
+/// let config = Config::builder()
+///     .samples_per_batch(16)
+///     .bytes_per_sample(4 * 4097)
+///     .cuda(CudaOptions::ordinal(1)) // same as .backend::<pinring::Cuda>(..)
+///     .build()?;
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CudaOptions {
+    /// The device (context) the pipeline binds.
+    pub device: CudaDevice,
+}
+
+impl CudaOptions {
+    /// Binds the primary context of device `ordinal`.
+    pub fn ordinal(ordinal: usize) -> Self {
+        CudaOptions {
+            device: CudaDevice::Ordinal(ordinal),
+        }
+    }
+
+    /// Adopts the context current on the thread that creates the pipeline (for example
+    /// the one PyTorch made current with `torch.cuda.set_device`).
+    pub fn current() -> Self {
+        CudaOptions {
+            device: CudaDevice::Current,
+        }
+    }
+}
+
+impl<B: Backend> ConfigBuilder<B> {
+    /// Switches to the cuda backend: shorthand for `.backend::<Cuda>(options)`.
+    pub fn cuda(self, options: CudaOptions) -> ConfigBuilder<Cuda> {
+        self.backend::<Cuda>(options)
+    }
+}

@@ -1,0 +1,42 @@
+//! The device side of a pipeline: the backend and the device slots' protocol state. The
+//! copy thread, the consumer and every leased batch share it, so it lives until the last
+//! of them is gone.
+
+use std::fmt;
+
+use crate::backend::Backend;
+use crate::park::ParkSlot;
+use crate::slot::DeviceSlots;
+use crate::sync::native;
+
+/// The backend and its device slots.
+pub(crate) struct DeviceSide<B: Backend> {
+    pub(crate) backend: B,
+    pub(crate) slots: DeviceSlots<B::Captured>,
+    /// Woken by a release (std's `Arc`: shared with the backend's copy waker).
+    pub(crate) copier: native::Arc<ParkSlot>,
+    /// Bytes of one sample in a slot.
+    pub(crate) sample_bytes: usize,
+}
+
+impl<B: Backend> Drop for DeviceSide<B> {
+    fn drop(&mut self) {
+        // Fences released but never waited on (their slots were not reused): hand each to
+        // the copy stream, so that the backend's teardown (which drains the copy stream
+        // before freeing anything) waits for the consumer's last reads too. Errors mean a
+        // dead device, where nothing runs any more.
+        let Self { backend, slots, .. } = self;
+        for (d, fence) in slots.take_fences() {
+            let _ = backend.wait_fence(d, fence);
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for DeviceSide<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceSide")
+            .field("device_slots", &self.slots.len())
+            .field("sample_bytes", &self.sample_bytes)
+            .finish()
+    }
+}

@@ -1,0 +1,327 @@
+//! The pipeline: hands batches to the consumer in sequence order, says what holds it up,
+//! and stops cleanly. `start.rs` wires the parts and starts the threads.
+
+mod start;
+
+use std::fmt;
+use std::time::Duration;
+
+#[cfg(pinring_loom)]
+pub(crate) use start::{assemble, Parts};
+
+use crate::backend::{Backend, Cpu};
+use crate::batch::Batch;
+use crate::control::Control;
+use crate::device_side::DeviceSide;
+use crate::error::{Error, Result, Stage};
+use crate::host_ring::HugePages;
+use crate::park::Waited;
+use crate::ready_ring::{Receiver, Token};
+use crate::slot::{DeviceState, HostSlots, HostState};
+use crate::stats::{nanos, Stats};
+use crate::sync::{native, Arc, Instant};
+
+/// What [`Pipeline::try_pop`] found.
+#[derive(Debug)]
+pub enum TryPop<B: Backend = Cpu> {
+    /// The next batch.
+    Batch(Batch<B>),
+    /// No batch is ready yet.
+    NotReady,
+    /// The source has ended: every batch was delivered.
+    End,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    /// The End token was popped.
+    End,
+    /// A failure was reported, or the pipeline was stopped.
+    Stopped,
+}
+
+/// Streams batches from a source through decode, the pinned host ring and the copy
+/// thread into device slots. See the crate docs for an example.
+///
+/// Dropping the pipeline stops it: every thread ends in bounded time (threads inside
+/// user code — a decode, the source's `next` — are given [`Config::shutdown_timeout`](crate::Config::shutdown_timeout)
+/// and then left to end on their own; a source blocked in `next` holds no device or
+/// pinned memory). Batches still leased stay valid.
+pub struct Pipeline<B: Backend = Cpu> {
+    pub(crate) control: Arc<Control>,
+    pub(crate) host: Arc<HostSlots>,
+    pub(crate) device: Arc<DeviceSide<B>>,
+    pub(crate) ring: native::Arc<crate::host_ring::HostRing>,
+    pub(crate) ready: Receiver,
+    next: u64,
+    finished: Option<Finished>,
+    pop_timeout: Option<Duration>,
+    lease_timeout: Duration,
+    shutdown_timeout: Duration,
+    copy_thread: Option<native::JoinHandle<()>>,
+    feeder: Option<native::JoinHandle<()>>,
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// Stops a pipeline from any thread: pending and later `pop`s return
+/// [`Error::Stopped`], and the pipeline's threads wind down. Get one with
+/// [`Pipeline::stop_handle`].
+#[derive(Clone)]
+pub struct StopHandle {
+    control: Arc<Control>,
+}
+
+impl StopHandle {
+    /// Stops the pipeline. Idempotent.
+    pub fn stop(&self) {
+        self.control.stop();
+    }
+}
+
+impl fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StopHandle")
+    }
+}
+
+impl<B: Backend> Pipeline<B> {
+    /// Waits for the next batch, in sequence order. `Ok(None)` once the source has ended
+    /// and every batch was delivered.
+    ///
+    /// A failure in the source, a decoder or the backend is returned once, in order (after
+    /// every batch before it); later calls return [`Error::Stopped`], as does every call
+    /// once the pipeline is stopped (through a [`StopHandle`]). With a
+    /// [`pop_timeout`](crate::ConfigBuilder::pop_timeout), a wait that runs out returns
+    /// [`Error::PopTimeout`] naming the stage that is behind. A pop that cannot go on
+    /// because the consumer holds every device slot returns [`Error::AllSlotsLeased`] after
+    /// the [`lease_timeout`](crate::ConfigBuilder::lease_timeout) instead of hanging.
+    pub fn pop(&mut self) -> Result<Option<Batch<B>>> {
+        self.pop_within(self.pop_timeout)
+    }
+
+    /// As [`pop`](Self::pop), waiting at most `timeout` for this call (whatever the
+    /// configured pop timeout): then [`Error::PopTimeout`]. A loop of short `pop_for`s is
+    /// how a caller that must stay responsive (to signals, say) waits.
+    pub fn pop_for(&mut self, timeout: Duration) -> Result<Option<Batch<B>>> {
+        self.pop_within(Some(timeout))
+    }
+
+    fn pop_within(&mut self, timeout: Option<Duration>) -> Result<Option<Batch<B>>> {
+        if let Some(done) = self.take_ready()? {
+            return Ok(done);
+        }
+        let start = Instant::now();
+        // A timeout too long to add to now (say `Duration::MAX`) is no deadline at all.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
+        let mut lease_check = start.checked_add(self.lease_timeout);
+        let control = &*self.control;
+        let ready = &mut self.ready;
+        let mut token = None;
+        let outcome = loop {
+            let wake_at = match (deadline, lease_check) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let waited = control.consumer.wait(
+                control.spin(),
+                wake_at,
+                // Stop is checked first, so a stopped pipeline hands out nothing more, even
+                // a token that arrived while this pop was parked.
+                || {
+                    !control.stopped() && {
+                        token = ready.pop();
+                        token.is_some()
+                    }
+                },
+                || control.stopped(),
+            );
+            if waited != Waited::TimedOut {
+                break waited;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break Waited::TimedOut;
+            }
+            if let Some(leased) = leases_blocking(&self.device, self.next) {
+                let waited = now.saturating_duration_since(start);
+                self.note_stall(waited);
+                return Err(Error::AllSlotsLeased { waited, leased });
+            }
+            lease_check = now.checked_add(self.lease_timeout);
+        };
+        self.note_stall(start.elapsed());
+        match outcome {
+            Waited::Ready => Ok(self.accept(token.expect("ready means a token was taken"))?),
+            Waited::Stopped => {
+                self.finished = Some(Finished::Stopped);
+                Err(Error::Stopped)
+            }
+            Waited::TimedOut => Err(Error::PopTimeout {
+                waited: start.elapsed(),
+                behind: self.behind(),
+            }),
+        }
+    }
+
+    fn note_stall(&self, waited: Duration) {
+        let counters = &self.control.counters;
+        counters.stalls.fetch_add(1, native::Ordering::Relaxed);
+        counters
+            .stall_ns
+            .fetch_add(nanos(waited), native::Ordering::Relaxed);
+    }
+
+    /// Takes the next batch if it is ready; never blocks.
+    pub fn try_pop(&mut self) -> Result<TryPop<B>> {
+        Ok(match self.take_ready()? {
+            Some(Some(batch)) => TryPop::Batch(batch),
+            Some(None) => TryPop::End,
+            None => TryPop::NotReady,
+        })
+    }
+
+    /// `Some(result)` if a token was ready or the pipeline has finished; `None` if the
+    /// caller must wait.
+    fn take_ready(&mut self) -> Result<Option<Option<Batch<B>>>> {
+        match self.finished {
+            Some(Finished::End) => return Ok(Some(None)),
+            Some(Finished::Stopped) => return Err(Error::Stopped),
+            None => {}
+        }
+        if self.control.stopped() {
+            // A stopped pipeline delivers nothing more, even batches already in the ring.
+            self.finished = Some(Finished::Stopped);
+            return Err(Error::Stopped);
+        }
+        match self.ready.pop() {
+            Some(token) => Ok(Some(self.accept(token)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn accept(&mut self, token: Token) -> Result<Option<Batch<B>>> {
+        match token {
+            Token::Batch { seq, slot, samples } => {
+                debug_assert_eq!(seq, self.next);
+                self.next = seq + 1;
+                let counters = &self.control.counters;
+                counters.batches.fetch_add(1, native::Ordering::Relaxed);
+                counters.bytes.fetch_add(
+                    (samples * self.device.sample_bytes) as u64,
+                    native::Ordering::Relaxed,
+                );
+                Ok(Some(Batch::new(self.device.clone(), seq, slot, samples)))
+            }
+            Token::End => {
+                self.finished = Some(Finished::End);
+                Ok(None)
+            }
+            Token::Failed => {
+                self.finished = Some(Finished::Stopped);
+                Err(self.control.take_failure().unwrap_or(Error::Stopped))
+            }
+        }
+    }
+
+    /// The stage that holds up batch `self.next`.
+    fn behind(&self) -> Stage {
+        let k = self.next;
+        let d = self.device.slots.idx(k);
+        if let (seq, DeviceState::Leased | DeviceState::Copying) = self.device.slots.state(d) {
+            if seq < k {
+                return Stage::Consumer;
+            }
+        }
+        match self.host.state(k) {
+            (seq, HostState::Decoding) if seq == k => Stage::Decode,
+            (seq, HostState::Filled | HostState::InFlight) if seq == k => Stage::Copy,
+            _ => Stage::Source,
+        }
+    }
+
+    /// A handle that stops this pipeline from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            control: self.control.clone(),
+        }
+    }
+
+    /// A snapshot of the counters and slot states.
+    pub fn stats(&self) -> Stats {
+        let c = &self.control.counters;
+        let relaxed = native::Ordering::Relaxed;
+        Stats {
+            batches: c.batches.load(relaxed),
+            bytes: c.bytes.load(relaxed),
+            source: c.source.snapshot(),
+            decode: c.decode.snapshot(),
+            copy: c.copy.snapshot(),
+            consumer_stalls: c.stalls.load(relaxed),
+            consumer_stall_time: Duration::from_nanos(c.stall_ns.load(relaxed)),
+            host_slots: self.host.states(),
+            device_slots: self.device.slots.states(),
+        }
+    }
+
+    /// Whether the host ring got the huge pages asked for, and if not, why.
+    pub fn huge_pages(&self) -> &HugePages {
+        self.ring.huge_pages()
+    }
+
+    /// The backend, for what it offers callers (for example
+    /// [`Cuda::ordinal`](crate::Cuda::ordinal)); the operations the pipeline drives are
+    /// not callable from outside the crate.
+    pub fn backend(&self) -> &B {
+        &self.device.backend
+    }
+}
+
+/// When batch `next` waits for its device slot and that slot holds a batch already handed
+/// out (LEASED(next - D)), every slot it could use is leased: the leased slots and their
+/// batches. `None` when the next batch is not held up by a lease.
+fn leases_blocking<B: Backend>(device: &DeviceSide<B>, next: u64) -> Option<Vec<(usize, u64)>> {
+    let slots = &device.slots;
+    let d = slots.idx(next);
+    match slots.state(d) {
+        (seq, DeviceState::Leased) if seq + slots.len() as u64 == next => Some(
+            slots
+                .states()
+                .into_iter()
+                .enumerate()
+                .filter(|&(_, (seq, state))| state == DeviceState::Leased && seq < next)
+                .map(|(d, (seq, _))| (d, seq))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+impl<B: Backend> Drop for Pipeline<B> {
+    fn drop(&mut self) {
+        self.control.stop();
+        // Workers end after their current item; their jobs return at the stop.
+        drop(self.pool.take());
+        if let Some(copy) = self.copy_thread.take() {
+            // The copy thread runs no user code and never blocks past a stop: bounded.
+            let _ = copy.join();
+        }
+        // As in `pop`: a timeout past what an `Instant` can hold waits without a deadline.
+        let deadline = Instant::now().checked_add(self.shutdown_timeout);
+        if self.control.wait_for_exits(deadline) {
+            if let Some(feeder) = self.feeder.take() {
+                let _ = feeder.join();
+            }
+        }
+        // Otherwise a thread is still inside user code (a decode or the source's `next`):
+        // it ends when that returns, and its handle is detached here.
+    }
+}
+
+impl<B: Backend> fmt::Debug for Pipeline<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("next", &self.next)
+            .field("finished", &self.finished)
+            .finish()
+    }
+}

@@ -1,0 +1,190 @@
+//! Wiring: one constructor assembles a pipeline's parts, for [`Pipeline::new`] (which
+//! starts them on threads) and for the model checker's rig (which runs them on its own).
+
+use crate::backend::private::{CopyWaker, Layout};
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::control::Control;
+use crate::copy_thread::Copier;
+use crate::decode::Decode;
+use crate::decode_pool::{self, DecodeWork};
+use crate::device_side::DeviceSide;
+use crate::error::{Error, Result};
+use crate::feeder::Feeder;
+use crate::host_ring::HostRing;
+use crate::park::ParkSlot;
+use crate::ready_ring::ready_ring;
+use crate::slot::{DeviceSlots, HostSlots, Samples};
+use crate::sync::{native, Arc};
+
+use super::Pipeline;
+
+/// Decode work items aim at this many bytes of output, so that a small sample's hand-off
+/// is shared by several (a sample larger than this is an item of its own).
+const ITEM_BYTES: usize = 64 << 10;
+
+/// A pipeline and its stages, not yet running.
+pub(crate) struct Parts<B: Backend, D: Decode, I> {
+    /// The consumer's side (it owns no threads yet).
+    pub(crate) pipeline: Pipeline<B>,
+    pub(crate) feeder: Feeder<D::Sample, I>,
+    /// Shared by every decode worker: each runs `decode.run_worker()`.
+    pub(crate) decode: Arc<DecodeWork<D>>,
+    pub(crate) copier: Copier<B>,
+}
+
+/// Maps the host ring, opens the backend and builds every part of a pipeline.
+pub(crate) fn assemble<B, D, I>(
+    config: &Config<B>,
+    decoder: D,
+    samples: I,
+) -> Result<Parts<B, D, I::IntoIter>>
+where
+    B: Backend,
+    D: Decode,
+    I: IntoIterator<Item = D::Sample>,
+{
+    let (host_slots, device_slots) = (config.host_slots, config.device_slots);
+    let ring = native::Arc::new(HostRing::new(
+        host_slots,
+        config.host_stride,
+        config.huge_pages,
+    )?);
+    let copier = native::Arc::new(ParkSlot::new());
+    let layout = Layout {
+        batch_bytes: config.batch_bytes,
+        host_stride: config.host_stride,
+        device_stride: config.device_stride,
+        host_slots,
+        device_slots,
+        shutdown_timeout: config.shutdown_timeout,
+    };
+    let backend = B::open(
+        &config.backend,
+        ring.clone(),
+        layout,
+        CopyWaker(copier.clone()),
+    )?;
+    let control = Arc::new(Control::new(copier.clone(), config.spin));
+    let per_item = config
+        .decode_item_samples
+        .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
+        .min(config.samples_per_batch);
+    let host = Arc::new(HostSlots::new(
+        host_slots,
+        config.samples_per_batch,
+        per_item,
+    ));
+    let cells = Arc::new(Samples::new(host_slots, config.samples_per_batch));
+    let device = Arc::new(DeviceSide {
+        backend,
+        slots: DeviceSlots::new(device_slots),
+        copier,
+        sample_bytes: config.sample_bytes,
+    });
+    let (sender, receiver) = ready_ring(device_slots);
+    let pipeline = Pipeline {
+        control: control.clone(),
+        host: host.clone(),
+        device: device.clone(),
+        ring: ring.clone(),
+        ready: receiver,
+        next: 0,
+        finished: None,
+        pop_timeout: config.pop_timeout,
+        lease_timeout: config.lease_timeout,
+        shutdown_timeout: config.shutdown_timeout,
+        copy_thread: None,
+        feeder: None,
+        pool: None,
+    };
+    let decode = Arc::new(DecodeWork::new(
+        control.clone(),
+        host.clone(),
+        cells.clone(),
+        ring,
+        decoder,
+        config.sample_bytes,
+    ));
+    let feeder = Feeder {
+        control: control.clone(),
+        slots: host.clone(),
+        samples: cells,
+        source: samples.into_iter(),
+        per_batch: config.samples_per_batch,
+        last_batch: config.last_batch,
+    };
+    let copier = Copier {
+        control,
+        host,
+        device,
+        ready: sender,
+    };
+    Ok(Parts {
+        pipeline,
+        feeder,
+        decode,
+        copier,
+    })
+}
+
+impl<B: Backend> Pipeline<B> {
+    /// Maps the host ring, opens the backend and starts the feeder, the decode workers and
+    /// the copy thread. `samples` is pulled lazily, one batch ahead per free host slot; it
+    /// may be infinite.
+    pub fn new<D, I>(config: Config<B>, decoder: D, samples: I) -> Result<Self>
+    where
+        D: Decode,
+        I: IntoIterator<Item = D::Sample>,
+        I::IntoIter: Send + 'static,
+    {
+        let Parts {
+            mut pipeline,
+            feeder,
+            decode,
+            copier,
+        } = assemble(&config, decoder, samples)?;
+        // From here on, an early return drops `pipeline`, which stops what was started.
+        let control = pipeline.control.clone();
+        let pool = decode_pool::build_pool(config.decode_threads, &config.decode_cores, &control)?;
+        pool.spawn_broadcast(move |_| decode.run_worker());
+        pipeline.pool = Some(pool);
+
+        let copy_core = config.copy_core;
+        pipeline.copy_thread = Some(spawn(&control, "pinring-copy", move || {
+            if let Some(id) = copy_core {
+                core_affinity::set_for_current(core_affinity::CoreId { id });
+            }
+            copier.run();
+        })?);
+        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || feeder.run())?);
+        Ok(pipeline)
+    }
+}
+
+/// Spawns a named pipeline thread that counts itself in `control` until it ends (also if
+/// it unwinds).
+fn spawn(
+    control: &Arc<Control>,
+    name: &'static str,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<native::JoinHandle<()>> {
+    struct Exit(Arc<Control>);
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            self.0.thread_exited();
+        }
+    }
+    control.thread_started();
+    let exit = Exit(control.clone());
+    native::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _exit = exit;
+            body();
+        })
+        .map_err(|e| Error::Spawn {
+            thread: name,
+            source: Box::new(e),
+        })
+}

@@ -1,0 +1,35 @@
+//! The slot protocol, in one place.
+//!
+//! Each slot carries a [`Stamp`]: its sequence number and state in one atomic word. Every
+//! transition is one owner handing the slot to the next: the owner writes the slot's
+//! cells, then publishes the new stamp with a Release store, then wakes the next owner;
+//! the next owner Acquire-loads the stamp before it touches the cells. The methods here
+//! do those three steps together, so the stages (feeder, decode workers, copy thread,
+//! batch) never touch a stamp or a cell themselves. `ARCHITECTURE.md` has the tables and
+//! the proof sketch.
+//!
+//! Host slot `h` serves batches `h, h + H, h + 2H, ...`:
+//! `FREE(k) → FILLING(k) → DECODING(k) → FILLED(k) → IN_FLIGHT(k) → FREE(k + H)`,
+//! or `FREE(k)/FILLING(k) → END(k)` (the source ended before batch `k`) or
+//! `FILLING(k)/DECODING(k) → FAILED(k)`.
+//!
+//! Device slot `d` serves batches `d, d + D, ...`:
+//! `FREE(d) → COPYING(k) → LEASED(k) → RELEASED(k) → COPYING(k + D) → ...`.
+
+mod device;
+mod host;
+mod stamp;
+
+pub(crate) use device::DeviceSlots;
+pub(crate) use host::{HostSlots, Progress, Samples};
+pub use stamp::{DeviceState, HostState};
+
+/// Index of a host slot (`seq % H`). A type of its own so that it cannot be swapped with a
+/// device slot's index, and one only this crate can make: the backend operations take
+/// slot indices of these types, so no code outside the crate can call them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HostIdx(pub(crate) usize);
+
+/// Index of a device slot (`seq % D`); see [`HostIdx`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceIdx(pub(crate) usize);

@@ -1,0 +1,31 @@
+//! The one place that names std's atomics, cells, threads and clock.
+//!
+//! Shaped like tokio's `loom` module: this file selects, [`real`](self) holds std's
+//! primitives, and under `RUSTFLAGS="--cfg pinring_loom"` `mocked.rs` swaps in loom's
+//! model-checked ones (plus a logical clock and the model's park/unpark), so the protocol
+//! code reads the same in both builds and runs unchanged under the model checker. Every
+//! behaviour switch a model needs lives in `mocked.rs`; no stage file names the cfg.
+//!
+//! [`native`] is std in both builds: it serves the cpu backend's emulated device and the
+//! statistics, which the models replace or need not explore.
+
+#[cfg(not(pinring_loom))]
+mod real;
+#[cfg(not(pinring_loom))]
+pub(crate) use real::*;
+
+#[cfg(pinring_loom)]
+mod mocked;
+#[cfg(pinring_loom)]
+mod mocked_spsc;
+#[cfg(pinring_loom)]
+pub(crate) use mocked::*;
+
+/// std's primitives, never switched to loom.
+#[allow(unused_imports)] // which of these a build uses depends on its features
+pub(crate) mod native {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+    pub(crate) use std::thread::{current as current_thread, sleep, Builder, JoinHandle, ThreadId};
+    pub(crate) use std::time::Instant;
+}
