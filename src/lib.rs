@@ -43,7 +43,7 @@ mod device_side;
 mod error;
 mod feeder;
 mod host_ring;
-#[cfg(pinring_loom)]
+#[cfg(all(test, pinring_loom))]
 mod model;
 mod park;
 mod pipeline;

@@ -6,7 +6,7 @@ mod start;
 use std::fmt;
 use std::time::Duration;
 
-#[cfg(pinring_loom)]
+#[cfg(all(test, pinring_loom))]
 pub(crate) use start::{assemble, Parts};
 
 use crate::backend::{Backend, Cpu};

@@ -9,6 +9,9 @@
 //! - the seeded protocol bug a model asks for ([`mutation`]), and the one that lives here:
 //!   a thread whose wake-ups are suppressed ([`suppress_wakes`]) unparks nobody.
 
+// The seeded bugs and their switches serve the models, which exist only in test builds.
+#![cfg_attr(not(test), allow(dead_code))]
+
 use std::cell::Cell;
 use std::ops::{Add, Sub};
 use std::time::Duration;
@@ -105,8 +108,8 @@ loom::thread_local! {
         state: Default::default(),
     };
     /// This thread's logical time, in nanoseconds.
-    static NOW: Cell<u64> = const { Cell::new(0) };
-    static WAKES_SUPPRESSED: Cell<bool> = const { Cell::new(false) };
+    static NOW: Cell<u64> = Cell::new(0);
+    static WAKES_SUPPRESSED: Cell<bool> = Cell::new(false);
 }
 
 /// Makes every later wake-up by the calling (loom) thread reach nobody, for the rest of

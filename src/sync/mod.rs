@@ -17,7 +17,7 @@ pub(crate) use real::*;
 #[cfg(pinring_loom)]
 mod mocked;
 #[cfg(pinring_loom)]
-mod mocked_spsc;
+pub(crate) mod mocked_spsc;
 #[cfg(pinring_loom)]
 pub(crate) use mocked::*;
 

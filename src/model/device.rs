@@ -1,0 +1,659 @@
+//! The model device (`cfg(pinring_loom)` only): a [`Backend`] for loom models whose events
+//! mean what CUDA's mean, and which checks the slot protocol's invariants itself.
+//!
+//! Like the cpu backend, a stream is an ordered op queue and an event is recorded on a
+//! stream; but *recorded* and *completed* are separate steps. A host call records (takes
+//! the event's next epoch and queues its signal); a device [`step`](Device::step) runs the
+//! first runnable op of any stream (a wait holds its stream until the record it waits for
+//! has completed). Each record completes on its own: a later record that completes first
+//! does not complete an earlier one, and a wait waits for the record that was the event's
+//! latest when the wait was queued, exactly as `cuStreamWaitEvent`. The device has no
+//! thread: it moves when a thread waits on it, when the model steps it, and (with
+//! `step_on_poll`) when the copy thread polls it, so loom explores every point at which a
+//! copy or a fence may complete relative to the host threads, including "not yet".
+//!
+//! Release fences are captured as the cuda backend captures them: per slot, FENCE(d)
+//! recorded on the caller's stream (`Fence::Stream`), or on the slot's fence stream after
+//! it waits on the caller's event (`Fence::Event`); `Fence::Sync` records nothing.
+//!
+//! The device guarantees these checks, each failing the model with a message that names
+//! the invariant:
+//! - "invariant 1": a decode writes a host slot whose last copy has not completed;
+//! - "invariant 2": the copy stream waits on a release fence not yet recorded; a copy into
+//!   a slot is enqueued before that slot's previous lease was released; a copy into a slot
+//!   runs while a kernel reading the slot's previous batch is still queued;
+//! - "invariant 3": a lease is released twice;
+//! - a kernel that finds another batch in its slot, a host read before the copy completed,
+//!   and a device that cannot make progress ("device stuck").
+//!
+//! Its state lives under one loom mutex (a driver's lock) and the checks are semantic: they
+//! add no happens-before edge between the pipeline's threads beyond what the driver would,
+//! and a seeded protocol bug fails with its invariant's message, not with a generic race.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use crate::backend::private::{CopyJob, CopyWaker, Layout, Ops};
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::host_ring::HostRing;
+use crate::slot::{DeviceIdx, HostIdx};
+use crate::sync::{mutation, native, Arc, Mutation, Mutex, MutexGuard};
+use crate::Fence;
+
+/// Options of the model backend.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ModelOptions {
+    /// The device wakes the copy thread when a copy completes (as the cpu backend does);
+    /// otherwise the copy thread polls (as the cuda backend's does without a completion
+    /// thread).
+    pub(crate) notifies: bool,
+    /// Each completion poll of the copy thread takes one device step first: the device
+    /// then moves with the copy thread's polls, for models where nothing else steps it.
+    pub(crate) step_on_poll: bool,
+}
+
+/// Fails the model through [`Device::violated`] unless `cond` holds.
+macro_rules! ensure {
+    ($device:expr, $cond:expr, $($message:tt)+) => {
+        if !$cond {
+            $device.violated(format!($($message)+));
+        }
+    };
+}
+
+/// One event's records.
+#[derive(Debug, Default)]
+struct Records {
+    /// The latest record's epoch; 0 when never recorded (a wait on it passes at once).
+    latest: u64,
+    /// Records not yet completed.
+    pending: Vec<u64>,
+}
+
+impl Records {
+    fn record(&mut self) -> u64 {
+        self.latest += 1;
+        self.pending.push(self.latest);
+        self.latest
+    }
+
+    fn done(&self, epoch: u64) -> bool {
+        epoch <= self.latest && !self.pending.contains(&epoch)
+    }
+
+    fn complete(&mut self, epoch: u64) {
+        self.pending.retain(|&e| e != epoch);
+    }
+
+    fn idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+#[derive(Debug)]
+enum Op {
+    /// Hold the stream until record `epoch` of `event` has completed.
+    Wait { event: usize, epoch: u64 },
+    /// Complete record `epoch` of `event`.
+    Signal { event: usize, epoch: u64 },
+    /// The copy of batch `seq`: host slot `h` → device slot `d`, then READY(d) and
+    /// COPIED(h) records `ready` and `copied`.
+    Copy {
+        seq: u64,
+        h: usize,
+        d: usize,
+        bytes: usize,
+        ready: u64,
+        copied: u64,
+    },
+    /// A kernel reading device slot `d`, which must hold batch `seq`.
+    Read { d: usize, seq: u64 },
+}
+
+#[derive(Debug)]
+struct State {
+    /// Stream 0 is the copy stream, streams 1..=D the per-slot fence streams; user
+    /// streams follow.
+    streams: Vec<VecDeque<Op>>,
+    /// READY(d) at `d`, COPIED(h) at `D + h`, FENCE(d) at `D + H + d`; user events after.
+    events: Vec<Records>,
+    /// The batch each device slot holds, as far as the device has run.
+    holds: Vec<Option<u64>>,
+    /// Each device slot's bytes.
+    memory: Vec<Vec<u8>>,
+    /// Copies enqueued into each device slot (leases started).
+    leases: Vec<u64>,
+    /// Releases of each device slot.
+    releases: Vec<u64>,
+    /// Releases of each slot that captured a recorded fence (so far).
+    fences_captured: Vec<u64>,
+    /// Records of each slot's FENCE event made (so far).
+    fences_recorded: Vec<u64>,
+    /// Records a seeded [`Mutation::PublishBeforeRecord`] put off: the releasing thread
+    /// makes them at its next device call.
+    deferred: Vec<(loom::thread::ThreadId, usize, usize)>,
+}
+
+/// The modelled device, shared by the backend and the model's streams.
+pub(crate) struct Device {
+    ring: native::Arc<HostRing>,
+    layout: Layout,
+    waker: CopyWaker,
+    options: ModelOptions,
+    state: Mutex<State>,
+    /// The first invariant broken, kept so that a check failing inside user code (a
+    /// decode, whose panic the pipeline catches) still fails the model at the next device
+    /// call. std's mutex: bookkeeping outside the model.
+    violation: native::Mutex<Option<String>>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+const COPY_STREAM: usize = 0;
+
+impl Device {
+    fn ready(&self, d: usize) -> usize {
+        d
+    }
+
+    fn copied(&self, h: usize) -> usize {
+        self.layout.device_slots + h
+    }
+
+    fn fence(&self, d: usize) -> usize {
+        self.layout.device_slots + self.layout.host_slots + d
+    }
+
+    fn fence_stream(&self, d: usize) -> usize {
+        1 + d
+    }
+
+    fn first_user_stream(&self) -> usize {
+        1 + self.layout.device_slots
+    }
+
+    /// Fails the model: records the broken invariant and panics, unless the thread is
+    /// already unwinding (a release in a `Batch`'s drop): a second panic would abort the
+    /// test binary, and the first one already fails the model.
+    fn violated(&self, message: String) {
+        let mut first = self.violation.lock().unwrap_or_else(|e| e.into_inner());
+        let message = first.get_or_insert(message).clone();
+        drop(first);
+        if !std::thread::panicking() {
+            panic!("{message}");
+        }
+    }
+
+    /// Panics again with a violation recorded earlier, if any.
+    fn check(&self) {
+        let first = self
+            .violation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(message) = first {
+            self.violated(message);
+        }
+    }
+
+    /// Takes the device lock, after the earlier violation check; makes the records a
+    /// seeded bug put off on this thread.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.check();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let me = loom::thread::current().id();
+        while let Some(i) = state.deferred.iter().position(|&(t, _, _)| t == me) {
+            let (_, stream, event) = state.deferred.swap_remove(i);
+            Self::record(&mut state, stream, event);
+            if let Some(d) = event.checked_sub(self.fence(0)) {
+                if d < self.layout.device_slots {
+                    state.fences_recorded[d] += 1;
+                }
+            }
+        }
+        state
+    }
+
+    fn record(state: &mut State, stream: usize, event: usize) -> u64 {
+        let epoch = state.events[event].record();
+        state.streams[stream].push_back(Op::Signal { event, epoch });
+        epoch
+    }
+
+    /// A new user stream.
+    pub(crate) fn stream(self: &Arc<Self>) -> ModelStream {
+        let mut state = self.lock();
+        state.streams.push(VecDeque::new());
+        ModelStream {
+            device: self.clone(),
+            id: state.streams.len() - 1,
+        }
+    }
+
+    /// A new, never-recorded user event.
+    pub(crate) fn event(self: &Arc<Self>) -> ModelEvent {
+        let mut state = self.lock();
+        state.events.push(Records::default());
+        ModelEvent(state.events.len() - 1)
+    }
+
+    /// Leases started (copies enqueued) and released, over all device slots.
+    pub(crate) fn leases(&self) -> (u64, u64) {
+        let state = self.lock();
+        (state.leases.iter().sum(), state.releases.iter().sum())
+    }
+
+    /// The batch device slot `d` holds as far as the device has run, and its bytes.
+    pub(crate) fn slot(&self, d: usize) -> (Option<u64>, Vec<u8>) {
+        let state = self.lock();
+        (state.holds[d], state.memory[d].clone())
+    }
+
+    /// Invariant 1, checked by the model's decoder before it writes host slot `h`: the
+    /// slot's last copy has completed.
+    pub(crate) fn decode_write(&self, h: usize) {
+        let state = self.lock();
+        let copied = &state.events[self.copied(h)];
+        let idle = copied.idle();
+        let latest = copied.latest;
+        drop(state);
+        ensure!(
+            self,
+            idle,
+            "invariant 1: a decode writes host slot {h} while its copy may run (COPIED \
+             record {latest} not completed)"
+        );
+    }
+
+    /// Host read of batch `seq` in device slot `d` (`len` bytes): its copy must have run.
+    pub(crate) fn host_read(&self, d: usize, seq: u64, len: usize) -> Vec<u8> {
+        let state = self.lock();
+        let (holds, bytes) = (state.holds[d], state.memory[d][..len].to_vec());
+        drop(state);
+        ensure!(
+            self,
+            holds == Some(seq),
+            "host read of batch {seq} in slot {d} before its copy ran (slot holds {holds:?})"
+        );
+        bytes
+    }
+
+    fn runnable(state: &State, op: &Op) -> bool {
+        match *op {
+            Op::Wait { event, epoch } => state.events[event].done(epoch),
+            _ => true,
+        }
+    }
+
+    /// Runs one op (under the lock); true if a copy completed.
+    fn execute(&self, state: &mut State, op: Op) -> bool {
+        match op {
+            Op::Wait { .. } => false,
+            Op::Signal { event, epoch } => {
+                state.events[event].complete(epoch);
+                false
+            }
+            Op::Copy {
+                seq,
+                h,
+                d,
+                bytes,
+                ready,
+                copied,
+            } => {
+                let stale = state.streams[self.first_user_stream()..]
+                    .iter()
+                    .flatten()
+                    .find_map(|op| match *op {
+                        Op::Read { d: rd, seq: rseq } if rd == d && rseq < seq => Some(rseq),
+                        _ => None,
+                    });
+                if let Some(rseq) = stale {
+                    self.violated(format!(
+                        "invariant 2: the copy of batch {seq} into device slot {d} runs while \
+                         a kernel reading batch {rseq} there is still queued"
+                    ));
+                    return false;
+                }
+                let src = self.ring.slot_ptr(h);
+                // SAFETY: `src` is host slot h of the ring, `bytes` ≤ one batch ≤ the
+                // slot's stride; the model's decoder writes the slot only after the copy
+                // completed (checked: invariant 1).
+                let src = unsafe { std::slice::from_raw_parts(src, bytes) };
+                state.memory[d][..bytes].copy_from_slice(src);
+                state.holds[d] = Some(seq);
+                state.events[self.ready(d)].complete(ready);
+                state.events[self.copied(h)].complete(copied);
+                true
+            }
+            Op::Read { d, seq } => {
+                let holds = state.holds[d];
+                if holds != Some(seq) {
+                    self.violated(format!(
+                        "a kernel reading batch {seq} finds device slot {d} holding {holds:?}"
+                    ));
+                }
+                false
+            }
+        }
+    }
+
+    /// Runs the first runnable op under the lock: `None` if none is, else whether a copy
+    /// completed.
+    fn step_locked(&self, state: &mut State) -> Option<bool> {
+        let s = (0..state.streams.len()).find(|&s| {
+            state.streams[s]
+                .front()
+                .is_some_and(|op| Self::runnable(state, op))
+        })?;
+        let op = state.streams[s].pop_front().expect("a runnable op");
+        Some(self.execute(state, op))
+    }
+
+    /// One device step: runs the first runnable op (streams in order). False if none is.
+    pub(crate) fn step(&self) -> bool {
+        let mut state = self.lock();
+        let Some(copied) = self.step_locked(&mut state) else {
+            return false;
+        };
+        drop(state);
+        if copied && self.options.notifies {
+            self.waker.wake();
+        }
+        true
+    }
+
+    /// Steps until no op is runnable; then every queue must be empty.
+    pub(crate) fn drain(&self) {
+        while self.step() {}
+        let stuck = self.lock().streams.iter().any(|s| !s.is_empty());
+        ensure!(
+            self,
+            !stuck,
+            "device stuck: a stream waits on a record that never completes"
+        );
+    }
+
+    /// Steps until `done()`, in one burst under the lock (a host thread blocked on the
+    /// device sees it move only when it returns).
+    fn step_until(&self, mut done: impl FnMut(&Device, &State) -> bool) {
+        let mut state = self.lock();
+        let mut copied = false;
+        while !done(self, &state) {
+            match self.step_locked(&mut state) {
+                Some(c) => copied |= c,
+                None => {
+                    drop(state);
+                    return self.violated("device stuck: nothing left to run".into());
+                }
+            }
+        }
+        drop(state);
+        if copied && self.options.notifies {
+            self.waker.wake();
+        }
+    }
+
+    /// Counts a release of slot `d` (invariant 3: once per lease).
+    fn released(&self, state: &mut State, d: usize, recorded: bool) {
+        let (leases, releases) = (state.leases[d], state.releases[d]);
+        if releases >= leases {
+            self.violated(format!(
+                "invariant 3: device slot {d} released twice (leases {leases}, releases \
+                 {releases})"
+            ));
+        }
+        state.releases[d] += 1;
+        if recorded {
+            state.fences_captured[d] += 1;
+        }
+    }
+}
+
+/// A user stream of the model device.
+#[derive(Clone)]
+pub(crate) struct ModelStream {
+    device: Arc<Device>,
+    id: usize,
+}
+
+impl ModelStream {
+    /// Enqueues a kernel that reads slot `d`, which must then hold batch `seq`.
+    pub(crate) fn read(&self, d: usize, seq: u64) {
+        self.device.lock().streams[self.id].push_back(Op::Read { d, seq });
+    }
+
+    /// Records `event` here.
+    pub(crate) fn record(&self, event: &ModelEvent) {
+        let mut state = self.device.lock();
+        Device::record(&mut state, self.id, event.0);
+    }
+}
+
+impl fmt::Debug for ModelStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModelStream({})", self.id)
+    }
+}
+
+/// A user event of the model device.
+#[derive(Debug)]
+pub(crate) struct ModelEvent(usize);
+
+/// A captured release fence: whether FENCE(d) was recorded (as the cuda backend's).
+#[derive(Debug)]
+pub(crate) struct ModelFence {
+    recorded: bool,
+}
+
+/// A device slot, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ModelDevicePtr(pub(crate) usize);
+
+/// The model backend.
+pub(crate) struct Model {
+    pub(crate) device: Arc<Device>,
+}
+
+impl fmt::Debug for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Model")
+    }
+}
+
+impl Backend for Model {
+    type Options = ModelOptions;
+    type Stream = ModelStream;
+    type Event = ModelEvent;
+    type DevicePtr = ModelDevicePtr;
+}
+
+impl Ops for Model {
+    type Captured = ModelFence;
+    type Binding = ModelStream;
+
+    fn open(
+        options: &ModelOptions,
+        ring: native::Arc<HostRing>,
+        layout: Layout,
+        waker: CopyWaker,
+    ) -> Result<Self> {
+        let (d, h) = (layout.device_slots, layout.host_slots);
+        let state = State {
+            streams: (0..1 + d).map(|_| VecDeque::new()).collect(),
+            events: (0..2 * d + h).map(|_| Records::default()).collect(),
+            holds: vec![None; d],
+            memory: vec![vec![0; layout.batch_bytes]; d],
+            leases: vec![0; d],
+            releases: vec![0; d],
+            fences_captured: vec![0; d],
+            fences_recorded: vec![0; d],
+            deferred: Vec::new(),
+        };
+        Ok(Model {
+            device: Arc::new(Device {
+                ring,
+                layout,
+                waker,
+                options: options.clone(),
+                state: Mutex::new(state),
+                violation: native::Mutex::new(None),
+            }),
+        })
+    }
+
+    fn notifies_copy_done(&self) -> bool {
+        self.device.options.notifies
+    }
+
+    fn wait_fence(&self, d: DeviceIdx, fence: ModelFence) -> Result<()> {
+        if !fence.recorded {
+            return Ok(());
+        }
+        let dev = &*self.device;
+        let mut state = dev.lock();
+        let (captured, recorded) = (state.fences_captured[d.0], state.fences_recorded[d.0]);
+        if recorded < captured {
+            drop(state);
+            dev.violated(format!(
+                "invariant 2: the copy stream waits on slot {}'s release fence before it was \
+                 recorded ({recorded} of {captured} records made)",
+                d.0
+            ));
+            return Ok(());
+        }
+        let event = dev.fence(d.0);
+        let epoch = state.events[event].latest;
+        state.streams[COPY_STREAM].push_back(Op::Wait { event, epoch });
+        Ok(())
+    }
+
+    fn copy(&self, job: &CopyJob) -> Result<()> {
+        let dev = &*self.device;
+        let (h, d) = (job.host.0, job.device.0);
+        let mut state = dev.lock();
+        let (leases, releases) = (state.leases[d], state.releases[d]);
+        if leases != releases {
+            drop(state);
+            dev.violated(format!(
+                "invariant 2: the copy of batch {} into device slot {d} is enqueued before its \
+                 previous lease was released",
+                job.seq
+            ));
+            return Ok(());
+        }
+        state.leases[d] += 1;
+        let ready = state.events[dev.ready(d)].record();
+        let copied = state.events[dev.copied(h)].record();
+        state.streams[COPY_STREAM].push_back(Op::Copy {
+            seq: job.seq,
+            h,
+            d,
+            bytes: job.bytes,
+            ready,
+            copied,
+        });
+        Ok(())
+    }
+
+    fn copied(&self, h: HostIdx) -> Result<bool> {
+        let dev = &*self.device;
+        let h = match mutation() {
+            // Seeded bug: the copy is reported complete before it ran.
+            Mutation::FreeBeforeCopied => return Ok(true),
+            // Seeded bug: the next slot's COPIED event is consulted.
+            Mutation::WrongSlotRetire => (h.0 + 1) % dev.layout.host_slots,
+            _ => h.0,
+        };
+        if dev.options.step_on_poll {
+            dev.step();
+        }
+        let state = dev.lock();
+        let records = &state.events[dev.copied(h)];
+        Ok(records.done(records.latest))
+    }
+
+    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
+        let dev = &*self.device;
+        let mut state = dev.lock();
+        let event = dev.ready(d.0);
+        let epoch = state.events[event].latest;
+        state.streams[stream.id].push_back(Op::Wait { event, epoch });
+        Ok(stream.clone())
+    }
+
+    /// Steps the device until READY(d)'s latest record has completed.
+    fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
+        let event = self.device.ready(d.0);
+        let epoch = self.device.lock().events[event].latest;
+        self.device
+            .step_until(|_, state| state.events[event].done(epoch));
+        Ok(())
+    }
+
+    fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<ModelFence> {
+        let dev = &*self.device;
+        let d = d.0;
+        let mut state = dev.lock();
+        let recorded = match fence {
+            Fence::Sync => false,
+            Fence::Stream(stream) => {
+                if mutation() == Mutation::PublishBeforeRecord {
+                    // Seeded bug: the fence is published first and recorded later.
+                    state
+                        .deferred
+                        .push((loom::thread::current().id(), stream.id, dev.fence(d)));
+                } else {
+                    Device::record(&mut state, stream.id, dev.fence(d));
+                    state.fences_recorded[d] += 1;
+                }
+                true
+            }
+            Fence::Event(event) => {
+                let epoch = state.events[event.0].latest;
+                let fence_stream = dev.fence_stream(d);
+                state.streams[fence_stream].push_back(Op::Wait {
+                    event: event.0,
+                    epoch,
+                });
+                if mutation() == Mutation::PublishBeforeRecord {
+                    state
+                        .deferred
+                        .push((loom::thread::current().id(), fence_stream, dev.fence(d)));
+                } else {
+                    Device::record(&mut state, fence_stream, dev.fence(d));
+                    state.fences_recorded[d] += 1;
+                }
+                true
+            }
+        };
+        dev.released(&mut state, d, recorded);
+        Ok(ModelFence { recorded })
+    }
+
+    fn capture_binding(&self, d: DeviceIdx, stream: ModelStream) -> ModelFence {
+        self.capture(d, Fence::Stream(&stream))
+            .expect("the model's capture never fails")
+    }
+
+    /// Steps the device until every stream but the copy stream has drained, then releases
+    /// with no fence (as the cuda backend's context synchronize).
+    fn capture_conservative(&self, d: DeviceIdx) -> ModelFence {
+        let dev = &*self.device;
+        dev.step_until(|_, state| state.streams[COPY_STREAM + 1..].iter().all(VecDeque::is_empty));
+        let mut state = dev.lock();
+        dev.released(&mut state, d.0, false);
+        ModelFence { recorded: false }
+    }
+
+    fn device_ptr(&self, d: DeviceIdx) -> ModelDevicePtr {
+        ModelDevicePtr(d.0)
+    }
+}

@@ -1,0 +1,204 @@
+//! The rig: one pipeline on the model device, built by the same constructor as
+//! [`Pipeline::new`](crate::Pipeline::new), whose stages a model runs on loom threads of
+//! its own.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::device::{Device, Model, ModelOptions, ModelStream};
+use crate::config::{Config, LastBatch};
+use crate::decode::Decode;
+use crate::error::DecodeError;
+use crate::host_ring::HostRing;
+use crate::pipeline::{assemble, Parts, Pipeline, StopHandle};
+use crate::sync::{native, suppress_wakes, mutation, Arc, Mutation};
+use crate::Batch;
+
+/// Bytes of one sample: its id, little-endian.
+pub(crate) const SAMPLE_BYTES: usize = 8;
+
+/// The shape of one model's pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    pub(crate) host_slots: usize,
+    pub(crate) device_slots: usize,
+    pub(crate) samples_per_batch: usize,
+    /// Samples per decode work item.
+    pub(crate) item_samples: usize,
+    /// The source yields sample ids `0..samples`.
+    pub(crate) samples: u64,
+    pub(crate) last_batch: LastBatch,
+    /// The decoder fails on this sample id (after writing it).
+    pub(crate) fail_at: Option<u64>,
+    /// The decoder stops the pipeline while decoding this id (after writing it).
+    pub(crate) stop_at: Option<u64>,
+    pub(crate) device: ModelOptions,
+    pub(crate) pop_timeout: Option<Duration>,
+    pub(crate) lease_timeout: Duration,
+}
+
+impl Spec {
+    /// `batches` full batches of `per_batch` samples over H host and D device slots; the
+    /// device notifies copy completion; one item a batch.
+    pub(crate) fn new(host_slots: usize, device_slots: usize, per_batch: usize, samples: u64) -> Self {
+        Spec {
+            host_slots,
+            device_slots,
+            samples_per_batch: per_batch,
+            item_samples: per_batch,
+            samples,
+            last_batch: LastBatch::Partial,
+            fail_at: None,
+            stop_at: None,
+            device: ModelOptions {
+                notifies: true,
+                step_on_poll: false,
+            },
+            pop_timeout: None,
+            lease_timeout: Duration::MAX,
+        }
+    }
+}
+
+/// A model's pipeline: its consumer side, its stages and its device.
+pub(crate) struct Rig {
+    pub(crate) pipeline: Pipeline<Model>,
+    /// The feeder, over the source.
+    pub(crate) feeder: Stage,
+    /// One decode worker; run it on as many threads as the model wants workers.
+    pub(crate) decoder: Arc<dyn Fn() + Send + Sync>,
+    /// The copy thread.
+    pub(crate) copier: Stage,
+    pub(crate) device: Arc<Device>,
+}
+
+/// One stage of the pipeline, to run on a thread.
+pub(crate) struct Stage(Box<dyn FnOnce() + Send>);
+
+impl Stage {
+    pub(crate) fn run(self) {
+        (self.0)()
+    }
+}
+
+/// What the model's decoder needs once the pipeline exists.
+struct Setting {
+    device: Arc<Device>,
+    ring: native::Arc<HostRing>,
+    stop: StopHandle,
+}
+
+/// Writes each sample's id into its range, checking invariant 1 first.
+struct ModelDecoder {
+    setting: Arc<OnceLock<Setting>>,
+    fail_at: Option<u64>,
+    stop_at: Option<u64>,
+}
+
+impl Decode for ModelDecoder {
+    type Sample = u64;
+
+    fn decode(&self, sample: u64, out: &mut [u8]) -> Result<(), DecodeError> {
+        let setting = self.setting.get().expect("set before the stages run");
+        let ring = &setting.ring;
+        let h = (out.as_ptr() as usize - ring.base() as usize) / ring.stride();
+        setting.device.decode_write(h);
+        out[..SAMPLE_BYTES].copy_from_slice(&sample.to_le_bytes());
+        if self.stop_at == Some(sample) {
+            if mutation() == Mutation::StopWithoutWake {
+                suppress_wakes(); // Seeded bug: the stop wakes nobody.
+            }
+            setting.stop.stop();
+        }
+        if self.fail_at == Some(sample) {
+            if mutation() == Mutation::FailWithoutWake {
+                suppress_wakes(); // Seeded bug: the failure wakes nobody.
+            }
+            return Err(DecodeError::new(format!("sample {sample} is bad")));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a model's pipeline with the crate's own constructor. Call inside the model
+/// (every loom object belongs to one execution).
+pub(crate) fn rig(spec: &Spec) -> Rig {
+    let mut builder = Config::builder()
+        .samples_per_batch(spec.samples_per_batch)
+        .bytes_per_sample(SAMPLE_BYTES)
+        .host_slots(spec.host_slots)
+        .device_slots(spec.device_slots)
+        .decode_threads(1)
+        .spin(Duration::ZERO)
+        .last_batch(spec.last_batch)
+        .lease_timeout(spec.lease_timeout)
+        .shutdown_timeout(Duration::MAX);
+    if let Some(t) = spec.pop_timeout {
+        builder = builder.pop_timeout(t);
+    }
+    let mut config = builder
+        .backend::<Model>(spec.device.clone())
+        .build()
+        .expect("a valid model config");
+    config.decode_item_samples = Some(spec.item_samples);
+    let setting = Arc::new(OnceLock::new());
+    let decoder = ModelDecoder {
+        setting: setting.clone(),
+        fail_at: spec.fail_at,
+        stop_at: spec.stop_at,
+    };
+    let Parts {
+        pipeline,
+        feeder,
+        decode,
+        copier,
+    } = assemble(&config, decoder, 0..spec.samples).expect("model pipeline");
+    let device = pipeline.device.backend.device.clone();
+    let _ = setting.set(Setting {
+        device: device.clone(),
+        ring: pipeline.ring.clone(),
+        stop: pipeline.stop_handle(),
+    });
+    Rig {
+        pipeline,
+        feeder: Stage(Box::new(move || feeder.run())),
+        decoder: Arc::new(move || decode.run_worker()),
+        copier: Stage(Box::new(move || copier.run())),
+        device,
+    }
+}
+
+/// Enqueues on `stream` a kernel that reads `batch`'s slot (the device checks that the
+/// slot still holds the batch when the kernel runs).
+pub(crate) fn kernel_read(stream: &ModelStream, batch: &Batch<Model>) {
+    stream.read(batch.slot(), batch.seq());
+}
+
+/// Reads `batch`'s sample ids on the host. Call after [`Batch::synchronize`].
+pub(crate) fn host_read(batch: &Batch<Model>) -> Vec<u64> {
+    let device = &batch.backend().device;
+    ids(&device.host_read(batch.slot(), batch.seq(), batch.len()))
+}
+
+/// The batch device slot `d` holds and its sample ids (after [`Device::drain`]).
+pub(crate) fn device_slot(device: &Device, d: usize) -> (Option<u64>, Vec<u64>) {
+    let (holds, bytes) = device.slot(d);
+    (holds, ids(&bytes))
+}
+
+fn ids(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(SAMPLE_BYTES)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
+/// Takes the batch tokens still in the ready ring (never handed out). Call once the copy
+/// thread has ended.
+pub(crate) fn unpopped(pipeline: &mut Pipeline<Model>) -> u64 {
+    let mut n = 0;
+    while let Some(token) = pipeline.ready.pop() {
+        n += u64::from(matches!(token, crate::ready_ring::Token::Batch { .. }));
+    }
+    n
+}
