@@ -1,7 +1,6 @@
 //! Fixed-size records: files that are a plain array of records of one size, memory-mapped.
 
 use std::fmt;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,15 +34,15 @@ impl fmt::Debug for RecordFile {
 impl RecordFile {
     /// Opens and maps `path` as records of `record_bytes` bytes. An empty file is
     /// [`FileProblem::Empty`]; a length that is not a whole number of records is
-    /// [`FileProblem::PartialRecord`]; both name the file.
+    /// [`FileProblem::PartialRecord`]; a directory is [`FileProblem::IsDirectory`]; all
+    /// name the file.
     pub fn open(path: impl AsRef<Path>, record_bytes: usize) -> Result<Self> {
         let path = path.as_ref();
         if record_bytes == 0 {
             return Err(SourceError::Zero("record_bytes").into());
         }
         let fail = |problem: FileProblem| SourceError::file(path, problem);
-        let file = File::open(path).map_err(|e| fail(e.into()))?;
-        let len = file.metadata().map_err(|e| fail(e.into()))?.len();
+        let (file, len) = super::fs::open_regular(path).map_err(fail)?;
         if len == 0 {
             return Err(fail(FileProblem::Empty).into());
         }
@@ -102,29 +101,30 @@ impl RecordFile {
 
 /// A run of consecutive records in one file: the sample descriptor the sampler yields
 /// for [`FixedRecords`] (one record with the default window of 1). Cheap: a shared
-/// handle on the mapped file and two numbers. [`RecordBytes`](super::RecordBytes) copies
-/// it into the batch.
+/// handle on the mapped file and two numbers, [`start`](Self::start) and
+/// [`len`](Self::len), counted in records (as [`TokenWindow`](super::TokenWindow)'s are
+/// in tokens). [`RecordBytes`](super::RecordBytes) copies it into the batch.
 #[derive(Clone)]
 pub struct RecordWindow {
     file: Arc<RecordFile>,
-    first: usize,
-    count: usize,
+    start: usize,
+    len: usize,
 }
 
 impl fmt::Debug for RecordWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RecordWindow")
             .field("file", &self.file.path)
-            .field("first", &self.first)
-            .field("count", &self.count)
+            .field("start", &self.start)
+            .field("len", &self.len)
             .finish()
     }
 }
 
 impl RecordWindow {
-    /// Records `first..first + count` of `file`, or `None` if they do not all lie in it.
-    pub fn new(file: Arc<RecordFile>, first: usize, count: usize) -> Option<Self> {
-        (first.checked_add(count)? <= file.len()).then_some(RecordWindow { file, first, count })
+    /// The `len` records from `start` of `file`, or `None` if they do not all lie in it.
+    pub fn new(file: Arc<RecordFile>, start: usize, len: usize) -> Option<Self> {
+        (start.checked_add(len)? <= file.len()).then_some(RecordWindow { file, start, len })
     }
 
     /// The file the records lie in.
@@ -133,13 +133,18 @@ impl RecordWindow {
     }
 
     /// The first record's index in the file.
-    pub fn first(&self) -> usize {
-        self.first
+    pub fn start(&self) -> usize {
+        self.start
     }
 
     /// Records in the window.
-    pub fn count(&self) -> usize {
-        self.count
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window has no records.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The records' bytes, straight from the map.
@@ -147,7 +152,7 @@ impl RecordWindow {
         let rb = self.file.record_bytes;
         self.file
             .map
-            .get(self.first * rb..(self.first + self.count) * rb)
+            .get(self.start * rb..(self.start + self.len) * rb)
             .unwrap_or(&[])
     }
 }
@@ -235,8 +240,8 @@ impl Segmented for FixedRecords {
         // Only in-range windows are asked for; anything else is clamped, never a panic.
         let file = self.files[segment.min(self.files.len() - 1)].clone();
         let n = file.len();
-        let count = (len as usize).min(n);
-        let first = (start as usize).min(n - count);
-        RecordWindow { file, first, count }
+        let len = (len as usize).min(n);
+        let start = (start as usize).min(n - len);
+        RecordWindow { file, start, len }
     }
 }

@@ -44,6 +44,7 @@
 mod decoders;
 mod error;
 mod fixed_records;
+mod fs;
 mod glob;
 mod rng;
 mod sampler;
@@ -55,6 +56,7 @@ pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
 pub use rng::{epoch_key, mix64, SplitMix64};
 pub use sampler::{Order, Position, Sampler, SamplerBuilder, Samples, Segmented};
 pub use token_shards::{
-    write_shard, ShardWriter, TokenShard, TokenShards, TokenWindow, SHARD_HEADER_BYTES,
-    SHARD_MAGIC, SHARD_VERSION,
+    write_shard, write_shard_u32, ShardFormat, ShardToken, ShardWriter, TokenShard, TokenShards,
+    TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION,
+    SHARD_VERSION_U32,
 };

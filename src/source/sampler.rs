@@ -77,6 +77,19 @@ pub struct SamplerBuilder<S> {
     even_ranks: bool,
 }
 
+impl<S> fmt::Debug for SamplerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SamplerBuilder")
+            .field("window", &self.window)
+            .field("stride", &self.stride)
+            .field("order", &self.order)
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("even_ranks", &self.even_ranks)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: Segmented> SamplerBuilder<S> {
     /// Units per window (default 1). For next-token training on token shards this is
     /// `T + 1`.
@@ -117,7 +130,11 @@ impl<S: Segmented> SamplerBuilder<S> {
         self
     }
 
-    /// Checks the settings against the source and returns the sampler.
+    /// Checks the settings against the source and returns the sampler: a zero window,
+    /// stride or world size is [`SourceError::Zero`], a rank not below the world size
+    /// [`SourceError::BadRank`], a window longer than every file
+    /// [`SourceError::NoWindows`], and fewer windows than ranks (so that this rank would
+    /// get none) [`SourceError::EmptyShare`].
     pub fn build(self) -> Result<Sampler<S>> {
         let window = nonzero(self.window, "window")?;
         let stride = nonzero(self.stride.unwrap_or(window), "stride")?;
@@ -150,9 +167,18 @@ impl<S: Segmented> SamplerBuilder<S> {
         } else {
             windows
         };
+        if windows == 0 {
+            return Err(SourceError::NoWindows { window, longest }.into());
+        }
         let len = epoch_windows / world + u64::from(self.rank < epoch_windows % world);
         if len == 0 {
-            return Err(SourceError::NoWindows { window, longest }.into());
+            return Err(SourceError::EmptyShare {
+                rank: self.rank,
+                world_size: world,
+                windows,
+                even_ranks: self.even_ranks,
+            }
+            .into());
         }
         Ok(Sampler {
             inner: Arc::new(Inner {
