@@ -4,13 +4,6 @@
 //! Each checks that the slot's sample size matches what the window needs and returns a
 //! [`DecodeError`] saying what to set otherwise; none panics or reads outside the window
 //! on any input. Every value is written little-endian.
-//!
-//! The token decoders read shards of either [`ShardFormat`]. From a `u32` shard:
-//! [`TokenType::I64`] holds every token; [`TokenType::I32`] holds every token up to
-//! `i32::MAX` (llm.c's vocabularies are far below it) and a larger token is a
-//! [`DecodeError`] naming it, never wrapped into a negative id; [`TokenType::U16`] is
-//! refused for every window (a `DecodeError`; check up front with
-//! [`TokenShards::check_token_type`](super::TokenShards::check_token_type)).
 
 use std::fmt;
 
@@ -20,6 +13,13 @@ use crate::decode::Decode;
 use crate::error::DecodeError;
 
 /// The integer type tokens are written as in the batch.
+///
+/// The token decoders read shards of either [`ShardFormat`]. From a `u32` shard:
+/// [`I64`](Self::I64) holds every token; [`I32`](Self::I32) holds every token up to
+/// `i32::MAX` (llm.c's vocabularies are far below it) and a larger token is a
+/// [`DecodeError`] naming it, never wrapped into a negative id; [`U16`](Self::U16) is
+/// refused for every window (a `DecodeError`; check up front with
+/// [`TokenShards::check_token_type`](super::TokenShards::check_token_type)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TokenType {
     /// `u16`: a plain copy of a `u16` shard's tokens. Cannot hold a `u32` shard's.
@@ -147,7 +147,7 @@ fn size_mismatch(what: &str, got: usize, need: usize, hint: &str) -> DecodeError
 
 /// Writes a [`TokenWindow`]'s tokens into the sample as [`TokenType`]: a window of `n`
 /// tokens takes `n × ty.bytes()` bytes. The widening from the shard's `u16` or `u32` is
-/// the decode work (see the [module docs](self) for `u32` shards). The trainer slices `[:, :-1]` and `[:, 1:]` for inputs and targets, as
+/// the decode work (see [`TokenType`] for `u32` shards). The trainer slices `[:, :-1]` and `[:, 1:]` for inputs and targets, as
 /// modded-nanogpt does; [`NextToken`] writes them apart instead.
 ///
 /// ```
@@ -217,7 +217,7 @@ impl Decode for Tokens {
 /// Splits a [`TokenWindow`] of `T + 1` tokens for next-token training: the sample is
 /// the `T` inputs (tokens `0..T`) followed by the `T` targets (tokens `1..=T`), each as
 /// [`TokenType`], so a batch is a `[B, 2, T]` array. Reads shards of either
-/// [`ShardFormat`] (see the [module docs](self) for `u32` shards). [`split`](Self::split) cuts a
+/// [`ShardFormat`] (see [`TokenType`] for `u32` shards). [`split`](Self::split) cuts a
 /// sample's bytes back into the two halves.
 ///
 /// ```

@@ -2,6 +2,12 @@
 //! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank;
 //! resumable), and the decoders that write windows into batches.
 //!
+//! Token shards are llm.c's `.bin` files, of `u16` tokens (its GPT-2 format) or `u32`
+//! tokens (its LLaMA-3 format); [`TokenShard`] reads both and [`ShardFormat`] says which a
+//! file is. Both window types, [`TokenWindow`] and [`RecordWindow`], give their place as
+//! [`start`](TokenWindow::start) and [`len`](TokenWindow::len), in their units (tokens,
+//! records).
+//!
 //! Sources plug into the pipeline through the sampler's iterator, which yields small
 //! descriptors — a shared handle on a memory-mapped file and an offset — and a decoder,
 //! which does the copying and widening on the decode pool, straight into the pinned slot:
