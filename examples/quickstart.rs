@@ -89,7 +89,16 @@ fn builder() -> ConfigBuilder {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
+    // The source is the ids 0..batches × 64; checked, so a huge --batches is refused
+    // like any bad argument rather than wrapped into a short run.
+    let Some(samples) = args.batches.checked_mul(BATCH as u64) else {
+        eprintln!(
+            "error: --batches {0} is too many: {0} × {BATCH} images overflow a u64",
+            args.batches
+        );
+        return ExitCode::from(2);
+    };
+    match run(&args, samples) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -116,15 +125,8 @@ enum Choice {
     Cuda(usize),
 }
 
-fn run(args: &Args) -> Result<(), String> {
-    // The source is the ids 0..batches × 64; checked, so a huge --batches is an error
-    // rather than a wrapped (short) run.
-    let samples = args.batches.checked_mul(BATCH as u64).ok_or_else(|| {
-        format!(
-            "--batches {0} is too many: {0} × {BATCH} images overflow a u64",
-            args.batches
-        )
-    })?;
+/// Streams `samples` images on the backend the arguments choose; prints the report.
+fn run(args: &Args, samples: u64) -> Result<(), String> {
     let choice = match (args.cpu, args.cuda) {
         (true, _) => Choice::Cpu,
         (false, Some(ordinal)) => Choice::Cuda(ordinal),

@@ -354,6 +354,8 @@ fn overflowing_numbers_are_refused_with_a_message() {
     for (tool, args, names) in cases {
         let run = dir.run(tool, &args);
         run.assert_refused(&format!("{tool} {args:?}"));
+        // A bad argument: status 2, as for any argument the parser refuses.
+        assert_eq!(run.code, Some(2), "{tool} {args:?}: {run:#?}");
         assert!(
             run.stderr.contains(names),
             "{tool} {args:?}: the message does not name `{names}`: {run:#?}"
