@@ -87,6 +87,64 @@ pub enum SourceError {
         /// The decoder's token type.
         ty: TokenType,
     },
+    /// With a [`batch_size`](super::SamplerBuilder::batch_size), an epoch has too few
+    /// windows to give every rank a batch: fewer than `world_size × batch_size` with
+    /// [`drop_last`](super::SamplerBuilder::drop_last), fewer than `world_size` without.
+    #[error("{}", too_few_for_batches(*windows, *world_size, *batch_size, *drop_last))]
+    TooFewForBatches {
+        /// Windows in one epoch over all ranks, before any is dropped.
+        windows: u64,
+        /// The world size given.
+        world_size: u64,
+        /// The batch size given.
+        batch_size: u64,
+        /// Whether `drop_last` was set.
+        drop_last: bool,
+    },
+    /// A [`Checkpoint`](super::Checkpoint) belongs to another run: another checkpoint
+    /// version, dataset (format, file names or sizes), window, stride, order or seed — or,
+    /// from [`Checkpoint::merge`](super::Checkpoint::merge), ranks of different runs.
+    /// Resuming from it would silently repeat or skip windows, so it is refused.
+    #[error(
+        "the checkpoint does not match: {what} is {saved} in the checkpoint but {here}          here; a checkpoint resumes only the same dataset, window, stride, order and seed          (the world size and batch size may change)"
+    )]
+    CheckpointMismatch {
+        /// What differs.
+        what: String,
+        /// Its value in the checkpoint (with `merge`: in rank 0's).
+        saved: String,
+        /// Its value in this sampler (with `merge`: in the other rank's).
+        here: String,
+    },
+    /// A [`Checkpoint`](super::Checkpoint) says more windows of its epoch were consumed
+    /// than the epoch has.
+    #[error(
+        "the checkpoint is past its epoch: it says {consumed} windows of epoch {epoch} were          consumed, but an epoch has {windows}"
+    )]
+    CheckpointPastEpoch {
+        /// The checkpoint's epoch.
+        epoch: u64,
+        /// The checkpoint's consumed count.
+        consumed: u64,
+        /// Windows in one epoch's order.
+        windows: u64,
+    },
+    /// The ranks' checkpoints given to [`Checkpoint::merge`](super::Checkpoint::merge)
+    /// stand at different places: the ranks consumed unequal counts, so no single global
+    /// position describes them (resuming would repeat or skip windows).
+    #[error("{}", unequal_ranks(positions))]
+    UnequalRanks {
+        /// Each rank's (epoch, consumed), indexed by rank.
+        positions: Vec<(u64, u64)>,
+    },
+    /// A checkpoint's text form (or a field of it) could not be read.
+    #[error("bad checkpoint text (line {line}): {why}")]
+    BadCheckpointText {
+        /// The line, from 1 (0: a field of a checkpoint value, not a line of text).
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
     /// A position to resume from lies past the end of its epoch.
     #[error("position index {index} is past the end of the epoch ({len} samples for this rank)")]
     BadPosition {
@@ -227,6 +285,32 @@ fn empty_share(rank: u64, world_size: u64, windows: u64, even_ranks: bool) -> St
             world_size - 1
         )
     }
+}
+
+/// The message of [`SourceError::TooFewForBatches`].
+fn too_few_for_batches(windows: u64, world_size: u64, batch_size: u64, drop_last: bool) -> String {
+    if drop_last {
+        format!(
+            "an epoch has {windows} window(s), fewer than one full batch for each of              {world_size} rank(s) (world_size × batch_size = {world_size} × {batch_size}): use              fewer ranks, smaller batches, shorter windows, more data, or drop_last(false)"
+        )
+    } else {
+        format!(
+            "an epoch has {windows} window(s), fewer than one for each of {world_size} ranks:              use fewer ranks, shorter windows or more data"
+        )
+    }
+}
+
+/// The message of [`SourceError::UnequalRanks`].
+fn unequal_ranks(positions: &[(u64, u64)]) -> String {
+    let each: Vec<String> = positions
+        .iter()
+        .enumerate()
+        .map(|(r, (e, c))| format!("rank {r} at epoch {e} consumed {c}"))
+        .collect();
+    format!(
+        "the ranks' checkpoints differ ({}): every rank must have popped the same number of          samples when it saves (data-parallel training keeps the ranks in step), so that          one global position describes them all",
+        each.join(", ")
+    )
 }
 
 /// The format a [`FileProblem::BadVersion`]'s expected version belongs to.

@@ -47,6 +47,7 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
+mod checkpoint;
 mod decoders;
 mod error;
 mod fixed_records;
@@ -56,11 +57,14 @@ mod rng;
 mod sampler;
 mod token_shards;
 
+pub use checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
 pub use error::{FileProblem, SourceError};
 pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
 pub use rng::{epoch_key, mix64, SplitMix64};
-pub use sampler::{Order, Position, Sampler, SamplerBuilder, Samples, Segmented};
+pub use sampler::{
+    Identified, Order, Position, Sampler, SamplerBuilder, Samples, Segmented, WindowSpec,
+};
 pub use token_shards::{
     write_shard, write_shard_u32, ShardFormat, ShardToken, ShardWriter, TokenShard, TokenShards,
     TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION,

@@ -23,9 +23,10 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::checkpoint::Fingerprint;
 use super::decoders::TokenType;
 use super::error::{FileProblem, SourceError};
-use super::sampler::{Sampler, SamplerBuilder, Segmented};
+use super::sampler::{Identified, Sampler, SamplerBuilder, Segmented, WindowSpec};
 use crate::error::Result;
 
 /// The first header word of a shard of `u16` tokens (llm.c's GPT-2 format).
@@ -301,13 +302,16 @@ impl TokenShard {
 /// A window of tokens in a shard: the sample descriptor the sampler yields for
 /// [`TokenShards`]. Cheap to make and move: a shared handle on the mapped shard and two
 /// numbers, [`start`](Self::start) and [`len`](Self::len), counted in tokens (as
-/// [`RecordWindow`](super::RecordWindow)'s are in records). The
+/// [`RecordWindow`](super::RecordWindow)'s are in records), and its stable
+/// [`id`](Self::id) and the [`epoch`](Self::epoch) it was drawn for. The
 /// [`decoders`](super::Tokens) copy its tokens into the batch.
 #[derive(Clone)]
 pub struct TokenWindow {
     shard: Arc<TokenShard>,
     start: usize,
     len: usize,
+    id: u64,
+    epoch: u64,
 }
 
 impl fmt::Debug for TokenWindow {
@@ -316,14 +320,74 @@ impl fmt::Debug for TokenWindow {
             .field("shard", &self.shard.path)
             .field("start", &self.start)
             .field("len", &self.len)
+            .field("id", &self.id)
+            .field("epoch", &self.epoch)
             .finish()
     }
 }
 
 impl TokenWindow {
     /// The `len` tokens from `start` of `shard`, or `None` if they do not all lie in it.
+    /// Its id and epoch are 0 until set with [`with_id`](Self::with_id) and
+    /// [`with_epoch`](Self::with_epoch) (the sampler sets both).
     pub fn new(shard: Arc<TokenShard>, start: usize, len: usize) -> Option<Self> {
-        (start.checked_add(len)? <= shard.len()).then_some(TokenWindow { shard, start, len })
+        (start.checked_add(len)? <= shard.len()).then_some(TokenWindow {
+            shard,
+            start,
+            len,
+            id: 0,
+            epoch: 0,
+        })
+    }
+
+    /// The window with id `id`.
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The window with epoch `epoch`.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The window's stable id: its index in the dataset's fixed enumeration, the same
+    /// whatever the seed, epoch, rank and world size. For the grid orders
+    /// ([`Order::Sequential`](super::Order::Sequential),
+    /// [`Order::Shuffled`](super::Order::Shuffled)) it is the grid index: window `g` of
+    /// the shards' grids in shard order. For [`Order::Random`](super::Order::Random) it
+    /// numbers window *starts*: the index of its start among every possible start of
+    /// every shard, in shard order (see [`WindowSpec::id`];
+    /// [`Sampler::by_id`](super::Sampler::by_id) maps an id back to its window).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-id-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 41])?; // windows of 11 at stride 10: 4
+    /// write_shard(dir.join("b.bin"), &[0; 21])?; // 2 more: ids 4 and 5
+    /// let shards = TokenShards::glob(dir.join("*.bin"))?;
+    /// let sampler = shards.clone().windows(11).order(Order::Shuffled { seed: 9 }).build()?;
+    /// let mut ids: Vec<u64> = sampler.epoch(5).map(|w| w.id()).collect();
+    /// ids.sort();
+    /// assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
+    /// let w = sampler.by_id(4).unwrap();
+    /// assert_eq!((w.shard().path().ends_with("b.bin"), w.start()), (true, 0));
+    /// // Random order: 31 + 11 possible starts; id 35 is b.bin's start 4.
+    /// let random = shards.windows(11).order(Order::Random { seed: 9 }).build()?;
+    /// assert_eq!(random.id_count(), 42);
+    /// assert_eq!(random.by_id(35).unwrap().start(), 4);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The epoch the sampler drew the window for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The shard the window lies in.
@@ -478,6 +542,16 @@ impl TokenShards {
     }
 }
 
+impl Identified for TokenWindow {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
 impl Segmented for TokenShards {
     type Window = TokenWindow;
 
@@ -489,14 +563,36 @@ impl Segmented for TokenShards {
         self.shards.get(segment).map_or(0, |s| s.len() as u64)
     }
 
-    fn window(&self, segment: usize, start: u64, len: u64) -> TokenWindow {
+    fn window(&self, spec: WindowSpec) -> TokenWindow {
         // The sampler asks only for windows inside the segment; should a caller ask
         // otherwise, the window is clamped into the shard rather than panicking.
-        let shard = self.shards[segment.min(self.shards.len() - 1)].clone();
+        let shard = self.shards[spec.segment.min(self.shards.len() - 1)].clone();
         let n = shard.len();
-        let len = (len as usize).min(n);
-        let start = (start as usize).min(n - len);
-        TokenWindow { shard, start, len }
+        let len = usize::try_from(spec.len).unwrap_or(n).min(n);
+        let start = usize::try_from(spec.start).unwrap_or(n).min(n - len);
+        TokenWindow {
+            shard,
+            start,
+            len,
+            id: spec.id,
+            epoch: spec.epoch,
+        }
+    }
+
+    /// Format `"u16"` or `"u32"` (`"u16+u32"` when the shards mix both), each shard's
+    /// file name and its size in bytes (header and tokens).
+    fn fingerprint(&self) -> Fingerprint {
+        let has = |f| self.shards.iter().any(|s| s.format() == f);
+        let format = match (has(ShardFormat::U16), has(ShardFormat::U32)) {
+            (true, true) => "u16+u32",
+            (false, true) => "u32",
+            _ => "u16",
+        };
+        let mut print = Fingerprint::new(format, 0);
+        for s in &self.shards {
+            print.push_file(s.path(), s.map.len() as u64);
+        }
+        print
     }
 }
 
