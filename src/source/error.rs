@@ -106,7 +106,9 @@ pub enum SourceError {
     /// from [`Checkpoint::merge`](super::Checkpoint::merge), ranks of different runs.
     /// Resuming from it would silently repeat or skip windows, so it is refused.
     #[error(
-        "the checkpoint does not match: {what} is {saved} in the checkpoint but {here}          here; a checkpoint resumes only the same dataset, window, stride, order and seed          (the world size and batch size may change)"
+        "the checkpoint does not match: {what} is {saved} in the checkpoint but {here} \
+        here; a checkpoint resumes only the same dataset, window, stride, order and seed \
+        (the world size and batch size may change)"
     )]
     CheckpointMismatch {
         /// What differs.
@@ -119,7 +121,8 @@ pub enum SourceError {
     /// A [`Checkpoint`](super::Checkpoint) says more windows of its epoch were consumed
     /// than the epoch has.
     #[error(
-        "the checkpoint is past its epoch: it says {consumed} windows of epoch {epoch} were          consumed, but an epoch has {windows}"
+        "the checkpoint is past its epoch: it says {consumed} windows of epoch {epoch} were \
+        consumed, but an epoch has {windows}"
     )]
     CheckpointPastEpoch {
         /// The checkpoint's epoch.
@@ -291,11 +294,14 @@ fn empty_share(rank: u64, world_size: u64, windows: u64, even_ranks: bool) -> St
 fn too_few_for_batches(windows: u64, world_size: u64, batch_size: u64, drop_last: bool) -> String {
     if drop_last {
         format!(
-            "an epoch has {windows} window(s), fewer than one full batch for each of              {world_size} rank(s) (world_size × batch_size = {world_size} × {batch_size}): use              fewer ranks, smaller batches, shorter windows, more data, or drop_last(false)"
+            "an epoch has {windows} window(s), fewer than one full batch for each of \
+            {world_size} rank(s) (world_size × batch_size = {world_size} × {batch_size}): use \
+            fewer ranks, smaller batches, shorter windows, more data, or drop_last(false)"
         )
     } else {
         format!(
-            "an epoch has {windows} window(s), fewer than one for each of {world_size} ranks:              use fewer ranks, shorter windows or more data"
+            "an epoch has {windows} window(s), fewer than one for each of {world_size} ranks: \
+            use fewer ranks, shorter windows or more data"
         )
     }
 }
@@ -308,7 +314,9 @@ fn unequal_ranks(positions: &[(u64, u64)]) -> String {
         .map(|(r, (e, c))| format!("rank {r} at epoch {e} consumed {c}"))
         .collect();
     format!(
-        "the ranks' checkpoints differ ({}): every rank must have popped the same number of          samples when it saves (data-parallel training keeps the ranks in step), so that          one global position describes them all",
+        "the ranks' checkpoints differ ({}): every rank must have popped the same number of \
+        samples when it saves (data-parallel training keeps the ranks in step), so that \
+        one global position describes them all",
         each.join(", ")
     )
 }
