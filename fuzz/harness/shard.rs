@@ -2,7 +2,7 @@
 //! or `u32` tokens) give either the error the format's documented checks name (a
 //! `SourceError::File` for this file with the right `FileProblem`) or a shard whose every
 //! token reads back as the file's bytes; samplers over it yield only windows inside it,
-//! with the file's tokens; the token decoders write exactly those tokens, refuse a type
+//! with the file's tokens and the id and epoch that name them; the token decoders write exactly those tokens, refuse a type
 //! that cannot hold one (u16 from a u32 shard, i32 for a token above `i32::MAX`) and
 //! reject a wrong sample size instead of panicking.
 //!
@@ -451,6 +451,18 @@ fn check_sampler(
             }
             if !matches!(input.order, Order::Random { .. }) && start % stride != 0 {
                 return Err(format!("grid window at {start}, off the stride {stride}"));
+            }
+            // One shard: a grid window's id is its grid index, a random one's its start.
+            let id_start = match input.order {
+                Order::Random { .. } => window.id(),
+                _ => window.id() * stride,
+            };
+            if id_start != start || window.epoch() != epoch {
+                return Err(format!(
+                    "window at {start} of epoch {epoch} has id {} and epoch {}",
+                    window.id(),
+                    window.epoch()
+                ));
             }
             if i < 64 {
                 check_decoders(&window, want, ty)?;

@@ -10,6 +10,17 @@ use crate::error::Result;
 
 /// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler
 /// refuses a checkpoint of another version.
+///
+/// ```
+/// use pinring::source::{write_shard, TokenShards, CHECKPOINT_VERSION};
+/// # let dir = std::env::temp_dir().join(format!("pinring-version-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// write_shard(dir.join("a.bin"), &[0; 100])?;
+/// let state = TokenShards::open([dir.join("a.bin")])?.windows(9).build()?.checkpoint(0, 0);
+/// assert_eq!(state.version, CHECKPOINT_VERSION);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
 pub const CHECKPOINT_VERSION: u32 = 1;
 
 /// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name and
@@ -52,6 +63,12 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     /// An empty fingerprint of `format` (with `record_bytes`, 0 unless records).
+    ///
+    /// ```
+    /// use pinring::source::Fingerprint;
+    /// let print = Fingerprint::new("records", 64);
+    /// assert_eq!((print.format.as_str(), print.record_bytes, print.files.len()), ("records", 64, 0));
+    /// ```
     pub fn new(format: impl Into<String>, record_bytes: u64) -> Self {
         Fingerprint {
             format: format.into(),
@@ -62,6 +79,13 @@ impl Fingerprint {
     }
 
     /// Adds the file at `path`, named by its last component, of `size` bytes.
+    ///
+    /// ```
+    /// use pinring::source::Fingerprint;
+    /// let mut print = Fingerprint::new("u16", 0);
+    /// print.push_file("/data/fineweb/train_000.bin".as_ref(), 200_001_024);
+    /// assert_eq!((print.files, print.sizes), (vec!["train_000.bin".to_owned()], vec![200_001_024]));
+    /// ```
     pub fn push_file(&mut self, path: &Path, size: u64) {
         let name = path
             .file_name()
@@ -186,6 +210,20 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// The order it was saved with, rebuilt from [`order`](Self::order) and
     /// [`seed`](Self::seed); an unknown name is [`SourceError::BadCheckpointText`].
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-order-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 100])?;
+    /// let order = Order::Random { seed: 11 };
+    /// let state = TokenShards::open([dir.join("a.bin")])?.windows(9).order(order).build()?
+    ///     .checkpoint(0, 5);
+    /// assert_eq!((state.order.as_str(), state.seed), ("random", 11));
+    /// assert_eq!(state.order()?, order);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn order(&self) -> Result<Order> {
         Order::from_name(&self.order, self.seed).ok_or_else(|| {
             SourceError::BadCheckpointText {
@@ -305,6 +343,33 @@ impl Checkpoint {
     /// `key value` line per field, and one `file SIZE NAME` line per file (the name to
     /// the end of the line, with `\`, newline and carriage return escaped as `\\`, `\n`
     /// and `\r`). [`from_text`](Self::from_text) reads it back.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-text-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("train_000.bin"), &[0; 1001])?;
+    /// let state = TokenShards::open([dir.join("train_000.bin")])?.windows(11)
+    ///     .order(Order::Shuffled { seed: 1337 }).shard(1, 2).batch_size(8).build()?
+    ///     .checkpoint(0, 16);
+    /// assert_eq!(state.to_text(), "\
+    /// pinring-checkpoint 1
+    /// format u16
+    /// record_bytes 0
+    /// window 11
+    /// stride 10
+    /// order shuffled
+    /// seed 1337
+    /// windows 100
+    /// epoch 0
+    /// consumed 32
+    /// world_size 2
+    /// batch_size 8
+    /// file 3026 train_000.bin
+    /// ");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn to_text(&self) -> String {
         let mut s = format!("pinring-checkpoint {}\n", self.version);
         let mut line = |k: &str, v: &dyn std::fmt::Display| {
@@ -331,6 +396,14 @@ impl Checkpoint {
     /// repeated key, a missing field, a number that does not parse — is
     /// [`SourceError::BadCheckpointText`] naming the line. (A checkpoint of another
     /// version reads; a sampler then refuses it.)
+    ///
+    /// ```
+    /// use pinring::source::{Checkpoint, SourceError};
+    /// use pinring::Error;
+    /// let err = Checkpoint::from_text("pinring-checkpoint 1\nformat u16\nwindow ten\n").unwrap_err();
+    /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })));
+    /// assert_eq!(err.to_string(), "bad checkpoint text (line 3): window \"ten\": invalid digit found in string");
+    /// ```
     pub fn from_text(text: &str) -> Result<Checkpoint> {
         let bad = |line: usize, why: String| SourceError::BadCheckpointText { line, why };
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));

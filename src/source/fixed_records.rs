@@ -142,6 +142,18 @@ impl RecordWindow {
     }
 
     /// The window with id `id`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{RecordFile, RecordWindow};
+    /// # let path = std::env::temp_dir().join(format!("pinring-recwithid-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, b"abcdef").unwrap();
+    /// let w = RecordWindow::new(Arc::new(RecordFile::open(&path, 2)?), 1, 1).unwrap();
+    /// let w = w.with_id(1).with_epoch(4);
+    /// assert_eq!((w.id(), w.epoch(), w.bytes()), (1, 4, &b"cd"[..]));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn with_id(mut self, id: u64) -> Self {
         self.id = id;
         self

@@ -13,7 +13,50 @@ use crate::error::Result;
 /// of units (tokens, records). Windows never cross a segment's end.
 ///
 /// [`TokenShards`](super::TokenShards) and [`FixedRecords`](super::FixedRecords) implement
-/// it; implement it for your own format to get the same sampling, sharding and resume.
+/// it; implement it for your own format to get the same sampling, sharding, ids and
+/// resume:
+///
+/// ```
+/// use pinring::source::{Fingerprint, Identified, Order, Sampler, Segmented, WindowSpec};
+///
+/// /// Lines of a text, as (line, first character, characters, id, epoch).
+/// struct Lines(Vec<String>);
+///
+/// #[derive(Debug, PartialEq)]
+/// struct Chars { line: usize, start: u64, len: u64, id: u64, epoch: u64 }
+///
+/// impl Identified for Chars {
+///     fn id(&self) -> u64 { self.id }
+///     fn epoch(&self) -> u64 { self.epoch }
+/// }
+///
+/// impl Segmented for Lines {
+///     type Window = Chars;
+///     fn segments(&self) -> usize { self.0.len() }
+///     fn units(&self, segment: usize) -> u64 { self.0[segment].len() as u64 }
+///     fn window(&self, spec: WindowSpec) -> Chars {
+///         let WindowSpec { segment, start, len, id, epoch } = spec;
+///         Chars { line: segment, start, len, id, epoch }
+///     }
+///     fn fingerprint(&self) -> Fingerprint {
+///         let mut print = Fingerprint::new("lines", 0);
+///         for (i, line) in self.0.iter().enumerate() {
+///             print.files.push(format!("line {i}"));
+///             print.sizes.push(line.len() as u64);
+///         }
+///         print
+///     }
+/// }
+///
+/// let text = Lines(vec!["abcdef".into(), "gh".into(), "ijkl".into()]);
+/// let sampler = Sampler::builder(text).window(2).order(Order::Shuffled { seed: 1 }).build()?;
+/// let mut ids: Vec<u64> = sampler.epoch(0).map(|w| w.id()).collect();
+/// ids.sort();
+/// assert_eq!(ids, [0, 1, 2, 3, 4, 5]); // 3 + 1 + 2 windows of 2 characters
+/// assert_eq!(sampler.by_id(3), Some(Chars { line: 1, start: 0, len: 2, id: 3, epoch: 0 }));
+/// assert_eq!(sampler.checkpoint(0, 0).dataset.format, "lines");
+/// # Ok::<(), pinring::Error>(())
+/// ```
 pub trait Segmented: Send + Sync + 'static {
     /// The cheap descriptor of one window that the sampler yields (and a
     /// [`Decode`](crate::Decode) impl turns into bytes).
@@ -108,6 +151,12 @@ pub enum Order {
 impl Order {
     /// The order's name, as a [`Checkpoint`] records it: `"sequential"`, `"shuffled"` or
     /// `"random"`.
+    ///
+    /// ```
+    /// use pinring::source::Order;
+    /// assert_eq!(Order::Random { seed: 5 }.name(), "random");
+    /// assert_eq!(Order::Sequential.name(), "sequential");
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             Order::Sequential => "sequential",
@@ -117,6 +166,11 @@ impl Order {
     }
 
     /// The seed, or 0 for [`Order::Sequential`] (which has none).
+    ///
+    /// ```
+    /// use pinring::source::Order;
+    /// assert_eq!((Order::Shuffled { seed: 5 }.seed(), Order::Sequential.seed()), (5, 0));
+    /// ```
     pub const fn seed(self) -> u64 {
         match self {
             Order::Sequential => 0,
@@ -248,6 +302,27 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// Which windows the tail holds changes from epoch to epoch with
     /// [`Order::Shuffled`] and [`Order::Random`]; with [`Order::Sequential`] it is always
     /// the grid's last windows.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-batch-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?;
+    /// let shards = TokenShards::open([dir.join("a.bin")])?; // 100 windows of 11
+    /// let rank = |r, drop_last| {
+    ///     shards.clone().windows(11).order(Order::Shuffled { seed: 1 })
+    ///         .shard(r, 3).batch_size(8).drop_last(drop_last).build()
+    /// };
+    /// // drop_last: 4 full batches on each of 3 ranks, 96 windows used, 4 dropped.
+    /// let s = rank(2, true)?;
+    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (96, 32, Some(4)));
+    /// // Without: 33 samples each, 5 batches (the last of 1), 99 used, 1 dropped.
+    /// let s = rank(2, false)?;
+    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (99, 33, Some(5)));
+    /// assert_eq!((s.batch_size(), s.drop_last()), (Some(8), false));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn batch_size(mut self, samples: u64) -> Self {
         self.batch_size = Some(samples);
         self
@@ -258,7 +333,8 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// every rank the same number of samples. The default keeps every batch full, so
     /// that the endless iterator, cut into batches by count, never mixes two epochs in
     /// one batch; with `false` each rank's last batch of an epoch may be short, which
-    /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned.
+    /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned. (Examples at
+    /// [`batch_size`](Self::batch_size).)
     pub fn drop_last(mut self, on: bool) -> Self {
         self.drop_last = on;
         self
@@ -724,6 +800,17 @@ impl<S: Segmented> Sampler<S> {
     }
 
     /// The dataset's fingerprint, as checkpoints record it.
+    ///
+    /// ```
+    /// use pinring::source::{FixedRecords, Sampler};
+    /// # let path = std::env::temp_dir().join(format!("pinring-samplerprint-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, [0u8; 64]).unwrap();
+    /// let sampler = Sampler::builder(FixedRecords::open([&path], 16)?).build()?;
+    /// let print = sampler.fingerprint();
+    /// assert_eq!((print.format.as_str(), print.record_bytes, print.sizes.as_slice()), ("records", 16, &[64][..]));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn fingerprint(&self) -> &Fingerprint {
         &self.inner.fingerprint
     }
@@ -819,6 +906,25 @@ impl<S: Segmented> Sampler<S> {
     /// rest (see [`iter_from_checkpoint`](Self::iter_from_checkpoint)), then whole
     /// epochs. `from` is checked as `iter_from_checkpoint` checks it. With
     /// `from = self.checkpoint(e, 0)` it is [`checkpoint`](Self::checkpoint)`(e, n)`.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-after-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let shards = TokenShards::open([dir.join("a.bin")])?;
+    /// let on = |rank, world, batch| shards.clone().windows(11).stride(10)
+    ///     .shard(rank, world).batch_size(batch).build();
+    /// let saved = on(0, 2, 5)?.checkpoint(0, 10); // 20 consumed by 2 ranks
+    /// // Resumed on 4 ranks with batches of 4: 80 more positions, 20 per rank.
+    /// let rank = on(3, 4, 4)?;
+    /// assert_eq!(rank.samples_left(&saved)?, 20);
+    /// assert_eq!(rank.checkpoint_after(&saved, 8)?.consumed, 20 + 4 * 8);
+    /// let next = rank.checkpoint_after(&saved, 20 + 6)?; // the epoch, then 6 of epoch 1
+    /// assert_eq!((next.epoch, next.consumed), (1, 4 * 6));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn checkpoint_after(
         &self,
         from: &Checkpoint,
@@ -836,6 +942,23 @@ impl<S: Segmented> Sampler<S> {
     /// order and seed, or [`SourceError::CheckpointMismatch`] naming the first
     /// difference; `consumed` at most the epoch's windows, or
     /// [`SourceError::CheckpointPastEpoch`]. Rank, world size and batch size may differ.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, SourceError, TokenShards};
+    /// use pinring::Error;
+    /// # let dir = std::env::temp_dir().join(format!("pinring-check-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 5000])?;
+    /// let shards = TokenShards::open([dir.join("a.bin")])?;
+    /// let state = shards.clone().windows(65).shard(0, 2).batch_size(4).build()?.checkpoint(0, 8);
+    /// // Another world size and batch size: fine. Another sequence length: refused.
+    /// shards.clone().windows(65).shard(1, 3).batch_size(2).build()?.check_checkpoint(&state)?;
+    /// let err = shards.windows(129).build()?.check_checkpoint(&state).unwrap_err();
+    /// assert!(matches!(err, Error::Source(SourceError::CheckpointMismatch { .. })));
+    /// assert!(err.to_string().contains("is 65 in the checkpoint but 129 here"), "{err}");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn check_checkpoint(&self, checkpoint: &Checkpoint) -> Result<()> {
         Ok(self.inner.check(checkpoint)?)
     }
@@ -853,6 +976,24 @@ impl<S: Segmented> Sampler<S> {
     /// exactly once (fewer than `W'·B'` dropped, from the tail), and every later epoch is
     /// the one an uninterrupted run at the new world size has. The resumed epoch may give
     /// this rank nothing; the iterator then starts with the next epoch.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-resume-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let shards = TokenShards::open([dir.join("a.bin")])?;
+    /// let on = |rank, world| shards.clone().windows(11).stride(10)
+    ///     .order(Order::Shuffled { seed: 8 }).shard(rank, world).batch_size(2).build();
+    /// let saved = on(0, 1)?.checkpoint(0, 10); // one rank consumed 10
+    /// // Rank 1 of 3 takes positions 11, 14, 17, ... of epoch 0's order, below 10 + 90.
+    /// let order: Vec<u64> = on(0, 1)?.epoch(0).map(|w| w.id()).collect();
+    /// let rank1: Vec<u64> = on(1, 3)?.iter_from_checkpoint(&saved)?.take(30).map(|w| w.id()).collect();
+    /// let want: Vec<u64> = (0..30).map(|i| order[11 + 3 * i]).collect();
+    /// assert_eq!(rank1, want);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn iter_from_checkpoint(&self, checkpoint: &Checkpoint) -> Result<Samples<S>> {
         self.inner.check(checkpoint)?;
         Ok(Samples::resumed(
@@ -874,6 +1015,22 @@ impl<S: Segmented> Sampler<S> {
     /// Batches this rank has left in `checkpoint`'s epoch when it resumes from it, the
     /// same on every rank: [`samples_left`](Self::samples_left) over the batch size,
     /// rounded up (a whole number with `drop_last`). `None` without a batch size.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-left-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let shards = TokenShards::open([dir.join("a.bin")])?;
+    /// let on = |rank, world, drop_last| shards.clone().windows(11).stride(10)
+    ///     .shard(rank, world).batch_size(4).drop_last(drop_last).build();
+    /// let saved = on(0, 2, true)?.checkpoint(0, 12); // 24 consumed, 76 left
+    /// // Three ranks: 72 used with full batches (6 each), 75 without (25 each: 7 batches).
+    /// assert_eq!((on(2, 3, true)?.samples_left(&saved)?, on(2, 3, true)?.batches_left(&saved)?), (24, Some(6)));
+    /// assert_eq!((on(2, 3, false)?.samples_left(&saved)?, on(2, 3, false)?.batches_left(&saved)?), (25, Some(7)));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn batches_left(&self, checkpoint: &Checkpoint) -> Result<Option<u64>> {
         let left = self.samples_left(checkpoint)?;
         Ok(self.inner.batch.map(|b| left.div_ceil(b)))

@@ -341,6 +341,19 @@ impl TokenWindow {
     }
 
     /// The window with id `id`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{write_shard, TokenShard, TokenWindow};
+    /// # let path = std::env::temp_dir().join(format!("pinring-withid-doc-{}.bin", std::process::id()));
+    /// write_shard(&path, &[1, 2, 3, 4])?;
+    /// let w = TokenWindow::new(Arc::new(TokenShard::open(&path)?), 1, 2).unwrap();
+    /// assert_eq!((w.id(), w.epoch()), (0, 0));
+    /// let w = w.with_id(7).with_epoch(2);
+    /// assert_eq!((w.id(), w.epoch(), w.to_vec()), (7, 2, vec![2, 3]));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn with_id(mut self, id: u64) -> Self {
         self.id = id;
         self
