@@ -2,9 +2,9 @@
 //! or `u32` tokens) give either the error the format's documented checks name (a
 //! `SourceError::File` for this file with the right `FileProblem`) or a shard whose every
 //! token reads back as the file's bytes; samplers over it yield only windows inside it,
-//! with the file's tokens and the id and epoch that name them; the token decoders write exactly those tokens, refuse a type
-//! that cannot hold one (u16 from a u32 shard, i32 for a token above `i32::MAX`) and
-//! reject a wrong sample size instead of panicking.
+//! with the file's tokens and the id and epoch that name them; the token decoders write
+//! exactly those tokens, refuse a type that cannot hold one (u16 from a u32 shard, i32
+//! for a token above `i32::MAX`) and reject a wrong sample size instead of panicking.
 //!
 //! Shared by `fuzz/fuzz_targets/shard.rs` and `tests/prop_shard.rs` through `#[path]`.
 
