@@ -970,7 +970,8 @@ impl<S: Segmented> Sampler<S> {
     /// In the checkpoint's epoch, the rest of its order, positions `c..N` (`c` its
     /// `consumed`), is split as a fresh epoch is: the ranks use `c..M'` with
     /// `M' = c + ⌊(N - c) / (W'·B')⌋ · W'·B'` with [`drop_last`](SamplerBuilder::drop_last)
-    /// (`c + ⌊(N - c) / W'⌋ · W'` without; `N` with no batch size or `even_ranks`),
+    /// (`c + ⌊(N - c) / W'⌋ · W'` without it, or with
+    /// [`even_ranks`](SamplerBuilder::even_ranks) and no batch size; `N` with neither),
     /// and rank `r'` takes positions `c + r', c + r' + W', …` below `M'`. So across the
     /// saved run's consumed part and the new run every position up to `M'` is delivered
     /// exactly once (fewer than `W'·B'` dropped, from the tail), and every later epoch is
