@@ -1,21 +1,50 @@
 //! Quick start: stream procedurally drawn images through pinring to the device.
 //!
 //! Each sample is an image id; decoding draws a 32×32 RGB image from it and writes it
-//! as normalized f32 CHW straight into the pinned host slot. Runs on the first CUDA
-//! device when there is one, else on the cpu backend; prints a Stats summary.
+//! as normalized f32 CHW straight into the pinned host slot. Runs on CUDA device 0 when
+//! there is one (saying why not when there is none), on the device `--cuda N` names, or
+//! on the cpu backend with `--cpu`; prints a Stats summary.
 //!
 //! ```text
-//! cargo run --release --example quickstart [BATCHES]
+//! cargo run --release --example quickstart -- [--batches N] [--cpu | --cuda N]
+//! cargo run --release --example quickstart -- --help
 //! ```
 
+use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use pinring::{decode_fn, Backend, Config, ConfigBuilder, DecodeError, Fence, Pipeline, Stats};
+/// `println!` that does not panic when stdout is closed (`quickstart | head -1`): the
+/// report is all this program prints, so a reader that left needs no more of it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 const SIDE: usize = 32;
 const CHANNELS: usize = 3;
 const SAMPLE_BYTES: usize = SIDE * SIDE * CHANNELS * 4;
 const BATCH: usize = 64;
+
+/// Streams batches of procedurally drawn 32×32 RGB images (f32, CHW) through pinring to
+/// the device and prints the rate and the pipeline's Stats.
+#[derive(Debug, Parser)]
+#[command(name = "quickstart", version)]
+struct Args {
+    /// Batches to stream, of 64 images each (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 2_000, value_parser = at_least_one)]
+    batches: u64,
+    /// Use the cpu backend (device slots in ordinary memory), even where CUDA works.
+    #[arg(long, conflicts_with = "cuda")]
+    cpu: bool,
+    /// Use CUDA device N, and fail if it cannot be used. Without --cpu or --cuda: device
+    /// 0 when the CUDA driver loads and has a device, else the cpu backend, saying why.
+    #[arg(long, value_name = "N")]
+    cuda: Option<usize>,
+}
 
 /// Draws image `id`: a few coloured discs on a gradient, as f32 in [0, 1], CHW.
 fn draw(id: u64, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -58,9 +87,89 @@ fn builder() -> ConfigBuilder {
         .bytes_per_sample(SAMPLE_BYTES)
 }
 
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // The source is the ids 0..batches × 64; checked, so a huge --batches is refused
+    // like any bad argument rather than wrapped into a short run.
+    let Some(samples) = args.batches.checked_mul(BATCH as u64) else {
+        eprintln!(
+            "error: --batches {0} is too many: {0} × {BATCH} images overflow a u64",
+            args.batches
+        );
+        return ExitCode::from(2);
+    };
+    match run(&args, samples) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A count of at least 1.
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e} (a whole number from 1 to {} is expected)",
+            u64::MAX
+        )),
+    }
+}
+
+/// The backend to run on.
+enum Choice {
+    Cpu,
+    Cuda(usize),
+}
+
+/// Streams `samples` images on the backend the arguments choose; prints the report.
+fn run(args: &Args, samples: u64) -> Result<(), String> {
+    let choice = match (args.cpu, args.cuda) {
+        (true, _) => Choice::Cpu,
+        (false, Some(ordinal)) => Choice::Cuda(ordinal),
+        (false, None) => match cuda_devices() {
+            Ok(n) if n > 0 => Choice::Cuda(0),
+            Ok(_) => {
+                say!("falling back to the cpu backend: the CUDA driver reports no device");
+                Choice::Cpu
+            }
+            Err(why) => {
+                say!("falling back to the cpu backend: CUDA cannot be used here: {why}");
+                Choice::Cpu
+            }
+        },
+    };
+    let (backend, (stats, secs)) = match choice {
+        Choice::Cpu => (
+            "cpu".to_owned(),
+            stream(builder().build().map_err(|e| e.to_string())?, samples)
+                .map_err(|e| e.to_string())?,
+        ),
+        Choice::Cuda(ordinal) => (
+            format!("cuda (device {ordinal})"),
+            stream_cuda(ordinal, samples)?,
+        ),
+    };
+    say!("pinring quickstart on the {backend} backend");
+    say!(
+        "{} batches of {BATCH} images ({} KiB an image, {} KiB a batch) in {secs:.2} s: \
+         {:.0} batches/s, {:.2} GiB/s",
+        stats.batches,
+        SAMPLE_BYTES / 1024,
+        BATCH * SAMPLE_BYTES / 1024,
+        stats.batches as f64 / secs,
+        stats.bytes as f64 / secs / (1u64 << 30) as f64
+    );
+    say!("{stats}");
+    Ok(())
+}
+
 /// Pops every batch, waits until it is on the device, releases it.
-fn stream<B: Backend>(config: Config<B>, batches: u64) -> pinring::Result<(Stats, f64)> {
-    let mut pipeline = Pipeline::new(config, decode_fn(draw), 0..batches * BATCH as u64)?;
+fn stream<B: Backend>(config: Config<B>, samples: u64) -> pinring::Result<(Stats, f64)> {
+    let mut pipeline = Pipeline::new(config, decode_fn(draw), 0..samples)?;
     let start = Instant::now();
     while let Some(batch) = pipeline.pop()? {
         // A trainer would enqueue its kernels here (`batch.wait_on(&stream)`) and release
@@ -71,41 +180,27 @@ fn stream<B: Backend>(config: Config<B>, batches: u64) -> pinring::Result<(Stats
     Ok((pipeline.stats(), start.elapsed().as_secs_f64()))
 }
 
-fn main() -> pinring::Result<()> {
-    let batches: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(2_000);
-    let (backend, (stats, secs)) = match cuda_config() {
-        Some(config) => ("cuda (device 0)", stream(config?, batches)?),
-        None => ("cpu", stream(builder().build()?, batches)?),
-    };
-    println!("pinring quickstart on the {backend} backend");
-    println!(
-        "{} batches of {BATCH} images ({} KiB each) in {secs:.2} s: {:.0} batches/s, {:.2} GB/s",
-        stats.batches,
-        BATCH * SAMPLE_BYTES / 1024,
-        stats.batches as f64 / secs,
-        stats.bytes as f64 / secs / 1e9
-    );
-    println!("{stats}");
-    Ok(())
-}
-
+/// Devices the CUDA driver reports, or why it cannot be used.
 #[cfg(feature = "cuda")]
-fn cuda_config() -> Option<pinring::Result<Config<pinring::Cuda>>> {
-    match pinring::Cuda::device_count() {
-        Ok(n) if n > 0 => Some(
-            builder()
-                .cuda(pinring::CudaOptions::ordinal(0))
-                .build()
-                .map_err(Into::into),
-        ),
-        _ => None,
-    }
+fn cuda_devices() -> Result<usize, String> {
+    pinring::Cuda::device_count().map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_config() -> Option<pinring::Result<Config<pinring::Cpu>>> {
-    None
+fn cuda_devices() -> Result<usize, String> {
+    Err("this build has no `cuda` feature".into())
+}
+
+#[cfg(feature = "cuda")]
+fn stream_cuda(ordinal: usize, samples: u64) -> Result<(Stats, f64), String> {
+    let config = builder()
+        .cuda(pinring::CudaOptions::ordinal(ordinal))
+        .build()
+        .map_err(|e| e.to_string())?;
+    stream(config, samples).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn stream_cuda(_ordinal: usize, _samples: u64) -> Result<(Stats, f64), String> {
+    Err("--cuda: this build has no `cuda` feature (build with the default features)".into())
 }

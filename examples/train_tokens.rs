@@ -3,103 +3,178 @@
 //!
 //! ```text
 //! cargo run --release --example make_shard -- /tmp/train_000.bin 100000000
-//! cargo run --release --example train_tokens -- /tmp/train_*.bin
+//! cargo run --release --example train_tokens -- /tmp/train_000.bin
 //! cargo run --release --example train_tokens -- --seq 4096 --batch 16 --dtype i32 \
 //!     --order shuffle --seed 1 --batches 2000 '/data/fineweb_train_*.bin'
+//! cargo run --release --example train_tokens -- --help
 //! ```
 //!
-//! Each PATH is a shard file or a pattern (`*`, `?` in the file name). Batches are
-//! `B` windows of `T + 1` tokens, split into inputs and targets and widened to the
-//! dtype on the decode pool ([`NextToken`]). A malformed file ends the run with the
-//! error's message and a non-zero exit status.
+//! Each PATH is a shard file or a pattern (`*`, `?` in the file name), in llm.c's format
+//! of `u16` tokens (GPT-2) or `u32` tokens (LLaMA-3). Batches are `B` windows of `T + 1`
+//! tokens, split into inputs and targets and widened to the dtype on the decode pool
+//! ([`NextToken`]). A bad argument or a malformed file ends the run with a message and a
+//! non-zero exit status (2 for arguments, 1 for the rest), never a panic.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use clap::{Parser, ValueEnum};
 use pinring::source::{NextToken, Order, TokenShard, TokenShards, TokenType};
 use pinring::{Backend, Batch, Config, Fence, Pipeline};
 
-const USAGE: &str = "usage: train_tokens [--seq T] [--batch B] [--dtype u16|i32|i64] \
-    [--order seq|shuffle|random] [--seed S] [--batches N] [--threads N] \
-    [--rank R --world W] [--cuda ORDINAL] PATH...";
-
-struct Args {
-    seq: u64,
-    batch: usize,
-    dtype: TokenType,
-    order: String,
-    seed: u64,
-    batches: u64,
-    threads: Option<usize>,
-    rank: u64,
-    world: u64,
-    cuda: Option<usize>,
-    paths: Vec<String>,
+/// `println!` that does not panic when stdout is closed (`train_tokens ... | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
 }
 
-fn parse() -> Result<Args, String> {
-    let mut a = Args {
-        seq: 1024,
-        batch: 16,
-        dtype: TokenType::I32,
-        order: "shuffle".into(),
-        seed: 0,
-        batches: 1000,
-        threads: None,
-        rank: 0,
-        world: 1,
-        cuda: None,
-        paths: Vec::new(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        let num = |name: &str, v: String| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: `{v}` is not a number"))
-        };
-        match arg.as_str() {
-            "--seq" => a.seq = num("--seq", value("--seq")?)?,
-            "--batch" => a.batch = num("--batch", value("--batch")?)? as usize,
-            "--seed" => a.seed = num("--seed", value("--seed")?)?,
-            "--batches" => a.batches = num("--batches", value("--batches")?)?,
-            "--threads" => a.threads = Some(num("--threads", value("--threads")?)? as usize),
-            "--rank" => a.rank = num("--rank", value("--rank")?)?,
-            "--world" => a.world = num("--world", value("--world")?)?,
-            "--order" => a.order = value("--order")?,
-            "--cuda" => a.cuda = Some(num("--cuda", value("--cuda")?)? as usize),
-            "--dtype" => {
-                a.dtype = match value("--dtype")?.as_str() {
-                    "u16" => TokenType::U16,
-                    "i32" => TokenType::I32,
-                    "i64" => TokenType::I64,
-                    other => return Err(format!("--dtype: unknown `{other}`")),
-                }
-            }
-            "-h" | "--help" => return Err(String::new()),
-            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
-            _ => a.paths.push(arg),
+/// Streams next-token training batches (B windows of T + 1 tokens, split into inputs and
+/// targets) from llm.c token shards through pinring, and prints batches/s and the
+/// pipeline's Stats.
+#[derive(Debug, Parser)]
+#[command(name = "train_tokens", version)]
+struct Args {
+    /// Shard files, or patterns with `*` and `?` in the file name (quote them), of u16
+    /// (GPT-2) or u32 (LLaMA-3) tokens.
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<String>,
+    /// Sequence length T: each sample is a window of T + 1 tokens.
+    #[arg(long, value_name = "T", default_value_t = 1024, value_parser = at_least_one)]
+    seq: u64,
+    /// Samples (windows) per batch.
+    #[arg(long, value_name = "B", default_value_t = 16, value_parser = at_least_one_usize)]
+    batch: usize,
+    /// The integer type tokens are written as (u16 only for u16 shards).
+    #[arg(long, value_enum, default_value_t = Dtype::I32)]
+    dtype: Dtype,
+    /// The order of each epoch: the window grid in file order, shuffled per epoch, or
+    /// random offsets.
+    #[arg(long, value_enum, default_value_t = OrderArg::Shuffle)]
+    order: OrderArg,
+    /// The seed of the shuffle or the random offsets.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+    /// Batches to stream.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
+    batches: u64,
+    /// Decode threads [default: one per core].
+    #[arg(long, value_name = "N", value_parser = at_least_one_usize)]
+    threads: Option<usize>,
+    /// This process's rank: it reads its share of each epoch.
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    rank: u64,
+    /// Ranks the epoch is shared among.
+    #[arg(long, value_name = "W", default_value_t = 1, value_parser = at_least_one)]
+    world: u64,
+    /// Deliver to CUDA device ORDINAL [default: the cpu backend].
+    #[arg(long, value_name = "ORDINAL")]
+    cuda: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Dtype {
+    U16,
+    I32,
+    I64,
+}
+
+impl From<Dtype> for TokenType {
+    fn from(d: Dtype) -> Self {
+        match d {
+            Dtype::U16 => TokenType::U16,
+            Dtype::I32 => TokenType::I32,
+            Dtype::I64 => TokenType::I64,
         }
     }
-    if a.paths.is_empty() {
-        return Err("no shard files given".into());
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OrderArg {
+    /// The window grid in file order, the same every epoch.
+    Seq,
+    /// The window grid, shuffled afresh each epoch.
+    Shuffle,
+    /// Windows at random offsets.
+    Random,
+}
+
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e} (a whole number from 1 to {} is expected)",
+            u64::MAX
+        )),
     }
-    Ok(a)
+}
+
+fn at_least_one_usize(s: &str) -> Result<usize, String> {
+    let n = at_least_one(s)?;
+    usize::try_from(n).map_err(|_| format!("{n} is more than this machine can count"))
+}
+
+/// What the arguments ask for, every product checked.
+struct Plan {
+    window: u64,
+    samples: usize,
+    sample_bytes: usize,
+    ty: TokenType,
+}
+
+fn plan(args: &Args) -> Result<Plan, String> {
+    let window = args.seq.checked_add(1).ok_or_else(|| {
+        format!(
+            "--seq {} is too large: a sample is a window of T + 1 tokens",
+            args.seq
+        )
+    })?;
+    let samples = args
+        .batches
+        .checked_mul(args.batch as u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            format!(
+                "--batches {} × --batch {} overflows: that many samples cannot be counted \
+                 (the most is {})",
+                args.batches,
+                args.batch,
+                usize::MAX
+            )
+        })?;
+    let ty = TokenType::from(args.dtype);
+    // Inputs and targets: 2 × T tokens of the dtype.
+    let sample_bytes = args
+        .seq
+        .checked_mul(2 * ty.bytes() as u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            format!(
+                "--seq {} is too large: a sample of 2 × {} tokens as {ty} does not fit in memory",
+                args.seq, args.seq
+            )
+        })?;
+    Ok(Plan {
+        window,
+        samples,
+        sample_bytes,
+        ty,
+    })
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(args) => args,
+    let args = Args::parse();
+    let plan = match plan(&args) {
+        Ok(plan) => plan,
         Err(why) => {
-            if !why.is_empty() {
-                eprintln!("error: {why}");
-            }
-            eprintln!("{USAGE}");
+            eprintln!("error: {why}");
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    match run(&args, &plan) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -120,38 +195,37 @@ fn open(paths: &[String]) -> pinring::Result<TokenShards> {
     TokenShards::from_shards(shards)
 }
 
-fn run(args: &Args) -> pinring::Result<()> {
+fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
     let shards = open(&args.paths)?;
-    let (files, tokens) = (shards.shards().len(), shards.tokens());
-    let order = match args.order.as_str() {
-        "seq" => Order::Sequential,
-        "shuffle" => Order::Shuffled { seed: args.seed },
-        "random" => Order::Random { seed: args.seed },
-        other => {
-            eprintln!("error: --order: unknown `{other}`\n{USAGE}");
-            std::process::exit(2);
-        }
+    // A u16 dtype cannot hold a u32 shard's tokens: say so before starting.
+    shards.check_token_type(plan.ty)?;
+    let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
+    let order = match args.order {
+        OrderArg::Seq => Order::Sequential,
+        OrderArg::Shuffle => Order::Shuffled { seed: args.seed },
+        OrderArg::Random => Order::Random { seed: args.seed },
     };
     let sampler = shards
-        .windows(args.seq + 1)
+        .windows(plan.window)
         .order(order)
         .shard(args.rank, args.world)
         .build()?;
-    let decoder = NextToken::new(args.dtype);
+    let decoder = NextToken::new(plan.ty);
     let mut builder = Config::builder()
         .samples_per_batch(args.batch)
-        .bytes_per_sample(decoder.sample_bytes(args.seq + 1));
+        .bytes_per_sample(plan.sample_bytes);
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);
     }
-    let sample_bytes = decoder.sample_bytes(args.seq + 1);
-    let samples = sampler.iter().take(args.batches as usize * args.batch);
+    let sample_bytes = plan.sample_bytes;
+    let samples = sampler.iter().take(plan.samples);
     let epoch_len = sampler.epoch_len();
     let header = |config_bytes: usize, device: &str| {
-        println!(
-            "{files} shard(s), {tokens} tokens; batches of {} × (T = {}) as {}, {:?}, rank {}/{}: \
-             {epoch_len} windows per epoch for this rank, {config_bytes} bytes a batch, on {device}",
-            args.batch, args.seq, args.dtype, order, args.rank, args.world,
+        say!(
+            "{files} shard(s) of {format} tokens, {tokens} tokens; batches of {} × (T = {}) as {}, \
+             {:?}, rank {}/{}: {epoch_len} windows per epoch for this rank, {config_bytes} bytes \
+             a batch, on {device}",
+            args.batch, args.seq, plan.ty, order, args.rank, args.world,
         )
     };
     if let Some(ordinal) = args.cuda {
@@ -162,7 +236,7 @@ fn run(args: &Args) -> pinring::Result<()> {
                 .build()?;
             header(config.batch_bytes(), &format!("cuda:{ordinal}"));
             // Stand-in for the training step: wait (host-side) until the batch is on the
-            // device. A trainer would `wait_on` its stream and `release_on` it instead.
+            // device. A trainer would `wait_on` its stream and release fenced on it instead.
             return drive(Pipeline::new(config, decoder, samples)?, |batch| {
                 batch.synchronize()
             });
@@ -187,7 +261,7 @@ fn run(args: &Args) -> pinring::Result<()> {
         }
         Ok(())
     })?;
-    println!("checksum {checksum}");
+    say!("checksum {checksum}");
     Ok(())
 }
 
@@ -206,12 +280,12 @@ fn drive<B: Backend>(
     }
     let elapsed = start.elapsed();
     let stats = pipeline.stats();
-    println!(
+    say!(
         "{batches} batches in {:.3} s: {:.0} batches/s, {:.2} GiB/s",
         elapsed.as_secs_f64(),
         batches as f64 / elapsed.as_secs_f64(),
         stats.throughput(elapsed) / (1u64 << 30) as f64,
     );
-    println!("{stats}");
+    say!("{stats}");
     Ok(())
 }

@@ -33,7 +33,8 @@ fn shard_inputs_reach_every_outcome() {
     let mut x: u64 = 0x0123_4567_89ab_cdef;
     let mut counts = std::collections::BTreeMap::new();
     for _ in 0..400 {
-        let len = 3 + (x % 200) as usize;
+        // Up to 300 bytes: a u32 shard needs twice the bytes for the tokens a window takes.
+        let len = 3 + (x % 300) as usize;
         let data: Vec<u8> = (0..len)
             .map(|_| {
                 x ^= x << 13;

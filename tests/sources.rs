@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pinring::source::{
-    write_shard, FileProblem, FixedRecords, NextToken, Order, Position, RecordBytes, Sampler,
-    ShardWriter, SourceError, SplitMix64, TokenShard, TokenShards, TokenType, TokenWindow, Tokens,
-    SHARD_MAGIC,
+    write_shard, write_shard_u32, FileProblem, FixedRecords, NextToken, Order, Position,
+    RecordBytes, RecordFile, RecordWindow, Sampler, ShardFormat, ShardWriter, SourceError,
+    SplitMix64, TokenShard, TokenShards, TokenType, TokenWindow, Tokens, SHARD_MAGIC,
+    SHARD_MAGIC_U32, SHARD_VERSION_U32,
 };
 use pinring::{Config, Decode, Error, Fence, Pipeline};
 
@@ -38,6 +39,11 @@ impl Drop for TempDir {
     }
 }
 
+/// `u16` tokens as the `u32` a window reads them as.
+fn widened(tokens: &[u16]) -> Vec<u32> {
+    tokens.iter().map(|&t| u32::from(t)).collect()
+}
+
 fn random_tokens(n: usize, seed: u64) -> Vec<u16> {
     let mut rng = SplitMix64::new(seed);
     (0..n).map(|_| rng.below(50257) as u16).collect()
@@ -52,6 +58,23 @@ fn raw_shard(path: &Path, header: [i32; 3], tokens: &[u16], extra: &[u8]) {
     bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
     bytes.extend_from_slice(extra);
     std::fs::write(path, bytes).unwrap();
+}
+
+/// A raw shard file of `u32` tokens: the header words given, then `tokens`, then `extra`.
+fn raw_shard_u32(path: &Path, header: [i32; 3], tokens: &[u32], extra: &[u8]) {
+    let mut bytes = vec![0u8; 1024];
+    for (i, w) in header.iter().enumerate() {
+        bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    bytes.extend_from_slice(extra);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Random `u32` tokens over a LLaMA-3-sized vocabulary (most above `u16::MAX`).
+fn random_tokens_u32(n: usize, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| rng.below(128_256) as u32).collect()
 }
 
 /// Shards of these lengths, tokens random; returns the source and the tokens written.
@@ -106,7 +129,7 @@ fn shard_round_trip() {
     let shard = TokenShard::open(&path).unwrap();
     assert_eq!(shard.len(), tokens.len());
     assert_eq!(shard.path(), path);
-    assert!((0..tokens.len()).all(|i| shard.token(i) == Some(tokens[i])));
+    assert!((0..tokens.len()).all(|i| shard.token(i) == Some(u32::from(tokens[i]))));
     assert_eq!(shard.token(tokens.len()), None);
     assert_eq!(shard.token(usize::MAX), None);
 
@@ -127,7 +150,7 @@ fn shard_round_trip() {
         .unwrap();
     let all: Vec<_> = sampler.epoch(0).collect();
     assert_eq!(all.len(), 1);
-    assert_eq!(all[0].to_vec(), tokens);
+    assert_eq!(all[0].to_vec(), widened(&tokens));
     assert_eq!(all[0].bytes(), &bytes[1024..]);
 }
 
@@ -274,7 +297,8 @@ fn malformed_shards_are_named_errors() {
                     f,
                     FileProblem::TrailingBytes {
                         count: 100,
-                        extra: 1
+                        extra: 1,
+                        token_bytes: 2
                     }
                 )
             },
@@ -330,8 +354,13 @@ fn malformed_shards_are_named_errors() {
     );
     assert!(err.to_string().contains(&*missing.to_string_lossy()));
 
-    // A directory is not a shard either.
-    assert!(TokenShard::open(&dir.0).is_err());
+    // A directory is not a shard either: the message says it is a directory.
+    let err = open_err(&dir.0);
+    assert!(
+        matches!(file_problem(&err), FileProblem::IsDirectory),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("is a directory"), "{err}");
 
     // The writer refuses to make a shard the reader would refuse.
     let err = write_shard(dir.path("nothing.bin"), &[]).unwrap_err();
@@ -407,11 +436,41 @@ fn sampler_rejects_bad_settings() {
             longest: 50
         }
     ));
-    // 2 windows of 50 tokens (25 + 1 each side, stride 25): rank 2 of 3 would get none.
-    assert!(matches!(
-        err(src.clone().windows(26).shard(2, 3)),
-        SourceError::NoWindows { .. }
-    ));
+    // Windows of 26 at stride 25: one in the shard of 50, none in the one of 20, so rank 2
+    // of 3 would get none. That is the rank's empty share, not a window that does not fit.
+    let e = err(src.clone().windows(26).shard(2, 3));
+    assert!(
+        matches!(
+            e,
+            SourceError::EmptyShare {
+                rank: 2,
+                world_size: 3,
+                windows: 1,
+                even_ranks: false
+            }
+        ),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.starts_with("rank 2's share of the epoch is empty"),
+        "{text}"
+    );
+    assert!(!text.contains("fits"), "{text}");
+    // With even_ranks, every rank's share is empty, and the message says why.
+    let e = err(src.clone().windows(26).shard(0, 3).even_ranks(true));
+    assert!(
+        matches!(
+            e,
+            SourceError::EmptyShare {
+                rank: 0,
+                even_ranks: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("even_ranks drops them all"), "{e}");
 
     let sampler = src.windows(11).build().unwrap(); // (50-11)/10+1 = 4, (20-11)/10+1 = 1
     assert_eq!(sampler.epoch_len(), 5);
@@ -444,7 +503,7 @@ fn sequential_windows_follow_the_grid() {
     assert_eq!(got.len(), expected.len());
     for (w, (s, start, tokens)) in got.iter().zip(&expected) {
         assert_eq!(w.shard().path(), dir.path(&format!("shard_{s:03}.bin")));
-        assert_eq!((w.start(), w.to_vec()), (*start, tokens.clone()));
+        assert_eq!((w.start(), w.to_vec()), (*start, widened(tokens)));
     }
     // Sequential epochs repeat, and the endless iterator runs straight into the next.
     let two: Vec<_> = sampler
@@ -860,7 +919,7 @@ fn records_through_the_pipeline() {
         .unwrap();
     let order: Vec<_> = sampler
         .epoch(0)
-        .map(|w| (u8::from(w.file().path() == paths[1]), w.first()))
+        .map(|w| (u8::from(w.file().path() == paths[1]), w.start()))
         .collect();
     let config = Config::builder()
         .samples_per_batch(10)
@@ -930,4 +989,577 @@ fn decoders_reject_wrong_sizes() {
         }
         other => panic!("expected a decode error, got {other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors that name the real cause
+
+#[test]
+fn a_directory_or_a_device_is_named_as_such() {
+    let dir = TempDir::new("not-files");
+    let sub = dir.path("data");
+    std::fs::create_dir(&sub).unwrap();
+    // As a shard, as a record file, in a list, and through a glob that matches it.
+    let errs = [
+        TokenShard::open(&sub).unwrap_err(),
+        FixedRecords::open([&sub], 4).unwrap_err(),
+        TokenShards::open([&sub]).unwrap_err(),
+        TokenShards::glob(dir.path("dat*")).unwrap_err(),
+    ];
+    for err in &errs {
+        assert!(
+            matches!(file_problem(err), FileProblem::IsDirectory),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&*sub.to_string_lossy()), "{text}");
+        assert!(text.contains("is a directory"), "{text}");
+        assert!(!text.contains("os error"), "{text}");
+    }
+    // A character device is not a file to map either (and is not opened for reading).
+    let null = Path::new("/dev/null");
+    if null.exists() {
+        let err = TokenShard::open(null).unwrap_err();
+        assert!(
+            matches!(file_problem(&err), FileProblem::NotAFile),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let err = RecordFile::open(null, 4).unwrap_err();
+        assert!(
+            matches!(file_problem(&err), FileProblem::NotAFile),
+            "{err:?}"
+        );
+    }
+}
+
+/// The issue's case: 100000 ranks over a shard of far fewer windows. The message's main
+/// cause is the empty share, and it gives the numbers.
+#[test]
+fn an_empty_rank_share_is_named_as_the_cause() {
+    let dir = TempDir::new("empty-share");
+    let (src, _) = shards(&dir, &[10_000]);
+    let err = src
+        .clone()
+        .windows(1025)
+        .shard(99_999, 100_000)
+        .build()
+        .unwrap_err();
+    let Error::Source(e) = &err else {
+        panic!("not a source error: {err:?}")
+    };
+    // 10000 tokens at stride 1024: 9 windows of 1025.
+    assert!(
+        matches!(
+            e,
+            SourceError::EmptyShare {
+                rank: 99_999,
+                world_size: 100_000,
+                windows: 9,
+                even_ranks: false
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "rank 99999's share of the epoch is empty: the epoch has 9 window(s) for 100000 \
+         ranks, so ranks 9 to 99999 get none; use fewer ranks, shorter windows or more data"
+    );
+    // Rank 8 of the same world still gets its one window.
+    assert_eq!(
+        src.clone()
+            .windows(1025)
+            .shard(8, 100_000)
+            .build()
+            .unwrap()
+            .epoch_len(),
+        1
+    );
+    // A window longer than every file is still NoWindows, and says only that.
+    let err = src
+        .windows(10_001)
+        .shard(99_999, 100_000)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Source(SourceError::NoWindows {
+                window: 10_001,
+                longest: 10_000
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "no window of 10001 units fits: the longest file holds 10000"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// llm.c's u32 (LLaMA-3) shards
+
+#[test]
+fn u32_shards_round_trip() {
+    let dir = TempDir::new("u32-roundtrip");
+    let tokens = random_tokens_u32(10_007, 5);
+    assert!(tokens.iter().any(|&t| t > u32::from(u16::MAX)));
+    let path = dir.path("a.bin");
+    write_shard_u32(&path, &tokens).unwrap();
+
+    // The bytes on disk are llm.c's LLaMA-3 format exactly.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), 1024 + 4 * tokens.len());
+    let word = |i: usize| i32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
+    assert_eq!((word(0), word(1), word(2)), (20240801, 7, 10_007));
+    assert_eq!((SHARD_MAGIC_U32, SHARD_VERSION_U32), (20240801, 7));
+    assert!(bytes[12..1024].iter().all(|&b| b == 0));
+    let on_disk: Vec<u32> = bytes[1024..]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(on_disk, tokens);
+
+    let shard = TokenShard::open(&path).unwrap();
+    assert_eq!(shard.format(), ShardFormat::U32);
+    assert_eq!(shard.format().token_bytes(), 4);
+    assert_eq!(shard.len(), tokens.len());
+    assert!((0..tokens.len()).all(|i| shard.token(i) == Some(tokens[i])));
+    assert_eq!(shard.token(tokens.len()), None);
+    assert_eq!(shard.token_bytes(), &bytes[1024..]);
+
+    // Written in pieces, by either constructor, the same file.
+    for (i, generic) in [false, true].into_iter().enumerate() {
+        let path2 = dir.path(&format!("b{i}.bin"));
+        let mut writer = if generic {
+            ShardWriter::<u32>::create_as(&path2).unwrap()
+        } else {
+            ShardWriter::create_u32(&path2).unwrap()
+        };
+        assert_eq!(writer.format(), ShardFormat::U32);
+        for chunk in tokens.chunks(3001) {
+            writer.write(chunk).unwrap();
+        }
+        assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
+        assert_eq!(std::fs::read(&path2).unwrap(), bytes);
+    }
+
+    // Windows read the u32 tokens.
+    let sampler = TokenShards::open([&path])
+        .unwrap()
+        .windows(65)
+        .build()
+        .unwrap();
+    for w in sampler.epoch(0) {
+        assert_eq!(w.format(), ShardFormat::U32);
+        assert_eq!(w.to_vec(), tokens[w.start()..w.start() + w.len()]);
+        assert_eq!(w.bytes().len(), 4 * w.len());
+    }
+
+    // A file made by hand in the format (not by this crate's writer) opens too.
+    let by_hand = dir.path("hand.bin");
+    raw_shard_u32(&by_hand, [20240801, 7, 3], &[0, 128_255, u32::MAX], &[]);
+    let shard = TokenShard::open(&by_hand).unwrap();
+    assert_eq!(
+        (0..3).map(|i| shard.token(i)).collect::<Vec<_>>(),
+        [Some(0), Some(128_255), Some(u32::MAX)]
+    );
+    // The GPT-2 format still reads as u16.
+    write_shard(dir.path("u16.bin"), &[1, 2, 65535]).unwrap();
+    let shard = TokenShard::open(dir.path("u16.bin")).unwrap();
+    assert_eq!(
+        (shard.format(), shard.token(2)),
+        (ShardFormat::U16, Some(65535))
+    );
+}
+
+#[test]
+fn malformed_shards_of_each_format_are_named_errors() {
+    let dir = TempDir::new("malformed-formats");
+    let t16 = random_tokens(100, 3);
+    let t32 = random_tokens_u32(100, 3);
+    let as_u32: Vec<u32> = t16.iter().map(|&t| u32::from(t)).collect();
+    let as_u16: Vec<u16> = t32
+        .iter()
+        .flat_map(|&t| [t as u16, (t >> 16) as u16])
+        .collect();
+    type Check = fn(&FileProblem) -> bool;
+    /// (name, how to make the file, the problem expected, phrases the message has).
+    type Case = (
+        &'static str,
+        Box<dyn Fn(&Path)>,
+        Check,
+        &'static [&'static str],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "u16_magic_u32_version",
+            Box::new({
+                let t = t16.clone();
+                move |p| raw_shard(p, [20240520, 7, 100], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::BadVersion {
+                        found: 7,
+                        expected: 1
+                    }
+                )
+            },
+            &[
+                "unsupported version 7",
+                "u16 (llm.c GPT-2)",
+                "magic 20240520",
+                "expected 1",
+            ],
+        ),
+        (
+            "u32_magic_u16_version",
+            Box::new({
+                let t = t32.clone();
+                move |p| raw_shard_u32(p, [20240801, 1, 100], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::BadVersion {
+                        found: 1,
+                        expected: 7
+                    }
+                )
+            },
+            &[
+                "unsupported version 1",
+                "u32 (llm.c LLaMA-3)",
+                "magic 20240801",
+                "expected 7",
+            ],
+        ),
+        (
+            "u32_bad_version",
+            Box::new({
+                let t = t32.clone();
+                move |p| raw_shard_u32(p, [20240801, 8, 100], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::BadVersion {
+                        found: 8,
+                        expected: 7
+                    }
+                )
+            },
+            &["unsupported version 8", "u32"],
+        ),
+        (
+            "neither_magic",
+            Box::new({
+                let t = t32.clone();
+                move |p| raw_shard_u32(p, [20240802, 7, 100], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::BadMagic {
+                        found: 20240802,
+                        ..
+                    }
+                )
+            },
+            &["wrong magic number 20240802", "20240520", "20240801"],
+        ),
+        (
+            "u32_truncated",
+            Box::new({
+                let t = t32.clone();
+                move |p| raw_shard_u32(p, [20240801, 7, 101], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::TokensBeyondFile {
+                        count: 101,
+                        needed: 1428,
+                        len: 1424
+                    }
+                )
+            },
+            &["beyond the file"],
+        ),
+        (
+            "u32_truncated_header",
+            Box::new(|p| std::fs::write(p, SHARD_MAGIC_U32.to_le_bytes().repeat(10)).unwrap()),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::TruncatedHeader {
+                        len: 40,
+                        needed: 1024
+                    }
+                )
+            },
+            &["truncated header"],
+        ),
+        (
+            "u32_trailing_bytes",
+            Box::new({
+                let t = t32.clone();
+                move |p| raw_shard_u32(p, [20240801, 7, 100], &t, &[1, 2, 3])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::TrailingBytes {
+                        count: 100,
+                        extra: 3,
+                        token_bytes: 4
+                    }
+                )
+            },
+            &["3 trailing bytes"],
+        ),
+        (
+            // A u32 shard behind a u16 header: the file is twice the size it should be.
+            "u32_tokens_under_u16_header",
+            Box::new({
+                let t = as_u32.clone();
+                move |p| raw_shard_u32(p, [20240520, 1, 100], &t, &[])
+            }),
+            |f| {
+                matches!(
+                    f,
+                    FileProblem::TrailingBytes {
+                        count: 100,
+                        extra: 200,
+                        token_bytes: 2
+                    }
+                )
+            },
+            &[
+                "200 trailing bytes",
+                "exactly 4 bytes per counted token",
+                "32-bit",
+                "u32 tokens with magic 20240801 and version 7",
+            ],
+        ),
+        (
+            // The reverse: u16 tokens behind a u32 header.
+            "u16_tokens_under_u32_header",
+            Box::new({
+                let t = as_u16.clone();
+                move |p| raw_shard(p, [20240801, 7, 200], &t, &[])
+            }),
+            |f| matches!(f, FileProblem::TokensBeyondFile { count: 200, .. }),
+            &[
+                "beyond the file",
+                "exactly 2 bytes per counted token",
+                "16-bit",
+                "u16 tokens go with magic 20240520",
+            ],
+        ),
+    ];
+    for (name, make, check, phrases) in cases {
+        let path = dir.path(&format!("{name}.bin"));
+        make(&path);
+        let err = open_err(&path);
+        assert!(check(file_problem(&err)), "{name}: unexpected {err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&*path.to_string_lossy()), "{name}: `{text}`");
+        for phrase in phrases {
+            assert!(
+                text.contains(phrase),
+                "{name}: `{text}` does not say `{phrase}`"
+            );
+        }
+    }
+    // An odd number of trailing bytes fits no width: no hint.
+    let path = dir.path("odd.bin");
+    raw_shard(&path, [20240520, 1, 100], &t16, &[9]);
+    let text = open_err(&path).to_string();
+    assert!(!text.contains("per counted token"), "{text}");
+}
+
+/// The token decoders read u32 shards: i32 and i64 byte for byte through the pipeline;
+/// u16 refused up front and per window; a token above i32::MAX never wrapped.
+#[test]
+fn u32_token_batches_through_the_pipeline() {
+    let dir = TempDir::new("u32-pipeline");
+    let tokens = random_tokens_u32(3001, 9);
+    let path = dir.path("llama.bin");
+    write_shard_u32(&path, &tokens).unwrap();
+    // A GPT-2 shard beside it: shards of both formats may be mixed.
+    let t16 = random_tokens(1001, 10);
+    write_shard(dir.path("gpt2.bin"), &t16).unwrap();
+    let src = TokenShards::open([dir.path("gpt2.bin"), path.clone()]).unwrap();
+    assert_eq!(src.format(), ShardFormat::U32);
+    assert_eq!(
+        TokenShards::open([dir.path("gpt2.bin")]).unwrap().format(),
+        ShardFormat::U16
+    );
+    const T: usize = 32;
+    const B: usize = 4;
+    let mut windows: Vec<Vec<u32>> = Vec::new();
+    for all in [widened(&t16), tokens.clone()] {
+        let mut s = 0;
+        while s + T < all.len() {
+            windows.push(all[s..s + T + 1].to_vec());
+            s += T;
+        }
+    }
+    let sampler = src.clone().windows(T as u64 + 1).build().unwrap();
+    assert_eq!(sampler.epoch_len(), windows.len() as u64);
+    for ty in [TokenType::I32, TokenType::I64] {
+        src.check_token_type(ty).unwrap();
+        let le = |t: u32| match ty {
+            TokenType::I32 => i32::try_from(t).unwrap().to_le_bytes().to_vec(),
+            _ => i64::from(t).to_le_bytes().to_vec(),
+        };
+        let expected: Vec<u8> = windows
+            .iter()
+            .flat_map(|w| {
+                let inputs = w[..T].iter().map(|&t| le(t));
+                let targets = w[1..].iter().map(|&t| le(t));
+                inputs.chain(targets).flatten().collect::<Vec<_>>()
+            })
+            .collect();
+        let decoder = NextToken::new(ty);
+        let mut p = Pipeline::new(
+            token_config(&decoder, T as u64 + 1, B),
+            decoder,
+            sampler.epoch(0),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        drain(&mut p, None, &mut got);
+        assert!(got.concat() == expected, "{ty}: batch bytes differ");
+
+        let decoder = Tokens::new(ty);
+        let mut p = Pipeline::new(
+            token_config(&decoder, T as u64 + 1, B),
+            decoder,
+            sampler.epoch(0),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        drain(&mut p, None, &mut got);
+        let expected: Vec<u8> = windows.iter().flatten().flat_map(|&t| le(t)).collect();
+        assert!(got.concat() == expected, "{ty}: Tokens bytes differ");
+    }
+
+    // u16 cannot hold u32 tokens: refused up front, naming the shard...
+    let err = src.check_token_type(TokenType::U16).unwrap_err();
+    match &err {
+        Error::Source(SourceError::TokenTypeTooNarrow {
+            path: p,
+            format: ShardFormat::U32,
+            ty: TokenType::U16,
+        }) => assert_eq!(p, &path),
+        other => panic!("expected TokenTypeTooNarrow, got {other:?}"),
+    }
+    assert!(err.to_string().contains("decode it as i32 or i64"), "{err}");
+    // ...and, unchecked, every window of the u32 shard is a decode error (the u16 shard's
+    // decode fine).
+    let u32_window = sampler
+        .epoch(0)
+        .find(|w| w.format() == ShardFormat::U32)
+        .unwrap();
+    let u16_window = sampler.epoch(0).next().unwrap();
+    let decoder = NextToken::new(TokenType::U16);
+    let mut out = vec![0u8; decoder.sample_bytes(T as u64 + 1)];
+    let e = decoder.decode(u32_window.clone(), &mut out).unwrap_err();
+    assert!(e.to_string().contains("which u16 cannot hold"), "{e}");
+    decoder.decode(u16_window, &mut out).unwrap();
+    let mut out = vec![0u8; Tokens::new(TokenType::U16).sample_bytes(T as u64 + 1)];
+    assert!(Tokens::new(TokenType::U16)
+        .decode(u32_window, &mut out)
+        .is_err());
+}
+
+#[test]
+fn a_u32_token_above_i32_max_is_an_error_not_a_wrap() {
+    let dir = TempDir::new("u32-big");
+    let path = dir.path("big.bin");
+    let mut tokens: Vec<u32> = (0..65).collect();
+    tokens[37] = 3_000_000_000;
+    write_shard_u32(&path, &tokens).unwrap();
+    let src = TokenShards::open([&path]).unwrap();
+    // The up-front check passes i32 (it cannot scan the data): decode finds the token.
+    src.check_token_type(TokenType::I32).unwrap();
+    let sampler = src.windows(17).build().unwrap(); // windows at 0, 16, 32, 48
+    let windows: Vec<TokenWindow> = sampler.epoch(0).collect();
+    assert_eq!(windows.len(), 4);
+    for (i, w) in windows.iter().enumerate() {
+        let holds_big = i == 2;
+        let tokens = Tokens::new(TokenType::I32);
+        let mut out = vec![0u8; tokens.sample_bytes(17)];
+        let r = tokens.decode(w.clone(), &mut out);
+        assert_eq!(r.is_err(), holds_big, "window {i}");
+        if let Err(e) = r {
+            let text = e.to_string();
+            assert!(text.contains("token 3000000000 (index 37 of"), "{text}");
+            assert!(text.contains("does not fit i32"), "{text}");
+            assert!(text.contains("decode as i64"), "{text}");
+        }
+        // i64 holds it.
+        let wide = Tokens::new(TokenType::I64);
+        let mut out = vec![0u8; wide.sample_bytes(17)];
+        wide.decode(w.clone(), &mut out).unwrap();
+        let got: Vec<i64> = out
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<i64> = w.tokens().map(i64::from).collect();
+        assert_eq!(got, want);
+    }
+    // Through the pipeline: the batch holding the window fails with the decoder's message,
+    // after every batch before it.
+    let decoder = NextToken::new(TokenType::I32);
+    let mut p = Pipeline::new(token_config(&decoder, 17, 1), decoder, sampler.epoch(0)).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(drain(&mut p, Some(2), &mut got), 2);
+    match p.pop() {
+        Err(Error::Decode {
+            seq: 2,
+            sample: 0,
+            message,
+        }) => assert!(message.contains("token 3000000000"), "{message}"),
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Names that match
+
+/// Both window types say where they start and how long they are with the same words,
+/// counted in their units (tokens, records), and agree with the bytes they hold.
+#[test]
+fn windows_name_start_and_len_alike() {
+    let dir = TempDir::new("names");
+    let path = dir.path("r.bin");
+    let bytes: Vec<u8> = (0..40u8).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let file = std::sync::Arc::new(RecordFile::open(&path, 4).unwrap());
+    let w = RecordWindow::new(file.clone(), 3, 2).unwrap();
+    assert_eq!((w.start(), w.len(), w.is_empty()), (3, 2, false));
+    assert_eq!(w.bytes(), &bytes[12..20]);
+    assert!(RecordWindow::new(file.clone(), 9, 2).is_none());
+    assert!(RecordWindow::new(file, usize::MAX, 2).is_none());
+    let sampler = Sampler::builder(FixedRecords::open([&path], 4).unwrap())
+        .window(3)
+        .build()
+        .unwrap();
+    let starts: Vec<_> = sampler.epoch(0).map(|w| (w.start(), w.len())).collect();
+    assert_eq!(starts, [(0, 3), (3, 3), (6, 3)]);
+
+    let spath = dir.path("t.bin");
+    write_shard(&spath, &(0..40u16).collect::<Vec<_>>()).unwrap();
+    let shard = std::sync::Arc::new(TokenShard::open(&spath).unwrap());
+    let w = TokenWindow::new(shard.clone(), 3, 2).unwrap();
+    assert_eq!((w.start(), w.len(), w.is_empty()), (3, 2, false));
+    assert_eq!(w.to_vec(), [3, 4]);
+    assert!(TokenWindow::new(shard, 39, 2).is_none());
 }

@@ -1,8 +1,10 @@
-//! The `shard` property: arbitrary bytes as a token-shard file give either the error the
-//! format's documented checks name (a `SourceError::File` for this file with the right
-//! `FileProblem`) or a shard whose every token reads back as the file's bytes; samplers
-//! over it yield only windows inside it, with the file's tokens; the token decoders
-//! write exactly those tokens, and reject a wrong sample size instead of panicking.
+//! The `shard` property: arbitrary bytes as a token-shard file (of either format: `u16`
+//! or `u32` tokens) give either the error the format's documented checks name (a
+//! `SourceError::File` for this file with the right `FileProblem`) or a shard whose every
+//! token reads back as the file's bytes; samplers over it yield only windows inside it,
+//! with the file's tokens and the id and epoch that name them; the token decoders write
+//! exactly those tokens, refuse a type that cannot hold one (u16 from a u32 shard, i32
+//! for a token above `i32::MAX`) and reject a wrong sample size instead of panicking.
 //!
 //! Shared by `fuzz/fuzz_targets/shard.rs` and `tests/prop_shard.rs` through `#[path]`.
 
@@ -10,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pinring::source::{
-    FileProblem, NextToken, Order, Sampler, SourceError, TokenShard, TokenShards, TokenType,
-    Tokens, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_VERSION,
+    FileProblem, NextToken, Order, Sampler, ShardFormat, SourceError, TokenShard, TokenShards,
+    TokenType, Tokens, SHARD_HEADER_BYTES, SHARD_MAGIC,
 };
 use pinring::{Decode, Error};
 
@@ -71,17 +73,29 @@ impl ShardInput {
             }
             file
         } else {
-            // One fault at most, chosen by `mode % 8`; 0 and 5..=7 build a valid file.
+            // One fault at most, chosen by `mode % 8`; 0, 6, 7 and half the 5s build a
+            // valid file.
+            // Bit 0x20 picks the format: u32 tokens (LLaMA-3) or u16 (GPT-2).
             let fault = mode % 8;
+            let format = if mode & 0x20 != 0 {
+                ShardFormat::U32
+            } else {
+                ShardFormat::U16
+            };
+            let other = match format {
+                ShardFormat::U16 => ShardFormat::U32,
+                _ => ShardFormat::U16,
+            };
             let magic = if fault == 1 {
                 b.le(4) as i32
             } else {
-                SHARD_MAGIC
+                format.magic()
             };
-            let version = if fault == 2 {
-                b.le(4) as i32
-            } else {
-                SHARD_VERSION
+            let version = match fault {
+                // The other format's version half the time: a header mixing the two.
+                2 if mode & 0x40 != 0 => other.version(),
+                2 => b.le(4) as i32,
+                _ => format.version(),
             };
             let mut header = vec![0u8; SHARD_HEADER_BYTES];
             if mode & 0x10 != 0 {
@@ -94,10 +108,15 @@ impl ShardInput {
             while !b.is_empty() {
                 tokens.push(b.u8());
             }
-            if tokens.len() % 2 == 1 && fault != 3 {
-                tokens.pop();
+            // Fault 5 with bit 0x40: the tokens are written at the other format's width,
+            // and the count is the number of those tokens (a u32 shard behind a u16
+            // header, or the reverse).
+            let wrong_width = fault == 5 && mode & 0x40 != 0;
+            let width = if wrong_width { other } else { format }.token_bytes();
+            if fault != 3 {
+                tokens.truncate(tokens.len() / width * width);
             }
-            let whole = (tokens.len() / 2) as i64;
+            let whole = (tokens.len() / width) as i64;
             let count = match (fault, count_mode % 5) {
                 (4, 0) => 0,
                 (4, 1) => -1 - i64::from(count_mode >> 3),
@@ -144,16 +163,16 @@ fn expected_problem(file: &[u8]) -> Option<FileProblem> {
         });
     }
     let word = |i: usize| i32::from_le_bytes(file[i * 4..i * 4 + 4].try_into().unwrap());
-    if word(0) != SHARD_MAGIC {
+    let Some(format) = ShardFormat::from_magic(word(0)) else {
         return Some(FileProblem::BadMagic {
             found: word(0),
             expected: SHARD_MAGIC,
         });
-    }
-    if word(1) != SHARD_VERSION {
+    };
+    if word(1) != format.version() {
         return Some(FileProblem::BadVersion {
             found: word(1),
-            expected: SHARD_VERSION,
+            expected: format.version(),
         });
     }
     let count = word(2);
@@ -163,7 +182,8 @@ fn expected_problem(file: &[u8]) -> Option<FileProblem> {
         });
     }
     let count = count as u64;
-    let needed = header + 2 * count;
+    let width = format.token_bytes() as u64;
+    let needed = header + width * count;
     if needed > len {
         return Some(FileProblem::TokensBeyondFile { count, needed, len });
     }
@@ -171,6 +191,7 @@ fn expected_problem(file: &[u8]) -> Option<FileProblem> {
         return Some(FileProblem::TrailingBytes {
             count,
             extra: len - needed,
+            token_bytes: width,
         });
     }
     None
@@ -211,12 +232,17 @@ fn same_problem(a: &FileProblem, b: &FileProblem) -> bool {
             },
         ) => (count, needed, len) == (c2, n2, l2),
         (
-            P::TrailingBytes { count, extra },
+            P::TrailingBytes {
+                count,
+                extra,
+                token_bytes,
+            },
             P::TrailingBytes {
                 count: c2,
                 extra: e2,
+                token_bytes: t2,
             },
-        ) => (count, extra) == (c2, e2),
+        ) => (count, extra, token_bytes) == (c2, e2, t2),
         _ => false,
     }
 }
@@ -282,9 +308,23 @@ pub fn check(input: &ShardInput, file: &TempFile) -> Result<Reached, String> {
             };
         }
     };
-    let tokens: Vec<u16> = input.file[SHARD_HEADER_BYTES..]
-        .chunks_exact(2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    let format = ShardFormat::from_magic(i32::from_le_bytes(
+        input.file[..4].try_into().expect("a header"),
+    ))
+    .ok_or("opened a file of neither magic")?;
+    if shard.format() != format {
+        return Err(format!(
+            "opened as {:?}, the magic says {format:?}",
+            shard.format()
+        ));
+    }
+    let tokens: Vec<u32> = input.file[SHARD_HEADER_BYTES..]
+        .chunks_exact(format.token_bytes())
+        .map(|b| match *b {
+            [b0, b1] => u32::from(u16::from_le_bytes([b0, b1])),
+            [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]),
+            _ => unreachable!("widths are 2 and 4"),
+        })
         .collect();
     if shard.len() != tokens.len() || shard.is_empty() {
         return Err(format!(
@@ -321,7 +361,7 @@ pub fn check(input: &ShardInput, file: &TempFile) -> Result<Reached, String> {
 fn check_sampler(
     input: &ShardInput,
     shard: Arc<TokenShard>,
-    tokens: &[u16],
+    tokens: &[u32],
 ) -> Result<Reached, String> {
     let shards = TokenShards::from_shards([shard]).map_err(|e| format!("from_shards: {e}"))?;
     let mut builder = Sampler::builder(shards)
@@ -345,8 +385,17 @@ fn check_sampler(
                 Error::Source(SourceError::BadRank { rank, world_size }) => {
                     *rank >= *world_size && *world_size == input.world_size
                 }
-                // No window fits, or this rank's share of the epoch is empty.
+                // No window fits in the file.
                 Error::Source(SourceError::NoWindows { window, longest }) => {
+                    *window == w && *longest == n && w > n
+                }
+                // Windows fit, but this rank's share of the epoch is empty.
+                Error::Source(SourceError::EmptyShare {
+                    rank,
+                    world_size,
+                    windows: got,
+                    even_ranks,
+                }) => {
                     let world = input.world_size;
                     let windows = if w <= n { (n - w) / stride + 1 } else { 0 };
                     let epoch = if input.even_ranks {
@@ -355,7 +404,10 @@ fn check_sampler(
                         windows
                     };
                     let share = epoch / world + u64::from(input.rank < epoch % world);
-                    *window == w && *longest == n && share == 0
+                    (*rank, *world_size, *got, *even_ranks)
+                        == (input.rank, world, windows, input.even_ranks)
+                        && windows > 0
+                        && share == 0
                 }
                 _ => false,
             };
@@ -400,6 +452,18 @@ fn check_sampler(
             if !matches!(input.order, Order::Random { .. }) && start % stride != 0 {
                 return Err(format!("grid window at {start}, off the stride {stride}"));
             }
+            // One shard: a grid window's id is its grid index, a random one's its start.
+            let id_start = match input.order {
+                Order::Random { .. } => window.id(),
+                _ => window.id() * stride,
+            };
+            if id_start != start || window.epoch() != epoch {
+                return Err(format!(
+                    "window at {start} of epoch {epoch} has id {} and epoch {}",
+                    window.id(),
+                    window.epoch()
+                ));
+            }
             if i < 64 {
                 check_decoders(&window, want, ty)?;
             }
@@ -423,10 +487,11 @@ fn check_sampler(
     Ok(Reached::Sampled)
 }
 
-/// The token decoders write exactly the window's tokens and reject a wrong size.
+/// The token decoders write exactly the window's tokens, refuse a type that cannot hold
+/// one, and reject a wrong size.
 fn check_decoders(
     window: &pinring::source::TokenWindow,
-    want: &[u16],
+    want: &[u32],
     ty: TokenType,
 ) -> Result<(), String> {
     let read = |out: &[u8]| -> Vec<u64> {
@@ -439,13 +504,26 @@ fn check_decoders(
             .collect()
     };
     let want64: Vec<u64> = want.iter().map(|&t| u64::from(t)).collect();
+    // Whether `ty` holds these tokens: u16 never holds a u32 shard's (whatever their
+    // values), i32 holds tokens up to i32::MAX.
+    let holds = |tokens: &[u64]| match (window.format(), ty) {
+        (ShardFormat::U32, TokenType::U16) => false,
+        (_, TokenType::I32) => tokens.iter().all(|&t| t <= i32::MAX as u64),
+        _ => true,
+    };
     let tokens = Tokens::new(ty);
     let mut out = vec![0u8; tokens.sample_bytes(want.len() as u64)];
-    tokens
-        .decode(window.clone(), &mut out)
-        .map_err(|e| format!("Tokens decode: {e}"))?;
-    if read(&out) != want64 {
-        return Err(format!("Tokens as {ty} wrote the wrong values"));
+    match (tokens.decode(window.clone(), &mut out), holds(&want64)) {
+        (Ok(()), true) => {
+            if read(&out) != want64 {
+                return Err(format!("Tokens as {ty} wrote the wrong values"));
+            }
+        }
+        (Ok(()), false) => {
+            return Err(format!("Tokens as {ty} accepted tokens it cannot hold"));
+        }
+        (Err(e), true) => return Err(format!("Tokens decode: {e}")),
+        (Err(_), false) => {}
     }
     let mut short = vec![0u8; out.len().saturating_sub(1)];
     if tokens.decode(window.clone(), &mut short).is_ok() {
@@ -454,15 +532,20 @@ fn check_decoders(
     let next = NextToken::new(ty);
     let mut out = vec![0u8; next.sample_bytes(want.len() as u64)];
     match next.decode(window.clone(), &mut out) {
-        Ok(()) if want.len() >= 2 => {
+        Ok(()) if want.len() >= 2 && holds(&want64) => {
             let (inputs, targets) = NextToken::split(&out);
             let t = want.len() - 1;
             if read(inputs) != want64[..t] || read(targets) != want64[1..] {
                 return Err(format!("NextToken as {ty} wrote the wrong values"));
             }
         }
+        Ok(()) if want.len() >= 2 => {
+            return Err(format!("NextToken as {ty} accepted tokens it cannot hold"))
+        }
         Ok(()) => return Err("NextToken accepted a window of one token".into()),
-        Err(e) if want.len() >= 2 => return Err(format!("NextToken decode: {e}")),
+        Err(e) if want.len() >= 2 && holds(&want64) => {
+            return Err(format!("NextToken decode: {e}"))
+        }
         Err(_) => {}
     }
     Ok(())

@@ -8,18 +8,26 @@
 use std::fmt;
 
 use super::fixed_records::RecordWindow;
-use super::token_shards::TokenWindow;
+use super::token_shards::{ShardFormat, TokenWindow};
 use crate::decode::Decode;
 use crate::error::DecodeError;
 
 /// The integer type tokens are written as in the batch.
+///
+/// The token decoders read shards of either [`ShardFormat`]. From a `u32` shard:
+/// [`I64`](Self::I64) holds every token; [`I32`](Self::I32) holds every token up to
+/// `i32::MAX` (llm.c's vocabularies are far below it) and a larger token is a
+/// [`DecodeError`] naming it, never wrapped into a negative id; [`U16`](Self::U16) is
+/// refused for every window (a `DecodeError`; check up front with
+/// [`TokenShards::check_token_type`](super::TokenShards::check_token_type)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TokenType {
-    /// `u16`, as stored: a plain copy.
+    /// `u16`: a plain copy of a `u16` shard's tokens. Cannot hold a `u32` shard's.
     U16,
-    /// `i32` (what embedding lookups in most frameworks take).
+    /// `i32` (what embedding lookups in most frameworks take). A `u32` shard's token
+    /// above `i32::MAX` is a [`DecodeError`], not a wrapped value.
     I32,
-    /// `i64` (PyTorch's default index type).
+    /// `i64` (PyTorch's default index type): holds every token of either format.
     I64,
 }
 
@@ -31,6 +39,13 @@ impl TokenType {
             TokenType::I32 => 4,
             TokenType::I64 => 8,
         }
+    }
+
+    /// Whether this type holds every token a shard of `format` may store: false only
+    /// for [`U16`](Self::U16) from [`ShardFormat::U32`]. ([`I32`](Self::I32) is accepted
+    /// for `u32` shards; a token above `i32::MAX` fails at decode time.)
+    pub const fn holds(self, format: ShardFormat) -> bool {
+        !matches!((self, format), (TokenType::U16, ShardFormat::U32))
     }
 
     /// The type's name, as in Rust.
@@ -49,24 +64,78 @@ impl fmt::Display for TokenType {
     }
 }
 
-/// Writes `src` (little-endian `u16` tokens) into `out` as `ty`. `out` must be exactly
-/// `src.len() / 2 * ty.bytes()` long; the callers check.
-fn widen(src: &[u8], ty: TokenType, out: &mut [u8]) {
-    let tokens = src
-        .chunks_exact(2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]));
-    match ty {
-        TokenType::U16 => out.copy_from_slice(src),
-        TokenType::I32 => {
-            for (o, t) in out.chunks_exact_mut(4).zip(tokens) {
-                o.copy_from_slice(&i32::from(t).to_le_bytes());
+/// Writes tokens `from..from + n` of `window` into `out` as `ty`, where `n` is
+/// `out.len() / ty.bytes()`; the callers check that `out` has the size they need and that
+/// the tokens lie in the window.
+fn widen(
+    window: &TokenWindow,
+    from: usize,
+    ty: TokenType,
+    out: &mut [u8],
+) -> Result<(), DecodeError> {
+    let n = out.len() / ty.bytes();
+    let width = window.format().token_bytes();
+    let src = window
+        .bytes()
+        .get(from * width..(from + n) * width)
+        .unwrap_or(&[]);
+    match (window.format(), ty) {
+        (ShardFormat::U16, TokenType::U16) => out.copy_from_slice(src),
+        (ShardFormat::U16, TokenType::I32) => {
+            for (o, b) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
+                o.copy_from_slice(&i32::from(u16::from_le_bytes([b[0], b[1]])).to_le_bytes());
             }
         }
-        TokenType::I64 => {
-            for (o, t) in out.chunks_exact_mut(8).zip(tokens) {
-                o.copy_from_slice(&i64::from(t).to_le_bytes());
+        (ShardFormat::U16, TokenType::I64) => {
+            for (o, b) in out.chunks_exact_mut(8).zip(src.chunks_exact(2)) {
+                o.copy_from_slice(&i64::from(u16::from_le_bytes([b[0], b[1]])).to_le_bytes());
             }
         }
+        (ShardFormat::U32, TokenType::U16) => {
+            return Err(DecodeError::new(format!(
+                "{} holds u32 tokens, which u16 cannot hold: decode as i32 or i64 \
+                 (TokenShards::check_token_type finds this up front)",
+                window.shard().path().display()
+            )))
+        }
+        (ShardFormat::U32, TokenType::I32) => {
+            // The bytes of a u32 up to i32::MAX are those of the same i32: copy, and
+            // check the high bits once for the whole window (no branch per token).
+            out.copy_from_slice(src);
+            let high = src.chunks_exact(4).fold(0u8, |acc, b| acc | b[3]) & 0x80;
+            if high != 0 {
+                let (i, t) = src
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .enumerate()
+                    .find(|&(_, t)| t > i32::MAX as u32)
+                    .unwrap_or((0, 0));
+                return Err(DecodeError::new(format!(
+                    "token {t} (index {} of {}) does not fit i32, whose largest is {}: \
+                     decode as i64",
+                    window.start() + from + i,
+                    window.shard().path().display(),
+                    i32::MAX
+                )));
+            }
+        }
+        (ShardFormat::U32, TokenType::I64) => {
+            for (o, b) in out.chunks_exact_mut(8).zip(src.chunks_exact(4)) {
+                o.copy_from_slice(
+                    &i64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes(),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `n` as `usize`, or `usize::MAX` when it does not fit.
+const fn saturating_usize(n: u64) -> usize {
+    if n > usize::MAX as u64 {
+        usize::MAX
+    } else {
+        n as usize
     }
 }
 
@@ -77,8 +146,8 @@ fn size_mismatch(what: &str, got: usize, need: usize, hint: &str) -> DecodeError
 }
 
 /// Writes a [`TokenWindow`]'s tokens into the sample as [`TokenType`]: a window of `n`
-/// tokens takes `n × ty.bytes()` bytes. The widening from the shard's `u16` is the decode
-/// work. The trainer slices `[:, :-1]` and `[:, 1:]` for inputs and targets, as
+/// tokens takes `n × ty.bytes()` bytes. The widening from the shard's `u16` or `u32` is
+/// the decode work (see [`TokenType`] for `u32` shards). The trainer slices `[:, :-1]` and `[:, 1:]` for inputs and targets, as
 /// modded-nanogpt does; [`NextToken`] writes them apart instead.
 ///
 /// ```
@@ -121,8 +190,9 @@ impl Tokens {
     }
 
     /// Bytes a window of `window_tokens` tokens takes: the `bytes_per_sample` to configure.
+    /// Saturates at `usize::MAX` (which no config accepts) rather than overflowing.
     pub const fn sample_bytes(&self, window_tokens: u64) -> usize {
-        window_tokens as usize * self.ty.bytes()
+        saturating_usize(window_tokens).saturating_mul(self.ty.bytes())
     }
 }
 
@@ -130,8 +200,8 @@ impl Decode for Tokens {
     type Sample = TokenWindow;
 
     fn decode(&self, window: TokenWindow, out: &mut [u8]) -> Result<(), DecodeError> {
-        let src = window.bytes();
-        let need = src.len() / 2 * self.ty.bytes();
+        let n = window.bytes().len() / window.format().token_bytes();
+        let need = n * self.ty.bytes();
         if out.len() != need {
             return Err(size_mismatch(
                 &format!("a window of {} tokens as {}", window.len(), self.ty),
@@ -140,14 +210,14 @@ impl Decode for Tokens {
                 "Tokens::sample_bytes",
             ));
         }
-        widen(src, self.ty, out);
-        Ok(())
+        widen(&window, 0, self.ty, out)
     }
 }
 
 /// Splits a [`TokenWindow`] of `T + 1` tokens for next-token training: the sample is
 /// the `T` inputs (tokens `0..T`) followed by the `T` targets (tokens `1..=T`), each as
-/// [`TokenType`], so a batch is a `[B, 2, T]` array. [`split`](Self::split) cuts a
+/// [`TokenType`], so a batch is a `[B, 2, T]` array. Reads shards of either
+/// [`ShardFormat`] (see [`TokenType`] for `u32` shards). [`split`](Self::split) cuts a
 /// sample's bytes back into the two halves.
 ///
 /// ```
@@ -176,8 +246,11 @@ impl NextToken {
     }
 
     /// Bytes a window of `window_tokens` (`T + 1`) tokens takes: `2 × T × ty.bytes()`.
+    /// Saturates at `usize::MAX` (which no config accepts) rather than overflowing.
     pub const fn sample_bytes(&self, window_tokens: u64) -> usize {
-        2 * (window_tokens.saturating_sub(1) as usize) * self.ty.bytes()
+        saturating_usize(window_tokens.saturating_sub(1))
+            .saturating_mul(2)
+            .saturating_mul(self.ty.bytes())
     }
 
     /// A sample's (inputs, targets) bytes: its two halves.
@@ -190,12 +263,11 @@ impl Decode for NextToken {
     type Sample = TokenWindow;
 
     fn decode(&self, window: TokenWindow, out: &mut [u8]) -> Result<(), DecodeError> {
-        let src = window.bytes();
-        let t = (src.len() / 2).saturating_sub(1);
+        let n = window.bytes().len() / window.format().token_bytes();
+        let t = n.saturating_sub(1);
         if t == 0 {
             return Err(DecodeError::new(format!(
-                "a next-token window needs at least 2 tokens, got {}",
-                src.len() / 2
+                "a next-token window needs at least 2 tokens, got {n}"
             )));
         }
         let need = 2 * t * self.ty.bytes();
@@ -208,9 +280,8 @@ impl Decode for NextToken {
             ));
         }
         let (inputs, targets) = out.split_at_mut(need / 2);
-        widen(&src[..2 * t], self.ty, inputs);
-        widen(&src[2..], self.ty, targets);
-        Ok(())
+        widen(&window, 0, self.ty, inputs)?;
+        widen(&window, 1, self.ty, targets)
     }
 }
 
@@ -242,7 +313,7 @@ impl Decode for RecordBytes {
             return Err(size_mismatch(
                 &format!(
                     "{} record(s) of {} bytes",
-                    window.count(),
+                    window.len(),
                     window.file().record_bytes()
                 ),
                 out.len(),

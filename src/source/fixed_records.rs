@@ -1,14 +1,14 @@
 //! Fixed-size records: files that are a plain array of records of one size, memory-mapped.
 
 use std::fmt;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::checkpoint::Fingerprint;
 use super::error::{FileProblem, SourceError};
-use super::sampler::Segmented;
+use super::sampler::{Identified, Segmented, WindowSpec};
 use crate::error::Result;
 
 /// One memory-mapped file of fixed-size records, checked when opened.
@@ -35,15 +35,15 @@ impl fmt::Debug for RecordFile {
 impl RecordFile {
     /// Opens and maps `path` as records of `record_bytes` bytes. An empty file is
     /// [`FileProblem::Empty`]; a length that is not a whole number of records is
-    /// [`FileProblem::PartialRecord`]; both name the file.
+    /// [`FileProblem::PartialRecord`]; a directory is [`FileProblem::IsDirectory`]; all
+    /// name the file.
     pub fn open(path: impl AsRef<Path>, record_bytes: usize) -> Result<Self> {
         let path = path.as_ref();
         if record_bytes == 0 {
             return Err(SourceError::Zero("record_bytes").into());
         }
         let fail = |problem: FileProblem| SourceError::file(path, problem);
-        let file = File::open(path).map_err(|e| fail(e.into()))?;
-        let len = file.metadata().map_err(|e| fail(e.into()))?.len();
+        let (file, len) = super::fs::open_regular(path).map_err(fail)?;
         if len == 0 {
             return Err(fail(FileProblem::Empty).into());
         }
@@ -102,29 +102,94 @@ impl RecordFile {
 
 /// A run of consecutive records in one file: the sample descriptor the sampler yields
 /// for [`FixedRecords`] (one record with the default window of 1). Cheap: a shared
-/// handle on the mapped file and two numbers. [`RecordBytes`](super::RecordBytes) copies
-/// it into the batch.
+/// handle on the mapped file and two numbers, [`start`](Self::start) and
+/// [`len`](Self::len), counted in records (as [`TokenWindow`](super::TokenWindow)'s are
+/// in tokens), and its stable [`id`](Self::id) and the [`epoch`](Self::epoch) it was
+/// drawn for. [`RecordBytes`](super::RecordBytes) copies it into the batch.
 #[derive(Clone)]
 pub struct RecordWindow {
     file: Arc<RecordFile>,
-    first: usize,
-    count: usize,
+    start: usize,
+    len: usize,
+    id: u64,
+    epoch: u64,
 }
 
 impl fmt::Debug for RecordWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RecordWindow")
             .field("file", &self.file.path)
-            .field("first", &self.first)
-            .field("count", &self.count)
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("id", &self.id)
+            .field("epoch", &self.epoch)
             .finish()
     }
 }
 
 impl RecordWindow {
-    /// Records `first..first + count` of `file`, or `None` if they do not all lie in it.
-    pub fn new(file: Arc<RecordFile>, first: usize, count: usize) -> Option<Self> {
-        (first.checked_add(count)? <= file.len()).then_some(RecordWindow { file, first, count })
+    /// The `len` records from `start` of `file`, or `None` if they do not all lie in it.
+    /// Its id and epoch are 0 until set with [`with_id`](Self::with_id) and
+    /// [`with_epoch`](Self::with_epoch) (the sampler sets both).
+    pub fn new(file: Arc<RecordFile>, start: usize, len: usize) -> Option<Self> {
+        (start.checked_add(len)? <= file.len()).then_some(RecordWindow {
+            file,
+            start,
+            len,
+            id: 0,
+            epoch: 0,
+        })
+    }
+
+    /// The window with id `id`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{RecordFile, RecordWindow};
+    /// # let path = std::env::temp_dir().join(format!("pinring-recwithid-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, b"abcdef").unwrap();
+    /// let w = RecordWindow::new(Arc::new(RecordFile::open(&path, 2)?), 1, 1).unwrap();
+    /// let w = w.with_id(1).with_epoch(4);
+    /// assert_eq!((w.id(), w.epoch(), w.bytes()), (1, 4, &b"cd"[..]));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The window with epoch `epoch`.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The window's stable id: its index in the dataset's fixed enumeration, the same
+    /// whatever the seed, epoch, rank and world size. For the grid orders it is the grid
+    /// index (with the default window of one record: the record's index over all files
+    /// in order); for [`Order::Random`](super::Order::Random) the index of its start
+    /// among every possible start (see [`WindowSpec::id`]).
+    ///
+    /// ```
+    /// use pinring::source::{FixedRecords, Order, Sampler};
+    /// # let path = std::env::temp_dir().join(format!("pinring-recid-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, (0..10u8).collect::<Vec<_>>()).unwrap(); // ten 1-byte records
+    /// let sampler = Sampler::builder(FixedRecords::open([&path], 1)?)
+    ///     .order(Order::Shuffled { seed: 2 }).build()?;
+    /// for r in sampler.epoch(1) {
+    ///     assert_eq!((r.id(), r.epoch()), (u64::from(r.bytes()[0]), 1));
+    /// }
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The epoch the sampler drew the window for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The file the records lie in.
@@ -133,13 +198,18 @@ impl RecordWindow {
     }
 
     /// The first record's index in the file.
-    pub fn first(&self) -> usize {
-        self.first
+    pub fn start(&self) -> usize {
+        self.start
     }
 
     /// Records in the window.
-    pub fn count(&self) -> usize {
-        self.count
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window has no records.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The records' bytes, straight from the map.
@@ -147,7 +217,7 @@ impl RecordWindow {
         let rb = self.file.record_bytes;
         self.file
             .map
-            .get(self.first * rb..(self.first + self.count) * rb)
+            .get(self.start * rb..(self.start + self.len) * rb)
             .unwrap_or(&[])
     }
 }
@@ -231,12 +301,37 @@ impl Segmented for FixedRecords {
         self.files.get(segment).map_or(0, |f| f.len() as u64)
     }
 
-    fn window(&self, segment: usize, start: u64, len: u64) -> RecordWindow {
+    fn window(&self, spec: WindowSpec) -> RecordWindow {
         // Only in-range windows are asked for; anything else is clamped, never a panic.
-        let file = self.files[segment.min(self.files.len() - 1)].clone();
+        let file = self.files[spec.segment.min(self.files.len() - 1)].clone();
         let n = file.len();
-        let count = (len as usize).min(n);
-        let first = (start as usize).min(n - count);
-        RecordWindow { file, first, count }
+        let len = usize::try_from(spec.len).unwrap_or(n).min(n);
+        let start = usize::try_from(spec.start).unwrap_or(n).min(n - len);
+        RecordWindow {
+            file,
+            start,
+            len,
+            id: spec.id,
+            epoch: spec.epoch,
+        }
+    }
+
+    /// Format `"records"` with the record size, each file's name and size in bytes.
+    fn fingerprint(&self) -> Fingerprint {
+        let mut print = Fingerprint::new("records", self.record_bytes as u64);
+        for f in &self.files {
+            print.push_file(f.path(), f.map.len() as u64);
+        }
+        print
+    }
+}
+
+impl Identified for RecordWindow {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
     }
 }

@@ -1,6 +1,21 @@
 //! Data sources: token shards and fixed-size records on disk, the sampler that cuts them
-//! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank;
-//! resumable), and the decoders that write windows into batches.
+//! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank with
+//! equal batch counts; resumable, also on another world size), and the decoders that
+//! write windows into batches.
+//!
+//! Token shards are llm.c's `.bin` files, of `u16` tokens (its GPT-2 format) or `u32`
+//! tokens (its LLaMA-3 format); [`TokenShard`] reads both and [`ShardFormat`] says which a
+//! file is. Both window types, [`TokenWindow`] and [`RecordWindow`], give their place as
+//! [`start`](TokenWindow::start) and [`len`](TokenWindow::len), in their units (tokens,
+//! records), their stable [`id`](TokenWindow::id) (the same on every rank, world size,
+//! seed and epoch) and the [`epoch`](TokenWindow::epoch) they were drawn for.
+//!
+//! For data-parallel training, [`SamplerBuilder::shard`] gives each rank a disjoint share
+//! of every epoch and [`SamplerBuilder::batch_size`] makes the shares equal in whole
+//! batches. A [`Checkpoint`] records the global position — how many of the epoch's
+//! windows all ranks together consumed — and [`Sampler::iter_from_checkpoint`] resumes
+//! from it on any number of ranks, so that every window of the epoch is delivered exactly
+//! once across the two runs ([`Sampler`] has the details and an example).
 //!
 //! Sources plug into the pipeline through the sampler's iterator, which yields small
 //! descriptors — a shared handle on a memory-mapped file and an offset — and a decoder,
@@ -41,20 +56,26 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
+mod checkpoint;
 mod decoders;
 mod error;
 mod fixed_records;
+mod fs;
 mod glob;
 mod rng;
 mod sampler;
 mod token_shards;
 
+pub use checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
 pub use error::{FileProblem, SourceError};
 pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
 pub use rng::{epoch_key, mix64, SplitMix64};
-pub use sampler::{Order, Position, Sampler, SamplerBuilder, Samples, Segmented};
+pub use sampler::{
+    Identified, Order, Position, Sampler, SamplerBuilder, Samples, Segmented, WindowSpec,
+};
 pub use token_shards::{
-    write_shard, ShardWriter, TokenShard, TokenShards, TokenWindow, SHARD_HEADER_BYTES,
-    SHARD_MAGIC, SHARD_VERSION,
+    write_shard, write_shard_u32, ShardFormat, ShardToken, ShardWriter, TokenShard, TokenShards,
+    TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION,
+    SHARD_VERSION_U32,
 };

@@ -1,28 +1,159 @@
 //! Token shards: the `.bin` format of llm.c and the modded-nanogpt speedrun, memory-mapped.
 //!
-//! A shard is a header of 256 little-endian `i32` — [`SHARD_MAGIC`], [`SHARD_VERSION`],
-//! the token count, then zeros — followed by exactly that many little-endian `u16` tokens.
+//! A shard is a header of 256 little-endian `i32` — a magic number, a version, the token
+//! count, then zeros — followed by exactly that many little-endian tokens. llm.c has two
+//! formats, told apart by the header ([`ShardFormat`]):
+//!
+//! | format | magic | version | tokens | llm.c's name |
+//! | --- | --- | --- | --- | --- |
+//! | [`ShardFormat::U16`] | [`SHARD_MAGIC`] (20240520) | [`SHARD_VERSION`] (1) | `u16` | GPT-2 |
+//! | [`ShardFormat::U32`] | [`SHARD_MAGIC_U32`] (20240801) | [`SHARD_VERSION_U32`] (7) | `u32` | LLaMA-3 |
+//!
+//! Both read the same way; [`TokenShard::format`] says which a file is. To write them:
+//! [`write_shard`] / [`ShardWriter::create`] for `u16` tokens, [`write_shard_u32`] /
+//! [`ShardWriter::create_u32`] for `u32` tokens (or [`ShardWriter::create_as`], generic
+//! over the token type).
 
 use std::fmt;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::checkpoint::Fingerprint;
+use super::decoders::TokenType;
 use super::error::{FileProblem, SourceError};
-use super::sampler::{Sampler, SamplerBuilder, Segmented};
+use super::sampler::{Identified, Sampler, SamplerBuilder, Segmented, WindowSpec};
 use crate::error::Result;
 
-/// The first header word of a token shard.
+/// The first header word of a shard of `u16` tokens (llm.c's GPT-2 format).
 pub const SHARD_MAGIC: i32 = 20240520;
-/// The header version this crate reads and writes.
+/// The header version of a shard of `u16` tokens.
 pub const SHARD_VERSION: i32 = 1;
-/// Bytes of a shard's header (256 `i32`).
+/// The first header word of a shard of `u32` tokens (llm.c's LLaMA-3 format).
+pub const SHARD_MAGIC_U32: i32 = 20240801;
+/// The header version of a shard of `u32` tokens.
+pub const SHARD_VERSION_U32: i32 = 7;
+/// Bytes of a shard's header (256 `i32`), in both formats.
 pub const SHARD_HEADER_BYTES: usize = 256 * 4;
 
-/// One memory-mapped token shard, checked when opened.
+/// Which of llm.c's two shard formats a file is: the header's magic and version, and the
+/// width of its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ShardFormat {
+    /// `u16` tokens: magic [`SHARD_MAGIC`], version [`SHARD_VERSION`] (llm.c's GPT-2
+    /// shards, and modded-nanogpt's).
+    U16,
+    /// `u32` tokens: magic [`SHARD_MAGIC_U32`], version [`SHARD_VERSION_U32`] (llm.c's
+    /// LLaMA-3 shards).
+    U32,
+}
+
+impl ShardFormat {
+    /// The format whose magic number is `magic`, if any.
+    pub const fn from_magic(magic: i32) -> Option<Self> {
+        match magic {
+            SHARD_MAGIC => Some(ShardFormat::U16),
+            SHARD_MAGIC_U32 => Some(ShardFormat::U32),
+            _ => None,
+        }
+    }
+
+    /// The header's first word.
+    pub const fn magic(self) -> i32 {
+        match self {
+            ShardFormat::U16 => SHARD_MAGIC,
+            ShardFormat::U32 => SHARD_MAGIC_U32,
+        }
+    }
+
+    /// The header's second word.
+    pub const fn version(self) -> i32 {
+        match self {
+            ShardFormat::U16 => SHARD_VERSION,
+            ShardFormat::U32 => SHARD_VERSION_U32,
+        }
+    }
+
+    /// Bytes per token: 2 or 4.
+    pub const fn token_bytes(self) -> usize {
+        match self {
+            ShardFormat::U16 => 2,
+            ShardFormat::U32 => 4,
+        }
+    }
+
+    /// The token type's name, as in Rust: `u16` or `u32`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ShardFormat::U16 => "u16",
+            ShardFormat::U32 => "u32",
+        }
+    }
+
+    /// The name with llm.c's: `u16 (llm.c GPT-2)` or `u32 (llm.c LLaMA-3)`.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            ShardFormat::U16 => "u16 (llm.c GPT-2)",
+            ShardFormat::U32 => "u32 (llm.c LLaMA-3)",
+        }
+    }
+}
+
+impl fmt::Display for ShardFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u16 {}
+    impl Sealed for u32 {}
+}
+
+/// A token type a shard stores: `u16` ([`ShardFormat::U16`]) or `u32`
+/// ([`ShardFormat::U32`]). Sealed; it picks the format a [`ShardWriter`] writes.
+pub trait ShardToken: Copy + fmt::Debug + Send + Sync + 'static + sealed::Sealed {
+    /// The shard format that stores this type.
+    const FORMAT: ShardFormat;
+
+    /// Writes the token little-endian into `out`, which is exactly
+    /// `FORMAT.token_bytes()` long.
+    fn write_le(self, out: &mut [u8]);
+}
+
+impl ShardToken for u16 {
+    const FORMAT: ShardFormat = ShardFormat::U16;
+
+    fn write_le(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl ShardToken for u32 {
+    const FORMAT: ShardFormat = ShardFormat::U32;
+
+    fn write_le(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+}
+
+/// Reads token `i` of little-endian tokens `bytes` of `width` (2 or 4) bytes each.
+pub(crate) fn read_token(bytes: &[u8], width: usize, i: usize) -> Option<u32> {
+    let at = i.checked_mul(width)?;
+    let b = bytes.get(at..at.checked_add(width)?)?;
+    Some(match *b {
+        [b0, b1] => u32::from(u16::from_le_bytes([b0, b1])),
+        [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]),
+        _ => return None,
+    })
+}
+
+/// One memory-mapped token shard of either format, checked when opened.
 ///
 /// The file is mapped read-only and never written through the map. Like every mmap-based
 /// reader, it relies on no other process truncating or rewriting the file while it is
@@ -30,6 +161,7 @@ pub const SHARD_HEADER_BYTES: usize = 256 * 4;
 pub struct TokenShard {
     path: PathBuf,
     map: Mmap,
+    format: ShardFormat,
     tokens: usize,
 }
 
@@ -37,26 +169,29 @@ impl fmt::Debug for TokenShard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenShard")
             .field("path", &self.path)
+            .field("format", &self.format)
             .field("tokens", &self.tokens)
             .finish()
     }
 }
 
 impl TokenShard {
-    /// Opens, checks and maps the shard at `path`.
+    /// Opens, checks and maps the shard at `path`, of either [`ShardFormat`].
     ///
     /// Every malformed file is a [`SourceError::File`] naming it, with the
-    /// [`FileProblem`]: [`Empty`](FileProblem::Empty),
+    /// [`FileProblem`]: [`IsDirectory`](FileProblem::IsDirectory),
+    /// [`NotAFile`](FileProblem::NotAFile), [`Empty`](FileProblem::Empty),
     /// [`TruncatedHeader`](FileProblem::TruncatedHeader),
-    /// [`BadMagic`](FileProblem::BadMagic), [`BadVersion`](FileProblem::BadVersion),
-    /// [`BadTokenCount`](FileProblem::BadTokenCount) (0 or negative),
+    /// [`BadMagic`](FileProblem::BadMagic) (neither format's),
+    /// [`BadVersion`](FileProblem::BadVersion) (not the version that goes with the
+    /// magic), [`BadTokenCount`](FileProblem::BadTokenCount) (0 or negative),
     /// [`TokensBeyondFile`](FileProblem::TokensBeyondFile) or
-    /// [`TrailingBytes`](FileProblem::TrailingBytes) (llm.c demands the exact size too).
+    /// [`TrailingBytes`](FileProblem::TrailingBytes) (llm.c demands the exact size too;
+    /// both say so when the file's size fits the counted tokens at another width).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let fail = |problem: FileProblem| SourceError::file(path, problem);
-        let file = File::open(path).map_err(|e| fail(e.into()))?;
-        let len = file.metadata().map_err(|e| fail(e.into()))?.len();
+        let (file, len) = super::fs::open_regular(path).map_err(fail)?;
         if len == 0 {
             return Err(fail(FileProblem::Empty).into());
         }
@@ -88,17 +223,17 @@ impl TokenShard {
             })
             .into());
         };
-        if magic != SHARD_MAGIC {
+        let Some(format) = ShardFormat::from_magic(magic) else {
             return Err(fail(FileProblem::BadMagic {
                 found: magic,
                 expected: SHARD_MAGIC,
             })
             .into());
-        }
-        if version != SHARD_VERSION {
+        };
+        if version != format.version() {
             return Err(fail(FileProblem::BadVersion {
                 found: version,
-                expected: SHARD_VERSION,
+                expected: format.version(),
             })
             .into());
         }
@@ -110,7 +245,9 @@ impl TokenShard {
         }
         let count = count as u64;
         let len = map.len() as u64;
-        let needed = SHARD_HEADER_BYTES as u64 + 2 * count;
+        let width = format.token_bytes() as u64;
+        // At most 1024 + 4 × (2^31 - 1): no overflow.
+        let needed = SHARD_HEADER_BYTES as u64 + width * count;
         if needed > len {
             return Err(fail(FileProblem::TokensBeyondFile { count, needed, len }).into());
         }
@@ -118,12 +255,14 @@ impl TokenShard {
             return Err(fail(FileProblem::TrailingBytes {
                 count,
                 extra: len - needed,
+                token_bytes: width,
             })
             .into());
         }
         Ok(TokenShard {
             path: path.to_owned(),
             map,
+            format,
             tokens: count as usize,
         })
     }
@@ -131,6 +270,11 @@ impl TokenShard {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's format: the width of its tokens.
+    pub fn format(&self) -> ShardFormat {
+        self.format
     }
 
     /// Tokens in the shard (at least 1).
@@ -143,27 +287,31 @@ impl TokenShard {
         self.tokens == 0
     }
 
-    /// Every token, as the file's little-endian `u16` bytes.
+    /// Every token, as the file's little-endian bytes:
+    /// [`format().token_bytes()`](ShardFormat::token_bytes) per token.
     pub fn token_bytes(&self) -> &[u8] {
         self.map.get(SHARD_HEADER_BYTES..).unwrap_or(&[])
     }
 
-    /// Token `i`, or `None` past the end.
-    pub fn token(&self, i: usize) -> Option<u16> {
-        let at = i.checked_mul(2)?;
-        let b = self.token_bytes().get(at..at.checked_add(2)?)?;
-        Some(u16::from_le_bytes([b[0], b[1]]))
+    /// Token `i` (a `u16` shard's widened to `u32`), or `None` past the end.
+    pub fn token(&self, i: usize) -> Option<u32> {
+        read_token(self.token_bytes(), self.format.token_bytes(), i)
     }
 }
 
 /// A window of tokens in a shard: the sample descriptor the sampler yields for
 /// [`TokenShards`]. Cheap to make and move: a shared handle on the mapped shard and two
-/// numbers. The [`decoders`](super::Tokens) copy its tokens into the batch.
+/// numbers, [`start`](Self::start) and [`len`](Self::len), counted in tokens (as
+/// [`RecordWindow`](super::RecordWindow)'s are in records), and its stable
+/// [`id`](Self::id) and the [`epoch`](Self::epoch) it was drawn for. The
+/// [`decoders`](super::Tokens) copy its tokens into the batch.
 #[derive(Clone)]
 pub struct TokenWindow {
     shard: Arc<TokenShard>,
     start: usize,
     len: usize,
+    id: u64,
+    epoch: u64,
 }
 
 impl fmt::Debug for TokenWindow {
@@ -172,14 +320,87 @@ impl fmt::Debug for TokenWindow {
             .field("shard", &self.shard.path)
             .field("start", &self.start)
             .field("len", &self.len)
+            .field("id", &self.id)
+            .field("epoch", &self.epoch)
             .finish()
     }
 }
 
 impl TokenWindow {
     /// The `len` tokens from `start` of `shard`, or `None` if they do not all lie in it.
+    /// Its id and epoch are 0 until set with [`with_id`](Self::with_id) and
+    /// [`with_epoch`](Self::with_epoch) (the sampler sets both).
     pub fn new(shard: Arc<TokenShard>, start: usize, len: usize) -> Option<Self> {
-        (start.checked_add(len)? <= shard.len()).then_some(TokenWindow { shard, start, len })
+        (start.checked_add(len)? <= shard.len()).then_some(TokenWindow {
+            shard,
+            start,
+            len,
+            id: 0,
+            epoch: 0,
+        })
+    }
+
+    /// The window with id `id`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{write_shard, TokenShard, TokenWindow};
+    /// # let path = std::env::temp_dir().join(format!("pinring-withid-doc-{}.bin", std::process::id()));
+    /// write_shard(&path, &[1, 2, 3, 4])?;
+    /// let w = TokenWindow::new(Arc::new(TokenShard::open(&path)?), 1, 2).unwrap();
+    /// assert_eq!((w.id(), w.epoch()), (0, 0));
+    /// let w = w.with_id(7).with_epoch(2);
+    /// assert_eq!((w.id(), w.epoch(), w.to_vec()), (7, 2, vec![2, 3]));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The window with epoch `epoch`.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The window's stable id: its index in the dataset's fixed enumeration, the same
+    /// whatever the seed, epoch, rank and world size. For the grid orders
+    /// ([`Order::Sequential`](super::Order::Sequential),
+    /// [`Order::Shuffled`](super::Order::Shuffled)) it is the grid index: window `g` of
+    /// the shards' grids in shard order. For [`Order::Random`](super::Order::Random) it
+    /// numbers window *starts*: the index of its start among every possible start of
+    /// every shard, in shard order (see [`WindowSpec::id`];
+    /// [`Sampler::by_id`](super::Sampler::by_id) maps an id back to its window).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-id-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 41])?; // windows of 11 at stride 10: 4
+    /// write_shard(dir.join("b.bin"), &[0; 21])?; // 2 more: ids 4 and 5
+    /// let shards = TokenShards::glob(dir.join("*.bin"))?;
+    /// let sampler = shards.clone().windows(11).order(Order::Shuffled { seed: 9 }).build()?;
+    /// let mut ids: Vec<u64> = sampler.epoch(5).map(|w| w.id()).collect();
+    /// ids.sort();
+    /// assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
+    /// let w = sampler.by_id(4).unwrap();
+    /// assert_eq!((w.shard().path().ends_with("b.bin"), w.start()), (true, 0));
+    /// // Random order: 31 + 11 possible starts; id 35 is b.bin's start 4.
+    /// let random = shards.windows(11).order(Order::Random { seed: 9 }).build()?;
+    /// assert_eq!(random.id_count(), 42);
+    /// assert_eq!(random.by_id(35).unwrap().start(), 4);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The epoch the sampler drew the window for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The shard the window lies in.
@@ -202,23 +423,32 @@ impl TokenWindow {
         self.len == 0
     }
 
-    /// The window's tokens as little-endian `u16` bytes, straight from the map.
+    /// The shard's format: the width of the tokens [`bytes`](Self::bytes) holds.
+    pub fn format(&self) -> ShardFormat {
+        self.shard.format
+    }
+
+    /// The window's tokens as the file's little-endian bytes
+    /// ([`format().token_bytes()`](ShardFormat::token_bytes) per token), straight from
+    /// the map.
     pub fn bytes(&self) -> &[u8] {
+        let width = self.shard.format.token_bytes();
         self.shard
             .token_bytes()
-            .get(self.start * 2..(self.start + self.len) * 2)
+            .get(self.start * width..(self.start + self.len) * width)
             .unwrap_or(&[])
     }
 
-    /// The window's tokens.
-    pub fn tokens(&self) -> impl ExactSizeIterator<Item = u16> + '_ {
+    /// The window's tokens, as `u32` whichever the shard's width.
+    pub fn tokens(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        let width = self.shard.format.token_bytes();
         self.bytes()
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .chunks_exact(width)
+            .map(move |b| read_token(b, width, 0).unwrap_or(0))
     }
 
-    /// The window's tokens, copied out.
-    pub fn to_vec(&self) -> Vec<u16> {
+    /// The window's tokens, copied out as `u32`.
+    pub fn to_vec(&self) -> Vec<u32> {
         self.tokens().collect()
     }
 }
@@ -237,7 +467,7 @@ impl TokenWindow {
 ///
 /// // Windows of 3 tokens (T = 2), stride 2, within each shard.
 /// let sampler = shards.windows(3).build()?;
-/// let epoch: Vec<Vec<u16>> = sampler.epoch(0).map(|w| w.to_vec()).collect();
+/// let epoch: Vec<Vec<u32>> = sampler.epoch(0).map(|w| w.to_vec()).collect();
 /// assert_eq!(epoch, [vec![1, 2, 3], vec![3, 4, 5], vec![6, 7, 8], vec![8, 9, 10]]);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
@@ -284,6 +514,37 @@ impl TokenShards {
         self.shards.iter().map(|s| s.len() as u64).sum()
     }
 
+    /// The widest format among the shards ([`ShardFormat::U32`] if any shard holds
+    /// `u32` tokens). Shards of both formats may be mixed; a window never crosses a
+    /// shard.
+    pub fn format(&self) -> ShardFormat {
+        self.shards
+            .iter()
+            .map(|s| s.format())
+            .max()
+            .unwrap_or(ShardFormat::U16)
+    }
+
+    /// Checks up front that decoders writing tokens as `ty` can hold every shard's
+    /// tokens: [`TokenType::U16`] cannot hold a `u32` shard's, which is
+    /// [`SourceError::TokenTypeTooNarrow`] naming the first such shard. (Without the
+    /// check, each window of such a shard is a [`DecodeError`](crate::DecodeError).)
+    ///
+    /// [`TokenType::I32`] passes: llm.c's vocabularies are far below `i32::MAX`, and a
+    /// `u32` token above it is found while decoding, as a `DecodeError` naming the token
+    /// (it is never wrapped into a negative id).
+    pub fn check_token_type(&self, ty: TokenType) -> Result<()> {
+        match self.shards.iter().find(|s| !ty.holds(s.format())) {
+            Some(s) => Err(SourceError::TokenTypeTooNarrow {
+                path: s.path().to_owned(),
+                format: s.format(),
+                ty,
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
     /// A sampler builder for windows of `tokens` tokens (`T + 1` for next-token
     /// training) at a stride of `tokens - 1`, so consecutive windows share one token and
     /// every token but a shard's first is a target exactly once per epoch.
@@ -291,6 +552,16 @@ impl TokenShards {
         Sampler::builder(self)
             .window(tokens)
             .stride(tokens.saturating_sub(1).max(1))
+    }
+}
+
+impl Identified for TokenWindow {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
     }
 }
 
@@ -305,44 +576,113 @@ impl Segmented for TokenShards {
         self.shards.get(segment).map_or(0, |s| s.len() as u64)
     }
 
-    fn window(&self, segment: usize, start: u64, len: u64) -> TokenWindow {
+    fn window(&self, spec: WindowSpec) -> TokenWindow {
         // The sampler asks only for windows inside the segment; should a caller ask
         // otherwise, the window is clamped into the shard rather than panicking.
-        let shard = self.shards[segment.min(self.shards.len() - 1)].clone();
+        let shard = self.shards[spec.segment.min(self.shards.len() - 1)].clone();
         let n = shard.len();
-        let len = (len as usize).min(n);
-        let start = (start as usize).min(n - len);
-        TokenWindow { shard, start, len }
+        let len = usize::try_from(spec.len).unwrap_or(n).min(n);
+        let start = usize::try_from(spec.start).unwrap_or(n).min(n - len);
+        TokenWindow {
+            shard,
+            start,
+            len,
+            id: spec.id,
+            epoch: spec.epoch,
+        }
+    }
+
+    /// Format `"u16"` or `"u32"` (`"u16+u32"` when the shards mix both), each shard's
+    /// file name and its size in bytes (header and tokens).
+    fn fingerprint(&self) -> Fingerprint {
+        let has = |f| self.shards.iter().any(|s| s.format() == f);
+        let format = match (has(ShardFormat::U16), has(ShardFormat::U32)) {
+            (true, true) => "u16+u32",
+            (false, true) => "u32",
+            _ => "u16",
+        };
+        let mut print = Fingerprint::new(format, 0);
+        for s in &self.shards {
+            print.push_file(s.path(), s.map.len() as u64);
+        }
+        print
     }
 }
 
-/// Writes a token shard incrementally: [`create`](Self::create), [`write`](Self::write)
-/// tokens, then [`finish`](Self::finish), which fills in the header's count. A writer
-/// dropped unfinished leaves a file whose count is 0, which [`TokenShard::open`] rejects.
+/// Writes a token shard incrementally: create, [`write`](Self::write) tokens, then
+/// [`finish`](Self::finish), which fills in the header's count. The token type `T` picks
+/// the format: [`create`](ShardWriter::create) makes a `ShardWriter<u16>`
+/// ([`ShardFormat::U16`]), [`create_u32`](ShardWriter::create_u32) a `ShardWriter<u32>`
+/// ([`ShardFormat::U32`]), and [`create_as`](Self::create_as) either, by type.
+///
+/// The file is written in place: a writer dropped unfinished leaves a file whose count is
+/// 0, which [`TokenShard::open`] rejects. To never leave a partial file at the final
+/// name, write to a temporary name in the same directory and rename it after `finish`
+/// (as the `make_shard` example does).
+///
+/// ```
+/// use pinring::source::{ShardFormat, ShardWriter, TokenShard};
+///
+/// # let path = std::env::temp_dir().join(format!("pinring-writer-doc-{}.bin", std::process::id()));
+/// let mut writer = ShardWriter::create_u32(&path)?;
+/// writer.write(&[128_000, 1, 2])?;
+/// writer.write(&[70_000])?;
+/// assert_eq!(writer.finish()?, 4);
+/// let shard = TokenShard::open(&path)?;
+/// assert_eq!((shard.format(), shard.len(), shard.token(3)), (ShardFormat::U32, 4, Some(70_000)));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
 #[derive(Debug)]
-pub struct ShardWriter {
+pub struct ShardWriter<T: ShardToken = u16> {
     path: PathBuf,
     file: BufWriter<File>,
     count: u64,
+    token: PhantomData<fn(T)>,
 }
 
-impl ShardWriter {
-    /// Creates (or truncates) the file at `path` and writes a provisional header.
+impl ShardWriter<u16> {
+    /// Creates (or truncates) the file at `path` for a shard of `u16` tokens
+    /// ([`ShardFormat::U16`]) and writes a provisional header.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        Self::create_as(path)
+    }
+}
+
+impl ShardWriter<u32> {
+    /// Creates (or truncates) the file at `path` for a shard of `u32` tokens
+    /// ([`ShardFormat::U32`], llm.c's LLaMA-3 format) and writes a provisional header.
+    pub fn create_u32(path: impl AsRef<Path>) -> Result<Self> {
+        Self::create_as(path)
+    }
+}
+
+impl<T: ShardToken> ShardWriter<T> {
+    /// Creates (or truncates) the file at `path` for a shard of `T` tokens
+    /// ([`T::FORMAT`](ShardToken::FORMAT)) and writes a provisional header:
+    /// `ShardWriter::<u32>::create_as(path)`.
+    pub fn create_as(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_owned();
         let file = File::create(&path).map_err(|e| SourceError::file(&path, e))?;
         let mut writer = ShardWriter {
             path,
             file: BufWriter::with_capacity(1 << 20, file),
             count: 0,
+            token: PhantomData,
         };
         writer.write_header(0)?;
         Ok(writer)
     }
 
+    /// The format being written.
+    pub fn format(&self) -> ShardFormat {
+        T::FORMAT
+    }
+
     fn write_header(&mut self, count: i32) -> Result<()> {
         let mut header = [0u8; SHARD_HEADER_BYTES];
-        for (i, word) in [SHARD_MAGIC, SHARD_VERSION, count].into_iter().enumerate() {
+        let words = [T::FORMAT.magic(), T::FORMAT.version(), count];
+        for (i, word) in words.into_iter().enumerate() {
             header[i * 4..i * 4 + 4].copy_from_slice(&word.to_le_bytes());
         }
         self.file
@@ -351,8 +691,8 @@ impl ShardWriter {
     }
 
     /// Appends `tokens`. More than `i32::MAX` tokens in all is
-    /// [`FileProblem::BadTokenCount`].
-    pub fn write(&mut self, tokens: &[u16]) -> Result<()> {
+    /// [`FileProblem::BadTokenCount`], and writes nothing.
+    pub fn write(&mut self, tokens: &[T]) -> Result<()> {
         let count = self.count + tokens.len() as u64;
         if count > i32::MAX as u64 {
             return Err(SourceError::file(
@@ -363,13 +703,14 @@ impl ShardWriter {
             )
             .into());
         }
+        let width = T::FORMAT.token_bytes();
         let mut buf = [0u8; 8192];
-        for chunk in tokens.chunks(buf.len() / 2) {
-            for (out, t) in buf.chunks_exact_mut(2).zip(chunk) {
-                out.copy_from_slice(&t.to_le_bytes());
+        for chunk in tokens.chunks(buf.len() / width) {
+            for (out, &t) in buf.chunks_exact_mut(width).zip(chunk) {
+                t.write_le(out);
             }
             self.file
-                .write_all(&buf[..chunk.len() * 2])
+                .write_all(&buf[..chunk.len() * width])
                 .map_err(|e| SourceError::file(&self.path, e))?;
         }
         self.count = count;
@@ -400,7 +741,8 @@ impl ShardWriter {
     }
 }
 
-/// Writes `tokens` as a token shard at `path` (see [`ShardWriter`]).
+/// Writes `tokens` as a shard of `u16` tokens ([`ShardFormat::U16`]) at `path` (see
+/// [`ShardWriter`]).
 ///
 /// ```
 /// # let path = std::env::temp_dir().join(format!("pinring-write-doc-{}.bin", std::process::id()));
@@ -411,7 +753,27 @@ impl ShardWriter {
 /// # Ok::<(), pinring::Error>(())
 /// ```
 pub fn write_shard(path: impl AsRef<Path>, tokens: &[u16]) -> Result<()> {
-    let mut writer = ShardWriter::create(path)?;
+    write_tokens(path, tokens)
+}
+
+/// Writes `tokens` as a shard of `u32` tokens ([`ShardFormat::U32`], llm.c's LLaMA-3
+/// format) at `path` (see [`ShardWriter`]).
+///
+/// ```
+/// use pinring::source::{write_shard_u32, ShardFormat, TokenShard};
+/// # let path = std::env::temp_dir().join(format!("pinring-write32-doc-{}.bin", std::process::id()));
+/// write_shard_u32(&path, &[128_000, 1, 2])?;
+/// let shard = TokenShard::open(&path)?;
+/// assert_eq!((shard.format(), shard.token(0)), (ShardFormat::U32, Some(128_000)));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+pub fn write_shard_u32(path: impl AsRef<Path>, tokens: &[u32]) -> Result<()> {
+    write_tokens(path, tokens)
+}
+
+fn write_tokens<T: ShardToken>(path: impl AsRef<Path>, tokens: &[T]) -> Result<()> {
+    let mut writer = ShardWriter::<T>::create_as(path)?;
     writer.write(tokens)?;
     writer.finish().map(drop)
 }

@@ -1,0 +1,516 @@
+//! Checkpoints: where a run stands in its epoch, counted over all ranks together, and what
+//! a sampler needs to check before it resumes from one.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::error::SourceError;
+use super::sampler::Order;
+use crate::error::Result;
+
+/// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler
+/// refuses a checkpoint of another version.
+///
+/// ```
+/// use pinring::source::{write_shard, TokenShards, CHECKPOINT_VERSION};
+/// # let dir = std::env::temp_dir().join(format!("pinring-version-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// write_shard(dir.join("a.bin"), &[0; 100])?;
+/// let state = TokenShards::open([dir.join("a.bin")])?.windows(9).build()?.checkpoint(0, 0);
+/// assert_eq!(state.version, CHECKPOINT_VERSION);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name and
+/// size, in the sampler's order. Made by [`Segmented::fingerprint`](super::Segmented).
+///
+/// Files are named by their *file name* (the last component of the path, `train_000.bin`),
+/// not by the path as given: a checkpoint must resume on another machine or cluster, where
+/// the same shards sit under another directory. Names and sizes in order pin down the
+/// window grid (which windows exist and their ids); what they cannot see is a file
+/// rewritten in place with other contents of the same size — hashing every byte of a
+/// multi-terabyte dataset at each start-up is not worth it.
+///
+/// ```
+/// use pinring::source::{write_shard, Segmented, TokenShards};
+///
+/// # let dir = std::env::temp_dir().join(format!("pinring-fingerprint-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// write_shard(dir.join("train_000.bin"), &[1, 2, 3])?;
+/// let print = TokenShards::open([dir.join("train_000.bin")])?.fingerprint();
+/// assert_eq!(print.format, "u16");
+/// assert_eq!(print.files, ["train_000.bin"]);
+/// assert_eq!(print.sizes, [1024 + 3 * 2]); // the header, then 3 tokens of 2 bytes
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Fingerprint {
+    /// The source's format: `"u16"` or `"u32"` for token shards of one width
+    /// (`"u16+u32"` when both are mixed), `"records"` for fixed-size records, `"custom"`
+    /// for a [`Segmented`](super::Segmented) source that does not say.
+    pub format: String,
+    /// Bytes per record for `"records"`; 0 otherwise.
+    pub record_bytes: u64,
+    /// Each file's name (the path's last component, lossily UTF-8), in order.
+    pub files: Vec<String>,
+    /// Each file's size in bytes, in the same order as `files` (for a `"custom"` source,
+    /// each segment's units).
+    pub sizes: Vec<u64>,
+}
+
+impl Fingerprint {
+    /// An empty fingerprint of `format` (with `record_bytes`, 0 unless records).
+    ///
+    /// ```
+    /// use pinring::source::Fingerprint;
+    /// let print = Fingerprint::new("records", 64);
+    /// assert_eq!((print.format.as_str(), print.record_bytes, print.files.len()), ("records", 64, 0));
+    /// ```
+    pub fn new(format: impl Into<String>, record_bytes: u64) -> Self {
+        Fingerprint {
+            format: format.into(),
+            record_bytes,
+            files: Vec::new(),
+            sizes: Vec::new(),
+        }
+    }
+
+    /// Adds the file at `path`, named by its last component, of `size` bytes.
+    ///
+    /// ```
+    /// use pinring::source::Fingerprint;
+    /// let mut print = Fingerprint::new("u16", 0);
+    /// print.push_file("/data/fineweb/train_000.bin".as_ref(), 200_001_024);
+    /// assert_eq!((print.files, print.sizes), (vec!["train_000.bin".to_owned()], vec![200_001_024]));
+    /// ```
+    pub fn push_file(&mut self, path: &Path, size: u64) {
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy()
+            .into_owned();
+        self.files.push(name);
+        self.sizes.push(size);
+    }
+
+    /// The first way `saved` differs from `here`: (what, saved value, value here).
+    fn difference(saved: &Self, here: &Self) -> Option<(String, String, String)> {
+        if saved.format != here.format {
+            return Some((
+                "the dataset's format".into(),
+                format!("{:?}", saved.format),
+                format!("{:?}", here.format),
+            ));
+        }
+        if saved.record_bytes != here.record_bytes {
+            return Some((
+                "the record size".into(),
+                saved.record_bytes.to_string(),
+                here.record_bytes.to_string(),
+            ));
+        }
+        if saved.files.len() != here.files.len() || saved.sizes.len() != here.sizes.len() {
+            return Some((
+                "the number of files".into(),
+                saved.files.len().to_string(),
+                here.files.len().to_string(),
+            ));
+        }
+        for (i, (a, b)) in saved.files.iter().zip(&here.files).enumerate() {
+            if a != b {
+                return Some((
+                    format!("file {i}'s name"),
+                    format!("{a:?}"),
+                    format!("{b:?}"),
+                ));
+            }
+        }
+        for (i, (a, b)) in saved.sizes.iter().zip(&here.sizes).enumerate() {
+            if a != b {
+                return Some((
+                    format!("the size of file {i} ({:?})", here.files[i]),
+                    a.to_string(),
+                    b.to_string(),
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Where a run stands, independent of how many ranks it runs on: the epoch, and how many
+/// of that epoch's windows all ranks together have *consumed* (popped from their
+/// pipelines — not merely decoded or in flight), plus what a sampler checks before it
+/// resumes from it.
+///
+/// Plain data: integers and strings (and lists of them), so that a Python layer can turn
+/// it into a dict that `torch.save` and JSON hold; [`to_text`](Self::to_text) and
+/// [`from_text`](Self::from_text) give a stable text form for Rust callers.
+///
+/// Made by [`Sampler::checkpoint`](super::Sampler::checkpoint) (or
+/// [`checkpoint_after`](super::Sampler::checkpoint_after), after a resume) from the count
+/// of samples this rank consumed; in a data-parallel run whose ranks pop in step, every
+/// rank makes the same checkpoint ([`merge`](Self::merge) checks that). A sampler of any
+/// rank and world size resumes from it with
+/// [`iter_from_checkpoint`](super::Sampler::iter_from_checkpoint) if the dataset, window,
+/// stride, order and seed are the same; the world size and batch size may change.
+///
+/// `consumed` is a global position `c` in the epoch's order (see
+/// [`Sampler`](super::Sampler)): positions `0..c` were delivered and consumed, and a
+/// resumed run delivers the rest of the epoch from `c` on.
+///
+/// ```
+/// use pinring::source::{write_shard, Checkpoint, Order, TokenShards};
+///
+/// # let dir = std::env::temp_dir().join(format!("pinring-checkpoint-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// write_shard(dir.join("train_000.bin"), &(0..1000u16).collect::<Vec<_>>())?;
+/// let shards = TokenShards::open([dir.join("train_000.bin")])?;
+/// let rank = |r| shards.clone().windows(9).order(Order::Shuffled { seed: 7 })
+///     .shard(r, 2).batch_size(4).build();
+/// // Two ranks popped 3 batches of 4 each in epoch 0: 24 windows consumed in all.
+/// let (a, b) = (rank(0)?.checkpoint(0, 12), rank(1)?.checkpoint(0, 12));
+/// let state = Checkpoint::merge(&[a, b])?;
+/// assert_eq!((state.epoch, state.consumed, state.world_size), (0, 24, 2));
+/// assert_eq!(Checkpoint::from_text(&state.to_text())?, state);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Checkpoint {
+    /// The layout's version: [`CHECKPOINT_VERSION`] when made by this crate.
+    pub version: u32,
+    /// The dataset: format, file names and sizes.
+    pub dataset: Fingerprint,
+    /// Units (tokens, records) per window: `T + 1` for next-token training.
+    pub window: u64,
+    /// Units between grid windows' starts.
+    pub stride: u64,
+    /// The order's name: `"sequential"`, `"shuffled"` or `"random"` ([`Order::name`]).
+    pub order: String,
+    /// The order's seed (0 for `"sequential"`, which has none).
+    pub seed: u64,
+    /// Windows (draws, for `"random"`) in one epoch's order before any is dropped: `N`.
+    pub windows: u64,
+    /// The epoch, from 0.
+    pub epoch: u64,
+    /// How many windows of the epoch all ranks together consumed: the global position
+    /// `c` in the epoch's order where the rest of the epoch starts (below `windows`;
+    /// a finished epoch is the next one's start, `consumed` 0).
+    pub consumed: u64,
+    /// The world size it was saved at (informative: a resume may use another).
+    pub world_size: u64,
+    /// The sampler's batch size it was saved at, 0 if none was set (informative).
+    pub batch_size: u64,
+}
+
+impl Checkpoint {
+    /// The order it was saved with, rebuilt from [`order`](Self::order) and
+    /// [`seed`](Self::seed); an unknown name is [`SourceError::BadCheckpointText`].
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-order-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 100])?;
+    /// let order = Order::Random { seed: 11 };
+    /// let state = TokenShards::open([dir.join("a.bin")])?.windows(9).order(order).build()?
+    ///     .checkpoint(0, 5);
+    /// assert_eq!((state.order.as_str(), state.seed), ("random", 11));
+    /// assert_eq!(state.order()?, order);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn order(&self) -> Result<Order> {
+        Order::from_name(&self.order, self.seed).ok_or_else(|| {
+            SourceError::BadCheckpointText {
+                line: 0,
+                why: format!(
+                    "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
+                    self.order
+                ),
+            }
+            .into()
+        })
+    }
+
+    /// Combines the checkpoints of all ranks of one run, indexed by rank, into the one
+    /// rank-agnostic state: they must be equal. Ranks at different positions are
+    /// [`SourceError::UnequalRanks`], naming each rank's epoch and count (ranks that
+    /// popped unequal numbers of samples cannot resume exactly); checkpoints of different
+    /// runs are [`SourceError::CheckpointMismatch`]; none at all is
+    /// [`SourceError::Zero`]`("checkpoints")`.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Checkpoint, SourceError, TokenShards};
+    /// use pinring::Error;
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("pinring-merge-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1000])?;
+    /// let sampler = |r| TokenShards::open([dir.join("a.bin")]).unwrap()
+    ///     .windows(9).shard(r, 2).batch_size(4).build().unwrap();
+    /// // Rank 1 popped one batch more than rank 0.
+    /// let err = Checkpoint::merge(&[sampler(0).checkpoint(0, 8), sampler(1).checkpoint(0, 12)])
+    ///     .unwrap_err();
+    /// let Error::Source(SourceError::UnequalRanks { positions }) = &err else { panic!("{err}") };
+    /// assert_eq!(positions, &[(0, 16), (0, 24)]);
+    /// assert!(err.to_string().contains("rank 0 at epoch 0 consumed 16"), "{err}");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn merge(states: &[Checkpoint]) -> Result<Checkpoint> {
+        let Some(first) = states.first() else {
+            return Err(SourceError::Zero("checkpoints").into());
+        };
+        for (rank, state) in states.iter().enumerate().skip(1) {
+            let run = |s: &Checkpoint| Checkpoint {
+                epoch: 0,
+                consumed: 0,
+                ..s.clone()
+            };
+            if run(state) != run(first) {
+                let (what, saved, here) = first.difference(state).unwrap_or_else(|| {
+                    (
+                        "the checkpoint".into(),
+                        format!("{first:?}"),
+                        format!("{state:?}"),
+                    )
+                });
+                return Err(SourceError::CheckpointMismatch {
+                    what: format!("{what} (rank {rank} against rank 0)"),
+                    saved,
+                    here,
+                }
+                .into());
+            }
+        }
+        if states
+            .iter()
+            .any(|s| (s.epoch, s.consumed) != (first.epoch, first.consumed))
+        {
+            return Err(SourceError::UnequalRanks {
+                positions: states.iter().map(|s| (s.epoch, s.consumed)).collect(),
+            }
+            .into());
+        }
+        Ok(first.clone())
+    }
+
+    /// The first difference in what identifies the run (everything but the position),
+    /// as (what, value in `self`, value in `other`).
+    pub(crate) fn difference(&self, other: &Checkpoint) -> Option<(String, String, String)> {
+        let num = |what: &str, a: u64, b: u64| {
+            (a != b).then(|| (what.to_owned(), a.to_string(), b.to_string()))
+        };
+        if self.version != other.version {
+            return Some((
+                "the checkpoint version".into(),
+                self.version.to_string(),
+                other.version.to_string(),
+            ));
+        }
+        if let Some(d) = Fingerprint::difference(&self.dataset, &other.dataset) {
+            return Some(d);
+        }
+        if let Some(d) = num(
+            "the window (units per window, T + 1)",
+            self.window,
+            other.window,
+        ) {
+            return Some(d);
+        }
+        if let Some(d) = num("the stride", self.stride, other.stride) {
+            return Some(d);
+        }
+        if self.order != other.order {
+            return Some((
+                "the order".into(),
+                format!("{:?}", self.order),
+                format!("{:?}", other.order),
+            ));
+        }
+        num("the seed", self.seed, other.seed)
+            .or_else(|| num("windows per epoch", self.windows, other.windows))
+            .or_else(|| num("the world size", self.world_size, other.world_size))
+            .or_else(|| num("the batch size", self.batch_size, other.batch_size))
+    }
+
+    /// A stable, line-based text form: a first line `pinring-checkpoint 1`, then one
+    /// `key value` line per field, and one `file SIZE NAME` line per file (the name to
+    /// the end of the line, with `\`, newline and carriage return escaped as `\\`, `\n`
+    /// and `\r`). [`from_text`](Self::from_text) reads it back.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-text-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("train_000.bin"), &[0; 1001])?;
+    /// let state = TokenShards::open([dir.join("train_000.bin")])?.windows(11)
+    ///     .order(Order::Shuffled { seed: 1337 }).shard(1, 2).batch_size(8).build()?
+    ///     .checkpoint(0, 16);
+    /// assert_eq!(state.to_text(), "\
+    /// pinring-checkpoint 1
+    /// format u16
+    /// record_bytes 0
+    /// window 11
+    /// stride 10
+    /// order shuffled
+    /// seed 1337
+    /// windows 100
+    /// epoch 0
+    /// consumed 32
+    /// world_size 2
+    /// batch_size 8
+    /// file 3026 train_000.bin
+    /// ");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn to_text(&self) -> String {
+        let mut s = format!("pinring-checkpoint {}\n", self.version);
+        let mut line = |k: &str, v: &dyn std::fmt::Display| {
+            let _ = writeln!(s, "{k} {v}");
+        };
+        line("format", &escape(&self.dataset.format));
+        line("record_bytes", &self.dataset.record_bytes);
+        line("window", &self.window);
+        line("stride", &self.stride);
+        line("order", &escape(&self.order));
+        line("seed", &self.seed);
+        line("windows", &self.windows);
+        line("epoch", &self.epoch);
+        line("consumed", &self.consumed);
+        line("world_size", &self.world_size);
+        line("batch_size", &self.batch_size);
+        for (name, size) in self.dataset.files.iter().zip(&self.dataset.sizes) {
+            line("file", &format_args!("{size} {}", escape(name)));
+        }
+        s
+    }
+
+    /// Reads the form [`to_text`](Self::to_text) writes. Anything else — an unknown or
+    /// repeated key, a missing field, a number that does not parse — is
+    /// [`SourceError::BadCheckpointText`] naming the line. (A checkpoint of another
+    /// version reads; a sampler then refuses it.)
+    ///
+    /// ```
+    /// use pinring::source::{Checkpoint, SourceError};
+    /// use pinring::Error;
+    /// let err = Checkpoint::from_text("pinring-checkpoint 1\nformat u16\nwindow ten\n").unwrap_err();
+    /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })));
+    /// assert_eq!(err.to_string(), "bad checkpoint text (line 3): window \"ten\": invalid digit found in string");
+    /// ```
+    pub fn from_text(text: &str) -> Result<Checkpoint> {
+        let bad = |line: usize, why: String| SourceError::BadCheckpointText { line, why };
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+        let version = match lines.next() {
+            Some((_, l)) if l.starts_with("pinring-checkpoint ") => {
+                let v = &l["pinring-checkpoint ".len()..];
+                v.parse::<u32>()
+                    .map_err(|e| bad(1, format!("version {v:?}: {e}")))?
+            }
+            _ => return Err(bad(1, "does not start with `pinring-checkpoint`".into()).into()),
+        };
+        let mut strings: [Option<String>; 2] = [None, None];
+        let mut nums: [Option<u64>; 9] = [None; 9];
+        const NUMS: [&str; 9] = [
+            "record_bytes",
+            "window",
+            "stride",
+            "seed",
+            "windows",
+            "epoch",
+            "consumed",
+            "world_size",
+            "batch_size",
+        ];
+        let mut dataset = Fingerprint::default();
+        for (n, l) in lines {
+            if l.is_empty() {
+                continue;
+            }
+            let (key, value) = l
+                .split_once(' ')
+                .ok_or_else(|| bad(n, format!("no value in {l:?}")))?;
+            let parse = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|e| bad(n, format!("{key} {v:?}: {e}")))
+            };
+            if key == "file" {
+                let (size, name) = value
+                    .split_once(' ')
+                    .ok_or_else(|| bad(n, "a file line is `file SIZE NAME`".into()))?;
+                dataset.sizes.push(parse(size)?);
+                dataset
+                    .files
+                    .push(unescape(name).map_err(|why| bad(n, why))?);
+            } else if let Some(i) = ["format", "order"].iter().position(|&k| k == key) {
+                if strings[i].is_some() {
+                    return Err(bad(n, format!("{key} given twice")).into());
+                }
+                strings[i] = Some(unescape(value).map_err(|why| bad(n, why))?);
+            } else if let Some(i) = NUMS.iter().position(|&k| k == key) {
+                if nums[i].is_some() {
+                    return Err(bad(n, format!("{key} given twice")).into());
+                }
+                nums[i] = Some(parse(value)?);
+            } else {
+                return Err(bad(n, format!("unknown key {key:?}")).into());
+            }
+        }
+        let end = text.lines().count() + 1;
+        let missing = |k: &str| bad(end, format!("no {k} line"));
+        let [format, order] = strings;
+        dataset.format = format.ok_or_else(|| missing("format"))?;
+        let mut num = |i: usize| nums[i].take().ok_or_else(|| missing(NUMS[i]));
+        dataset.record_bytes = num(0)?;
+        Ok(Checkpoint {
+            version,
+            window: num(1)?,
+            stride: num(2)?,
+            order: order.ok_or_else(|| missing("order"))?,
+            seed: num(3)?,
+            windows: num(4)?,
+            epoch: num(5)?,
+            consumed: num(6)?,
+            world_size: num(7)?,
+            batch_size: num(8)?,
+            dataset,
+        })
+    }
+}
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn unescape(s: &str) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\\') => out.push('\\'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            other => return Err(format!("bad escape `\\{}` in {s:?}", other.unwrap_or(' '))),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,638 @@
+//! The example tools, run as a user runs them: the built binaries of `quickstart`,
+//! `train_tokens` and `make_shard`, with good and bad command lines.
+//!
+//! `cargo test` builds the examples into `target/<profile>/examples/`, beside the
+//! `deps/` folder that holds this test's executable; `cargo test --test cli` (or
+//! `--release --test cli`) does not, so the first test to need them runs `cargo build`
+//! for the three examples in the same profile, features and target folder (a no-op when
+//! they are fresh). Each check is about exit status and messages, never about speed: a
+//! watchdog only ends a run that would otherwise never end (a wrapped batch count).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, OnceLock};
+use std::time::Duration;
+
+use pinring::source::{write_shard, write_shard_u32, ShardFormat, TokenShard};
+
+const EXAMPLES: [&str; 3] = ["quickstart", "train_tokens", "make_shard"];
+
+/// Longest a run may take before it is taken for one that never ends. Far above what any
+/// run here needs on a slow machine; reached only when a check would fail anyway.
+const WATCHDOG: Duration = Duration::from_secs(300);
+
+/// `target/<profile>/examples`, with the three examples built and fresh.
+fn examples_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test's own path");
+        // target/[<triple>/]<profile>/deps/cli-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test runs from target/<profile>/deps")
+            .to_owned();
+        build_examples(&profile_dir);
+        let dir = profile_dir.join("examples");
+        for name in EXAMPLES {
+            assert!(
+                dir.join(exe_name(name)).is_file(),
+                "{name} was not built into {}",
+                dir.display()
+            );
+        }
+        dir
+    })
+}
+
+fn exe_name(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// Builds the examples in the profile, target folder and features this test was built
+/// with.
+fn build_examples(profile_dir: &Path) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet"]);
+    for name in EXAMPLES {
+        cmd.args(["--example", name]);
+    }
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+        None => panic!("no profile folder in {}", profile_dir.display()),
+    }
+    // target/<profile> or target/<triple>/<profile>: cargo marks the target folder's root.
+    let parent = profile_dir.parent().expect("a target folder");
+    let target_dir = if !parent.join("CACHEDIR.TAG").exists()
+        && parent
+            .parent()
+            .is_some_and(|p| p.join("CACHEDIR.TAG").exists())
+    {
+        let triple = parent.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        cmd.args(["--target", triple]);
+        parent.parent().unwrap_or(parent)
+    } else {
+        parent
+    };
+    cmd.arg("--target-dir").arg(target_dir);
+    if !cfg!(feature = "cuda") {
+        cmd.arg("--no-default-features");
+    }
+    let out = cmd.output().expect("running cargo to build the examples");
+    assert!(
+        out.status.success(),
+        "building the examples failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// What a run printed, and how it ended.
+#[derive(Debug)]
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// A refusal: a clean non-zero exit (not a signal) with an `error:` message, and no
+    /// panic.
+    fn assert_refused(&self, what: &str) {
+        assert!(
+            matches!(self.code, Some(c) if c != 0),
+            "{what}: expected a non-zero exit, got {self:#?}"
+        );
+        assert!(
+            self.stderr.contains("error:"),
+            "{what}: no error message: {self:#?}"
+        );
+        self.assert_no_panic(what);
+    }
+
+    fn assert_no_panic(&self, what: &str) {
+        assert!(
+            !self.stderr.contains("panicked") && !self.stdout.contains("panicked"),
+            "{what}: panicked: {self:#?}"
+        );
+    }
+}
+
+/// Runs example `name` with `args` in `dir`, its output captured.
+fn run_in(dir: &Path, name: &str, args: &[&str]) -> Run {
+    let path = examples_dir().join(exe_name(name));
+    let mut child = Command::new(&path)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", path.display()));
+    // Read both pipes to their end on threads; the pipes close when the process ends.
+    let (tx, rx) = mpsc::channel();
+    let pipes: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take().expect("piped")),
+        Box::new(child.stderr.take().expect("piped")),
+    ];
+    for (i, mut pipe) in pipes.into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = pipe.read_to_end(&mut text);
+            let _ = tx.send((i, String::from_utf8_lossy(&text).into_owned()));
+        });
+    }
+    drop(tx);
+    let mut texts = [String::new(), String::new()];
+    for _ in 0..2 {
+        match rx.recv_timeout(WATCHDOG) {
+            Ok((i, text)) => texts[i] = text,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{name} {args:?} did not end within {WATCHDOG:?}");
+            }
+        }
+    }
+    let status = child.wait().expect("waiting for the example");
+    let [stdout, stderr] = texts;
+    Run {
+        code: status.code(),
+        stdout,
+        stderr,
+    }
+}
+
+/// A fresh folder, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "pinring-cli-{}-{tag}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn run(&self, name: &str, args: &[&str]) -> Run {
+        run_in(&self.0, name, args)
+    }
+
+    /// The names in the folder, sorted.
+    fn entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small valid shard `shard.bin` in `dir`: 5000 u16 tokens.
+fn small_shard(dir: &TempDir) -> String {
+    let tokens: Vec<u16> = (0..5000u32).map(|i| (i * 7 % 50257) as u16).collect();
+    write_shard(dir.path().join("shard.bin"), &tokens).unwrap();
+    "shard.bin".to_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// --help
+
+#[test]
+fn help_lists_every_option_with_its_default_and_exits_0() {
+    let dir = TempDir::new("help");
+    /// Each option or argument with the default it must show, if any.
+    type Options<'a> = &'a [(&'a str, Option<&'a str>)];
+    let tools: [(&str, Options<'_>); 3] = [
+        (
+            "quickstart",
+            &[
+                ("--batches <N>", Some("[default: 2000]")),
+                ("--cpu", None),
+                ("--cuda <N>", None),
+                ("--help", None),
+            ],
+        ),
+        (
+            "train_tokens",
+            &[
+                ("<PATH>...", None),
+                ("--seq <T>", Some("[default: 1024]")),
+                ("--batch <B>", Some("[default: 16]")),
+                ("--dtype <DTYPE>", Some("[default: i32]")),
+                ("--order <ORDER>", Some("[default: shuffle]")),
+                ("--seed <S>", Some("[default: 0]")),
+                ("--batches <N>", Some("[default: 1000]")),
+                ("--threads <N>", Some("[default: one per core]")),
+                ("--rank <R>", Some("[default: 0]")),
+                ("--world <W>", Some("[default: 1]")),
+                ("--cuda <ORDINAL>", Some("[default: the cpu backend]")),
+            ],
+        ),
+        (
+            "make_shard",
+            &[
+                ("<PATH>", None),
+                ("<TOKENS>", None),
+                ("[SEED]", Some("[default: 0]")),
+                ("--u32", None),
+                ("--vocab <V>", Some("[default: 50257, or 128256 with --u32")),
+            ],
+        ),
+    ];
+    for (tool, options) in tools {
+        for flag in ["--help", "-h"] {
+            let run = dir.run(tool, &[flag]);
+            assert!(run.ok(), "{tool} {flag}: {run:#?}");
+            assert!(run.stderr.is_empty(), "{tool} {flag}: {run:#?}");
+            assert!(run.stdout.contains("Usage:"), "{tool} {flag}: {run:#?}");
+            let entries = help_entries(&run.stdout);
+            for (option, default) in options {
+                let entry = entries
+                    .iter()
+                    .find(|e| {
+                        let head = e.lines().next().unwrap_or("").trim_start();
+                        head.starts_with(option) || head.contains(&format!(", {option}"))
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("{tool} {flag} does not list {option}:\n{}", run.stdout)
+                    });
+                if let Some(default) = default {
+                    assert!(
+                        entry.contains(default),
+                        "{tool} {flag}: {option} does not show `{default}`:\n{entry}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A help text's entries: each option or argument line (indented at most 6 columns,
+/// starting with `-`, `<` or `[`) with the lines that follow it, up to the next entry or
+/// section heading.
+fn help_entries(text: &str) -> Vec<String> {
+    let mut entries: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let head = line.trim_start();
+        if indent > 0 && indent <= 6 && head.starts_with(['-', '<', '[']) {
+            entries.push(line.to_owned());
+            open = true;
+        } else if indent == 0 && !line.is_empty() {
+            open = false;
+        } else if open {
+            let last = entries.last_mut().expect("an open entry");
+            last.push('\n');
+            last.push_str(line);
+        }
+    }
+    entries
+}
+
+// ---------------------------------------------------------------------------------------
+// Overflowing input: a message and a non-zero exit, in debug and release
+
+#[test]
+fn overflowing_numbers_are_refused_with_a_message() {
+    let dir = TempDir::new("overflow");
+    let shard = small_shard(&dir);
+    let max = u64::MAX.to_string();
+    let cases: [(&str, Vec<&str>, &str); 6] = [
+        // T + 1 overflows (a debug build panicked, a release build wrapped to 0).
+        ("train_tokens", vec![&shard, "--seq", &max], "--seq"),
+        // 2 × T × 4 bytes overflows.
+        (
+            "train_tokens",
+            vec![&shard, "--seq", "9223372036854775807"],
+            "--seq",
+        ),
+        // batches × batch overflows (a release build wrapped to a run that never ended).
+        (
+            "train_tokens",
+            vec![&shard, "--batches", &max, "--batch", "2"],
+            "--batches",
+        ),
+        ("quickstart", vec!["--cpu", "--batches", &max], "--batches"),
+        ("make_shard", vec!["out.bin", "2147483648"], "2147483647"),
+        (
+            "make_shard",
+            vec!["out.bin", "99999999999999999999999"],
+            "2147483647",
+        ),
+    ];
+    for (tool, args, names) in cases {
+        let run = dir.run(tool, &args);
+        run.assert_refused(&format!("{tool} {args:?}"));
+        // A bad argument: status 2, as for any argument the parser refuses.
+        assert_eq!(run.code, Some(2), "{tool} {args:?}: {run:#?}");
+        assert!(
+            run.stderr.contains(names),
+            "{tool} {args:?}: the message does not name `{names}`: {run:#?}"
+        );
+        // Refused before any work: no batch was streamed, no file written.
+        assert!(!run.stdout.contains("batches in"), "{run:#?}");
+        assert_eq!(
+            dir.entries(),
+            std::slice::from_ref(&shard),
+            "{tool} {args:?} left a file"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// make_shard
+
+#[test]
+fn make_shard_leaves_no_file_when_it_fails() {
+    let dir = TempDir::new("make-fail");
+    std::fs::write(dir.path().join("not-a-dir"), b"x").unwrap();
+    let cases: [&[&str]; 9] = [
+        &["out.bin", "2147483648"],
+        &["out.bin", "0"],
+        &["out.bin", "abc"],
+        &["out.bin", "--", "-5"],
+        &["out.bin", "1000", "--vocab", "70000"],
+        &["out.bin", "1000", "--vocab", "0"],
+        &["missing/out.bin", "1000"],
+        &["not-a-dir/out.bin", "1000"],
+        &[".", "1000"],
+    ];
+    for args in cases {
+        let run = dir.run("make_shard", args);
+        run.assert_refused(&format!("make_shard {args:?}"));
+        assert_eq!(
+            dir.entries(),
+            ["not-a-dir"],
+            "make_shard {args:?} left a file"
+        );
+    }
+}
+
+/// A folder the shard cannot be created in: the failure leaves nothing (no shard, no
+/// temporary file). A folder without write permission is one, unless this process may
+/// write anyway (root): then a sysfs folder, which nobody may create files in.
+#[test]
+fn make_shard_in_an_unwritable_folder_leaves_no_file() {
+    let dir = TempDir::new("make-unwritable");
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    let unwritable = |folder: &Path| {
+        let probe = folder.join(".pinring-cli-probe");
+        let writable = std::fs::write(&probe, b"").is_ok();
+        let _ = std::fs::remove_file(&probe);
+        !writable
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let folder = if unwritable(&locked) {
+        locked.clone()
+    } else if Path::new("/sys").is_dir() && unwritable(Path::new("/sys")) {
+        PathBuf::from("/sys")
+    } else {
+        eprintln!("no unwritable folder here (root, and no sysfs): case not run");
+        return;
+    };
+    let before: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let target = folder.join(format!("pinring-cli-{}.bin", std::process::id()));
+    let run = dir.run("make_shard", &[target.to_str().unwrap(), "1000"]);
+    run.assert_refused("make_shard into an unwritable folder");
+    assert!(
+        run.stderr.contains(&*target.to_string_lossy()),
+        "the message names no file: {run:#?}"
+    );
+    let after: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "a file was left in {}",
+        folder.display()
+    );
+    assert!(!target.exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755));
+    }
+}
+
+#[test]
+fn make_shard_writes_each_format_in_place() {
+    let dir = TempDir::new("make-ok");
+    // u16, the default: the same arguments give the same file; a rerun replaces it.
+    let run = dir.run("make_shard", &["a.bin", "10000", "7"]);
+    assert!(run.ok(), "{run:#?}");
+    assert!(run.stdout.contains("wrote 10000 u16"), "{run:#?}");
+    let first = std::fs::read(dir.path().join("a.bin")).unwrap();
+    let run = dir.run("make_shard", &["a.bin", "10000", "7"]);
+    assert!(run.ok(), "{run:#?}");
+    assert_eq!(std::fs::read(dir.path().join("a.bin")).unwrap(), first);
+    let shard = TokenShard::open(dir.path().join("a.bin")).unwrap();
+    assert_eq!((shard.format(), shard.len()), (ShardFormat::U16, 10000));
+    assert!((0..10000).all(|i| shard.token(i).unwrap() < 50257));
+
+    // u32 (llm.c's LLaMA-3 format), with --flag=value.
+    let run = dir.run("make_shard", &["--u32", "b.bin", "20000", "--vocab=200000"]);
+    assert!(run.ok(), "{run:#?}");
+    let shard = TokenShard::open(dir.path().join("b.bin")).unwrap();
+    assert_eq!((shard.format(), shard.len()), (ShardFormat::U32, 20000));
+    let tokens: Vec<u32> = (0..20000).map(|i| shard.token(i).unwrap()).collect();
+    assert!(tokens.iter().all(|&t| t < 200_000));
+    assert!(tokens.iter().any(|&t| t > u32::from(u16::MAX)));
+    // Nothing else is left in the folder (no temporary file).
+    assert_eq!(dir.entries(), ["a.bin", "b.bin"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// quickstart
+
+#[test]
+fn quickstart_rejects_bad_arguments() {
+    let dir = TempDir::new("quickstart-bad");
+    for args in [
+        &["abc"][..],
+        &["-5"],
+        &["--batches", "abc"],
+        &["--batches=-5"],
+        &["--batches", "0"],
+        &["--cpu", "--cuda", "0"],
+        &["--nonsense"],
+    ] {
+        let run = dir.run("quickstart", args);
+        run.assert_refused(&format!("quickstart {args:?}"));
+        assert_eq!(run.code, Some(2), "quickstart {args:?}: {run:#?}");
+        assert!(!run.stdout.contains("batches of"), "ran anyway: {run:#?}");
+    }
+}
+
+#[test]
+fn quickstart_runs_and_says_why_it_fell_back_to_the_cpu() {
+    let dir = TempDir::new("quickstart-ok");
+    // --flag=value, on the cpu backend: a Stats summary.
+    let run = dir.run("quickstart", &["--cpu", "--batches=3"]);
+    assert!(run.ok(), "{run:#?}");
+    assert!(run.stdout.contains("on the cpu backend"), "{run:#?}");
+    assert!(run.stdout.contains("3 batches of 64 images"), "{run:#?}");
+    for stage in ["decode", "copy", "bytes"] {
+        assert!(run.stdout.contains(stage), "no Stats summary: {run:#?}");
+    }
+    assert!(!run.stdout.contains("falling back"), "{run:#?}");
+
+    // No backend named: CUDA device 0 where it works; else the cpu, with the reason.
+    let run = dir.run("quickstart", &["--batches", "1"]);
+    assert!(run.ok(), "{run:#?}");
+    #[cfg(feature = "cuda")]
+    match pinring::Cuda::device_count() {
+        Ok(n) if n > 0 => {
+            assert!(
+                run.stdout.contains("on the cuda (device 0) backend"),
+                "{run:#?}"
+            )
+        }
+        Ok(_) => assert!(
+            run.stdout
+                .contains("falling back to the cpu backend: the CUDA driver reports no device"),
+            "{run:#?}"
+        ),
+        Err(e) => {
+            let line = format!("falling back to the cpu backend: CUDA cannot be used here: {e}");
+            assert!(run.stdout.contains(&line), "expected `{line}`: {run:#?}");
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    assert!(
+        run.stdout.contains("falling back to the cpu backend: CUDA cannot be used here: this build has no `cuda` feature"),
+        "{run:#?}"
+    );
+
+    // --cuda N where the device cannot be used: an error, not a silent fallback.
+    #[cfg(feature = "cuda")]
+    if pinring::Cuda::device_count().is_err() {
+        let run = dir.run("quickstart", &["--cuda", "0", "--batches", "1"]);
+        run.assert_refused("quickstart --cuda 0 without CUDA");
+        assert!(!run.stdout.contains("batches of"), "{run:#?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// train_tokens
+
+#[test]
+fn train_tokens_takes_flag_equals_value() {
+    let dir = TempDir::new("train-ok");
+    let shard = small_shard(&dir);
+    let run = dir.run(
+        "train_tokens",
+        &[
+            "--seq=8",
+            "--batch=2",
+            "--batches=3",
+            "--dtype=i64",
+            "--order=seq",
+            "--threads=1",
+            &shard,
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("batches of 2 × (T = 8) as i64, Sequential"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("3 batches in"), "{run:#?}");
+    // A u32 shard streams too.
+    let tokens: Vec<u32> = (0..3000u32).map(|i| i * 40).collect();
+    write_shard_u32(dir.path().join("llama.bin"), &tokens).unwrap();
+    let run = dir.run(
+        "train_tokens",
+        &["--seq", "16", "--batches", "2", "llama.bin"],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(run.stdout.contains("of u32 tokens"), "{run:#?}");
+}
+
+#[test]
+fn train_tokens_errors_name_the_real_cause() {
+    let dir = TempDir::new("train-bad");
+    let shard = small_shard(&dir);
+    write_shard_u32(dir.path().join("llama.bin"), &[1, 2, 3, 70000, 5, 6, 7, 8]).unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let cases: [(Vec<&str>, &str); 5] = [
+        (vec!["data"], "data: is a directory"),
+        (
+            vec![
+                &shard, "--seq", "1024", "--rank", "99999", "--world", "100000",
+            ],
+            "rank 99999's share of the epoch is empty",
+        ),
+        (
+            vec![&shard, "--seq", "5000"],
+            "no window of 5001 units fits",
+        ),
+        (
+            vec!["llama.bin", "--seq", "4", "--dtype", "u16"],
+            "holds u32 tokens, which the decoder's u16 cannot hold",
+        ),
+        (
+            vec![&shard, "--rank", "3", "--world", "2"],
+            "rank 3 is not below world_size 2",
+        ),
+    ];
+    for (args, phrase) in cases {
+        let run = dir.run("train_tokens", &args);
+        run.assert_refused(&format!("train_tokens {args:?}"));
+        assert!(
+            run.stderr.contains(phrase),
+            "train_tokens {args:?}: expected `{phrase}`: {run:#?}"
+        );
+    }
+    // Arguments clap refuses: exit status 2.
+    for args in [
+        &["--batch", "0", "x.bin"][..],
+        &["--dtype", "u8", "x.bin"],
+        &[],
+    ] {
+        let run = dir.run("train_tokens", args);
+        run.assert_refused(&format!("train_tokens {args:?}"));
+        assert_eq!(run.code, Some(2), "{run:#?}");
+    }
+}
