@@ -172,12 +172,25 @@ impl<B: Backend> Pipeline<B> {
     /// [`StopHandle`]). With a [`pop_timeout`](crate::ConfigBuilder::pop_timeout), a
     /// wait that runs out returns [`Error::PopTimeout`] naming the stage that is behind.
     pub fn pop(&mut self) -> Result<Option<Batch<B>>> {
+        self.pop_within(self.pop_timeout)
+    }
+
+    /// Like [`pop`](Self::pop), but waits at most `timeout` for this call, whatever the
+    /// configured pop timeout: a wait that runs out returns [`Error::PopTimeout`] naming
+    /// the stage that is behind, and the pipeline goes on (pop again). For callers that
+    /// wait in bounded slices, for example to check for signals in between.
+    pub fn pop_for(&mut self, timeout: Duration) -> Result<Option<Batch<B>>> {
+        self.pop_within(Some(timeout))
+    }
+
+    /// `pop` with an explicit bound on this call's wait (`None`: no bound).
+    fn pop_within(&mut self, timeout: Option<Duration>) -> Result<Option<Batch<B>>> {
         if let Some(done) = self.take_ready()? {
             return Ok(done);
         }
         let start = Instant::now();
         // A timeout too long to add to now (say `Duration::MAX`) is no deadline at all.
-        let deadline = self.pop_timeout.and_then(|t| start.checked_add(t));
+        let deadline = timeout.and_then(|t| start.checked_add(t));
         let shared = &*self.shared;
         let mut token = None;
         let ready = &mut self.ready;
