@@ -342,7 +342,7 @@ impl Form<'_> {
     fn name(&self) -> &'static str {
         match self {
             Form::Default => "None",
-            Form::RawEvent(_) => "int (a raw CUevent)",
+            Form::RawEvent(_) => "raw CUevent (an int)",
             Form::TorchEvent(_) => "torch.cuda.Event",
             Form::TorchStream(_) => "torch.cuda.Stream",
             Form::CupyStream(_) => "cupy.cuda.Stream",
@@ -571,8 +571,8 @@ impl PyBatch {
         if self.device == Device::Cpu {
             if !matches!(form, Form::Default) {
                 return Err(PyTypeError::new_err(format!(
-                    "batch {} is on the cpu backend, which has no CUDA streams: release it \
-                     with event=None, not a {}",
+                    "batch {} is on the cpu backend, which has no CUDA streams or events: \
+                     release it with event=None (got a {})",
                     self.seq,
                     form.name()
                 )));

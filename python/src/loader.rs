@@ -298,7 +298,15 @@ impl Loader {
             let text = e
                 .to_string()
                 .replace("samples_per_batch", "batch_size")
-                .replace("bytes_per_sample", "bytes per sample");
+                .replace("bytes_per_sample", "bytes per sample")
+                .replace(
+                    "(raise it with `host_budget`)",
+                    "(use a smaller batch_size or fewer host_slots)",
+                )
+                .replace(
+                    "(raise it with `device_budget`)",
+                    "(use a smaller batch_size or fewer device_slots)",
+                );
             errors::config(py, format!("invalid Loader arguments: {text}"))
         };
         let (pipeline, device) = match request {

@@ -165,6 +165,26 @@ fn is_glob(p: &std::path::Path) -> bool {
     p.to_string_lossy().contains(['*', '?'])
 }
 
+/// A directory given where a file belongs: the error names it (the core would only say
+/// that it could not map it).
+fn not_a_directory(p: &std::path::Path) -> pinring::Result<()> {
+    if p.is_dir() {
+        let problem = std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            format!(
+                "is a directory, not a file: give a file, a glob such as \"{}/*.bin\", or a list",
+                p.display()
+            ),
+        );
+        return Err(source::SourceError::File {
+            path: p.to_owned(),
+            problem: problem.into(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 fn positive(py: Python<'_>, name: &str, value: i128) -> PyResult<u64> {
     u64::try_from(value)
         .ok()
@@ -275,6 +295,7 @@ impl TokenWindows {
                 if is_glob(p) {
                     shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
                 } else {
+                    not_a_directory(p)?;
                     shards.extend(TokenShards::open([p])?.shards().iter().cloned());
                 }
             }
@@ -426,6 +447,7 @@ impl FixedRecords {
                     let matched = source::FixedRecords::glob(p, record_bytes)?;
                     all.extend(matched.files().iter().map(|f| f.path().to_owned()));
                 } else {
+                    not_a_directory(p)?;
                     all.push(p.clone());
                 }
             }
