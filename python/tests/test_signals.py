@@ -62,6 +62,7 @@ def _wait_until_sleeping(pid, bound):
             state = f.read().rsplit(")", 1)[1].split()[0]
         if state == "S":
             return
+        time.sleep(0.001)  # poll gently: a busy parent would keep the child off the CPU
     raise AssertionError("the child's pop never went to sleep")
 
 
