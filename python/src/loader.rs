@@ -415,7 +415,9 @@ impl Loader {
 
     /// A snapshot of the pipeline's counters (seconds for times) and slot states.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let live = self.holder.lock().as_ref().map(AnyPipeline::stats);
+        // A pop in another thread holds the lock for up to one slice: wait without the GIL.
+        let holder = &self.holder;
+        let live = py.detach(|| holder.lock().as_ref().map(AnyPipeline::stats));
         let stats = match live {
             Some(s) => s,
             None => match self
