@@ -155,16 +155,16 @@ fn sync_channel_items(iters: u64) -> Duration {
     )
 }
 
-/// An endless pipeline of one-byte batches whose decoder writes nothing; `spin` checks
-/// before a waiting stage parks.
-fn tiny_pipeline(host_slots: usize, device_slots: usize, spin: u32) -> Pipeline {
+/// An endless pipeline of one-byte batches whose decoder writes nothing; a waiting stage
+/// spins for `spin` before it parks.
+fn tiny_pipeline(host_slots: usize, device_slots: usize, spin: Duration) -> Pipeline {
     let config = Config::builder()
         .samples_per_batch(1)
         .bytes_per_sample(1)
         .host_slots(host_slots)
         .device_slots(device_slots)
         .decode_threads(1)
-        .spin_before_park(spin)
+        .spin(spin)
         .build()
         .expect("valid config");
     let decoder = decode_fn(|_: (), _: &mut [u8]| Ok(()));
@@ -179,9 +179,12 @@ fn handoff(c: &mut Criterion) {
         b.iter_custom(array_queue_items)
     });
     group.bench_function("std_sync_channel", |b| b.iter_custom(sync_channel_items));
-    // The default spin budget (4096 checks), then none: with five pipeline threads on
-    // two cores, a spinning stage takes the core from the one it waits for.
-    for (name, spin) in [("pinring_pipeline", 4096), ("pinring_pipeline_spin0", 0)] {
+    // The default spin time, then none: with five pipeline threads on two cores, a
+    // spinning stage takes the core from the one it waits for.
+    for (name, spin) in [
+        ("pinring_pipeline", Config::DEFAULT_SPIN),
+        ("pinring_pipeline_spin0", Duration::ZERO),
+    ] {
         let mut pipeline = tiny_pipeline(4, 2, spin);
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -223,7 +226,7 @@ fn consumer(c: &mut Criterion) {
     // rounds are about 50 times longer, so keep the measured part short.
     group.warm_up_time(Duration::from_millis(30));
     group.measurement_time(Duration::from_millis(100));
-    let mut pipeline = tiny_pipeline(64, SLOTS, 4096);
+    let mut pipeline = tiny_pipeline(64, SLOTS, Config::DEFAULT_SPIN);
     group.bench_function("pop_release", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;

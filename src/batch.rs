@@ -216,7 +216,11 @@ impl<B: Backend> fmt::Debug for ReleaseError<B> {
 
 impl<B: Backend> fmt::Display for ReleaseError<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "release of batch {} failed: {}", self.batch.seq, self.error)
+        write!(
+            f,
+            "release of batch {} failed: {}",
+            self.batch.seq, self.error
+        )
     }
 }
 

@@ -97,12 +97,7 @@ impl<B: Backend> Copier<B> {
                 Progress::End | Progress::Failed => true,
                 Progress::Pending | Progress::Decoding => false,
             };
-            can_copy
-                || (retired < next
-                    && device
-                        .backend
-                        .copied(host.idx(retired))
-                        .unwrap_or(true))
+            can_copy || (retired < next && device.backend.copied(host.idx(retired)).unwrap_or(true))
         };
         if retired < next && !device.backend.notifies_copy_done() {
             // Copies in flight and nothing will wake us when one completes: short parks.

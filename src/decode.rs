@@ -49,6 +49,12 @@ where
     }
 }
 
+impl<S, F> std::fmt::Debug for DecodeFn<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DecodeFn")
+    }
+}
+
 impl<S, F> Decode for DecodeFn<S, F>
 where
     S: Send + 'static,

@@ -152,8 +152,10 @@ impl HostRing {
                 .is_some_and(|end| end <= self.stride),
             "range out of slot"
         );
-        // SAFETY: the range lies inside slot h (asserted); exclusivity is the caller's
-        // contract above.
-        unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(h).add(offset), len) }
+        // SAFETY: `offset + len <= stride` (asserted), so the pointer stays inside slot h.
+        let start = unsafe { self.slot_ptr(h).add(offset) };
+        // SAFETY: `start..start + len` lies inside slot h of the live mapping; exclusivity
+        // is the caller's contract above.
+        unsafe { std::slice::from_raw_parts_mut(start, len) }
     }
 }

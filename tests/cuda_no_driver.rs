@@ -53,13 +53,9 @@ fn creating_a_cuda_pipeline_without_a_driver_is_an_error() {
     ] {
         match pipeline(options.clone()) {
             Ok(_) => panic!("a CUDA pipeline opened with no CUDA device ({options:?})"),
-            Err(Error::Backend {
-                call,
-                code,
-                message,
-            }) => {
+            Err(Error::Backend { call, message, .. }) => {
                 let text = format!("{call} failed: {message}");
-                eprintln!("{options:?}: {text} (code {code})");
+                eprintln!("{options:?}: {text}");
                 if Cuda::device_count().is_err() {
                     // No driver library at all: the message says what to install.
                     assert!(text.contains("libcuda") || text.contains("CUDA"), "{text}");
@@ -87,9 +83,16 @@ fn an_invalid_ordinal_is_an_error() {
     };
     match pipeline(CudaOptions::ordinal(count + 7)) {
         Ok(_) => panic!("device {} does not exist", count + 7),
-        Err(Error::Backend { call, code, .. }) => {
-            assert_eq!(call, "cuDeviceGet");
-            assert_eq!(code, 101); // CUDA_ERROR_INVALID_DEVICE
+        Err(e @ Error::Backend { .. }) => {
+            let Error::Backend { call, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*call, "cuDeviceGet");
+            // The driver's error travels as the source: CUDA_ERROR_INVALID_DEVICE.
+            let driver = e.driver_error().expect("a driver error as the source");
+            assert_eq!(driver.0 as i32, 101);
+            let source = std::error::Error::source(&e).expect("a source");
+            assert!(source.to_string().contains("INVALID_DEVICE"), "{source}");
         }
         Err(other) => panic!("expected Error::Backend, got {other:?}"),
     }

@@ -645,3 +645,34 @@ fn many_pipelines_run_side_by_side() {
     }
     assert_eq!(counter.load(Ordering::Relaxed), 400);
 }
+
+#[test]
+fn pop_for_bounds_one_call_and_the_pipeline_goes_on() {
+    // No configured pop timeout: only the per-call bound applies.
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .device_slots(1)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..3u64).unwrap();
+    let first = p.pop_for(BOUND).unwrap().expect("batch 0");
+    assert_eq!(first.seq(), 0);
+    // The one device slot is leased: the next pop cannot be served until it is released.
+    match p.pop_for(Duration::from_millis(20)) {
+        Err(Error::PopTimeout {
+            behind: pinring::Stage::Consumer,
+            waited,
+        }) => assert!(waited >= Duration::from_millis(20)),
+        other => panic!("expected a consumer timeout, got {other:?}"),
+    }
+    first.release(Fence::Sync).unwrap();
+    // The timed-out call lost nothing: batches 1 and 2 follow in order, then the end.
+    for seq in 1..3 {
+        let b = p.pop_for(BOUND).unwrap().expect("a batch");
+        assert_eq!(b.seq(), seq);
+        check_batch(b.bytes(), seq, 1, 8, 1);
+        b.release(Fence::Sync).unwrap();
+    }
+    assert!(p.pop_for(BOUND).unwrap().is_none());
+}

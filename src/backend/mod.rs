@@ -161,7 +161,11 @@ pub(crate) mod private {
 
         /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
         /// drop of the batch must fence on. Refuses a stream it could not fence on later.
-        fn ready_on(&self, d: DeviceIdx, stream: &<Self as Backend>::Stream) -> Result<Self::Binding>
+        fn ready_on(
+            &self,
+            d: DeviceIdx,
+            stream: &<Self as Backend>::Stream,
+        ) -> Result<Self::Binding>
         where
             Self: Backend;
 

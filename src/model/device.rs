@@ -647,7 +647,11 @@ impl Ops for Model {
     /// with no fence (as the cuda backend's context synchronize).
     fn capture_conservative(&self, d: DeviceIdx) -> ModelFence {
         let dev = &*self.device;
-        dev.step_until(|_, state| state.streams[COPY_STREAM + 1..].iter().all(VecDeque::is_empty));
+        dev.step_until(|_, state| {
+            state.streams[COPY_STREAM + 1..]
+                .iter()
+                .all(VecDeque::is_empty)
+        });
         let mut state = dev.lock();
         dev.released(&mut state, d.0, false);
         ModelFence { recorded: false }

@@ -10,4 +10,3 @@ mod device;
 mod rig;
 #[cfg(test)]
 mod tests;
-

@@ -11,7 +11,7 @@ use crate::decode::Decode;
 use crate::error::DecodeError;
 use crate::host_ring::HostRing;
 use crate::pipeline::{assemble, Parts, Pipeline, StopHandle};
-use crate::sync::{native, suppress_wakes, mutation, Arc, Mutation};
+use crate::sync::{mutation, native, suppress_wakes, Arc, Mutation};
 use crate::Batch;
 
 /// Bytes of one sample: its id, little-endian.
@@ -40,7 +40,12 @@ pub(crate) struct Spec {
 impl Spec {
     /// `batches` full batches of `per_batch` samples over H host and D device slots; the
     /// device notifies copy completion; one item a batch.
-    pub(crate) fn new(host_slots: usize, device_slots: usize, per_batch: usize, samples: u64) -> Self {
+    pub(crate) fn new(
+        host_slots: usize,
+        device_slots: usize,
+        per_batch: usize,
+        samples: u64,
+    ) -> Self {
         Spec {
             host_slots,
             device_slots,
@@ -85,7 +90,7 @@ impl Stage {
 struct Setting {
     device: Arc<Device>,
     ring: native::Arc<HostRing>,
-    stop: StopHandle,
+    stop: StopHandle<Model>,
 }
 
 /// Writes each sample's id into its range, checking invariant 1 first.

@@ -4,6 +4,7 @@
 mod start;
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 #[cfg(all(test, pinring_loom))]
@@ -66,19 +67,28 @@ pub struct Pipeline<B: Backend = Cpu> {
 /// Stops a pipeline from any thread: pending and later `pop`s return
 /// [`Error::Stopped`], and the pipeline's threads wind down. Get one with
 /// [`Pipeline::stop_handle`].
-#[derive(Clone)]
-pub struct StopHandle {
+pub struct StopHandle<B: Backend = Cpu> {
     control: Arc<Control>,
+    backend: PhantomData<fn() -> B>,
 }
 
-impl StopHandle {
+impl<B: Backend> Clone for StopHandle<B> {
+    fn clone(&self) -> Self {
+        StopHandle {
+            control: self.control.clone(),
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> StopHandle<B> {
     /// Stops the pipeline. Idempotent.
     pub fn stop(&self) {
         self.control.stop();
     }
 }
 
-impl fmt::Debug for StopHandle {
+impl<B: Backend> fmt::Debug for StopHandle<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("StopHandle")
     }
@@ -240,9 +250,10 @@ impl<B: Backend> Pipeline<B> {
     }
 
     /// A handle that stops this pipeline from another thread.
-    pub fn stop_handle(&self) -> StopHandle {
+    pub fn stop_handle(&self) -> StopHandle<B> {
         StopHandle {
             control: self.control.clone(),
+            backend: PhantomData,
         }
     }
 

@@ -155,7 +155,11 @@ impl HostSlots {
     /// # Safety
     /// Only the feeder calls this, after [`is_free`](Self::is_free)`(k)` returned true, and
     /// for one `k` at a time: the slot is then the feeder's alone.
-    pub(crate) unsafe fn begin_fill<'a, S>(&'a self, k: u64, samples: &'a Samples<S>) -> Filling<'a, S> {
+    pub(crate) unsafe fn begin_fill<'a, S>(
+        &'a self,
+        k: u64,
+        samples: &'a Samples<S>,
+    ) -> Filling<'a, S> {
         let slot = self.slot(k);
         slot.stamp.publish(k, HostState::Filling);
         Filling {
@@ -331,7 +335,13 @@ impl<S> Item<'_, S> {
     }
 
     /// Takes sample `j` (in [`range`](Self::range)) and the bytes it is decoded into.
-    pub(crate) fn sample<'r>(&mut self, j: usize, ring: &'r HostRing, sample_bytes: usize) -> (Option<S>, &'r mut [u8]) {
+    #[allow(clippy::mut_from_ref)] // the slot protocol gives this item the bytes alone
+    pub(crate) fn sample<'r>(
+        &mut self,
+        j: usize,
+        ring: &'r HostRing,
+        sample_bytes: usize,
+    ) -> (Option<S>, &'r mut [u8]) {
         assert!(self.range().contains(&j), "sample {j} is not in this item");
         let h = self.slots.idx(self.k);
         let sample = self.samples.cell(h, j).with_mut(|p| {

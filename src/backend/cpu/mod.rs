@@ -228,7 +228,10 @@ impl Ops for Cpu {
                 source: None,
             });
         }
-        assert!(job.bytes <= self.layout.batch_bytes, "copy larger than a slot");
+        assert!(
+            job.bytes <= self.layout.batch_bytes,
+            "copy larger than a slot"
+        );
         if let Some(delay) = self.delay() {
             self.copy_stream.push(Op::Sleep(delay));
         }

@@ -18,15 +18,9 @@ pub(super) enum Op {
         len: usize,
     },
     /// Completes `epoch` of `event`.
-    Signal {
-        event: Arc<EventState>,
-        epoch: u64,
-    },
+    Signal { event: Arc<EventState>, epoch: u64 },
     /// Holds the stream until `epoch` of `event` has completed.
-    Wait {
-        event: Arc<EventState>,
-        epoch: u64,
-    },
+    Wait { event: Arc<EventState>, epoch: u64 },
     /// Sleeps (an injected delay, or a stand-in for a long kernel).
     Sleep(Duration),
     /// Runs the caller's closure (a stand-in for a kernel).
@@ -89,8 +83,8 @@ impl CpuStream {
     /// # Panics
     /// If the system cannot start a thread.
     pub fn new() -> Self {
-        let stream = Self::spawn("pinring-cpu-stream", None)
-            .expect("could not start a cpu stream thread");
+        let stream =
+            Self::spawn("pinring-cpu-stream", None).expect("could not start a cpu stream thread");
         let mut streams = lock(&USER_STREAMS);
         streams.retain(|w| w.strong_count() > 0);
         streams.push(Arc::downgrade(&stream.handle));

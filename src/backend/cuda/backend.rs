@@ -255,7 +255,10 @@ impl Ops for Cuda {
     fn copy(&self, job: &CopyJob) -> Result<()> {
         self.bind_copy_thread()?;
         let stream = self.copy_stream.raw();
-        assert!(job.bytes <= self.layout.batch_bytes, "copy larger than a slot");
+        assert!(
+            job.bytes <= self.layout.batch_bytes,
+            "copy larger than a slot"
+        );
         let src = self.registration.ring().slot_ptr(job.host.0).cast_const();
         // SAFETY: `src..src + bytes` lies in host slot `host` of the registered ring, which
         // the slot protocol keeps unwritten while the slot is IN_FLIGHT (until COPIED
@@ -298,9 +301,7 @@ impl Ops for Cuda {
         .call("cuStreamWaitEvent")?;
         Ok(CudaBinding {
             stream: stream.clone(),
-            thread: stream
-                .is_per_thread()
-                .then(|| current_thread().id()),
+            thread: stream.is_per_thread().then(|| current_thread().id()),
         })
     }
 

@@ -69,7 +69,9 @@ pub(super) fn open(options: &CudaOptions) -> Result<Arc<CudaContext>> {
                 return Err(driver::error(
                     "cuDeviceGet",
                     cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_INVALID_DEVICE),
-                    &format!("there is no CUDA device {ordinal}: this process sees {count} ({visible})"),
+                    &format!(
+                        "there is no CUDA device {ordinal}: this process sees {count} ({visible})"
+                    ),
                 ));
             }
             CudaContext::new(ordinal).call("cuDevicePrimaryCtxRetain")
@@ -128,7 +130,8 @@ fn is_primary(device: CUdevice, ctx: CUcontext) -> Result<bool> {
         return Ok(false);
     }
     // SAFETY: retains the (active) primary context; released just below.
-    let primary = unsafe { result::primary_ctx::retain(device) }.call("cuDevicePrimaryCtxRetain")?;
+    let primary =
+        unsafe { result::primary_ctx::retain(device) }.call("cuDevicePrimaryCtxRetain")?;
     // SAFETY: releases the retain just taken.
     let _ = unsafe { result::primary_ctx::release(device) };
     Ok(primary == ctx)

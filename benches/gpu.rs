@@ -1,18 +1,18 @@
 //! The GPU benchmark: pinring's cuda backend against the limits and the peers, one process.
-//! Needs an NVIDIA GPU; `scripts/gpu-check.sh --run` (or `--bench`) builds the inputs (the
-//! token shard, the PyTorch figures from `benches/torch_dataloader.py`), runs it and
-//! prints the table.
+//! Needs an NVIDIA GPU; `scripts/gpu-check.sh --run` (or `--bench`) builds it here, makes
+//! its inputs there (the token shard, the PyTorch figures from
+//! `benches/torch_dataloader.py`), runs it and prints the table.
 //!
 //! ```text
-//! gpu_bench --ptx PATH --shard PATH [--torch FILE] [--only SECTION[,SECTION...]]
+//! cargo bench -p pinring-benches --bench gpu -- --shard PATH [--torch FILE] [--only SECTION[,SECTION...]]
 //! ```
 //!
-//! `--ptx`: the suite's kernels (`kernels/gpu_check.ptx`; the spin kernel is used).
 //! `--shard`: a uint16 token shard (`make_shard`), at least 10 Mi tokens.
 //! `--torch`: `TORCH\t<key>\t<value>` lines from `benches/torch_dataloader.py`.
 //! Sections: transport, small, large, overlap, scaling, consumer (default: all of these);
 //! `explore` (only when named) tries the pipeline's knobs on the token workloads and
-//! prints `EXPLORE` lines, for tuning.
+//! prints `EXPLORE` lines, for tuning. The kernels (the spin kernel) are the GPU suite's,
+//! shared through `tests/gpu/harness.rs`.
 //!
 //! Each result is a line `ROW\t<what>\t<pinring>\t<reference>\t<target>\t<met>`; stage
 //! times behind it are `STATS\t...` lines; a section that fails prints
@@ -20,7 +20,11 @@
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: gpu_bench --ptx PATH --shard PATH [--torch FILE] \
+#[cfg(feature = "cuda")]
+#[path = "../tests/gpu/harness.rs"]
+mod harness;
+
+const USAGE: &str = "usage: gpu --shard PATH [--torch FILE] \
     [--only transport,small,large,overlap,scaling,consumer,explore]";
 
 const SECTIONS: &[&str] = &[
@@ -37,19 +41,17 @@ const SECTIONS: &[&str] = &[
 #[derive(Debug)]
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 struct Args {
-    ptx: String,
     shard: String,
     torch: Option<String>,
     only: Vec<String>,
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let (mut ptx, mut shard, mut torch, mut only) = (None, None, None, Vec::new());
+    let (mut shard, mut torch, mut only) = (None, None, Vec::new());
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
-            "--ptx" => ptx = Some(value()?),
             "--shard" => shard = Some(value()?),
             "--torch" => torch = Some(value()?),
             "--only" => {
@@ -60,12 +62,13 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     only.push(s.to_string());
                 }
             }
+            // What `cargo bench` passes to a harness-less bench.
+            "--bench" => {}
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unexpected argument `{other}`")),
         }
     }
     Ok(Args {
-        ptx: ptx.ok_or("--ptx is required")?,
         shard: shard.ok_or("--shard is required")?,
         torch,
         only,
@@ -88,7 +91,7 @@ fn main() -> ExitCode {
     #[cfg(not(feature = "cuda"))]
     {
         let _ = args;
-        eprintln!("gpu_bench needs the `cuda` feature");
+        eprintln!("the GPU benchmark needs the `cuda` feature");
         ExitCode::from(2)
     }
 }
@@ -96,15 +99,11 @@ fn main() -> ExitCode {
 #[cfg(feature = "cuda")]
 mod bench {
     use std::collections::HashMap;
-    use std::ffi::{c_void, CString};
-    use std::fmt::Display;
     use std::process::ExitCode;
-    use std::ptr;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use pinring::cudarc::driver::sys::{self, CUfunction, CUmodule, CUstream};
-    use pinring::cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+    use pinring::cudarc::driver::{result, CudaStream, DevicePtr};
     use pinring::source::{Order, TokenShards, TokenType, Tokens};
     use pinring::{
         decode_fn, Config, CuStream, Cuda, CudaOptions, DeviceState, Fence, Pipeline, StageTimes,
@@ -113,107 +112,11 @@ mod bench {
 
     use super::Args;
 
-    type Res<T = ()> = Result<T, String>;
-
-    fn s<E: Display>(e: E) -> String {
-        e.to_string()
-    }
-
-    fn ok(call: &str, r: sys::CUresult) -> Res {
-        if r == sys::CUresult::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(format!("{call}: {r:?}"))
-        }
-    }
+    use crate::harness::{s, Gpu, Res};
+    use pinring_benches::{median, percentile};
 
     const GB: f64 = 1e9;
     const GIB: f64 = (1u64 << 30) as f64;
-
-    /// The GPU as the benchmark's consumer sees it: a context and the spin kernel.
-    struct Gpu {
-        ctx: Arc<CudaContext>,
-        module: CUmodule,
-        spin: CUfunction,
-        clock_khz: u64,
-    }
-
-    impl Gpu {
-        fn new(ptx: &str) -> Res<Self> {
-            // Through pinring first: cudarc itself panics when there is no driver.
-            let devices = Cuda::device_count().map_err(s)?;
-            if devices == 0 {
-                return Err("no CUDA device".into());
-            }
-            let ctx = CudaContext::new(0).map_err(s)?;
-            let image = CString::new(ptx).map_err(s)?;
-            let mut module: CUmodule = ptr::null_mut();
-            // SAFETY: `image` is NUL-terminated PTX; cudarc bound the context on this thread.
-            ok("cuModuleLoadData", unsafe {
-                sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
-            })?;
-            let name = CString::new("spin").map_err(s)?;
-            let mut spin: CUfunction = ptr::null_mut();
-            // SAFETY: `module` was just loaded; `name` is NUL-terminated.
-            ok("cuModuleGetFunction", unsafe {
-                sys::cuModuleGetFunction(&mut spin, module, name.as_ptr())
-            })?;
-            let clock_khz = ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
-                .map_err(s)? as u64;
-            Ok(Gpu {
-                ctx,
-                module,
-                spin,
-                clock_khz,
-            })
-        }
-
-        fn bind(&self) -> Res {
-            self.ctx.bind_to_thread().map_err(s)
-        }
-
-        /// One thread spinning for `cycles` SM clock cycles on `stream`.
-        fn spin(&self, stream: CUstream, cycles: i64) -> Res {
-            let mut cycles = cycles;
-            let mut args: [*mut c_void; 1] = [(&mut cycles as *mut i64).cast()];
-            // SAFETY: `spin` takes one `long long`, which `args` points at; the calling
-            // thread has the context current (`bind`); `stream` belongs to it.
-            ok("cuLaunchKernel", unsafe {
-                sys::cuLaunchKernel(
-                    self.spin,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    0,
-                    stream,
-                    args.as_mut_ptr(),
-                    ptr::null_mut(),
-                )
-            })
-        }
-    }
-
-    impl Drop for Gpu {
-        fn drop(&mut self) {
-            let _ = self.ctx.bind_to_thread();
-            // SAFETY: loaded in `new`, unloaded once; every launch was synchronized.
-            let _ = unsafe { sys::cuModuleUnload(self.module) };
-        }
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    }
-
-    fn percentile(sorted: &[f64], p: f64) -> f64 {
-        let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-        sorted[i]
-    }
 
     fn row(what: &str, pinring: &str, reference: &str, target: &str, met: Option<bool>) {
         let met = match met {
@@ -298,16 +201,15 @@ mod bench {
         let dst_ptr = dst.device_ptr(&stream).0;
         let raw = stream.cu_stream();
         let copy = |i: usize| -> Res {
-            // SAFETY: the source lies in the registered ring (slot i % slots, `size`
-            // bytes inside it), which nothing writes now; the destination lies in `dst`.
-            ok("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    dst_ptr + ((i % 2) * size) as u64,
-                    base.add((i % slots) * stride).cast(),
-                    size,
-                    raw,
-                )
-            })
+            // SAFETY: slot i % slots starts inside the ring (slots × stride ≤ its length).
+            let start = unsafe { base.add((i % slots) * stride) };
+            // SAFETY: `size` bytes from `start` lie in the registered ring, which nothing
+            // writes now (the pipeline's source has ended).
+            let src = unsafe { std::slice::from_raw_parts(start, size) };
+            // SAFETY: the destination lies in `dst`, alive until the stream is synchronized
+            // below; the source stays registered while the pipeline lives.
+            unsafe { result::memcpy_htod_async(dst_ptr + ((i % 2) * size) as u64, src, raw) }
+                .map_err(s)
         };
         for i in 0..3 {
             copy(i)?;
@@ -370,7 +272,7 @@ mod bench {
                 pipe.push(p);
                 raw.push(r);
             }
-            let (p, r) = (median(pipe), median(raw));
+            let (p, r) = (median(&mut pipe), median(&mut raw));
             row(
                 &format!("transport {mib} MiB (writes nothing)"),
                 &format!("{p:.1} GB/s"),
@@ -391,7 +293,7 @@ mod bench {
         threads: Option<usize>,
         host_slots: Option<usize>,
         device_slots: Option<usize>,
-        spin: Option<u32>,
+        spin: Option<Duration>,
         /// Copy thread on core 0, decode workers on the other cores.
         pin: bool,
     }
@@ -432,7 +334,7 @@ mod bench {
             builder = builder.device_slots(n);
         }
         if let Some(n) = knobs.spin {
-            builder = builder.spin_before_park(n);
+            builder = builder.spin(n);
         }
         if knobs.pin {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -625,13 +527,19 @@ mod bench {
                 },
             ),
             (
-                "spin64k",
+                "spin200us",
                 Knobs {
-                    spin: Some(65536),
+                    spin: Some(Duration::from_micros(200)),
                     ..k
                 },
             ),
-            ("spin0", Knobs { spin: Some(0), ..k }),
+            (
+                "spin0",
+                Knobs {
+                    spin: Some(Duration::ZERO),
+                    ..k
+                },
+            ),
             (
                 "pinned",
                 Knobs {
@@ -703,16 +611,16 @@ mod bench {
     /// Cycles of the spin kernel that take about `secs`, and the time one then takes.
     fn calibrate(gpu: &Gpu, stream: &Arc<CudaStream>, secs: f64) -> Res<(i64, f64)> {
         let time = |cycles: i64, n: usize| -> Res<f64> {
-            gpu.spin(stream.cu_stream(), cycles)?;
+            gpu.spin_cycles(stream, cycles)?;
             stream.synchronize().map_err(s)?;
             let t = Instant::now();
             for _ in 0..n {
-                gpu.spin(stream.cu_stream(), cycles)?;
+                gpu.spin_cycles(stream, cycles)?;
             }
             stream.synchronize().map_err(s)?;
             Ok(t.elapsed().as_secs_f64() / n as f64)
         };
-        let mut cycles = (secs * 1e3 * gpu.clock_khz as f64) as i64;
+        let mut cycles = gpu.cycles((secs * 1e6) as u64);
         for _ in 0..3 {
             let took = time(cycles, 20)?;
             cycles = (cycles as f64 * secs / took) as i64;
@@ -750,7 +658,7 @@ mod bench {
         let mut t0 = None;
         while let Some(mut batch) = p.pop().map_err(s)? {
             batch.wait_on(&cs).map_err(s)?;
-            gpu.spin(stream.cu_stream(), cycles)?;
+            gpu.spin_cycles(&stream, cycles)?;
             let k = batch.seq() as usize;
             batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
             if k + 1 == WARM {
@@ -901,10 +809,7 @@ mod bench {
     }
 
     pub fn main(args: &Args) -> ExitCode {
-        let gpu = match std::fs::read_to_string(&args.ptx)
-            .map_err(|e| format!("{}: {e}", args.ptx))
-            .and_then(|p| Gpu::new(&p))
-        {
+        let gpu = match Gpu::new() {
             Ok(gpu) => gpu,
             Err(e) => {
                 println!(
@@ -953,38 +858,5 @@ mod bench {
         } else {
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn parses_every_option() {
-        let a = parse(args(
-            "--ptx k.ptx --shard s.bin --torch t.tsv --only small,large",
-        ))
-        .unwrap();
-        assert_eq!((a.ptx.as_str(), a.shard.as_str()), ("k.ptx", "s.bin"));
-        assert_eq!(a.torch.as_deref(), Some("t.tsv"));
-        assert_eq!(a.only, ["small", "large"]);
-    }
-
-    #[test]
-    fn rejects_what_it_does_not_know() {
-        assert!(parse(args("--shard s.bin")).unwrap_err().contains("--ptx"));
-        assert!(parse(args("--ptx k --shard s --only warp"))
-            .unwrap_err()
-            .contains("warp"));
-        assert!(parse(args("--ptx k --shard s --frob"))
-            .unwrap_err()
-            .contains("--frob"));
-        assert!(parse(args("--ptx")).unwrap_err().contains("needs a value"));
-        assert_eq!(parse(args("--help")).unwrap_err(), "");
     }
 }

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""The Python package's GPU benchmark: pinring fed from a Python loop, against PyTorch's
+DataLoader and raw H2D, on the workloads of the Rust benchmark (examples/gpu_bench.rs).
+
+    python3 python/benches/bench_loader.py [--shard PATH] [--rust-rows FILE]
+        [--small-batches N] [--large-batches N] [--latency-iters N] [--no-dataloader]
+
+Workloads: B windows of T + 1 tokens at uniformly random offsets in a uint16 token shard,
+widened to int32 and delivered to the GPU.
+  small: B = 16, T + 1 = 4097 (256 KiB a batch): batches/s from the loop
+         `b = loader.pop(); x = torch.from_dlpack(b); b.release(event=stream)`,
+         against torch.utils.data.DataLoader(num_workers=4, pin_memory=True) on the same
+         workload (benches/torch_dataloader.py's peer);
+  large: B = 64, T + 1 = 131073 (32 MiB a batch): GiB/s, against raw H2D (back-to-back
+         copies from one pinned tensor on a side stream, same size);
+  latency: the Python-side cost of pop + from_dlpack + release, per call, with the
+         pipeline ahead of the consumer (the loop does ~100 us of host work between
+         batches, not timed): p50, p90, p99.
+Each result is a line ROW<TAB>what<TAB>value<TAB>reference<TAB>target<TAB>yes|NO; progress
+goes to stderr. --rust-rows FILE: gpu_bench's output from the same run, whose small and
+large rows are quoted beside these. Without --shard, a 100 Mi-token shard is written under
+/tmp (and removed at the end).
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+GIB = float(1 << 30)
+WARM = 200
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def row(what, value, reference, target, met):
+    flag = "-" if met is None else ("yes" if met else "NO")
+    print(f"ROW\t{what}\t{value}\t{reference}\t{target}\t{flag}", flush=True)
+
+
+def write_shard(path, n_tokens, seed=7):
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, 1, n_tokens]
+    rng = np.random.default_rng(seed)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        left = n_tokens
+        while left:
+            n = min(left, 1 << 24)
+            f.write(rng.integers(0, 50257, size=n, dtype=np.uint16).astype("<u2").tobytes())
+            left -= n
+
+
+def rust_rows(path):
+    """gpu_bench's ROW lines, by their first column."""
+    rows = {}
+    if path and os.path.exists(path):
+        for line in open(path):
+            parts = line.rstrip("\n").split("\t")
+            if parts[0] == "ROW" and len(parts) >= 3:
+                rows[parts[1].strip()] = parts[2]
+    return rows
+
+
+def loader_for(pinring, shard, b, t1):
+    src = pinring.TokenWindows(shard, seq_len=t1 - 1, dtype="int32", order="random", seed=1)
+    return pinring.Loader(src, batch_size=b, device="cuda:0", epochs=None, pop_timeout=20.0)
+
+
+def drive(torch, loader, n, secs):
+    """The trainer's loop: pop, view, release fenced on the current stream. Batches/s over
+    n batches after the warm-up (or secs seconds, whichever ends first)."""
+    stream = torch.cuda.current_stream()
+    for _ in range(WARM):
+        b = loader.pop()
+        x = torch.from_dlpack(b)
+        b.release(event=stream)
+    torch.cuda.synchronize()
+    done, t0 = 0, time.perf_counter()
+    while done < n and time.perf_counter() - t0 < secs:
+        b = loader.pop()
+        x = torch.from_dlpack(b)
+        b.release(event=stream)
+        done += 1
+    del x
+    torch.cuda.synchronize()
+    return done, time.perf_counter() - t0
+
+
+def raw_h2d(torch, nbytes, n):
+    """GiB/s of back-to-back H2D copies of nbytes from one pinned tensor on a side stream."""
+    src = torch.empty(nbytes // 4, dtype=torch.int32).pin_memory()
+    dst = [torch.empty(nbytes // 4, dtype=torch.int32, device="cuda:0") for _ in range(2)]
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for i in range(3):
+            dst[i % 2].copy_(src, non_blocking=True)
+        stream.synchronize()
+        t0 = time.perf_counter()
+        for i in range(n):
+            dst[i % 2].copy_(src, non_blocking=True)
+        stream.synchronize()
+    return n * nbytes / (time.perf_counter() - t0) / GIB
+
+
+def latency(torch, loader, iters):
+    """Per-call seconds of pop + from_dlpack + release with the pipeline ahead."""
+    stream = torch.cuda.current_stream()
+    samples = np.empty(iters)
+    for _ in range(WARM):
+        b = loader.pop()
+        b.release(event=stream)
+    for i in range(iters):
+        spin_until = time.perf_counter() + 100e-6  # the consumer's own work, not timed
+        while time.perf_counter() < spin_until:
+            pass
+        t0 = time.perf_counter_ns()
+        b = loader.pop()
+        x = torch.from_dlpack(b)
+        b.release(event=stream)
+        samples[i] = (time.perf_counter_ns() - t0) * 1e-9
+        del x
+    torch.cuda.synchronize()
+    return np.sort(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shard")
+    ap.add_argument("--rust-rows")
+    ap.add_argument("--small-batches", type=int, default=40_000)
+    ap.add_argument("--large-batches", type=int, default=300)
+    ap.add_argument("--latency-iters", type=int, default=20_000)
+    ap.add_argument("--dataloader-batches", type=int, default=3000)
+    ap.add_argument("--no-dataloader", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    import pinring
+
+    if not torch.cuda.is_available():
+        raise SystemExit("torch sees no CUDA device")
+    torch.zeros(1, device="cuda:0")
+    made = None
+    shard = args.shard
+    if shard is None:
+        made = tempfile.mkdtemp(prefix="pinring-pybench-")
+        shard = os.path.join(made, "train_000.bin")
+        log(f"writing a 100 Mi-token shard to {shard}")
+        write_shard(shard, 100 << 20)
+    n_tokens = pinring.TokenWindows(shard, seq_len=1).tokens
+    log(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}; pinring {pinring.__version__}; shard {n_tokens} tokens")
+    rust = rust_rows(args.rust_rows)
+    try:
+        # Small batches.
+        with loader_for(pinring, shard, 16, 4097) as loader:
+            done, secs = drive(torch, loader, args.small_batches, 3.0)
+            stats = loader.stats()
+        rate = done / secs
+        log(f"small: {done} batches in {secs:.2f} s; stats {stats}")
+        dl_rate = None
+        if not args.no_dataloader:
+            sys.path.insert(0, str(REPO / "benches"))
+            import torch_dataloader
+
+            log("DataLoader(num_workers=4, pin_memory=True), small ...")
+            n, s = torch_dataloader.run_dataloader(torch, shard, n_tokens, 16, 4097, args.dataloader_batches)
+            dl_rate = n / s
+        ref = f"DataLoader(4, pin) {dl_rate:.0f}: x{rate / dl_rate:.1f}" if dl_rate else "DataLoader not run"
+        if "small 16x4097 i32, batches/s" in rust:
+            ref += f"; Rust pipeline {rust['small 16x4097 i32, batches/s']}"
+        ok = rate >= 40_000 and (dl_rate is None or rate >= 25 * dl_rate)
+        row("python small 16x4097 i32, batches/s", f"{rate:.0f}", ref, ">= 40,000 and >= 25x DataLoader", ok)
+
+        # Large batches.
+        nbytes = 64 * 131073 * 4
+        with loader_for(pinring, shard, 64, 131073) as loader:
+            done, secs = drive(torch, loader, args.large_batches, 3.0)
+            stats = loader.stats()
+        gibps = done * nbytes / secs / GIB
+        log(f"large: {done} batches in {secs:.2f} s; stats {stats}")
+        raw = raw_h2d(torch, nbytes, 100)
+        ref = f"raw H2D {raw:.2f} GiB/s: {100 * gibps / raw:.1f}%"
+        if "large 64x131073 i32, GiB/s" in rust:
+            ref += f"; Rust pipeline {rust['large 64x131073 i32, GiB/s']} GiB/s"
+        row("python large 64x131073 i32, GiB/s", f"{gibps:.2f}", ref, ">= 95% of raw H2D", gibps >= 0.95 * raw)
+
+        # Python-side cost per batch.
+        with loader_for(pinring, shard, 16, 4097) as loader:
+            lat = latency(torch, loader, args.latency_iters)
+        p50, p90, p99 = (lat[int((len(lat) - 1) * q)] * 1e6 for q in (0.5, 0.9, 0.99))
+        row(
+            "python pop+from_dlpack+release, p50 us",
+            f"{p50:.1f}",
+            f"p90 {p90:.1f} us, p99 {p99:.1f} us ({len(lat)} calls, pipeline ahead)",
+            "<= 15 us",
+            p50 <= 15.0,
+        )
+    finally:
+        if made:
+            os.remove(shard)
+            os.rmdir(made)
+
+
+if __name__ == "__main__":
+    main()

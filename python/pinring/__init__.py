@@ -1,0 +1,50 @@
+"""pinring keeps a GPU training loop fed.
+
+Rust threads decode samples (token windows from llm.c shards, fixed-size records) straight
+into a pinned host ring; a copy thread moves each batch to a device slot on a side CUDA
+stream; ``Loader.pop()`` hands you a ``Batch`` that ``torch.from_dlpack`` views without a
+copy. ``batch.release(event=stream)`` gives the slot back: its reuse waits for your stream
+on the device, never by blocking the host.
+
+    import pinring, torch
+
+    src = pinring.TokenWindows("data/fineweb_train_*.bin", seq_len=1024, dtype="int32",
+                               order="shuffled", seed=1337)
+    with pinring.Loader(src, batch_size=64, device="cuda:0") as loader:
+        for batch in loader:
+            x = torch.from_dlpack(batch)          # (64, 1025) int32 on cuda:0, zero copy
+            loss = model(x[:, :-1], x[:, 1:]); loss.backward(); opt.step()
+            batch.release(event=torch.cuda.current_stream())
+
+Importing pinring needs neither torch, numpy nor cupy: their objects are duck-typed.
+"""
+
+from ._pinring import (
+    Batch,
+    ConfigError,
+    CudaError,
+    DecodeError,
+    Error,
+    FixedRecords,
+    Loader,
+    PopTimeout,
+    SourceError,
+    StoppedError,
+    TokenWindows,
+    __version__,
+)
+
+__all__ = [
+    "Batch",
+    "ConfigError",
+    "CudaError",
+    "DecodeError",
+    "Error",
+    "FixedRecords",
+    "Loader",
+    "PopTimeout",
+    "SourceError",
+    "StoppedError",
+    "TokenWindows",
+    "__version__",
+]

@@ -1,0 +1,81 @@
+"""Helpers of the pinring Python tests: token shards and record files written with numpy,
+and a pure-numpy reader to check every byte a Loader delivers against."""
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import pinring
+
+MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
+
+# A bound on anything that must not hang (seconds); tests fail past it, never wait for it.
+BOUND = 30.0
+
+_here = pathlib.Path(pinring.__file__).parent
+if not any(p.name.startswith("_pinring") for p in _here.iterdir()):
+    raise RuntimeError(
+        f"pinring at {_here} has no compiled module: install the package (pip install ./python) "
+        "and run pytest from outside python/"
+    )
+
+
+def write_shard(path, tokens):
+    """An llm.c token shard: 256 little-endian int32 [magic, version, ntokens, 0...], then
+    the tokens as little-endian uint16."""
+    tokens = np.asarray(tokens, dtype="<u2")
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:3] = [MAGIC, VERSION, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.tobytes())
+    return str(path)
+
+
+def read_shard(path):
+    """The shard's tokens, read with numpy alone (and its header checked)."""
+    raw = pathlib.Path(path).read_bytes()
+    header = np.frombuffer(raw[: HEADER_INTS * 4], dtype="<i4")
+    assert header[0] == MAGIC and header[1] == VERSION
+    tokens = np.frombuffer(raw[HEADER_INTS * 4 :], dtype="<u2")
+    assert len(tokens) == header[2]
+    return tokens
+
+
+def grid_windows(shards, seq_len):
+    """Every window of seq_len + 1 tokens at stride seq_len, shard by shard, in order: one
+    sequential epoch."""
+    out = []
+    for tokens in shards:
+        for start in range(0, len(tokens) - seq_len, seq_len):
+            out.append(tokens[start : start + seq_len + 1])
+    return out
+
+
+def drain(loader, bound=BOUND):
+    """Every batch of a finite loader, copied out (as numpy) and released."""
+    out = []
+    while True:
+        batch = loader.pop(timeout=bound)
+        if batch is None:
+            return out
+        out.append(np.from_dlpack(batch).copy())
+        batch.release()
+
+
+@pytest.fixture
+def shard(tmp_path):
+    """One shard of 1000 distinct tokens 0..999 (a window's first token is its offset)."""
+    return write_shard(tmp_path / "train_000.bin", np.arange(1000))
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """Three shards of distinct tokens, of unequal lengths."""
+    paths, start = [], 0
+    for i, n in enumerate([700, 1000, 333]):
+        paths.append(write_shard(tmp_path / f"train_{i:03d}.bin", np.arange(start, start + n)))
+        start += n
+    return paths

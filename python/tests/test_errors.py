@@ -1,0 +1,216 @@
+"""Bad input gives a pinring.Error subclass with a clear message, never a crash; timeouts,
+closing and stopping."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import pinring
+from conftest import BOUND, write_shard
+
+
+def test_the_exception_classes():
+    for cls, builtin in [
+        (pinring.ConfigError, ValueError),
+        (pinring.SourceError, OSError),
+        (pinring.DecodeError, ValueError),
+        (pinring.PopTimeout, TimeoutError),
+        (pinring.StoppedError, RuntimeError),
+        (pinring.CudaError, RuntimeError),
+    ]:
+        assert issubclass(cls, pinring.Error) and issubclass(cls, builtin)
+        assert cls.__module__ == "pinring" and cls.__doc__
+    assert issubclass(pinring.Error, Exception)
+
+
+def test_a_missing_file(tmp_path):
+    missing = str(tmp_path / "nope.bin")
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows(missing, seq_len=8)
+    assert missing in str(info.value) and info.value.path == missing
+    assert "No such file" in str(info.value)
+    with pytest.raises(pinring.SourceError, match="no file matches"):
+        pinring.TokenWindows(str(tmp_path / "none_*.bin"), seq_len=8)
+    with pytest.raises(pinring.SourceError, match="nope.bin"):
+        pinring.FixedRecords([missing], record_bytes=4)
+
+
+def test_a_directory(tmp_path):
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows(str(tmp_path), seq_len=8)
+    assert str(tmp_path) in str(info.value) and "is a directory" in str(info.value)
+    assert info.value.path == str(tmp_path)
+    with pytest.raises(pinring.SourceError, match="is a directory"):
+        pinring.FixedRecords([str(tmp_path)], record_bytes=4)
+
+
+def test_bad_magic(tmp_path):
+    path = tmp_path / "bad.bin"
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [12345, 1, 10]
+    path.write_bytes(header.tobytes() + np.arange(10, dtype="<u2").tobytes())
+    with pytest.raises(pinring.SourceError, match="magic") as info:
+        pinring.TokenWindows(str(path), seq_len=4)
+    assert str(path) in str(info.value)
+
+
+def test_a_truncated_shard(tmp_path):
+    path = write_shard(tmp_path / "t.bin", np.arange(100))
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:-10])
+    with pytest.raises(pinring.SourceError, match="beyond the file") as info:
+        pinring.TokenWindows(path, seq_len=4)
+    assert path in str(info.value)
+    short = tmp_path / "h.bin"
+    short.write_bytes(data[:100])
+    with pytest.raises(pinring.SourceError, match="truncated header"):
+        pinring.TokenWindows(str(short), seq_len=4)
+
+
+def test_seq_len_longer_than_any_shard(tmp_path):
+    path = write_shard(tmp_path / "s.bin", np.arange(50))
+    with pytest.raises(pinring.SourceError, match="no window of 51 units fits: the longest file holds 50"):
+        pinring.TokenWindows(path, seq_len=50)
+    assert pinring.TokenWindows(path, seq_len=49).epoch_len == 1
+
+
+def test_a_partial_record(tmp_path):
+    path = tmp_path / "r.bin"
+    path.write_bytes(bytes(10))
+    with pytest.raises(pinring.SourceError, match="not a multiple of the record size 4"):
+        pinring.FixedRecords(str(path), record_bytes=4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"seq_len": 0}, "seq_len must be at least 1"),
+        ({"seq_len": -3}, "seq_len must be at least 1"),
+        ({"seq_len": 8, "dtype": "float32"}, "dtype 'float32' is not one of"),
+        ({"seq_len": 8, "dtype": "int8"}, "dtype"),
+        ({"seq_len": 8, "order": "backwards"}, "order 'backwards'"),
+        ({"seq_len": 8, "rank": 2, "world_size": 2}, "rank must be in 0..world_size (2), got 2"),
+        ({"seq_len": 8, "world_size": 0}, "world_size must be at least 1"),
+        ({"seq_len": 8, "seed": -1}, "seed"),
+    ],
+)
+def test_bad_source_arguments(shard, kwargs, needle):
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.TokenWindows(shard, **kwargs)
+    assert needle.replace("'", '"') in str(info.value) or needle in str(info.value)
+
+
+def test_bad_record_arguments(tmp_path):
+    path = tmp_path / "r.bin"
+    path.write_bytes(bytes(16))
+    with pytest.raises(pinring.ConfigError, match="record_bytes must be at least 1"):
+        pinring.FixedRecords(str(path), record_bytes=0)
+    with pytest.raises(pinring.ConfigError, match="uint8"):
+        pinring.FixedRecords(str(path), record_bytes=4, dtype="int32")
+    with pytest.raises(pinring.ConfigError, match="paths must be"):
+        pinring.FixedRecords(42, record_bytes=4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+        ({"batch_size": -1}, "batch_size must be at least 1"),
+        ({"batch_size": 2, "host_slots": 0}, "host_slots must be at least 1"),
+        ({"batch_size": 2, "device_slots": 0}, "device_slots must be at least 1"),
+        ({"batch_size": 2, "device_slots": 5000}, "device_slots"),
+        ({"batch_size": 2, "decode_threads": 0}, "decode_threads must be at least 1"),
+        ({"batch_size": 2, "pop_timeout": -1.0}, "pop_timeout"),
+        ({"batch_size": 2, "epochs": 0}, "epochs must be at least 1"),
+        ({"batch_size": 2, "device": "tpu"}, 'device "tpu" is not one of'),
+        ({"batch_size": 2, "device": "cuda:x"}, "cuda:x"),
+        ({"batch_size": 2, "device": -1}, "device=-1"),
+        ({"batch_size": 2, "device": True}, "bool"),
+        ({"batch_size": 2, "device": 2.5}, "device=2.5"),
+        ({"batch_size": 1 << 40}, "budget"),
+    ],
+)
+def test_bad_loader_arguments(shard, kwargs, needle):
+    src = pinring.TokenWindows(shard, seq_len=9)
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Loader(src, **kwargs)
+    assert needle in str(info.value)
+
+
+def test_cuda_99_is_a_clear_error_never_a_crash(shard):
+    src = pinring.TokenWindows(shard, seq_len=9)
+
+    class TorchDevice:
+        type, index = "cuda", 99
+
+    for device in ["cuda:99", 99, TorchDevice()]:
+        with pytest.raises(pinring.Error) as info:
+            pinring.Loader(src, batch_size=2, device=device)
+        assert isinstance(info.value, pinring.CudaError)
+        assert 'device="cuda:99"' in str(info.value)
+        # Without a driver it says so; with one, that there is no device 99.
+        assert "driver" in str(info.value) or "no CUDA device 99" in str(info.value)
+
+
+def test_a_source_that_is_not_one(shard):
+    with pytest.raises(TypeError, match="TokenWindows or pinring.FixedRecords"):
+        pinring.Loader([shard], batch_size=2)
+
+
+def test_pop_timeout_names_the_stage_behind(shard):
+    src = pinring.TokenWindows(shard, seq_len=9)
+    with pinring.Loader(src, batch_size=2, device_slots=1, pop_timeout=0.05) as loader:
+        held = loader.pop()
+        with pytest.raises(pinring.PopTimeout) as info:
+            loader.pop()  # the loader's pop_timeout
+        assert isinstance(info.value, TimeoutError)
+        assert info.value.behind == "consumer" and info.value.waited >= 0.05
+        assert "consumer (all device slots are leased)" in str(info.value)
+        with pytest.raises(pinring.PopTimeout):
+            loader.pop(timeout=0)  # never waits
+        with pytest.raises(pinring.ConfigError):
+            loader.pop(timeout=-1)
+        held.release()
+        assert loader.pop(timeout=BOUND).seq == 1  # nothing was lost
+
+
+def test_pop_after_close_and_a_pop_blocked_in_another_thread(shard):
+    src = pinring.TokenWindows(shard, seq_len=9)
+    loader = pinring.Loader(src, batch_size=2, device_slots=1)
+    held = loader.pop(timeout=BOUND)
+    started, outcome = threading.Event(), []
+
+    def blocked():
+        started.set()
+        try:
+            loader.pop()  # no slot will be free: waits until closed
+        except BaseException as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    started.wait(BOUND)
+    loader.close()  # wherever the other thread is, its pop ends in StoppedError
+    t.join(BOUND)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], pinring.StoppedError), outcome
+    with pytest.raises(pinring.StoppedError, match="closed"):
+        loader.pop()
+    with pytest.raises(pinring.StoppedError):
+        next(iter(loader))
+    loader.close()  # idempotent
+    assert loader.stats()["closed"] is True
+    held.release()
+
+
+def test_stats(shard):
+    src = pinring.TokenWindows(shard, seq_len=9)
+    with pinring.Loader(src, batch_size=10, device_slots=3) as loader:
+        for b in loader:
+            b.release()
+        s = loader.stats()
+    assert s["batches"] == 12 and s["bytes"] == 111 * 10 * 4
+    assert set(s["decode"]) == {"busy", "waited"}
+    assert len(s["host_slots"]) == 4 and len(s["device_slots"]) == 3
+    assert all(isinstance(seq, int) and isinstance(state, str) for seq, state in s["device_slots"])

@@ -1,0 +1,333 @@
+"""GPU checks of the cuda backend through PyTorch (and CuPy where installed).
+
+Skipped unless torch is importable and sees a CUDA device. What they show:
+- torch.from_dlpack(batch) is a zero-copy view: its data_ptr() is the slot's address, and
+  its content equals the numpy reader's;
+- damacy's two patterns (seed 000) stay correct under a kernel that holds the slot
+  (torch.cuda._sleep), checked on the device, 10,000 batches each, 0 wrong: deferred
+  release on torch.cuda.current_stream(), and a dedicated copy stream with the destination
+  allocated on the default stream;
+- the check can fail: a release whose fence does not cover the reads corrupts;
+- the fence is captured at release time (re-recording the caller's event later does not
+  move it);
+- __dlpack__(stream=...) returns while the copy stream is still busy (stream-side wait);
+- every release form frees the slot; cupy consumes a batch.
+
+Every check of data runs on the device and is read back once, at the end of a run.
+"""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no CUDA device", allow_module_level=True)
+
+import pinring  # noqa: E402
+from conftest import BOUND, grid_windows, read_shard, write_shard  # noqa: E402
+
+DEV = torch.device("cuda", 0)
+T = 127  # seq_len: windows of 128 tokens
+B = 8
+VOCAB = 1 << 16  # token i of the shard is i % 65536
+N_TOKENS = 1_000_003
+BATCHES = 10_000
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpu") / "train_000.bin"
+    return write_shard(path, np.arange(N_TOKENS, dtype=np.int64) % VOCAB)
+
+
+@pytest.fixture(scope="module")
+def cycles_per_ms():
+    """torch.cuda._sleep's cycles per millisecond on this GPU (measured once)."""
+    torch.cuda._sleep(1000)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(20_000_000)
+    end.record()
+    end.synchronize()
+    return int(20_000_000 / start.elapsed_time(end))
+
+
+def windows_source(shard, **kw):
+    return pinring.TokenWindows(shard, seq_len=T, dtype="int32", **kw)
+
+
+def count_wrong(x, seq, epoch_len, batch_size=B):
+    """A device tensor: rows of batch `seq` that differ from what the sequential source
+    puts there (sample g starts at token (g % epoch_len) * T). Runs on the current stream."""
+    rows = torch.arange(x.shape[0], device=x.device, dtype=torch.int64)
+    start = ((seq * batch_size + rows) % epoch_len) * T
+    expected = (start[:, None] + torch.arange(T + 1, device=x.device)[None, :]) % VOCAB
+    return (x.to(torch.int64) != expected).any(dim=1).sum()
+
+
+def test_zero_copy_and_content_equal_to_the_numpy_reader(shard):
+    reference = np.array(grid_windows([read_shard(shard)], T))
+    for device in ["cuda:0", "cuda", 0, torch.device("cuda", 0)]:
+        with pinring.Loader(windows_source(shard), B, device=device) as loader:
+            assert loader.device == "cuda:0"
+            for k in range(20):
+                b = loader.pop(timeout=BOUND)
+                assert b.device == "cuda:0" and b.__dlpack_device__() == (2, 0)
+                x = torch.from_dlpack(b)
+                assert x.device == DEV and x.dtype == torch.int32 and tuple(x.shape) == b.shape
+                assert x.data_ptr() == b.ptr, "a view of the slot, not a copy"
+                np.testing.assert_array_equal(x.cpu().numpy(), reference[k * B : (k + 1) * B])
+                b.release(event=torch.cuda.current_stream())
+    for dtype, torch_dtype in [("int64", torch.int64), ("uint16", torch.uint16)]:
+        src = pinring.TokenWindows(shard, seq_len=T, dtype=dtype)
+        with pinring.Loader(src, B, device="cuda:0") as loader:
+            b = loader.pop(timeout=BOUND)
+            x = torch.from_dlpack(b)
+            assert x.dtype == torch_dtype and x.data_ptr() == b.ptr
+            got = x.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == "uint16" else x.cpu().numpy()
+            np.testing.assert_array_equal(got, reference[:B].astype(dtype))
+            b.release(event=torch.cuda.current_stream())
+
+
+def run_deferred_release(loader, n, cycles):
+    """Seed 000's preferred pattern: a prefetch thread pops and views the batch; the
+    training step (here a kernel holding the slot, then the check) runs on the current
+    stream; the batch is released after the step is enqueued, fenced on that stream."""
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    epoch_len = loader.epoch_len
+
+    def prefetch():
+        batch = loader.pop(timeout=BOUND)
+        return torch.from_dlpack(batch), batch  # zero-copy view of the slot
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(prefetch)
+        for i in range(n):
+            x, batch = future.result()
+            if i + 1 < n:
+                future = pool.submit(prefetch)
+            torch.cuda._sleep(cycles)  # the step: holds the slot ...
+            wrong += count_wrong(x, batch.seq, epoch_len)  # ... then reads it
+            del x
+            batch.release(event=torch.cuda.current_stream())  # no host sync
+    torch.cuda.synchronize()
+    return int(wrong)
+
+
+def run_copy_stream(loader, n, cycles):
+    """Seed 000's dedicated-copy-stream pattern: the destination is allocated on the
+    default stream, the D2D copy runs on a side stream (which waits for the batch), the
+    slot is released fenced on that stream as soon as the copy is enqueued. A kernel on the
+    copy stream before the copy holds the slot."""
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    epoch_len = loader.epoch_len
+    copy_stream = torch.cuda.Stream()
+
+    def prefetch():
+        batch = loader.pop(timeout=BOUND)
+        tensor = torch.empty(batch.shape, dtype=torch.int32, device=DEV)  # default stream's pool
+        with torch.cuda.stream(copy_stream):
+            view = torch.from_dlpack(batch)  # copy_stream waits for the batch, stream-side
+            torch.cuda._sleep(cycles)  # holds the slot: the copy reads it late
+            tensor.copy_(view)
+        batch.release(event=copy_stream)  # slot reuse waits for copy_stream
+        seq = batch.seq
+        del view
+        copy_stream.synchronize()
+        return tensor, seq
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(prefetch)
+        for i in range(n):
+            tensor, seq = future.result()
+            if i + 1 < n:
+                future = pool.submit(prefetch)
+            wrong += count_wrong(tensor, seq, epoch_len)
+    torch.cuda.synchronize()
+    return int(wrong)
+
+
+def run_unfenced(loader, n, cycles):
+    """Released with an event recorded *before* the kernel that reads the slot: the fence
+    covers none of the reads, so the slot may be refilled while the step still holds it."""
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    epoch_len = loader.epoch_len
+    for _ in range(n):
+        batch = loader.pop(timeout=BOUND)
+        x = torch.from_dlpack(batch)
+        early = torch.cuda.Event()
+        early.record()  # before the hold and the check
+        torch.cuda._sleep(cycles)
+        wrong += count_wrong(x, batch.seq, epoch_len)
+        del x
+        batch.release(event=early)
+    torch.cuda.synchronize()
+    return int(wrong)
+
+
+def run_rerecorded_event(loader, n, cycles):
+    """Released with the caller's event recorded after the reads, then re-recorded at once
+    on an idle stream: the fence is the event as it stood at release time."""
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    epoch_len = loader.epoch_len
+    idle = torch.cuda.Stream()
+    event = torch.cuda.Event()
+    for _ in range(n):
+        batch = loader.pop(timeout=BOUND)
+        x = torch.from_dlpack(batch)
+        torch.cuda._sleep(cycles)
+        wrong += count_wrong(x, batch.seq, epoch_len)
+        del x
+        event.record()
+        batch.release(event=event)  # the int handle, via .cuda_event
+        event.record(idle)  # moving the event now must not move the fence
+    torch.cuda.synchronize()
+    return int(wrong)
+
+
+@pytest.mark.parametrize(
+    "run", [run_deferred_release, run_copy_stream], ids=["deferred_release", "copy_stream"]
+)
+def test_seed_patterns_hold_the_slot_and_read_it_right(shard, cycles_per_ms, run):
+    cycles = cycles_per_ms // 20  # a 50 us hold per batch
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", epochs=None) as loader:
+        wrong = run(loader, BATCHES, cycles)
+        stats = loader.stats()
+    print(f"{run.__name__}: {BATCHES} batches, {wrong} wrong; stats {stats}")
+    assert stats["batches"] >= BATCHES
+    assert wrong == 0
+
+
+def test_the_check_can_fail_a_release_that_does_not_cover_the_reads_corrupts(shard, cycles_per_ms):
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", epochs=None) as loader:
+        wrong = run_unfenced(loader, 200, cycles_per_ms)  # a 1 ms hold per batch
+    print(f"unfenced: {wrong} wrong rows of 1600")
+    assert wrong > 0, "the device check must see the slot refilled under the reading kernel"
+
+
+def test_the_fence_is_captured_at_release_time(shard, cycles_per_ms):
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", epochs=None) as loader:
+        wrong = run_rerecorded_event(loader, 1000, cycles_per_ms // 10)
+    assert wrong == 0
+
+
+def test_dlpack_returns_while_the_copy_stream_is_busy(shard, cycles_per_ms):
+    """Batch 0's slot is released fenced on a stream busy for ~1 s, so the copy of batch 2
+    into it waits on the copy stream for that long. Its token is handed out as soon as the
+    copy is enqueued: pop and __dlpack__ return at once, the consumer stream waits on the
+    device, and the data is right once it has waited."""
+    side = torch.cuda.Stream()
+    consumer = torch.cuda.Stream()
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=2) as loader:
+        b0 = loader.pop(timeout=BOUND)
+        b1 = loader.pop(timeout=BOUND)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles_per_ms * 1000)  # ~1 s
+        b0.release(event=side)
+        b1.release(event=torch.cuda.current_stream())
+        b2 = loader.pop(timeout=BOUND)
+        assert b2.slot == b0.slot
+        start = time.perf_counter()
+        capsule = b2.__dlpack__(stream=consumer.cuda_stream, max_version=(1, 0))
+        returned = time.perf_counter() - start
+        after = torch.cuda.Event()
+        after.record(consumer)
+        assert not after.query(), "the consumer stream waits for the copy on the device"
+        assert not side.query(), "the side stream still holds the copy back"
+        assert returned < 0.1, f"__dlpack__ took {returned:.3f} s: it blocked on the copy"
+        del capsule
+        with torch.cuda.stream(consumer):
+            x = torch.from_dlpack(b2)
+            wrong = count_wrong(x, b2.seq, loader.epoch_len)
+        consumer.synchronize()
+        assert int(wrong) == 0
+        del x
+        b2.release(event=consumer)
+
+
+def test_every_release_form_frees_the_slot(shard):
+    """With one device slot, the next pop is served only once the release took effect."""
+    stream = torch.cuda.Stream()
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=1) as loader:
+
+        def step(release):
+            b = loader.pop(timeout=BOUND)
+            x = torch.from_dlpack(b)
+            x.sum()
+            release(b)
+            return b
+
+        step(lambda b: b.release(event=torch.cuda.current_stream()))  # torch Stream
+        step(lambda b: b.release(event=stream))
+        ev = torch.cuda.Event()
+
+        def with_event(b):
+            ev.record()
+            b.release(event=ev)  # torch Event (.cuda_event)
+
+        step(with_event)
+
+        def with_int(b):
+            ev.record()
+            b.release(event=ev.cuda_event)  # raw CUevent
+
+        step(with_int)
+        step(lambda b: b.release())  # fenced on the stream declared to __dlpack__
+        b = step(lambda b: b.__exit__(None, None, None))  # `with batch:`
+        assert b.released
+        b = loader.pop(timeout=BOUND)
+        b.__dlpack__(stream=-1)  # nothing declared: release() is conservative (a sync)
+        b.release()
+        b = loader.pop(timeout=BOUND)
+        with pytest.raises(ValueError, match="never created or recorded"):
+            b.release(event=torch.cuda.Event())
+        assert not b.released
+        with pytest.raises(TypeError, match="accepts None"):
+            b.release(event="stream")
+        del b  # dropping the last reference releases
+        assert loader.pop(timeout=BOUND) is not None
+
+
+def test_release_from_another_thread_and_after_close(shard):
+    loader = pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=2)
+    b0, b1 = loader.pop(timeout=BOUND), loader.pop(timeout=BOUND)
+    x1 = torch.from_dlpack(b1)
+    t = threading.Thread(target=lambda: b0.release(event=torch.cuda.current_stream()))
+    t.start()
+    t.join(BOUND)
+    assert b0.released
+    loader.close()
+    del loader
+    torch.cuda.synchronize()
+    wrong = count_wrong(x1, b1.seq, windows_source(shard).epoch_len)
+    assert int(wrong) == 0, "the view stays valid after close"
+    b1.release(event=torch.cuda.current_stream())
+
+
+def test_cupy_consumes_a_batch(shard):
+    cupy = pytest.importorskip("cupy")
+    reference = np.array(grid_windows([read_shard(shard)], T))
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=1) as loader:
+        b = loader.pop(timeout=BOUND)
+        a = cupy.from_dlpack(b)
+        assert a.data.ptr == b.ptr and a.shape == b.shape and a.dtype == np.int32
+        np.testing.assert_array_equal(cupy.asnumpy(a), reference[:B])
+        b.release(event=cupy.cuda.get_current_stream())  # cupy Stream
+        b = loader.pop(timeout=BOUND)
+        a = cupy.from_dlpack(b)
+        np.testing.assert_array_equal(cupy.asnumpy(a), reference[B : 2 * B])
+        ev = cupy.cuda.Event()
+        ev.record()
+        b.release(event=ev)  # cupy Event (has .record() too: must not be taken for a stream)
+        s = cupy.cuda.Stream(non_blocking=True)
+        b = loader.pop(timeout=BOUND)
+        with s:
+            a = cupy.from_dlpack(b)  # s waits for the batch
+            total = int(a.astype(cupy.int64).sum())
+        assert total == int(reference[2 * B : 3 * B].astype(np.int64).sum())
+        b.release(event=s)
+        assert loader.pop(timeout=BOUND) is not None

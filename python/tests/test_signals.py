@@ -1,0 +1,102 @@
+"""Ctrl-C in a blocked pop: KeyboardInterrupt at once (the pop waits in 30 ms slices with
+the GIL released and checks for signals between them), and the process exits cleanly.
+
+The child blocks for real, without sleeps: it holds the loader's only device slot and pops
+again. The parent waits (bounded) until the child's main thread sleeps in the kernel, then
+sends SIGINT and times the KeyboardInterrupt from outside.
+"""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from conftest import BOUND, write_shard
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import pinring
+
+    path, mode = sys.argv[1], sys.argv[2]
+    src = pinring.TokenWindows(path, seq_len=9)
+    loader = pinring.Loader(src, batch_size=2, device="cpu", device_slots=1, decode_threads=1)
+    held = loader.pop(timeout=30)  # the only device slot: the next pop cannot be served
+    print("READY", flush=True)
+    try:
+        loader.pop()
+        print("RETURNED", flush=True)
+    except KeyboardInterrupt:
+        print("INTERRUPTED", flush=True)
+        if mode == "reraise":
+            raise
+    # Exit with the batch still held and the loader open: teardown must not hang.
+    """
+)
+
+# The issue's bound is 100 ms; the test allows more for a loaded CI machine and prints the
+# measured figure.
+LATENCY_BOUND = 0.5
+
+
+def _readline(proc, bound):
+    ready, _, _ = select.select([proc.stdout], [], [], bound)
+    assert ready, f"no output from the child within {bound} s"
+    return proc.stdout.readline().strip()
+
+
+def _wait_until_sleeping(pid, bound):
+    """Until the child's main thread is asleep in the kernel (parked in pop), bounded."""
+    stat = f"/proc/{pid}/task/{pid}/stat"
+    if not os.path.exists(stat):
+        return
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        with open(stat) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state == "S":
+            return
+        time.sleep(0.001)  # poll gently: a busy parent would keep the child off the CPU
+    raise AssertionError("the child's pop never went to sleep")
+
+
+@pytest.mark.parametrize("mode", ["catch", "reraise"])
+def test_ctrl_c_in_a_blocked_pop(tmp_path, mode):
+    shard = write_shard(tmp_path / "s.bin", np.arange(1000))
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), shard, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _readline(proc, BOUND) == "READY"
+        _wait_until_sleeping(proc.pid, BOUND)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        line = _readline(proc, BOUND)
+        latency = time.monotonic() - start
+        assert line == "INTERRUPTED"
+        print(f"KeyboardInterrupt {latency * 1e3:.1f} ms after SIGINT")
+        assert latency < LATENCY_BOUND, f"KeyboardInterrupt took {latency:.3f} s"
+        proc.wait(timeout=BOUND)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert "panicked" not in err and "Fatal" not in err, err
+    if mode == "catch":
+        assert proc.returncode == 0, err
+    else:
+        # An uncaught KeyboardInterrupt: Python exits by SIGINT, after its normal teardown.
+        assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
+        assert "KeyboardInterrupt" in err

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine: its GPU tests, its benchmark and the GPT example.
+#
+#   scripts/python-gpu.sh --build   here (Rust, PyPI): the pinring wheel (release) and
+#                                   pytest's wheels into .gpu/python/ (git-ignored through
+#                                   .git/info/exclude, like scripts/gpu-check.sh's .gpu/)
+#   scripts/python-gpu.sh --run     on the GPU machine, from the repo root with .gpu/ copied
+#                                   along (no Rust, no network, no pip needed): the wheels
+#                                   unpacked onto PYTHONPATH of the machine's python3 (with
+#                                   its torch, numpy, cupy), then python/tests (GPU tests
+#                                   included), python/benches/bench_loader.py and
+#                                   python/examples/train_gpt.py --synthetic --check; the
+#                                   summary table last.
+#
+# PYTHON (default python3) is the interpreter whose site-packages hold torch (and cupy).
+# The wheel is abi3 (CPython >= 3.9) for the architecture it is built on. --run exits
+# non-zero if a test or the example fails (benchmark targets missed are reported, not
+# failures). With $OUT set, the log is copied there. gpu_bench's rows, when
+# .gpu/gpu_check.log has them (scripts/gpu-check.sh --run in the same session), are quoted
+# beside the Python benchmark's.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DIR=.gpu/python
+LOG="$DIR/python_gpu.log"
+
+build() {
+    set -e
+    mkdir -p "$DIR"
+    local venv=target/python-build-venv
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2"
+    rm -f "$DIR"/pinring-*.whl
+    "$venv/bin/maturin" build --release --strip --manifest-path python/Cargo.toml --out "$DIR"
+    # pytest and its dependencies, pure-Python wheels for the GPU machine's Python.
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+        --python-version 3.12 --dest "$DIR" pytest
+    local exclude
+    exclude=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$exclude")"
+    grep -qxF "/.gpu/" "$exclude" 2>/dev/null || echo "/.gpu/" >>"$exclude"
+    echo "built $(ls "$DIR"/*.whl | wc -l) wheels in $DIR; next, on the GPU machine (with .gpu/): scripts/python-gpu.sh --run"
+}
+
+run() {
+    [ -n "$(ls "$DIR"/pinring-*.whl 2>/dev/null)" ] || { echo "no wheel in $DIR: run scripts/python-gpu.sh --build first"; exit 2; }
+    : >"$LOG"
+    local py=${PYTHON:-python3} site="$PWD/$DIR/site" rc_tests rc_bench rc_example rows="" w
+    # Wheels are zip files: unpacked onto PYTHONPATH, they need neither pip nor a venv, and
+    # the interpreter keeps its own torch, numpy and cupy.
+    rm -rf "$site" && mkdir -p "$site"
+    "$py" -m zipfile -e "$DIR"/pinring-*.whl "$site" || exit 1
+    if ! "$py" -c 'import pytest' 2>/dev/null; then
+        for w in "$DIR"/*.whl; do
+            case "$w" in */pinring-*) ;; *) "$py" -m zipfile -e "$w" "$site" || exit 1 ;; esac
+        done
+    fi
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    "$py" -c 'import torch, pinring; print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, "| pinring", pinring.__version__, pinring.__file__)' 2>&1 | tee -a "$LOG"
+    timeout 900 "$py" -m pytest -v -s -rs python/tests 2>&1 | tee -a "$LOG"
+    rc_tests=${PIPESTATUS[0]}
+    [ -f .gpu/gpu_check.log ] && rows="--rust-rows .gpu/gpu_check.log"
+    # shellcheck disable=SC2086
+    timeout 600 "$py" python/benches/bench_loader.py $rows 2>&1 | tee -a "$LOG"
+    rc_bench=${PIPESTATUS[0]}
+    timeout 600 "$py" python/examples/train_gpt.py --synthetic /tmp/pinring-gpt-syn --check 2>&1 | tee -a "$LOG"
+    rc_example=${PIPESTATUS[0]}
+    [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/" 2>/dev/null
+
+    echo
+    echo "== pinring Python package on the GPU =="
+    grep '^GPU: ' "$LOG" | head -1
+    grep -E '(PASSED|FAILED|SKIPPED|ERROR)' "$LOG" | grep -E '^python/tests/' | sed 's/^/  /' | cut -c1-150
+    grep -E '^(FAILED|ERROR) ' "$LOG" | sed 's/^/  /'
+    grep -E '^=+ .*(passed|failed).* =+$' "$LOG" | tail -1
+    if grep -q $'^ROW\t' "$LOG"; then
+        echo "benchmark:"
+        awk -F'\t' '$1=="ROW" { printf "  %-42s %-10s %-70s %-34s %s\n", $2, $3, $4, $5, $6 }' "$LOG"
+    fi
+    grep -E '^loss ' "$LOG" | tail -1
+    echo "exit status: tests $rc_tests, benchmark $rc_bench, example $rc_example"
+    [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ]
+}
+
+case "${1:-}" in
+--build) build ;;
+--run) run ;;
+*) echo "usage: scripts/python-gpu.sh --build | --run"; exit 2 ;;
+esac

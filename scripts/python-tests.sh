@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Python package's tests (python/tests, cpu backend; the GPU tests skip without torch
+# and CUDA). Needs only Rust, gcc and python3 (3.9+) with pip and venv: it makes its own
+# virtual environment, installs maturin, pytest and numpy from PyPI, builds and installs
+# the package with `pip install ./python`, and runs pytest.
+#
+#   scripts/python-tests.sh [pytest args...]
+#
+# PINRING_VENV picks the environment's folder (default target/python-venv, reused between
+# runs); PINRING_PY_PROFILE=release builds the extension optimized (default: dev, which
+# compiles in about half the time and is what the tests need).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${PINRING_VENV:-target/python-venv}
+PROFILE=${PINRING_PY_PROFILE:-dev}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+VENV=$(cd "$VENV" && pwd)
+PY="$VENV/bin/python"
+# maturin's build backend runs the `maturin` it finds on PATH.
+export PATH="$VENV/bin:$PATH"
+"$PY" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2" pytest numpy
+# The build uses the environment's maturin (no isolated build env to download again).
+"$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
+    --config-settings=build-args="--profile $PROFILE" ./python
+"$PY" -c 'import pinring; print("pinring", pinring.__version__, "from", pinring.__file__)'
+# From the repository root, so that python/pinring (the sources, without the compiled
+# module) is not what `import pinring` finds.
+exec "$PY" -m pytest -q python/tests "$@"

@@ -1,0 +1,65 @@
+//! The cuda backend's GPU suite: every check needs an NVIDIA GPU, so each is `#[ignore]`d
+//! here and run on a GPU machine by `scripts/gpu-check.sh` (`--include-ignored
+//! --test-threads=1`), which prints one table of the `RESULT` lines the checks print.
+//!
+//! - `fences.rs`: every release form keeps a slot until a kernel has read it (checked on
+//!   the device), and an unfenced release is shown to corrupt;
+//! - `seeds.rs`: the two damacy patterns (deferred release; dedicated copy stream);
+//! - `soundness.rs`: the soundness issue's CUDA items (the view's stream, the context's
+//!   settings, streams that cannot be fenced, a bounded teardown);
+//! - `lifecycle.rs`: drops, devices, contexts, a CUDA fault reaching the consumer.
+//!
+//! Checks that break the context (a fault) or need a process setting (a locked-memory
+//! limit, a kernel that outlives the pipeline) run in a process of their own.
+#![cfg(feature = "cuda")]
+
+mod harness;
+
+mod fences;
+mod lifecycle;
+mod seeds;
+mod soundness;
+
+use harness::Res;
+
+/// Prints the check's `RESULT` line (its detail on success) or fails with its error.
+pub fn report(name: &str, result: Res<String>) {
+    match result {
+        Ok(detail) => println!(
+            "RESULT\t{name}\tPASS\t{}",
+            detail.replace(['\t', '\n'], " ")
+        ),
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+/// An informational line (no pass/fail).
+pub fn info(name: &str, detail: &str) {
+    println!(
+        "RESULT\t{name}\tINFO\t{}",
+        detail.replace(['\t', '\n'], " ")
+    );
+}
+
+/// Runs the ignored test `child` of this binary in a process of its own, under `shell`
+/// (a prefix such as `ulimit -l 64;`); returns whether it passed and its output.
+pub fn in_own_process(child: &str, shell: &str) -> (bool, String) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let command = format!(
+        "{shell} exec '{}' --exact {child} --include-ignored --nocapture --test-threads=1",
+        exe.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .output()
+        .expect("run the child process");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in text.lines().filter(|l| l.starts_with("RESULT\t")) {
+        println!("{line}");
+    }
+    (out.status.success(), text)
+}
