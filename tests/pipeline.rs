@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{byte, check_batch, decoder, Fault, TestDecoder, BOUND};
+use common::{byte, check_batch, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND};
 use pinring::{
     Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, LastBatch,
     Pipeline, TryPop,
@@ -473,47 +473,52 @@ fn an_exact_multiple_ends_without_a_short_batch() {
 #[test]
 fn try_pop_never_blocks_and_sees_every_batch() {
     let config = builder(2).build().unwrap();
-    let dec = TestDecoder {
-        always_sleep: Duration::from_millis(1),
-        ..decoder()
+    let gate = Gate::new();
+    let dec = GatedDecoder {
+        gate: gate.clone(),
+        inner: decoder(),
     };
     let mut p = Pipeline::new(config, dec, 0..40u64).unwrap();
+    // Decode is held at the gate: nothing can be ready, and try_pop says so at once.
+    gate.arrived(1);
+    assert!(matches!(p.try_pop().unwrap(), TryPop::NotReady));
+    gate.open();
     let mut seq = 0;
-    let mut not_ready = 0;
     loop {
         match p.try_pop().unwrap() {
             TryPop::Batch(b) => {
                 assert_eq!(b.seq(), seq);
+                check_batch(b.bytes(), b.seq(), 2, SAMPLE, 2);
                 seq += 1;
             }
-            TryPop::NotReady => {
-                not_ready += 1;
-                std::thread::yield_now();
-            }
+            TryPop::NotReady => std::thread::yield_now(),
             TryPop::End => break,
         }
     }
     assert_eq!(seq, 20);
     assert!(
-        not_ready > 0,
-        "a 1 ms decoder cannot keep try_pop always ready"
+        matches!(p.try_pop().unwrap(), TryPop::End),
+        "the end is sticky"
     );
 }
 
 #[test]
 fn a_starved_pop_times_out_naming_the_stage_behind() {
-    // Decode is slow: the pop times out naming it.
-    let config = Config::builder()
-        .samples_per_batch(1)
-        .bytes_per_sample(8)
-        .pop_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let dec = TestDecoder {
-        always_sleep: Duration::from_millis(600),
-        ..decoder()
+    let starved = || {
+        Config::builder()
+            .samples_per_batch(1)
+            .bytes_per_sample(8)
+            .pop_timeout(Duration::from_millis(50))
     };
-    let mut p = Pipeline::new(config, dec, 0..10u64).unwrap();
+
+    // Decode is held at a gate (and known to be there): the pop times out naming it.
+    let gate = Gate::new();
+    let dec = GatedDecoder {
+        gate: gate.clone(),
+        inner: decoder(),
+    };
+    let mut p = Pipeline::new(starved().build().unwrap(), dec, 0..10u64).unwrap();
+    gate.arrived(1);
     match p.pop() {
         Err(Error::PopTimeout {
             behind: pinring::Stage::Decode,
@@ -521,16 +526,16 @@ fn a_starved_pop_times_out_naming_the_stage_behind() {
         }) => assert!(waited >= Duration::from_millis(50)),
         other => panic!("expected a decode timeout, got {other:?}"),
     }
+    gate.open();
+    assert_eq!(p.pop().unwrap().unwrap().seq(), 0, "nothing was lost");
+    drop(p);
 
-    // The source is slow.
-    let config = Config::builder()
-        .samples_per_batch(1)
-        .bytes_per_sample(8)
-        .pop_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let slow = (0..10u64).inspect(|_| std::thread::sleep(Duration::from_millis(400)));
-    let mut p = Pipeline::new(config, decoder(), slow).unwrap();
+    // The source is held at a gate inside `next`.
+    let gate = Gate::new();
+    let held = gate.clone();
+    let slow = (0..10u64).inspect(move |_| held.pass());
+    let mut p = Pipeline::new(starved().build().unwrap(), decoder(), slow).unwrap();
+    gate.arrived(1);
     assert!(matches!(
         p.pop(),
         Err(Error::PopTimeout {
@@ -538,15 +543,12 @@ fn a_starved_pop_times_out_naming_the_stage_behind() {
             ..
         })
     ));
+    gate.open();
+    assert_eq!(p.pop().unwrap().unwrap().seq(), 0);
+    drop(p);
 
     // The consumer holds every device slot.
-    let config = Config::builder()
-        .samples_per_batch(1)
-        .bytes_per_sample(8)
-        .device_slots(2)
-        .pop_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let config = starved().device_slots(2).build().unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
     let _a = p.pop().unwrap().unwrap();
     let _b = p.pop().unwrap().unwrap();

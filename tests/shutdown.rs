@@ -20,15 +20,20 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Threads of this process whose name starts with "pinring".
-fn pinring_threads() -> usize {
+/// Threads of this process whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|dir| {
             dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|name| name.starts_with("pinring"))
+                .filter(|name| name.starts_with(prefix))
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// Threads of this process whose name starts with "pinring".
+fn pinring_threads() -> usize {
+    threads_named("pinring")
 }
 
 /// Waits until no pinring thread is left, failing past `bound`.
@@ -162,5 +167,50 @@ fn stop_then_pop_reports_stopped_and_batches_already_out_stay_valid() {
     check_batch(a.bytes(), 0, 2, SAMPLE, 2);
     drop(p);
     drop(a);
+    assert_threads_end_within(BOUND);
+}
+
+/// A source blocked in `next` holds no device or pinned memory after the pipeline is
+/// dropped: the backend goes at once (its copy stream thread, `pinring-cpucopy`, ends)
+/// while the feeder is still inside `next`. Before, the feeder held the whole shared state,
+/// backend and ring included, until `next` returned.
+#[test]
+fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
+    let _serial = serial();
+    let (unblock, blocked) = mpsc::channel::<()>();
+    let blocked = Mutex::new(blocked);
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
+    let source = (0..1000u64).inspect(move |&g| {
+        if g == 6 {
+            let _ = entered_tx.lock().unwrap().send(());
+            let _ = blocked.lock().unwrap().recv();
+        }
+    });
+    let config = config(2)
+        .shutdown_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), source).unwrap();
+    for seq in 0..3 {
+        assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
+    }
+    entered
+        .recv_timeout(BOUND)
+        .expect("the source reached its blocking sample");
+    assert_eq!(threads_named("pinring-cpucopy"), 1);
+    drop(p);
+    // The feeder is still inside the source's `next`...
+    assert_eq!(threads_named("pinring-feeder"), 1);
+    // ...but the backend is gone: its copy stream's thread ends.
+    let start = Instant::now();
+    while threads_named("pinring-cpucopy") > 0 {
+        assert!(
+            start.elapsed() < BOUND,
+            "the backend outlived the pipeline while the source was blocked"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(unblock);
     assert_threads_end_within(BOUND);
 }

@@ -82,3 +82,58 @@ pub fn decoder() -> TestDecoder {
 
 /// A bound on anything that must not hang; tests fail past it.
 pub const BOUND: Duration = Duration::from_secs(20);
+
+/// A gate that stages wait at until the test opens it, and that tells the test when a stage
+/// has arrived: slow stages driven by the test, not by sleeps.
+#[derive(Clone, Default)]
+pub struct Gate(std::sync::Arc<(std::sync::Mutex<(bool, u64)>, std::sync::Condvar)>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate::default()
+    }
+
+    /// Counts an arrival, then blocks until the gate is open.
+    pub fn pass(&self) {
+        let (lock, cv) = &*self.0;
+        let mut state = lock.lock().unwrap();
+        state.1 += 1;
+        cv.notify_all();
+        while !state.0 {
+            state = cv.wait(state).unwrap();
+        }
+    }
+
+    /// Blocks until `n` stages have arrived (failing past [`BOUND`]).
+    pub fn arrived(&self, n: u64) {
+        let (lock, cv) = &*self.0;
+        let mut state = lock.lock().unwrap();
+        let start = std::time::Instant::now();
+        while state.1 < n {
+            assert!(start.elapsed() < BOUND, "only {} of {n} arrived", state.1);
+            state = cv.wait_timeout(state, BOUND).unwrap().0;
+        }
+    }
+
+    /// Opens the gate for good.
+    pub fn open(&self) {
+        let (lock, cv) = &*self.0;
+        lock.lock().unwrap().0 = true;
+        cv.notify_all();
+    }
+}
+
+/// The test decoder, each decode waiting at `gate` first.
+pub struct GatedDecoder {
+    pub gate: Gate,
+    pub inner: TestDecoder,
+}
+
+impl Decode for GatedDecoder {
+    type Sample = u64;
+
+    fn decode(&self, g: u64, out: &mut [u8]) -> Result<(), DecodeError> {
+        self.gate.pass();
+        self.inner.decode(g, out)
+    }
+}

@@ -192,7 +192,7 @@ impl Ops for Cpu {
         let mut memory = vec![0u8; layout.device_stride * layout.device_slots];
         let device = memory.as_mut_ptr();
         let copy_stream =
-            CpuStream::spawn("pinring-cpu-copy", Some(waker)).map_err(|e| Error::Spawn {
+            CpuStream::spawn("pinring-cpucopy", Some(waker)).map_err(|e| Error::Spawn {
                 thread: "cpu copy stream",
                 source: Box::new(e),
             })?;

@@ -1,0 +1,437 @@
+//! The soundness issue's items that the cpu backend shows: each test failed on the code
+//! before the fix (the comment says how) and passes now. Slow stages are driven by gates
+//! and channels the test controls; a time bound only ever fails a hang.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::{byte, check_batch, decoder, Gate, BOUND};
+use pinring::{Config, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
+
+const SAMPLE: usize = 64;
+
+/// Whether `len` bytes at `ptr` hold batch `seq` of `per` samples of `sample` bytes.
+fn holds(ptr: usize, len: usize, seq: u64, per: usize, sample: usize) -> bool {
+    // SAFETY: the callers pass a device slot of a pipeline whose teardown waits for the
+    // stream this runs on (the property under test); bytes are plain u8.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    (0..per).all(|j| {
+        let g = seq * per as u64 + j as u64;
+        bytes[j * sample..(j + 1) * sample]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == byte(g, i))
+    })
+}
+
+/// Item 4: dropping the pipeline waits for the release fences still pending, so a "kernel"
+/// queued on a CpuStream before the release still reads the slot. Before: the cpu backend
+/// freed the slots at once and the kernel read freed memory (a 16 MiB slot is unmapped:
+/// SIGSEGV).
+#[test]
+fn a_kernel_still_reading_a_released_slot_outlives_the_pipeline_drop() {
+    const PER: usize = 4;
+    const BIG: usize = 4 << 20; // 16 MiB batches: the slots are their own mapping
+    let config = Config::builder()
+        .samples_per_batch(PER)
+        .bytes_per_sample(BIG)
+        .device_slots(1)
+        .host_slots(1)
+        .decode_threads(2)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..PER as u64).unwrap();
+    let mut batch = p.pop().unwrap().unwrap();
+    let stream = CpuStream::new();
+    batch.wait_on(&stream).unwrap();
+    let gate = Gate::new();
+    let (ptr, len) = (batch.device_ptr().as_ptr() as usize, batch.len());
+    let (read_tx, read_rx) = mpsc::channel();
+    {
+        let gate = gate.clone();
+        stream.enqueue(move || {
+            gate.pass();
+            read_tx.send(holds(ptr, len, 0, PER, BIG)).unwrap();
+        });
+    }
+    batch.release(Fence::Stream(&stream)).unwrap();
+    let (dropped_tx, dropped_rx) = mpsc::channel();
+    let dropper = std::thread::spawn(move || {
+        drop(p);
+        dropped_tx.send(()).unwrap();
+    });
+    gate.arrived(1);
+    // The drop must wait for the kernel's fence; it may not return while the kernel is held.
+    assert!(
+        dropped_rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "the pipeline's drop returned while a kernel still read a released slot"
+    );
+    gate.open();
+    assert!(
+        read_rx.recv_timeout(BOUND).unwrap(),
+        "the kernel read another batch"
+    );
+    dropped_rx
+        .recv_timeout(BOUND)
+        .expect("the drop ends once the kernel has run");
+    dropper.join().unwrap();
+}
+
+/// Runs batch 0 of a one-device-slot pipeline through a kernel held at a gate on stream A,
+/// releases it with `release`, then lets `after_release` do its part; returns whether the
+/// kernel (which runs once the gate opens) read batch 0 intact, and whether the next copy
+/// completed while the kernel was held (which it may not).
+fn held_kernel(
+    release: impl FnOnce(pinring::Batch, &CpuStream),
+    after_release: impl FnOnce(&mut Pipeline),
+) -> (bool, bool) {
+    const PER: usize = 2;
+    let config = Config::builder()
+        .samples_per_batch(PER)
+        .bytes_per_sample(SAMPLE)
+        .device_slots(1)
+        .host_slots(2)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let mut first = p.pop().unwrap().unwrap();
+    let stream = CpuStream::new();
+    first.wait_on(&stream).unwrap();
+    let gate = Gate::new();
+    let intact = Arc::new(AtomicBool::new(false));
+    {
+        let (gate, intact) = (gate.clone(), intact.clone());
+        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+        stream.enqueue(move || {
+            gate.pass();
+            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
+        });
+    }
+    release(first, &stream);
+    after_release(&mut p);
+    // The next batch goes into the same slot: its copy must wait for the kernel.
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!(second.slot(), 0);
+    let (done_tx, done_rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        second.synchronize().unwrap();
+        done_tx.send(()).unwrap();
+        second
+    });
+    gate.arrived(1);
+    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
+    gate.open();
+    stream.synchronize();
+    let second = waiter.join().unwrap();
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    (intact.load(Ordering::Acquire), copied_early)
+}
+
+/// Item 5: a fence event recorded again later on an idle stream does not release the wait
+/// already made (as CUDA's `cuStreamWaitEvent` waits for the record latest at the wait).
+/// Before: each event kept one completed-epoch maximum, so the idle stream's later record
+/// completed "the event" and the next copy overwrote the slot under the held kernel.
+#[test]
+fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
+    let event = CpuEvent::new();
+    let idle = CpuStream::new();
+    let (intact, copied_early) = held_kernel(
+        |batch, stream| {
+            stream.record(&event);
+            batch.release(Fence::Event(&event)).unwrap();
+            idle.record(&event);
+            idle.synchronize(); // the later record has completed
+        },
+        |_| {},
+    );
+    assert!(!copied_early, "the next copy ran while the kernel was held");
+    assert!(intact, "the held kernel read another batch");
+}
+
+/// Item 5, the second case: a slot's second lease released on an idle stream does not
+/// release the first lease's fence. Before: the slot's one fence event kept the highest
+/// completed record, so the second lease's record on the idle stream (completing at once)
+/// let the copies queued behind the first lease's fence run under the held kernel.
+#[test]
+fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() {
+    const PER: usize = 2;
+    let config = Config::builder()
+        .samples_per_batch(PER)
+        .bytes_per_sample(SAMPLE)
+        .device_slots(1)
+        .host_slots(3)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let busy = CpuStream::new();
+    let idle = CpuStream::new();
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&busy).unwrap();
+    let gate = Gate::new();
+    let intact = Arc::new(AtomicBool::new(false));
+    {
+        let (gate, intact) = (gate.clone(), intact.clone());
+        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+        busy.enqueue(move || {
+            gate.pass();
+            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
+        });
+    }
+    first.release(Fence::Stream(&busy)).unwrap(); // fence: after the held kernel
+                                                  // Lease 1 of the same slot: its copy waits behind lease 0's fence. Released at once on
+                                                  // an idle stream, whose record completes at once.
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!(second.slot(), 0);
+    second.release(Fence::Stream(&idle)).unwrap();
+    idle.synchronize();
+    // Lease 2: its copy is ready once lease 1's copy ran and its fence completed. It must
+    // not complete while the kernel of lease 0 is held.
+    let third = p.pop().unwrap().unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        third.synchronize().unwrap();
+        done_tx.send(()).unwrap();
+        third
+    });
+    gate.arrived(1);
+    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
+    gate.open();
+    busy.synchronize();
+    let third = waiter.join().unwrap();
+    check_batch(third.bytes(), 2, PER, SAMPLE, PER);
+    assert!(
+        !copied_early,
+        "later copies into the slot ran while lease 0's kernel was held"
+    );
+    assert!(
+        intact.load(Ordering::Acquire),
+        "the held kernel read another batch"
+    );
+}
+
+/// Item 7: dropping an unbound batch inside a CpuStream closure does not deadlock that
+/// stream (the conservative fence records a marker on every stream; it no longer waits for
+/// every stream, including the one running it, to drain).
+#[test]
+fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
+    let config = Config::builder()
+        .samples_per_batch(2)
+        .bytes_per_sample(SAMPLE)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..40u64).unwrap();
+    let stream = CpuStream::new();
+    let (done_tx, done_rx) = mpsc::channel();
+    for _ in 0..5 {
+        let batch = p.pop().unwrap().unwrap();
+        let done = done_tx.clone();
+        stream.enqueue(move || {
+            drop(batch); // unbound: the conservative fence, on this stream's own thread
+            done.send(()).unwrap();
+        });
+    }
+    for _ in 0..5 {
+        done_rx
+            .recv_timeout(BOUND)
+            .expect("the stream deadlocked in a conservative release");
+    }
+    // And the pipeline goes on: the slots came back.
+    let mut n = 5;
+    while let Some(b) = p.pop().unwrap() {
+        check_batch(b.bytes(), b.seq(), 2, SAMPLE, 2);
+        n += 1;
+    }
+    assert_eq!(n, 20);
+}
+
+/// Item 8: a pop that cannot go on because every device slot is leased returns
+/// `AllSlotsLeased` naming the leased slots and their batches, after the lease timeout;
+/// before, it hung forever.
+#[test]
+fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .lease_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let a = p.pop().unwrap().unwrap();
+    let b = p.pop().unwrap().unwrap();
+    match p.pop() {
+        Err(Error::AllSlotsLeased { leased, waited }) => {
+            assert_eq!(leased, [(0, 0), (1, 1)]);
+            assert!(waited >= Duration::from_millis(50));
+        }
+        other => panic!("expected AllSlotsLeased, got {other:?}"),
+    }
+    let text = p.pop().unwrap_err().to_string();
+    assert!(
+        text.contains("slot 0 holds batch 0") && text.contains("slot 1 holds batch 1"),
+        "{text}"
+    );
+    // Released, the pipeline goes on where it was.
+    drop(a);
+    assert_eq!(p.pop().unwrap().unwrap().seq(), 2);
+    drop(b);
+
+    // A forgotten batch: its slot never comes back, and pop says so every time.
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .device_slots(1)
+        .lease_timeout(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    std::mem::forget(p.pop().unwrap().unwrap());
+    assert!(matches!(p.pop(), Err(Error::AllSlotsLeased { .. })));
+
+    // The default is bounded.
+    assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .build()
+        .unwrap();
+    assert_eq!(config.lease_timeout(), Config::DEFAULT_LEASE_TIMEOUT);
+}
+
+/// Item 10: more decode threads than a pipeline supports is a `ConfigError` that says why.
+#[test]
+fn decode_threads_are_capped_with_a_reason() {
+    for n in [1_000, 10_000, Config::MAX_DECODE_THREADS + 1] {
+        let e = Config::builder()
+            .samples_per_batch(1)
+            .bytes_per_sample(8)
+            .decode_threads(n)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::TooMany {
+                field: "decode_threads",
+                n,
+                max: Config::MAX_DECODE_THREADS
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("decode_threads") && text.contains("cores"),
+            "{text}"
+        );
+    }
+    assert!(Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .decode_threads(Config::MAX_DECODE_THREADS)
+        .build()
+        .is_ok());
+}
+
+/// Item 10: a host ring larger than the memory available is refused up front, before any
+/// of it is mapped or touched.
+#[test]
+fn a_host_ring_larger_than_the_machine_is_refused_up_front() {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let available: u64 = info
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .map(|kib: u64| kib * 1024)
+        .unwrap();
+    let batch = usize::try_from(available).unwrap() + (1 << 20);
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .batch_bytes(batch)
+        .host_slots(1)
+        .device_slots(1)
+        .host_budget(usize::MAX)
+        .device_budget(usize::MAX)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    match Pipeline::new(config, decoder(), 0..1u64) {
+        Err(Error::HostMemory {
+            bytes,
+            available: a,
+        }) => {
+            assert!(bytes as u64 > a);
+            let text = Error::HostMemory {
+                bytes,
+                available: a,
+            }
+            .to_string();
+            assert!(text.contains("host_slots"), "{text}");
+        }
+        Err(other) => panic!("expected HostMemory, got {other}"),
+        Ok(_) => panic!("a ring larger than the machine's memory was mapped"),
+    }
+    assert!(start.elapsed() < BOUND);
+}
+
+/// Item 10: a decode pool that fails to start midway (here: thread stacks beyond the
+/// address-space limit) is an error, and does not count its threads twice — before, the
+/// threads that had started were counted out twice and the drop of the half-built pipeline
+/// waited out the whole shutdown timeout (here an hour). Runs in a process of its own.
+#[test]
+fn a_decode_pool_that_fails_to_start_midway_is_an_error_promptly() {
+    let exe = std::env::current_exe().unwrap();
+    let command = format!(
+        "ulimit -v 6291456; exec '{}' --exact pool_child --ignored --nocapture",
+        exe.display()
+    );
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .env("RUST_MIN_STACK", (1u64 << 30).to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > BOUND {
+            let _ = child.kill();
+            panic!("a pipeline whose decode pool failed midway hung in its drop");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("POOL_CHILD"), "{text}");
+}
+
+#[test]
+#[ignore = "run by a_decode_pool_that_fails_to_start_midway_is_an_error_promptly"]
+fn pool_child() {
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .decode_threads(64)
+        .shutdown_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    match Pipeline::new(config, decoder(), 0..10u64) {
+        Err(Error::Spawn { thread, .. }) => println!("POOL_CHILD spawn failed: {thread}"),
+        Err(other) => println!("POOL_CHILD other error: {other}"),
+        Ok(p) => {
+            // The limit let every thread start (a machine with more address space): the
+            // property is then not exercised, but nothing may hang either.
+            drop(p);
+            println!("POOL_CHILD started (limit not reached)");
+        }
+    }
+}
