@@ -246,8 +246,8 @@ fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
             let _ = ordinal;
             return Err(pinring::Error::Backend {
                 call: "--cuda",
-                code: 0,
                 message: "this build has no cuda feature".into(),
+                source: None,
             });
         }
     }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Model-checks the slot protocol with loom (loom-tests/), exactly as CI runs it.
+# Model-checks the slot protocol with loom, exactly as CI runs it.
 #
-# Every model runs pinring's own feeder, decode dispatcher, copy thread, consumer and
-# Batch::release/drop on loom threads against the model device, at LOOM_MAX_PREEMPTIONS
-# (3 unless set), and once more with a seeded protocol bug that loom must reject. Each model
-# prints the interleavings it explored and its time. Builds into target/loom so that the
+# The models (src/model/tests.rs) run pinring's own feeder, decode workers, copy thread,
+# consumer and Batch::release/drop on loom threads against the model device, at
+# LOOM_MAX_PREEMPTIONS (3 unless set; a model may cap it, see MODELS), and once more with
+# each seeded protocol bug, which must fail with its invariant. Every model runs in a
+# process of its own; LOOM_JOBS of them at once (2 unless set). Each prints a MODEL line
+# with the interleavings it explored and its time. Builds into target/loom so that the
 # cfg does not invalidate the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +17,9 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export RUST_BACKTRACE=0
 
 start=$(date +%s)
-cargo test -p loom-tests --release --locked -- --nocapture "$@"
+cargo test --release --locked --no-default-features --lib model:: -- \
+    --test-threads="${LOOM_JOBS:-2}" --nocapture "$@" 2>&1 | tee "${CARGO_TARGET_DIR}/loom.log" |
+    grep -E '^(MODEL|test |failures|---- |thread |model .* (failed|accepted))|test result'
+status=${PIPESTATUS[0]}
 echo "loom: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, $(($(date +%s) - start)) s in all (build included)"
+exit "$status"

@@ -19,8 +19,9 @@ pub enum LastBatch {
 pub(crate) const PAGE: usize = 4096;
 /// Alignment of each host slot with huge pages (2 MiB).
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
-/// Alignment of each device slot.
-pub(crate) const DEVICE_ALIGN: usize = 256;
+/// Alignment of each device slot: a page, as the host ring's slots (without huge pages),
+/// so that consecutive slots lie alike on both sides and a run of them copies in one piece.
+pub(crate) const DEVICE_ALIGN: usize = PAGE;
 
 /// A validated pipeline configuration. Build one with [`Config::builder`].
 ///
@@ -119,8 +120,9 @@ impl<B: Backend> Config<B> {
     pub fn batch_bytes(&self) -> usize {
         self.batch_bytes
     }
-    /// Bytes from one device slot's start to the next (batch bytes rounded up to 256, so
-    /// that kernels can use wide loads on any batch size).
+    /// Bytes from one device slot's start to the next (batch bytes rounded up to the 4 KiB
+    /// page, as the host ring's stride without huge pages: a run of consecutive batches
+    /// then copies in one piece; and kernels can use wide loads on any batch size).
     pub fn device_stride(&self) -> usize {
         self.device_stride
     }
@@ -410,7 +412,7 @@ impl<B: Backend> ConfigBuilder<B> {
         }
         let device_stride = batch_bytes
             .checked_next_multiple_of(DEVICE_ALIGN)
-            .ok_or(ConfigError::Overflow("batch_bytes rounded up to 256"))?;
+            .ok_or(ConfigError::Overflow("batch_bytes rounded up to the page"))?;
         let device_bytes = device_stride
             .checked_mul(self.device_slots)
             .ok_or(ConfigError::Overflow("device_slots × batch_bytes"))?;

@@ -26,8 +26,9 @@ pub(crate) struct Control {
     failure: Mutex<Option<(u64, Error)>>,
     /// The feeder waits here for a free host slot.
     pub(crate) feeder: ParkSlot,
-    /// The decode workers wait here for gathered batches.
-    pub(crate) decoders: ParkSlot,
+    /// The decode workers wait here for gathered batches: one slot per host slot, so that
+    /// handing a batch to the decoders wakes only the workers that claimed its items.
+    decoders: Box<[ParkSlot]>,
     /// The copy thread waits here for filled batches, releases and copy completions.
     /// std's `Arc` in both builds: shared with the backend's [`CopyWaker`](crate::backend::CopyWaker).
     pub(crate) copier: native::Arc<ParkSlot>,
@@ -45,13 +46,13 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    pub(crate) fn new(copier: native::Arc<ParkSlot>, spin: Duration) -> Self {
+    pub(crate) fn new(copier: native::Arc<ParkSlot>, spin: Duration, host_slots: usize) -> Self {
         Control {
             stop: AtomicBool::new(false),
             limit: AtomicU64::new(u64::MAX),
             failure: Mutex::new(None),
             feeder: ParkSlot::new(),
-            decoders: ParkSlot::new(),
+            decoders: (0..host_slots).map(|_| ParkSlot::new()).collect(),
             copier,
             consumer: ParkSlot::new(),
             exits: ParkSlot::new(),
@@ -67,11 +68,21 @@ impl Control {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// Where the decode workers that claimed items of batch `k` wait for it.
+    #[inline]
+    pub(crate) fn decoders(&self, k: u64) -> &ParkSlot {
+        &self.decoders[(k % self.decoders.len() as u64) as usize]
+    }
+
+    fn wake_decoders(&self) {
+        self.decoders.iter().for_each(ParkSlot::wake);
+    }
+
     /// Stops every stage and wakes every waiter. Idempotent.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.feeder.wake();
-        self.decoders.wake();
+        self.wake_decoders();
         self.copier.wake();
         self.consumer.wake();
         self.exits.wake();
@@ -88,7 +99,7 @@ impl Control {
     pub(crate) fn limit_to(&self, seq: u64) {
         self.limit.fetch_min(seq, Ordering::AcqRel);
         self.feeder.wake();
-        self.decoders.wake();
+        self.wake_decoders();
     }
 
     /// Records `error` as the failure of batch `seq` unless an earlier batch failed first.

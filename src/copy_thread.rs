@@ -1,9 +1,9 @@
-//! The copy thread: moves filled batches to device slots, in sequence order, and frees
-//! host slots as their copies complete.
+//! The copy thread: moves filled batches to device slots, in sequence order, several at a
+//! time where they lie side by side, and frees host slots as their copies complete.
 
 use std::time::Duration;
 
-use crate::backend::private::CopyJob;
+use crate::backend::private::{CopyRole, CopyRun};
 use crate::backend::Backend;
 use crate::control::Control;
 use crate::device_side::DeviceSide;
@@ -17,12 +17,17 @@ use crate::sync::{native, Arc, Instant};
 /// does not wake it when a copy completes.
 const POLL: Duration = Duration::from_micros(20);
 
+/// Most batches one copy run takes.
+const MAX_RUN: usize = 16;
+
 /// The copy thread's stage: everything it owns.
 pub(crate) struct Copier<B: Backend> {
     pub(crate) control: Arc<Control>,
     pub(crate) host: Arc<HostSlots>,
     pub(crate) device: Arc<DeviceSide<B>>,
     pub(crate) ready: Sender,
+    /// The copy thread's role in the backend's operations.
+    pub(crate) role: CopyRole,
 }
 
 impl<B: Backend> Copier<B> {
@@ -32,14 +37,17 @@ impl<B: Backend> Copier<B> {
     /// 1. waits for FILLED(k) on the host slot (Acquire: the decoded bytes and count);
     /// 2. waits for the device slot to be FREE(k) or RELEASED(k - D) (Acquire: the
     ///    captured fence, recorded before that Release store: invariant 2);
-    /// 3. takes the device slot (COPYING(k)) and enqueues the stream-side wait on its
-    ///    fence, takes the host slot (IN_FLIGHT(k)), enqueues the copy and its READY and
-    ///    COPIED points;
-    /// 4. publishes LEASED(k), pushes the token and wakes the consumer.
+    /// 3. extends the run with the batches after `k` that are filled too, whose device
+    ///    slots are free, and whose host and device slots follow `k`'s without wrapping;
+    /// 4. takes each device slot (COPYING) and enqueues the stream-side wait on its fence,
+    ///    takes each host slot (IN_FLIGHT), enqueues the run's copy, its READY points and
+    ///    its completion point;
+    /// 5. publishes each LEASED, pushes each token and wakes the consumer.
     ///
-    /// Independently it retires copies in order: once the oldest copy in flight has
-    /// completed, its host slot becomes FREE(k + H) — never before, so no byte of a host
-    /// slot is written while a copy out of it may run (invariant 1).
+    /// Independently it retires copies in order: once the backend reports batch `r`'s copy
+    /// complete (its completion count passes `r`), `r`'s host slot becomes FREE(r + H) —
+    /// never before, so no byte of a host slot is written while a copy out of it may run
+    /// (invariant 1).
     pub(crate) fn run(mut self) {
         let control = self.control.clone();
         let times = &control.counters.copy;
@@ -54,11 +62,14 @@ impl<B: Backend> Copier<B> {
                 Progress::End => break Ok(Token::End),
                 Progress::Failed => break Ok(Token::Failed),
                 Progress::Filled if self.device.slots.can_take(next) => {
-                    if let Err(e) = self.copy(next) {
-                        break Err(e);
+                    match self.copy_run(next) {
+                        Ok(end) => next = end,
+                        Err((delivered, e)) => {
+                            next = delivered;
+                            break Err(e);
+                        }
                     }
                     times.busy_since(t);
-                    next += 1;
                     continue;
                 }
                 _ => {}
@@ -86,20 +97,25 @@ impl<B: Backend> Copier<B> {
         control.consumer.wake();
     }
 
-    /// Waits until batch `next` can be copied, ends the stream, or the oldest copy in
-    /// flight completes.
+    /// Waits until batch `next` can be copied, ends the stream, or a copy in flight
+    /// completes.
     fn wait(&self, next: u64, retired: u64) -> Waited {
         let control = &*self.control;
-        let (host, device) = (&*self.host, &*self.device);
+        let (host, device, role) = (&*self.host, &*self.device, &self.role);
         let progress = || {
             let can_copy = match host.progress(next) {
                 Progress::Filled => device.slots.can_take(next),
                 Progress::End | Progress::Failed => true,
                 Progress::Pending | Progress::Decoding => false,
             };
-            can_copy || (retired < next && device.backend.copied(host.idx(retired)).unwrap_or(true))
+            can_copy
+                || (retired < next
+                    && device
+                        .backend
+                        .completed(role)
+                        .map_or(true, |done| done > retired))
         };
-        if retired < next && !device.backend.notifies_copy_done() {
+        if retired < next && !device.backend.notifies_copy_done(role) {
             // Copies in flight and nothing will wake us when one completes: short parks.
             let deadline = Instant::now().checked_add(POLL);
             control
@@ -110,46 +126,82 @@ impl<B: Backend> Copier<B> {
         }
     }
 
-    /// Steps 2 to 4 for batch `k`, whose host slot is FILLED(k) and device slot free.
-    fn copy(&mut self, k: u64) -> Result<()> {
+    /// Steps 3 to 5 from batch `k`, whose host slot is FILLED(k) and device slot free;
+    /// returns the batch after the run, or on failure the first batch not delivered and
+    /// the error (the batches before it were delivered).
+    fn copy_run(&mut self, k: u64) -> Result<u64, (u64, Error)> {
         let (host, device) = (&*self.host, &*self.device);
         let (h, d) = (host.idx(k), device.slots.idx(k));
-        // SAFETY: this is the copy thread, and `can_take(k)` held (the caller).
-        let fence = unsafe { device.slots.start_copy(k) };
-        if let Some(fence) = fence {
-            device.backend.wait_fence(d, fence)?;
+        let room = (host.len() - h.0)
+            .min(device.slots.len() - d.0)
+            .min(MAX_RUN);
+        let mut batches = 1;
+        while batches < room
+            && host.progress(k + batches as u64) == Progress::Filled
+            && device.slots.can_take(k + batches as u64)
+        {
+            batches += 1;
         }
-        // SAFETY: this is the copy thread, and batch k is FILLED (the caller).
-        let samples = unsafe { host.start_copy(k) };
-        device.backend.copy(&CopyJob {
-            seq: k,
+        let mut last_samples = 0;
+        for i in 0..batches as u64 {
+            // SAFETY: this is the copy thread, and `can_take(k + i)` held (above, or the
+            // caller's for `k`).
+            let fence = unsafe { device.slots.start_copy(k + i) };
+            if let Some(fence) = fence {
+                device
+                    .backend
+                    .wait_fence(&self.role, device.slots.idx(k + i), fence)
+                    .map_err(|e| (k, e))?;
+            }
+            // SAFETY: this is the copy thread, and batch k + i is FILLED (above, or the
+            // caller's check for `k`).
+            last_samples = unsafe { host.start_copy(k + i) };
+        }
+        let run = CopyRun {
+            first: k,
             host: h,
             device: d,
-            bytes: samples * device.sample_bytes,
-        })?;
-        // SAFETY: this is the copy thread, after `start_copy(k)` on the device slot.
-        unsafe { device.slots.lease(k) };
-        let token = Token::Batch {
-            seq: k,
-            slot: d.0,
-            samples,
+            batches,
+            last_bytes: last_samples * device.sample_bytes,
         };
-        self.ready
-            .push(token)
-            .map_err(|_| Error::Internal("the ready ring was full"))?;
+        let (delivered, failure) = match device.backend.copy(&self.role, &run) {
+            Ok(()) => (batches, None),
+            Err(failed) => (failed.enqueued, Some(failed.error)),
+        };
+        for i in 0..delivered as u64 {
+            let seq = k + i;
+            // SAFETY: this is the copy thread, after `start_copy(seq)` on the device slot.
+            unsafe { device.slots.lease(seq) };
+            let samples = if seq + 1 == run.end() {
+                last_samples
+            } else {
+                host.per_batch()
+            };
+            let token = Token::Batch {
+                seq,
+                slot: device.slots.idx(seq).0,
+                samples,
+            };
+            self.ready
+                .push(token)
+                .map_err(|_| (seq, Error::Internal("the ready ring was full")))?;
+        }
         self.control.consumer.wake();
-        Ok(())
+        match failure {
+            None => Ok(run.end()),
+            Some(error) => Err((k + delivered as u64, error)),
+        }
     }
 
     /// Frees the host slots of every copy in flight that has completed, oldest first.
     fn retire(&self, retired: &mut u64, next: u64) -> Result<()> {
-        while *retired < next {
-            let h = self.host.idx(*retired);
-            if !self.device.backend.copied(h)? {
-                break;
-            }
+        if *retired == next {
+            return Ok(());
+        }
+        let done = self.device.backend.completed(&self.role)?.min(next);
+        while *retired < done {
             // SAFETY: this is the copy thread; batch `retired`'s slot is IN_FLIGHT and the
-            // backend just reported its copy complete.
+            // backend reports its copy complete.
             unsafe { self.host.free(*retired, &self.control.feeder) };
             *retired += 1;
         }

@@ -64,7 +64,7 @@ impl<D: Decode> DecodeWork<D> {
             let t = native::Instant::now();
             let mut progress = Progress::Pending;
             let waited = control.wait_unless(
-                &control.decoders,
+                control.decoders(k),
                 || {
                     progress = self.slots.progress(k);
                     progress != Progress::Pending

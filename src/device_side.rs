@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use crate::backend::private::CopyRole;
 use crate::backend::Backend;
 use crate::park::ParkSlot;
 use crate::slot::DeviceSlots;
@@ -26,8 +27,10 @@ impl<B: Backend> Drop for DeviceSide<B> {
         // before freeing anything) waits for the consumer's last reads too. Errors mean a
         // dead device, where nothing runs any more.
         let Self { backend, slots, .. } = self;
+        // The teardown inherits the copy thread's role: that thread has ended.
+        let role = CopyRole(());
         for (d, fence) in slots.take_fences() {
-            let _ = backend.wait_fence(d, fence);
+            let _ = backend.wait_fence(&role, d, fence);
         }
     }
 }

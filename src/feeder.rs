@@ -40,7 +40,7 @@ impl<S, I: Iterator<Item = S>> Feeder<S, I> {
         } = self;
         let mut source = source.fuse();
         let times = &control.counters.source;
-        let wakes = [&control.decoders, &*control.copier];
+        let wakes = |k: u64| [control.decoders(k), &*control.copier];
         let mut k: u64 = 0;
         loop {
             if !wait_free(&control, &slots, k) {
@@ -75,21 +75,21 @@ impl<S, I: Iterator<Item = S>> Feeder<S, I> {
             times.busy_since(t);
             if let Err(error) = gathered {
                 control.record_failure(k, error);
-                fill.fail(&wakes);
+                fill.fail(&wakes(k));
                 control.limit_to(k);
                 return;
             }
             if n == 0 || (n < per_batch && last_batch == LastBatch::Drop) {
-                fill.end(&wakes);
+                fill.end(&wakes(k));
                 control.limit_to(k);
                 return;
             }
-            fill.hand_to_decoders(n, &control.decoders);
+            fill.hand_to_decoders(n, control.decoders(k));
             k += 1;
             if n < per_batch {
                 if wait_free(&control, &slots, k) {
                     // SAFETY: this is the feeder, and batch k's slot is FREE(k).
-                    unsafe { slots.end_at(k, &wakes) };
+                    unsafe { slots.end_at(k, &wakes(k)) };
                     control.limit_to(k);
                 }
                 return;

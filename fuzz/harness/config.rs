@@ -21,15 +21,15 @@ const DEFAULT_HOST_SLOTS: usize = 4;
 const DEFAULT_DEVICE_SLOTS: usize = 2;
 const DEFAULT_BUDGET: usize = 16 << 30;
 const DEFAULT_SPIN: Duration = Config::DEFAULT_SPIN;
-/// Device slots start on 256-byte boundaries.
-const DEVICE_ALIGN: usize = 256;
+/// Device slots start on page boundaries.
+const DEVICE_ALIGN: usize = 4096;
 const DEFAULT_SHUTDOWN: Duration = Duration::from_secs(5);
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
 
 /// A pipeline is started (and dropped) only for configs whose ring and device slots
 /// together take at most this much, to keep each case fast.
-const START_LIMIT: usize = 4 << 20;
+const START_LIMIT: usize = 8 << 20;
 /// Fixed allowance for one allocation made while starting and stopping a pipeline: thread
 /// bookkeeping, the rayon registry, the ready ring of a few slots.
 const FIXED_ALLOWANCE: usize = 64 << 10;
@@ -462,7 +462,7 @@ fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
         _ => return fail("host ring over its budget"),
     }
     if c.device_stride() != c.batch_bytes().next_multiple_of(DEVICE_ALIGN) {
-        return fail("device stride is not the batch rounded up to 256 bytes");
+        return fail("device stride is not the batch rounded up to the page");
     }
     match c.device_stride().checked_mul(c.device_slots()) {
         Some(bytes) if bytes <= m.device_budget => {}

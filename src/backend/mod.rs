@@ -14,7 +14,7 @@
 //! let config = Config::builder().samples_per_batch(1).bytes_per_sample(8).build()?;
 //! let p = Pipeline::new(config, pinring::decode_fn(|_: u8, _: &mut [u8]| Ok(())), 0..1u8)?;
 //! // The copy thread's completion query is the pipeline's alone: this does not compile.
-//! let _ = p.backend().copied(0);
+//! let _ = p.backend().completed(0);
 //! # Ok::<(), pinring::Error>(())
 //! ```
 //!
@@ -23,12 +23,12 @@
 //!
 //! ```compile_fail,E0308
 //! fn poke<B: pinring::Backend>(backend: &B) {
-//!     let _ = backend.copied(0);
+//!     let _ = backend.completed(0);
 //! }
 //! ```
 //!
 //! Threading contract (the slot protocol guarantees it, and a backend may rely on it):
-//! - `wait_fence`, `copy` and `copied` are called by the copy thread only, and
+//! - `wait_fence`, `copy` and `completed` are called by the copy thread only, and
 //!   `wait_fence` for the slots' leftover fences by the last owner at teardown;
 //! - `ready_on`, `ready_sync`, `capture`, `capture_binding`, `capture_conservative` and
 //!   `device_ptr` for slot `d` are called only by the holder of the batch leased in slot
@@ -84,8 +84,8 @@ pub(crate) mod private {
         pub batch_bytes: usize,
         /// Bytes from one host slot's start to the next (a page multiple).
         pub host_stride: usize,
-        /// Bytes from one device slot's start to the next (the batch rounded up to 256
-        /// bytes, so kernels can use wide loads on any batch size).
+        /// Bytes from one device slot's start to the next (the batch rounded up to the page:
+        /// equal to `host_stride` unless the ring uses huge pages).
         pub device_stride: usize,
         /// Number of host slots in the ring.
         pub host_slots: usize,
@@ -113,19 +113,65 @@ pub(crate) mod private {
         }
     }
 
-    /// One copy the copy thread asks for: batch `seq`, `bytes` bytes from host slot `host`
-    /// into device slot `device`, then its READY and COPIED points.
+    /// One copy the copy thread asks for: a run of `batches` consecutive batches from
+    /// `first`, in consecutive host slots from `host` and consecutive device slots from
+    /// `device` (neither wraps around), every one a full batch but the last, which has
+    /// `last_bytes` bytes. The backend copies them (in one piece where it can), then
+    /// records each batch's READY point and, after the run, its completion point.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct CopyJob {
-        /// The (first) batch's sequence number.
-        pub seq: u64,
-        /// The host slot the batch is in.
+    pub struct CopyRun {
+        /// The first batch's sequence number.
+        pub first: u64,
+        /// The first batch's host slot.
         pub host: HostIdx,
-        /// The device slot it goes to.
+        /// The first batch's device slot.
         pub device: DeviceIdx,
-        /// Bytes to copy (the batch's, at most one full batch).
-        pub bytes: usize,
+        /// Batches in the run (at least 1).
+        pub batches: usize,
+        /// Bytes of the run's last batch (the others are full).
+        pub last_bytes: usize,
     }
+
+    impl CopyRun {
+        /// The run's batches as (sequence, host slot, device slot).
+        pub fn each(&self) -> impl Iterator<Item = (u64, HostIdx, DeviceIdx)> + '_ {
+            (0..self.batches).map(move |i| {
+                (
+                    self.first + i as u64,
+                    HostIdx(self.host.0 + i),
+                    DeviceIdx(self.device.0 + i),
+                )
+            })
+        }
+
+        /// The sequence number after the run's last batch.
+        pub fn end(&self) -> u64 {
+            self.first + self.batches as u64
+        }
+    }
+
+    /// A copy run that failed: how many of its batches were enqueued whole first, and why
+    /// the rest was not.
+    #[derive(Debug)]
+    pub struct CopyFailed {
+        /// Batches of the run (from its first) enqueued with their READY points.
+        pub enqueued: usize,
+        /// Why the next one was not.
+        pub error: crate::error::Error,
+    }
+
+    impl CopyFailed {
+        /// A failure before any of the run's batches was enqueued.
+        pub fn at_start(error: crate::error::Error) -> Self {
+            CopyFailed { enqueued: 0, error }
+        }
+    }
+
+    /// What the copy thread (and the teardown, which inherits its role) passes to the
+    /// operations that are its alone: a value only this crate can make, so that no code
+    /// outside it can call them.
+    #[derive(Debug)]
+    pub struct CopyRole(pub(crate) ());
 
     /// The backend operations: nominally `pub` so that [`Backend`] may name it as a
     /// supertrait, but in a private module, so nothing outside the crate can call them.
@@ -146,18 +192,23 @@ pub(crate) mod private {
             Self: Backend;
 
         /// Whether the backend wakes the copy thread (through the [`CopyWaker`]) when a
-        /// copy completes; when not, the copy thread polls [`copied`](Ops::copied).
-        fn notifies_copy_done(&self) -> bool;
+        /// copy completes; when not, the copy thread polls [`completed`](Ops::completed).
+        fn notifies_copy_done(&self, role: &CopyRole) -> bool;
 
         /// Copy thread: makes the copy stream wait (stream-side) for a captured release
         /// fence of slot `d` before anything enqueued after it.
-        fn wait_fence(&self, d: DeviceIdx, fence: Self::Captured) -> Result<()>;
+        fn wait_fence(&self, role: &CopyRole, d: DeviceIdx, fence: Self::Captured) -> Result<()>;
 
-        /// Copy thread: enqueues the copy, then records the job's READY and COPIED points.
-        fn copy(&self, job: &CopyJob) -> Result<()>;
+        /// Copy thread: enqueues the run's copy, then records each batch's READY point and
+        /// the run's completion point. On failure, says how many of the run's batches (from
+        /// its first) were enqueued whole before it: those are delivered, the failure is
+        /// the next batch's.
+        fn copy(&self, role: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed>;
 
-        /// Copy thread: whether the last copy out of host slot `h` has completed.
-        fn copied(&self, h: HostIdx) -> Result<bool>;
+        /// Copy thread: how many batches, from the first, have been copied completely (a
+        /// copy out of a host slot is done only once this count passes its batch). Never
+        /// ahead of the copies it has seen complete.
+        fn completed(&self, role: &CopyRole) -> Result<u64>;
 
         /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
         /// drop of the batch must fence on. Refuses a stream it could not fence on later.

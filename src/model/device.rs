@@ -33,11 +33,11 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use crate::backend::private::{CopyJob, CopyWaker, Layout, Ops};
+use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::host_ring::HostRing;
-use crate::slot::{DeviceIdx, HostIdx};
+use crate::slot::DeviceIdx;
 use crate::sync::{mutation, native, Arc, Mutation, Mutex, MutexGuard};
 use crate::Fence;
 
@@ -97,8 +97,9 @@ enum Op {
     Wait { event: usize, epoch: u64 },
     /// Complete record `epoch` of `event`.
     Signal { event: usize, epoch: u64 },
-    /// The copy of batch `seq`: host slot `h` → device slot `d`, then READY(d) and
-    /// COPIED(h) records `ready` and `copied`.
+    /// The copy of batch `seq`: host slot `h` → device slot `d`, then READY(d) record
+    /// `ready`, COPIED(h) record `copied`, and for a run's last batch the run's completion
+    /// point (batches before `complete` are copied).
     Copy {
         seq: u64,
         h: usize,
@@ -106,6 +107,7 @@ enum Op {
         bytes: usize,
         ready: u64,
         copied: u64,
+        complete: Option<u64>,
     },
     /// A kernel reading device slot `d`, which must hold batch `seq`.
     Read { d: usize, seq: u64 },
@@ -130,6 +132,10 @@ struct State {
     fences_captured: Vec<u64>,
     /// Records of each slot's FENCE event made (so far).
     fences_recorded: Vec<u64>,
+    /// Batches whose copies the device has run (a prefix count).
+    completed: u64,
+    /// Batches whose copies are enqueued.
+    enqueued: u64,
     /// Records a seeded [`Mutation::PublishBeforeRecord`] put off: the releasing thread
     /// makes them at its next device call.
     deferred: Vec<(loom::thread::ThreadId, usize, usize)>,
@@ -292,7 +298,7 @@ impl Device {
         }
     }
 
-    /// Runs one op (under the lock); true if a copy completed.
+    /// Runs one op (under the lock); true if a run of copies completed.
     fn execute(&self, state: &mut State, op: Op) -> bool {
         match op {
             Op::Wait { .. } => false,
@@ -307,6 +313,7 @@ impl Device {
                 bytes,
                 ready,
                 copied,
+                complete,
             } => {
                 let stale = state.streams[self.first_user_stream()..]
                     .iter()
@@ -331,7 +338,13 @@ impl Device {
                 state.holds[d] = Some(seq);
                 state.events[self.ready(d)].complete(ready);
                 state.events[self.copied(h)].complete(copied);
-                true
+                match complete {
+                    Some(upto) => {
+                        state.completed = upto;
+                        true
+                    }
+                    None => false,
+                }
             }
             Op::Read { d, seq } => {
                 let holds = state.holds[d];
@@ -495,6 +508,8 @@ impl Ops for Model {
             releases: vec![0; d],
             fences_captured: vec![0; d],
             fences_recorded: vec![0; d],
+            completed: 0,
+            enqueued: 0,
             deferred: Vec::new(),
         };
         Ok(Model {
@@ -509,11 +524,11 @@ impl Ops for Model {
         })
     }
 
-    fn notifies_copy_done(&self) -> bool {
+    fn notifies_copy_done(&self, _: &CopyRole) -> bool {
         self.device.options.notifies
     }
 
-    fn wait_fence(&self, d: DeviceIdx, fence: ModelFence) -> Result<()> {
+    fn wait_fence(&self, _: &CopyRole, d: DeviceIdx, fence: ModelFence) -> Result<()> {
         if !fence.recorded {
             return Ok(());
         }
@@ -535,49 +550,58 @@ impl Ops for Model {
         Ok(())
     }
 
-    fn copy(&self, job: &CopyJob) -> Result<()> {
+    fn copy(&self, _: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed> {
         let dev = &*self.device;
-        let (h, d) = (job.host.0, job.device.0);
         let mut state = dev.lock();
-        let (leases, releases) = (state.leases[d], state.releases[d]);
-        if leases != releases {
-            drop(state);
-            dev.violated(format!(
-                "invariant 2: the copy of batch {} into device slot {d} is enqueued before its \
-                 previous lease was released",
-                job.seq
-            ));
-            return Ok(());
+        for (seq, h, d) in run.each() {
+            let (h, d) = (h.0, d.0);
+            let (leases, releases) = (state.leases[d], state.releases[d]);
+            if leases != releases {
+                drop(state);
+                dev.violated(format!(
+                    "invariant 2: the copy of batch {seq} into device slot {d} is enqueued \
+                     before its previous lease was released"
+                ));
+                return Ok(());
+            }
+            state.leases[d] += 1;
+            let bytes = if seq + 1 == run.end() {
+                run.last_bytes
+            } else {
+                dev.layout.batch_bytes
+            };
+            let ready = state.events[dev.ready(d)].record();
+            let copied = state.events[dev.copied(h)].record();
+            state.streams[COPY_STREAM].push_back(Op::Copy {
+                seq,
+                h,
+                d,
+                bytes,
+                ready,
+                copied,
+                complete: (seq + 1 == run.end()).then_some(run.end()),
+            });
         }
-        state.leases[d] += 1;
-        let ready = state.events[dev.ready(d)].record();
-        let copied = state.events[dev.copied(h)].record();
-        state.streams[COPY_STREAM].push_back(Op::Copy {
-            seq: job.seq,
-            h,
-            d,
-            bytes: job.bytes,
-            ready,
-            copied,
-        });
+        state.enqueued = run.end();
         Ok(())
     }
 
-    fn copied(&self, h: HostIdx) -> Result<bool> {
+    fn completed(&self, _: &CopyRole) -> Result<u64> {
         let dev = &*self.device;
-        let h = match mutation() {
-            // Seeded bug: the copy is reported complete before it ran.
-            Mutation::FreeBeforeCopied => return Ok(true),
-            // Seeded bug: the next slot's COPIED event is consulted.
-            Mutation::WrongSlotRetire => (h.0 + 1) % dev.layout.host_slots,
-            _ => h.0,
-        };
+        match mutation() {
+            // Seeded bug: every copy is reported complete as soon as it is enqueued.
+            Mutation::FreeBeforeCopied => return Ok(dev.lock().enqueued),
+            // Seeded bug: the completion one batch ahead is consulted (the next slot's).
+            Mutation::WrongSlotRetire => {
+                let state = dev.lock();
+                return Ok((state.completed + 1).min(state.enqueued));
+            }
+            _ => {}
+        }
         if dev.options.step_on_poll {
             dev.step();
         }
-        let state = dev.lock();
-        let records = &state.events[dev.copied(h)];
-        Ok(records.done(records.latest))
+        Ok(dev.lock().completed)
     }
 
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {

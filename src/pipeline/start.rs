@@ -1,7 +1,7 @@
 //! Wiring: one constructor assembles a pipeline's parts, for [`Pipeline::new`] (which
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
-use crate::backend::private::{CopyWaker, Layout};
+use crate::backend::private::{CopyRole, CopyWaker, Layout};
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::control::Control;
@@ -65,7 +65,7 @@ where
         layout,
         CopyWaker(copier.clone()),
     )?;
-    let control = Arc::new(Control::new(copier.clone(), config.spin));
+    let control = Arc::new(Control::new(copier.clone(), config.spin, host_slots));
     let per_item = config
         .decode_item_samples
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
@@ -119,6 +119,7 @@ where
         host,
         device,
         ready: sender,
+        role: CopyRole(()),
     };
     Ok(Parts {
         pipeline,

@@ -126,6 +126,16 @@ impl HostSlots {
         &self.slots[self.idx(k).0]
     }
 
+    /// How many host slots (H).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Samples in a full batch.
+    pub(crate) fn per_batch(&self) -> usize {
+        self.per_batch
+    }
+
     /// Work items a full batch splits into.
     pub(crate) fn items_per_batch(&self) -> usize {
         self.per_batch.div_ceil(self.per_item)

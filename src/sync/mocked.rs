@@ -35,11 +35,11 @@ pub(crate) enum Mutation {
     /// A release publishes its fence before the fence is recorded (invariant 2): the model
     /// device's capture hands out the epoch the record will get and records it later.
     PublishBeforeRecord,
-    /// The copy thread frees a host slot before its H2D has completed (invariant 1): the
-    /// model device reports COPIED(h) complete while the copy is still queued.
+    /// The copy thread frees a host slot before its copy has completed (invariant 1): the
+    /// model device reports every enqueued copy complete.
     FreeBeforeCopied,
-    /// The copy thread retires host slot `h` on the next slot's COPIED event (invariant
-    /// 1): the model device answers `copied(h)` for slot `h + 1`.
+    /// The copy thread retires a host slot on the next batch's completion (invariant 1):
+    /// the model device reports one batch more complete than it ran.
     WrongSlotRetire,
     /// Stopping the pipeline wakes none of the parked threads (invariant 4).
     StopWithoutWake,

@@ -58,8 +58,11 @@ pub fn in_own_process(child: &str, shell: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    for line in text.lines().filter(|l| l.starts_with("RESULT\t")) {
-        println!("{line}");
+    for line in text
+        .lines()
+        .filter_map(|l| l.find("RESULT\t").map(|i| &l[i..]))
+    {
+        println!("\n{line}");
     }
     (out.status.success(), text)
 }

@@ -30,11 +30,11 @@ pub use stream::CpuStream;
 
 use self::fence::CpuFence;
 use self::stream::Op;
-use crate::backend::private::{CopyJob, CopyWaker, Layout, Ops};
+use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
-use crate::slot::{DeviceIdx, HostIdx};
+use crate::slot::DeviceIdx;
 use crate::sync::native::{Arc, AtomicU64, Instant, Ordering};
 use crate::Fence;
 
@@ -91,8 +91,9 @@ pub struct Cpu {
     copy_stream: CpuStream,
     /// READY(d): recorded on the copy stream after each copy into slot d.
     ready: Box<[CpuEvent]>,
-    /// COPIED(h): recorded on the copy stream after each copy out of host slot h.
-    copied: Box<[CpuEvent]>,
+    /// Batches copied so far (a prefix count): stored (Release) by the copy stream after
+    /// each run's copies, loaded (Acquire) by the copy thread.
+    completed: Arc<AtomicU64>,
     /// Per-slot events a `Fence::Stream` release records on the caller's stream.
     fences: Box<[CpuEvent]>,
     options: CpuOptions,
@@ -204,49 +205,69 @@ impl Ops for Cpu {
             layout,
             copy_stream,
             ready: events(layout.device_slots),
-            copied: events(layout.host_slots),
+            completed: Arc::new(AtomicU64::new(0)),
             fences: events(layout.device_slots),
             options: options.clone(),
             rng: AtomicU64::new(options.seed | 1),
         })
     }
 
-    fn notifies_copy_done(&self) -> bool {
+    fn notifies_copy_done(&self, _: &CopyRole) -> bool {
         true
     }
 
-    fn wait_fence(&self, _d: DeviceIdx, fence: CpuFence) -> Result<()> {
+    fn wait_fence(&self, _: &CopyRole, _d: DeviceIdx, fence: CpuFence) -> Result<()> {
         Self::wait_op(fence, |op| self.copy_stream.push(op));
         Ok(())
     }
 
-    fn copy(&self, job: &CopyJob) -> Result<()> {
-        if self.options.fail_copy_at == Some(job.seq) {
-            return Err(Error::Backend {
-                call: "cpu copy",
-                message: format!("injected copy failure at batch {}", job.seq),
-                source: None,
-            });
-        }
+    fn copy(&self, _: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed> {
         assert!(
-            job.bytes <= self.layout.batch_bytes,
+            run.last_bytes <= self.layout.batch_bytes,
             "copy larger than a slot"
         );
         if let Some(delay) = self.delay() {
             self.copy_stream.push(Op::Sleep(delay));
         }
-        self.copy_stream.push(Op::Copy {
-            src: self.ring.slot_ptr(job.host.0),
-            dst: self.slot_ptr(job.device.0),
-            len: job.bytes,
+        for (enqueued, (seq, h, d)) in run.each().enumerate() {
+            if self.options.fail_copy_at == Some(seq) {
+                if enqueued > 0 {
+                    self.copy_stream.push(Op::Complete {
+                        counter: self.completed.clone(),
+                        upto: seq,
+                    });
+                }
+                return Err(CopyFailed {
+                    enqueued,
+                    error: Error::Backend {
+                        call: "cpu copy",
+                        message: format!("injected copy failure at batch {seq}"),
+                        source: None,
+                    },
+                });
+            }
+            let len = if seq + 1 == run.end() {
+                run.last_bytes
+            } else {
+                self.layout.batch_bytes
+            };
+            self.copy_stream.push(Op::Copy {
+                src: self.ring.slot_ptr(h.0),
+                dst: self.slot_ptr(d.0),
+                len,
+            });
+            self.copy_stream.record(&self.ready[d.0]);
+        }
+        self.copy_stream.push(Op::Complete {
+            counter: self.completed.clone(),
+            upto: run.end(),
         });
-        self.copy_stream.record(&self.ready[job.device.0]);
-        self.copy_stream.record(&self.copied[job.host.0]);
         Ok(())
     }
 
-    fn copied(&self, h: HostIdx) -> Result<bool> {
-        Ok(self.copied[h.0].query())
+    fn completed(&self, _: &CopyRole) -> Result<u64> {
+        // Acquire: pairs with the copy stream's Release store after the copies.
+        Ok(self.completed.load(Ordering::Acquire))
     }
 
     fn ready_on(&self, d: DeviceIdx, stream: &CpuStream) -> Result<CpuStream> {

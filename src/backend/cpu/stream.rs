@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::event::{CpuEvent, EventState};
 use crate::backend::private::CopyWaker;
-use crate::sync::native::{sleep, Arc, Builder, Condvar, Instant, Mutex, MutexGuard, Weak};
+use crate::sync::native::{
+    sleep, Arc, AtomicU64, Builder, Condvar, Instant, Mutex, MutexGuard, Ordering, Weak,
+};
 
 /// One queued operation.
 pub(super) enum Op {
@@ -21,6 +23,9 @@ pub(super) enum Op {
     Signal { event: Arc<EventState>, epoch: u64 },
     /// Holds the stream until `epoch` of `event` has completed.
     Wait { event: Arc<EventState>, epoch: u64 },
+    /// Marks batches before `upto` copied: stores it in `counter` (Release: the copies
+    /// before it in the stream are done) and wakes the copy thread.
+    Complete { counter: Arc<AtomicU64>, upto: u64 },
     /// Sleeps (an injected delay, or a stand-in for a long kernel).
     Sleep(Duration),
     /// Runs the caller's closure (a stand-in for a kernel).
@@ -46,7 +51,8 @@ struct StreamState {
     /// Signalled when ops arrive or the queue closes (the stream thread waits) and when
     /// the queue drains (`synchronize` waits).
     cv: Condvar,
-    /// Called after every Signal op (the copy stream wakes the copy thread with it).
+    /// Called after every Signal and Complete op (the copy stream wakes the copy thread
+    /// with it).
     on_signal: Option<CopyWaker>,
 }
 
@@ -235,7 +241,7 @@ fn run(state: &StreamState) {
         };
         queue.running = true;
         drop(queue);
-        let signalled = matches!(op, Op::Signal { .. });
+        let signalled = matches!(op, Op::Signal { .. } | Op::Complete { .. });
         match op {
             Op::Copy { src, dst, len } => {
                 // SAFETY: see `Op`'s Send impl: both ranges are valid and owned by this
@@ -244,8 +250,10 @@ fn run(state: &StreamState) {
                 unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
             }
             Op::Signal { event, epoch } => event.complete(epoch),
+            // Release: pairs with the copy thread's Acquire load in `completed`.
+            Op::Complete { counter, upto } => counter.store(upto, Ordering::Release),
             Op::Wait { event, epoch } => event.wait_for(epoch),
-            Op::Sleep(d) => sleep(d),
+            Op::Sleep(d) => pause(d),
             Op::Call(f) => f(),
         }
         if signalled {
@@ -258,6 +266,19 @@ fn run(state: &StreamState) {
         if queue.ops.is_empty() {
             state.cv.notify_all();
         }
+    }
+}
+
+/// Holds the stream for `d`, as a busy copy engine or kernel would: short pauses spin
+/// (a sleep would last the timer slack, tens of µs, whatever was asked), long ones sleep.
+fn pause(d: Duration) {
+    if d >= Duration::from_micros(200) {
+        sleep(d);
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 

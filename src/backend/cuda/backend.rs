@@ -7,16 +7,17 @@ use std::time::Duration;
 use cudarc::driver::sys::{self, CUcontext, CUdeviceptr, CUevent_wait_flags, CUresult};
 use cudarc::driver::{result, CudaContext};
 
+use super::completion::Completion;
 use super::context::{self, Bound};
 use super::driver::{self, Call};
 use super::handles::{CuEvent, CuStream};
 use super::options::CudaOptions;
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
-use crate::backend::private::{CopyJob, CopyWaker, Layout, Ops};
+use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
-use crate::slot::{DeviceIdx, HostIdx};
+use crate::slot::DeviceIdx;
 use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 use crate::Fence;
 
@@ -28,7 +29,8 @@ use crate::Fence;
 pub struct Cuda {
     /// READY(d): recorded on the copy stream after each copy into device slot d.
     ready: Box<[Owned<Event>]>,
-    /// COPIED(h): recorded on the copy stream after each copy out of host slot h.
+    /// COPIED(h): recorded on the copy stream after each run of copies that ends in host
+    /// slot h; the completion thread waits on it.
     copied: Box<[Owned<Event>]>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
@@ -40,6 +42,8 @@ pub struct Cuda {
     memory: Owned<Memory>,
     /// The host ring, pinned.
     registration: Registration,
+    /// The completion thread: learns when copies complete and wakes the copy thread.
+    completion: Completion,
     teardown: Arc<Teardown>,
     ctx: Arc<CudaContext>,
     layout: Layout,
@@ -180,7 +184,10 @@ impl Cuda {
 
 impl Drop for Cuda {
     fn drop(&mut self) {
-        if !self.quiesce() {
+        let drained = self.quiesce();
+        // Drained: the completion thread is not blocked in the driver, and ends at once.
+        self.completion.stop(drained);
+        if !drained {
             // Device work past the shutdown timeout may still read the ring or write the
             // slots: free nothing (documented leak), and keep the ring mapped for good.
             self.teardown.leak();
@@ -204,7 +211,7 @@ impl Ops for Cuda {
         options: &CudaOptions,
         ring: Arc<HostRing>,
         layout: Layout,
-        _waker: CopyWaker,
+        waker: CopyWaker,
     ) -> Result<Self> {
         driver::load()?;
         let ctx = context::open(options)?;
@@ -217,9 +224,13 @@ impl Ops for Cuda {
             ctx: &ctx,
             teardown: &teardown,
         };
+        let copied = make.events(layout.host_slots, true)?;
+        let completion =
+            Completion::start(ctx.cu_ctx(), copied.iter().map(Owned::raw).collect(), waker)?;
         Ok(Cuda {
             ready: make.events(layout.device_slots, true)?,
-            copied: make.events(layout.host_slots, true)?,
+            copied,
+            completion,
             fence: make.events(layout.device_slots, false)?,
             fence_streams: make.streams(layout.device_slots)?,
             copy_stream: make.stream()?,
@@ -231,11 +242,11 @@ impl Ops for Cuda {
         })
     }
 
-    fn notifies_copy_done(&self) -> bool {
-        false
+    fn notifies_copy_done(&self, _: &CopyRole) -> bool {
+        true
     }
 
-    fn wait_fence(&self, d: DeviceIdx, fence: CudaFence) -> Result<()> {
+    fn wait_fence(&self, _: &CopyRole, d: DeviceIdx, fence: CudaFence) -> Result<()> {
         if fence.recorded {
             self.bind_copy_thread()?;
             // SAFETY: live handles of this backend; FENCE(d) was recorded by the release
@@ -252,39 +263,65 @@ impl Ops for Cuda {
         Ok(())
     }
 
-    fn copy(&self, job: &CopyJob) -> Result<()> {
-        self.bind_copy_thread()?;
+    fn copy(&self, _: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed> {
+        self.bind_copy_thread().map_err(CopyFailed::at_start)?;
         let stream = self.copy_stream.raw();
+        let layout = &self.layout;
         assert!(
-            job.bytes <= self.layout.batch_bytes,
+            run.last_bytes <= layout.batch_bytes,
             "copy larger than a slot"
         );
-        let src = self.registration.ring().slot_ptr(job.host.0).cast_const();
-        // SAFETY: `src..src + bytes` lies in host slot `host` of the registered ring, which
-        // the slot protocol keeps unwritten while the slot is IN_FLIGHT (until COPIED
-        // completes), so a shared slice over it is sound for the enqueue.
-        let src = unsafe { std::slice::from_raw_parts(src, job.bytes) };
-        // SAFETY: the destination lies in device slot `device`, which nothing reads until
-        // READY (the consumer waits on it) and whose previous reader's fence the copy
-        // stream already waits on; the source stays registered and mapped until the copy
-        // stream drains (the teardown).
-        unsafe { result::memcpy_htod_async(self.slot(job.device), src, stream) }
-            .call("cuMemcpyHtoDAsync")?;
-        // SAFETY: live handles of this backend, recorded by the copy thread only.
-        unsafe { result::event::record(self.ready[job.device.0].raw(), stream) }
-            .call("cuEventRecord")?;
-        // SAFETY: as above.
-        unsafe { result::event::record(self.copied[job.host.0].raw(), stream) }
+        let ring = self.registration.ring();
+        // One copy of the whole run where the slots lie alike on both sides (the strides
+        // match: no huge pages), one per batch otherwise. Each piece is (host slot, device
+        // slot, bytes).
+        let whole = (run.batches - 1) * layout.host_stride + run.last_bytes;
+        let pieces: &mut dyn Iterator<Item = (usize, DeviceIdx, usize)> =
+            if layout.host_stride == layout.device_stride {
+                &mut std::iter::once((run.host.0, run.device, whole))
+            } else {
+                &mut run.each().map(|(seq, h, d)| {
+                    let bytes = if seq + 1 == run.end() {
+                        run.last_bytes
+                    } else {
+                        layout.batch_bytes
+                    };
+                    (h.0, d, bytes)
+                })
+            };
+        for (h, d, bytes) in pieces {
+            let src = ring.slot_ptr(h).cast_const();
+            // SAFETY: `src..src + bytes` lies in the run's host slots of the registered ring
+            // (they are consecutive, and the run does not wrap), which the slot protocol
+            // keeps unwritten while they are IN_FLIGHT (until the completion count passes
+            // them), so a shared slice over it is sound for the enqueue.
+            let src = unsafe { std::slice::from_raw_parts(src, bytes) };
+            // SAFETY: the destination lies in the run's device slots, which nothing reads
+            // until their READY points (consumers wait on them) and whose previous readers'
+            // fences the copy stream already waits on; the source stays registered and
+            // mapped until the copy stream drains (the teardown).
+            unsafe { result::memcpy_htod_async(self.slot(d), src, stream) }
+                .call("cuMemcpyHtoDAsync")
+                .map_err(CopyFailed::at_start)?;
+        }
+        for (i, (_, _, d)) in run.each().enumerate() {
+            // SAFETY: live handles of this backend, recorded by the copy thread only.
+            unsafe { result::event::record(self.ready[d.0].raw(), stream) }
+                .call("cuEventRecord")
+                .map_err(|error| CopyFailed { enqueued: i, error })?;
+        }
+        let last = run.host.0 + run.batches - 1;
+        // SAFETY: as above. (Should this record fail, the run's copies still complete, but
+        // the completion thread would not learn of them: the whole run fails.)
+        unsafe { result::event::record(self.copied[last].raw(), stream) }
             .call("cuEventRecord")
+            .map_err(CopyFailed::at_start)?;
+        self.completion.recorded(run.end(), last);
+        Ok(())
     }
 
-    fn copied(&self, h: HostIdx) -> Result<bool> {
-        // SAFETY: a live event of this backend (a query needs no current context).
-        match unsafe { result::event::query(self.copied[h.0].raw()) } {
-            Ok(()) => Ok(true),
-            Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            Err(e) => Err(driver::error("cuEventQuery", e, "")),
-        }
+    fn completed(&self, _: &CopyRole) -> Result<u64> {
+        self.completion.completed()
     }
 
     fn ready_on(&self, d: DeviceIdx, stream: &CuStream) -> Result<CudaBinding> {

@@ -12,13 +12,15 @@
 //!
 //! - The host ring (one anonymous mapping) registered with `cuMemHostRegister`
 //!   (portable, not write-combined, its exact size) for the backend's lifetime.
-//! - The device slots: one `cuMemAlloc` of `device_slots` slots, each starting on a
-//!   256-byte boundary.
+//! - The device slots: one `cuMemAlloc` of `device_slots` slots, each starting on a page
+//!   boundary, so that a run of consecutive batches lies in the device slots as in the
+//!   host ring and copies in one `cuMemcpyHtoDAsync` (each batch keeps its READY event).
 //! - One non-blocking copy stream, driven by the pipeline's copy thread alone.
 //! - Events, all created once with timing disabled and reused (none is created per
 //!   batch): READY(d) per device slot (recorded after each copy into it), COPIED(h) per
-//!   host slot (recorded after each copy out of it; the copy thread learns from it when
-//!   the host slot is free) and FENCE(d) per device slot (what a release captured).
+//!   host slot (recorded after each run of copies that ends there; a completion thread
+//!   of the backend's waits on it in the driver, parked, and wakes the copy thread when
+//!   the copies are done) and FENCE(d) per device slot (what a release captured).
 //! - One non-blocking fence stream per device slot, for [`Fence::Event`].
 //!
 //! # Release fences
@@ -77,6 +79,7 @@
 //! [`Fence::Sync`]: crate::Fence::Sync
 
 mod backend;
+mod completion;
 mod context;
 mod driver;
 mod handles;

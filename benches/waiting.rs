@@ -1,0 +1,196 @@
+//! Waiting without burning, on the cpu backend (no GPU needed): the process CPU a pipeline
+//! costs beside a slow consumer and beside a stalled one, and whether a pop timeout holds
+//! on a loaded machine. The GPU benchmark (`benches/gpu.rs`) measures the same on the cuda
+//! backend.
+//!
+//! ```text
+//! cargo bench -p pinring-benches --bench waiting
+//! ```
+//!
+//! - `cpu beside a 10 ms/step consumer`: 16×4097 i32 token batches, the consumer takes
+//!   10 ms per batch (a sleep: the trainer's step); process CPU time over wall time, with
+//!   the decode workers' busy time (from `Stats`) taken out: what waiting costs. Target:
+//!   at most 5% of one core.
+//! - `cpu with the consumer stalled`: the consumer holds a batch and sleeps; the pipeline
+//!   fills every slot and waits. Target: 0% (under 1% of one core).
+//! - `pop_timeout(50 ms) on a starved pipeline`: a decoder that never finishes in time, two
+//!   busy loops (threads of this process) beside it on every core of a small machine; each
+//!   of 20 pops must return `PopTimeout` within 100 ms.
+//!
+//! Each result is a `ROW` line as the GPU benchmark prints them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pinring::source::{write_shard, Order, TokenShards, TokenType, Tokens};
+use pinring::{decode_fn, Config, Error, Fence, Pipeline};
+use pinring_benches::process_cpu_time;
+
+fn row(what: &str, value: &str, reference: &str, target: &str, met: bool) {
+    let met = if met { "yes" } else { "NO" };
+    println!("ROW\t{what}\t{value}\t{reference}\t{target}\t{met}");
+}
+
+/// A shard of `tokens` tokens in the temp dir (removed when dropped).
+struct Shard(std::path::PathBuf);
+
+impl Shard {
+    fn new(tokens: u32) -> Self {
+        let path = std::env::temp_dir().join(format!("pinring-waiting-{}.bin", std::process::id()));
+        let data: Vec<u16> = (0..tokens).map(|i| (i * 7919 % 50257) as u16).collect();
+        write_shard(&path, &data).expect("write the shard");
+        Shard(path)
+    }
+
+    fn pipeline(&self) -> Pipeline {
+        let decoder = Tokens::new(TokenType::I32);
+        let sampler = TokenShards::open([&self.0])
+            .expect("open the shard")
+            .windows(4097)
+            .order(Order::Random { seed: 1 })
+            .build()
+            .expect("sampler");
+        let config = Config::builder()
+            .samples_per_batch(16)
+            .bytes_per_sample(decoder.sample_bytes(4097))
+            .build()
+            .expect("config");
+        Pipeline::new(config, decoder, sampler.iter()).expect("pipeline")
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Process CPU over `wall`, less the decode busy time, as a fraction of one core.
+fn waiting_cpu(cpu: Duration, decode_busy: Duration, wall: Duration) -> f64 {
+    cpu.saturating_sub(decode_busy).as_secs_f64() / wall.as_secs_f64()
+}
+
+fn beside_slow_consumer(shard: &Shard) {
+    let mut p = shard.pipeline();
+    for _ in 0..10 {
+        let b = p.pop().unwrap().unwrap();
+        b.release(Fence::Sync).unwrap();
+    }
+    let steps = 100;
+    let (cpu0, stats0, t0) = (process_cpu_time().unwrap(), p.stats(), Instant::now());
+    for _ in 0..steps {
+        let b = p.pop().unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(10)); // the trainer's step
+        b.release(Fence::Sync).unwrap();
+    }
+    let (cpu1, stats1, wall) = (process_cpu_time().unwrap(), p.stats(), t0.elapsed());
+    let decode = stats1.decode.busy.saturating_sub(stats0.decode.busy);
+    let cpu = cpu1.saturating_sub(cpu0);
+    let waiting = waiting_cpu(cpu, decode, wall);
+    row(
+        "cpu beside a 10 ms/step consumer (cpu backend)",
+        &format!("{:.1}% of a core", waiting * 100.0),
+        &format!(
+            "process {:.1}% of a core over {:.2} s, decode busy {:.1}%",
+            cpu.as_secs_f64() / wall.as_secs_f64() * 100.0,
+            wall.as_secs_f64(),
+            decode.as_secs_f64() / wall.as_secs_f64() * 100.0
+        ),
+        "<= 5% of a core",
+        waiting <= 0.05,
+    );
+}
+
+fn stalled_consumer(shard: &Shard) {
+    let mut p = shard.pipeline();
+    let held = p.pop().unwrap().unwrap();
+    // Let the pipeline fill every slot it can, then measure a second of it waiting.
+    std::thread::sleep(Duration::from_millis(300));
+    let (cpu0, t0) = (process_cpu_time().unwrap(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let (cpu, wall) = (
+        process_cpu_time().unwrap().saturating_sub(cpu0),
+        t0.elapsed(),
+    );
+    let share = cpu.as_secs_f64() / wall.as_secs_f64();
+    row(
+        "cpu with the consumer stalled (cpu backend)",
+        &format!("{:.2}% of a core", share * 100.0),
+        "one batch held, every slot filled",
+        "0% (< 1%)",
+        share < 0.01,
+    );
+    drop(held);
+}
+
+fn deadline_under_load() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = release.clone();
+    let decoder = decode_fn(move |_: u64, out: &mut [u8]| {
+        while !gate.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        out.fill(0);
+        Ok(())
+    });
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(8)
+        .decode_threads(1)
+        .pop_timeout(Duration::from_millis(50))
+        .build()
+        .expect("config");
+    let mut p = Pipeline::new(config, decoder, 0u64..).expect("pipeline");
+    let mut took = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let r = p.pop();
+        took.push(t.elapsed());
+        assert!(matches!(r, Err(Error::PopTimeout { .. })), "{r:?}");
+    }
+    release.store(true, Ordering::Release);
+    stop.store(true, Ordering::Relaxed);
+    busy.into_iter().for_each(|t| t.join().unwrap());
+    let within = took
+        .iter()
+        .filter(|t| **t < Duration::from_millis(100))
+        .count();
+    let worst = took.iter().max().copied().unwrap_or_default();
+    row(
+        "pop_timeout(50 ms), starved, two busy loops",
+        &format!("{within} of 20 within 100 ms"),
+        &format!(
+            "worst {:.1} ms, median {:.1} ms ({} cores)",
+            worst.as_secs_f64() * 1e3,
+            {
+                let mut v = took.clone();
+                v.sort();
+                v[v.len() / 2].as_secs_f64() * 1e3
+            },
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ),
+        "20 of 20",
+        within == 20,
+    );
+}
+
+fn main() {
+    let shard = Shard::new(4 << 20);
+    beside_slow_consumer(&shard);
+    stalled_consumer(&shard);
+    deadline_under_load();
+}
