@@ -155,6 +155,12 @@ mod bench {
                 waited * 100.0
             ));
         }
+        let batches = after.batches - before.batches;
+        let copies = (after.copies - before.copies).max(1);
+        line.push_str(&format!(
+            "\tcopy runs of {:.1} batches",
+            batches as f64 / copies as f64
+        ));
         line.push_str(&format!(
             "\tconsumer stalled {:.0}% ({} of {} pops)",
             stall * 100.0,

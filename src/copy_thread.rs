@@ -164,6 +164,10 @@ impl<B: Backend> Copier<B> {
             batches,
             last_bytes: last_samples * device.sample_bytes,
         };
+        self.control
+            .counters
+            .copies
+            .fetch_add(1, native::Ordering::Relaxed);
         let (delivered, failure) = match device.backend.copy(&self.role, &run) {
             Ok(()) => (batches, None),
             Err(failed) => (failed.enqueued, Some(failed.error)),

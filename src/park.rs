@@ -9,11 +9,15 @@
 //! (a few tens of µs; [`ConfigBuilder::spin`](crate::ConfigBuilder::spin)), then parks.
 //! The spin is bounded by time, not by a count of checks, and the deadline (if any) is
 //! checked in both phases, so a loaded machine cannot stretch a wait past its deadline by
-//! more than one park's wake-up latency. The spin adapts: each slot keeps a smoothed
-//! estimate of how long its waits last, and spins only while that estimate is within the
-//! spin time (one wait in 16 spins anyway, to notice when the other side speeds up). A
-//! consumer that takes 10 ms a step therefore parks at once and costs no CPU, while a copy
-//! thread fed every few µs catches each batch without a park/unpark round trip.
+//! more than one park's wake-up latency. The spin adapts: each slot keeps a smoothed rate
+//! of how often a spin ended with the condition met, and spins only while that rate shows
+//! spinning pays (at least one spin in four succeeds); one wait in 16 spins anyway, to
+//! notice when the other side speeds up. Only waits that spun update the rate (a parked
+//! wait's length is mostly the wake-up's own latency, which says nothing about whether a
+//! spin would have caught the condition). A consumer that takes 10 ms a step therefore
+//! parks at once and costs no CPU, while a copy thread fed every few µs catches each batch
+//! without a park/unpark round trip — and spares its waker the system call that unparking
+//! costs.
 //!
 //! # No lost wake-up
 //!
@@ -35,8 +39,12 @@ use crate::sync::{
     current, park, park_timeout, spin_loop, AtomicUsize, Instant, Mutex, Ordering, Thread,
 };
 
-/// Every this many waits spin regardless of the estimate, to notice a faster producer.
+/// Every this many waits spin regardless of the rate, to notice a faster producer.
 const PROBE_EVERY: u64 = 16;
+/// The spin success rate's scale (fixed point).
+const ONE: u64 = 1024;
+/// Spin while at least this share of spins succeed.
+const SPIN_WHEN: u64 = ONE / 4;
 /// Spin checks between two reads of the clock.
 const CHECKS_PER_CLOCK_READ: u32 = 8;
 
@@ -49,9 +57,10 @@ pub(crate) struct ParkSlot {
     /// The threads to unpark. Locked only on the slow path (a waiter about to park, or a
     /// waker that found sleepers).
     threads: Mutex<Vec<Thread>>,
-    /// Smoothed length of this slot's waits, in ns: steers the spin only. std's atomic in
-    /// every build (models never spin); Relaxed, a statistic that orders nothing.
-    typical_ns: native::AtomicU64,
+    /// Smoothed share of spins that ended with the condition met, out of [`ONE`]: steers
+    /// the spin only. std's atomic in every build (models never spin); Relaxed, a
+    /// statistic that orders nothing.
+    hits: native::AtomicU64,
     /// Waits so far (for the probe); Relaxed statistic.
     waits: native::AtomicU64,
 }
@@ -72,7 +81,7 @@ impl ParkSlot {
         ParkSlot {
             sleepers: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
-            typical_ns: native::AtomicU64::new(0),
+            hits: native::AtomicU64::new(ONE),
             waits: native::AtomicU64::new(0),
         }
     }
@@ -97,36 +106,37 @@ impl ParkSlot {
             return Waited::Stopped;
         }
         let start = Instant::now();
-        let outcome = match self.spin(start, self.budget(spin), deadline, &mut ready, &mut stopped)
-        {
+        let budget = self.budget(spin);
+        let spun = self.spin(start, budget, deadline, &mut ready, &mut stopped);
+        if !budget.is_zero() {
+            self.observe(spun.is_some());
+        }
+        match spun {
             Some(outcome) => outcome,
             None => self.park(deadline, &mut ready, &mut stopped),
-        };
-        self.observe(start.elapsed());
-        outcome
+        }
     }
 
-    /// The spin time for this wait: `spin` when waits here are typically that short (or
-    /// on a probe), else zero.
+    /// The spin time for this wait: `spin` while spins here succeed often enough (or on a
+    /// probe), else zero.
     fn budget(&self, spin: Duration) -> Duration {
         if spin.is_zero() {
             return spin;
         }
         let n = self.waits.fetch_add(1, native::Ordering::Relaxed);
-        let typical = self.typical_ns.load(native::Ordering::Relaxed);
-        if u128::from(typical) <= spin.as_nanos() || n % PROBE_EVERY == 0 {
+        if self.hits.load(native::Ordering::Relaxed) >= SPIN_WHEN || n % PROBE_EVERY == 0 {
             spin
         } else {
             Duration::ZERO
         }
     }
 
-    /// Folds one wait's length into the estimate (an exponential average, weight 1/8).
-    fn observe(&self, waited: Duration) {
-        let sample = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        let old = self.typical_ns.load(native::Ordering::Relaxed);
-        let new = old - old / 8 + sample / 8;
-        self.typical_ns.store(new, native::Ordering::Relaxed);
+    /// Folds one spin's outcome into the success rate (an exponential average, weight
+    /// 1/8).
+    fn observe(&self, hit: bool) {
+        let old = self.hits.load(native::Ordering::Relaxed);
+        let new = old - old / 8 + if hit { ONE / 8 } else { 0 };
+        self.hits.store(new, native::Ordering::Relaxed);
     }
 
     /// The spin phase: `Some` if the wait ended in it.

@@ -28,6 +28,9 @@ pub struct Stats {
     pub decode: StageTimes,
     /// The copy thread: enqueueing copies and polling completions / waiting for work.
     pub copy: StageTimes,
+    /// Copies the copy thread enqueued: each moves a run of consecutive batches (`batches /
+    /// copies` is the average run).
+    pub copies: u64,
     /// `pop` calls that found no batch ready and had to wait.
     pub consumer_stalls: u64,
     /// Time `pop` spent waiting.
@@ -121,6 +124,8 @@ pub(crate) struct Counters {
     pub(crate) batches: AtomicU64,
     /// Bytes popped; Relaxed statistic.
     pub(crate) bytes: AtomicU64,
+    /// Copy runs enqueued; Relaxed statistic.
+    pub(crate) copies: AtomicU64,
     /// Pops that waited; Relaxed statistic.
     pub(crate) stalls: AtomicU64,
     /// Nanoseconds pops waited; Relaxed statistic.
@@ -135,6 +140,7 @@ impl Counters {
             copy: StageCounters::new(),
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            copies: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
             stall_ns: AtomicU64::new(0),
         }

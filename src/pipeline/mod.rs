@@ -267,6 +267,7 @@ impl<B: Backend> Pipeline<B> {
             source: c.source.snapshot(),
             decode: c.decode.snapshot(),
             copy: c.copy.snapshot(),
+            copies: c.copies.load(relaxed),
             consumer_stalls: c.stalls.load(relaxed),
             consumer_stall_time: Duration::from_nanos(c.stall_ns.load(relaxed)),
             host_slots: self.host.states(),

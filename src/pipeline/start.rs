@@ -20,8 +20,11 @@ use crate::sync::{native, Arc};
 use super::Pipeline;
 
 /// Decode work items aim at this many bytes of output, so that a small sample's hand-off
-/// is shared by several (a sample larger than this is an item of its own).
-const ITEM_BYTES: usize = 64 << 10;
+/// (a claim, and a wake-up when the worker had parked) is shared by several: a batch of
+/// 16 samples of 16 KiB is one item, and batches decode side by side on different
+/// workers; a batch of 64 samples of 512 KiB is 64 items (a sample larger than this is an
+/// item of its own).
+const ITEM_BYTES: usize = 512 << 10;
 
 /// A pipeline and its stages, not yet running.
 pub(crate) struct Parts<B: Backend, D: Decode, I> {

@@ -26,7 +26,7 @@ use harness::Res;
 pub fn report(name: &str, result: Res<String>) {
     match result {
         Ok(detail) => println!(
-            "RESULT\t{name}\tPASS\t{}",
+            "\nRESULT\t{name}\tPASS\t{}",
             detail.replace(['\t', '\n'], " ")
         ),
         Err(e) => panic!("{name}: {e}"),
@@ -36,7 +36,7 @@ pub fn report(name: &str, result: Res<String>) {
 /// An informational line (no pass/fail).
 pub fn info(name: &str, detail: &str) {
     println!(
-        "RESULT\t{name}\tINFO\t{}",
+        "\nRESULT\t{name}\tINFO\t{}",
         detail.replace(['\t', '\n'], " ")
     );
 }

@@ -29,8 +29,8 @@ use crate::Fence;
 pub struct Cuda {
     /// READY(d): recorded on the copy stream after each copy into device slot d.
     ready: Box<[Owned<Event>]>,
-    /// COPIED(h): recorded on the copy stream after each run of copies that ends in host
-    /// slot h; the completion thread waits on it.
+    /// COPIED(h): recorded on the copy stream after each copy out of host slot h; the
+    /// completion thread follows them.
     copied: Box<[Owned<Event>]>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
@@ -304,19 +304,18 @@ impl Ops for Cuda {
                 .call("cuMemcpyHtoDAsync")
                 .map_err(CopyFailed::at_start)?;
         }
-        for (i, (_, _, d)) in run.each().enumerate() {
+        for (i, (_, h, d)) in run.each().enumerate() {
             // SAFETY: live handles of this backend, recorded by the copy thread only.
             unsafe { result::event::record(self.ready[d.0].raw(), stream) }
                 .call("cuEventRecord")
                 .map_err(|error| CopyFailed { enqueued: i, error })?;
+            // SAFETY: as above. (Should this record fail, the batch's copy still completes,
+            // but the completion thread would not learn of it: the batch fails.)
+            unsafe { result::event::record(self.copied[h.0].raw(), stream) }
+                .call("cuEventRecord")
+                .map_err(|error| CopyFailed { enqueued: i, error })?;
         }
-        let last = run.host.0 + run.batches - 1;
-        // SAFETY: as above. (Should this record fail, the run's copies still complete, but
-        // the completion thread would not learn of them: the whole run fails.)
-        unsafe { result::event::record(self.copied[last].raw(), stream) }
-            .call("cuEventRecord")
-            .map_err(CopyFailed::at_start)?;
-        self.completion.recorded(run.end(), last);
+        self.completion.recorded(run.end());
         Ok(())
     }
 

@@ -1,48 +1,57 @@
-//! How the cuda backend learns that copies completed without polling: a thread of its own
-//! (`pinring-complete`) waits in the driver on the completion events, which are created
-//! with `CU_EVENT_BLOCKING_SYNC` so that the wait parks the thread (no spin), and wakes the
-//! copy thread when one completes.
+//! How the cuda backend learns that copies completed without polling from the copy
+//! thread: a thread of its own (`pinring-complete`) follows the copies in order and wakes
+//! the copy thread as each completes.
 //!
-//! After each run of copies the copy thread records the run's last host slot's COPIED
-//! event, then publishes the run's end in `recorded` (Release). The completion thread
-//! Acquire-loads `recorded`, synchronizes on the latest COPIED record (`cuEventSynchronize`:
-//! the stream runs in order, so every earlier copy is done too), publishes that end in
-//! `completed` (Release) and wakes the copy thread, which frees host slots up to it. The
-//! completion thread never synchronizes on an event before its record is made (it reads
-//! `recorded` first), and a host slot's COPIED event is recorded again only after the slot
-//! was freed, which needs `completed` past it: so each synchronize waits for exactly the
-//! record it means. When nothing is in flight it parks.
+//! The copy thread records host slot `h`'s COPIED event after the copy of each batch out of
+//! it, then publishes the run's end in `recorded` (Release). The completion thread
+//! Acquire-loads `recorded` and walks the batches from the first not yet complete: it
+//! queries each one's COPIED event and steps over those that completed; at the first that
+//! has not, it spins on the query for a few tens of µs (a copy of a small batch takes that
+//! long), then waits in the driver (`cuEventSynchronize` on an event created with
+//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). Each time it
+//! steps past batches it publishes their end in `completed` (Release) and wakes the copy
+//! thread, which frees their host slots. Ordering: the completion thread never looks at a
+//! batch's event before reading `recorded` past it (so the record it looks at is that
+//! batch's), and a host slot's COPIED event is recorded again only after the slot was freed,
+//! which needs `completed` past it: each query or wait is on exactly the record it means.
+//! When nothing is in flight it parks.
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::result;
-use cudarc::driver::sys::{CUcontext, CUevent};
+use cudarc::driver::sys::{CUcontext, CUevent, CUresult};
+use cudarc::driver::DriverError;
 
 use crate::backend::private::CopyWaker;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::park::ParkSlot;
 use crate::sync::native::{Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering};
 
 use super::driver;
 
+/// How long the completion thread spins on a copy before it waits in the driver: about a
+/// small batch's copy, so that a steady stream of them is followed without a driver wake-up
+/// per batch, and an idle pipeline costs nothing.
+const SPIN: Duration = Duration::from_micros(40);
+
 /// What the copy thread and the completion thread share.
 struct Shared {
-    /// Batches whose copies are enqueued with their completion point recorded. Stored
-    /// (Release) by the copy thread after the record; loaded (Acquire) by the completion
-    /// thread before it synchronizes.
+    /// Batches whose copies are enqueued with their COPIED points recorded. Stored
+    /// (Release) by the copy thread after the records; loaded (Acquire) by the completion
+    /// thread before it looks at their events.
     recorded: AtomicU64,
-    /// The host slot whose COPIED event marks `recorded`'s last batch. Written (Relaxed)
-    /// before the Release store of `recorded`, read after its Acquire load: it is that
-    /// run's slot or a later run's (recorded later still), so the wait on it is never
-    /// shorter than the one meant, only sometimes longer.
-    last_slot: AtomicU64,
     /// Batches whose copies have completed. Stored (Release) by the completion thread after
-    /// its synchronize returns; loaded (Acquire) by the copy thread.
+    /// it saw their events complete; loaded (Acquire) by the copy thread.
     completed: AtomicU64,
     /// Set (Release) by the backend's teardown; read (Acquire) by the completion thread.
     stop: AtomicBool,
-    /// A failed synchronize, reported to the copy thread.
-    failure: Mutex<Option<Error>>,
+    /// Whether `failure` holds an error: set (Release) after it is stored, read (Acquire)
+    /// by the copy thread before it looks at it.
+    failed: AtomicBool,
+    /// A failed query or wait (a sticky device error), reported to the copy thread on every
+    /// call from then on.
+    failure: Mutex<Option<DriverError>>,
     /// The completion thread parks here while nothing is in flight.
     park: ParkSlot,
 }
@@ -70,13 +79,14 @@ struct Events(Vec<CUevent>);
 unsafe impl Send for Events {}
 
 impl Completion {
-    /// Starts the completion thread over the COPIED events `copied` of context `ctx`.
+    /// Starts the completion thread over the COPIED events `copied` (one per host slot) of
+    /// context `ctx`.
     pub(super) fn start(ctx: CUcontext, copied: Vec<CUevent>, waker: CopyWaker) -> Result<Self> {
         let shared = Arc::new(Shared {
             recorded: AtomicU64::new(0),
-            last_slot: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             park: ParkSlot::new(),
         });
@@ -89,7 +99,7 @@ impl Completion {
                 let events = events;
                 run(&thread_shared, raw_ctx as CUcontext, &events.0, &waker);
             })
-            .map_err(|e| Error::Spawn {
+            .map_err(|e| crate::error::Error::Spawn {
                 thread: "cuda completion thread",
                 source: Box::new(e),
             })?;
@@ -99,28 +109,24 @@ impl Completion {
         })
     }
 
-    /// Copy thread: the copies of batches before `end` are enqueued, the last one's
-    /// completion recorded in host slot `h`'s COPIED event.
-    pub(super) fn recorded(&self, end: u64, h: usize) {
-        let shared = &*self.shared;
-        shared.last_slot.store(h as u64, Ordering::Relaxed);
-        // Release: the record (and `last_slot`) happen-before the completion thread's wait.
-        shared.recorded.store(end, Ordering::Release);
-        shared.park.wake();
+    /// Copy thread: the copies of batches before `end` are enqueued, each with its COPIED
+    /// record.
+    pub(super) fn recorded(&self, end: u64) {
+        // Release: the records happen-before the completion thread looks at them.
+        self.shared.recorded.store(end, Ordering::Release);
+        self.shared.park.wake();
     }
 
-    /// Copy thread: batches whose copies have completed.
+    /// Copy thread: batches whose copies have completed, or the device error that stopped
+    /// the completion thread.
     pub(super) fn completed(&self) -> Result<u64> {
         let shared = &*self.shared;
-        if let Some(error) = shared
-            .failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            return Err(error);
+        if shared.failed.load(Ordering::Acquire) {
+            if let Some(e) = *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) {
+                return Err(driver::error("cuEventQuery", e, ""));
+            }
         }
-        // Acquire: pairs with the completion thread's Release store after its wait.
+        // Acquire: pairs with the completion thread's Release store.
         Ok(shared.completed.load(Ordering::Acquire))
     }
 
@@ -137,17 +143,33 @@ impl Completion {
     }
 }
 
+/// Whether `event`'s latest record has completed.
+fn query(event: CUevent) -> std::result::Result<bool, DriverError> {
+    // SAFETY: a live event of the backend (a query needs no current context).
+    match unsafe { result::event::query(event) } {
+        Ok(()) => Ok(true),
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
     // The completion thread is the backend's: its context stays bound.
     // SAFETY: the backend's live context (it outlives this thread, or is leaked with it).
     if unsafe { result::ctx::set_current(ctx) }.is_err() {
         return;
     }
+    let slots = copied.len() as u64;
     let mut done = 0u64;
+    let fail = |e: DriverError| {
+        *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        shared.failed.store(true, Ordering::Release);
+        waker.wake();
+    };
     loop {
         let mut recorded = 0;
         shared.park.wait(
-            std::time::Duration::ZERO,
+            Duration::ZERO,
             None,
             || {
                 recorded = shared.recorded.load(Ordering::Acquire);
@@ -158,19 +180,41 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
         if recorded <= done {
             return; // stopped
         }
-        let h = shared.last_slot.load(Ordering::Relaxed) as usize;
-        // SAFETY: a live event of the backend, recorded (for batch `recorded - 1`) before
-        // the Release store of `recorded` loaded above; it is not recorded again until the
-        // copy thread saw `completed` pass that batch, which is stored below.
-        if let Err(e) = unsafe { result::event::synchronize(copied[h]) } {
-            *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(driver::error("cuEventSynchronize", e, ""));
+        while done < recorded {
+            // Batch `done`'s COPIED record was made before `recorded` passed it (Acquire
+            // above), and is not made again before `completed` passes it (below).
+            let event = copied[(done % slots) as usize];
+            let start = Instant::now();
+            let complete = loop {
+                match query(event) {
+                    Ok(true) => break true,
+                    Ok(false) if start.elapsed() < SPIN => std::hint::spin_loop(),
+                    Ok(false) => break false,
+                    Err(e) => return fail(e),
+                }
+            };
+            if !complete {
+                // Tell the copy thread what completed so far, then wait in the driver.
+                shared.completed.store(done, Ordering::Release);
+                waker.wake();
+                // SAFETY: as above; a blocking-sync event parks this thread until then.
+                if let Err(e) = unsafe { result::event::synchronize(event) } {
+                    return fail(e);
+                }
+            }
+            done += 1;
+            // Step over every later batch already complete before publishing.
+            while done < recorded {
+                match query(copied[(done % slots) as usize]) {
+                    Ok(true) => done += 1,
+                    Ok(false) => break,
+                    Err(e) => return fail(e),
+                }
+            }
+            // Release: the copies before `done` are complete; pairs with `completed`'s
+            // Acquire in the copy thread.
+            shared.completed.store(done, Ordering::Release);
             waker.wake();
-            return;
         }
-        done = recorded;
-        // Release: the copies before `done` are complete; pairs with `completed`'s Acquire.
-        shared.completed.store(done, Ordering::Release);
-        waker.wake();
     }
 }

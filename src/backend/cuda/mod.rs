@@ -18,9 +18,10 @@
 //! - One non-blocking copy stream, driven by the pipeline's copy thread alone.
 //! - Events, all created once with timing disabled and reused (none is created per
 //!   batch): READY(d) per device slot (recorded after each copy into it), COPIED(h) per
-//!   host slot (recorded after each run of copies that ends there; a completion thread
-//!   of the backend's waits on it in the driver, parked, and wakes the copy thread when
-//!   the copies are done) and FENCE(d) per device slot (what a release captured).
+//!   host slot (recorded after each copy out of it; a completion thread of the backend's
+//!   follows them in order, spinning briefly and then waiting in the driver, parked, and
+//!   wakes the copy thread as copies complete) and FENCE(d) per device slot (what a
+//!   release captured).
 //! - One non-blocking fence stream per device slot, for [`Fence::Event`].
 //!
 //! # Release fences
