@@ -167,6 +167,7 @@ mod bench {
             after.consumer_stalls - before.consumer_stalls,
             after.batches - before.batches
         ));
+        line.push_str(&format!("\t{}", after.since(before).bottleneck().1));
         println!("{line}");
         let (busiest, (busy, _)) = stages
             .into_iter()
@@ -179,15 +180,16 @@ mod bench {
     // 1. Transport: a decoder that writes nothing vs raw copies from the same memory.
 
     fn nothing_config(size: usize, host_slots: usize) -> Res<Config<Cuda>> {
-        Config::builder()
+        let mut builder = Config::builder()
             .samples_per_batch(1)
             .bytes_per_sample(size)
             .host_slots(host_slots)
             .decode_threads(2)
-            .pop_timeout(Duration::from_secs(20))
-            .cuda(CudaOptions::ordinal(0))
-            .build()
-            .map_err(s)
+            .pop_timeout(Duration::from_secs(20));
+        if std::env::var_os(TRACE_DIR).is_some() {
+            builder = builder.trace(1 << 16);
+        }
+        builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)
     }
 
     fn nothing() -> impl pinring::Decode<Sample = ()> {
@@ -228,6 +230,73 @@ mod bench {
         }
         stream.synchronize().map_err(s)?;
         let secs = t.elapsed().as_secs_f64() / n as f64;
+        drop(dst);
+        Ok(secs)
+    }
+
+    /// The overlap bench's schedule without pinring: copies into two device buffers on
+    /// one stream, a kernel of `cycles` on another per copy, each copy waiting (stream-side)
+    /// for the kernel that read its buffer two steps before; all enqueued from this thread.
+    /// Seconds per step.
+    fn raw_overlap(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, cycles: i64, n: usize) -> Res<f64> {
+        use pinring::cudarc::driver::sys;
+        let (base, len) = p.backend().host_ring();
+        let slots = len / size;
+        if slots == 0 {
+            return Err("ring smaller than a batch".into());
+        }
+        let copies = gpu.ctx.new_stream().map_err(s)?;
+        let compute = gpu.ctx.new_stream().map_err(s)?;
+        let dst = copies.alloc_zeros::<u8>(2 * size).map_err(s)?;
+        let dst_ptr = dst.device_ptr(&copies).0;
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+        let events: Vec<sys::CUevent> = (0..4)
+            .map(|_| result::event::create(flags).map_err(s))
+            .collect::<Res<_>>()?;
+        let (copied, computed) = (&events[..2], &events[2..]);
+        let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+        let step = |i: usize| -> Res {
+            let b = i % 2;
+            if i >= 2 {
+                // SAFETY: live events and streams of the bound context.
+                unsafe { result::stream::wait_event(copies.cu_stream(), computed[b], wait) }
+                    .map_err(s)?;
+            }
+            // SAFETY: slot i % slots starts inside the ring (slots × stride ≤ its length).
+            let start = unsafe { base.add((i % slots) * (len / slots)) };
+            // SAFETY: `size` bytes from `start` lie in the registered ring, which nothing
+            // writes (the pipeline's source has ended).
+            let src = unsafe { std::slice::from_raw_parts(start, size) };
+            let to = dst_ptr + (b * size) as u64;
+            // SAFETY: the destination lies in `dst`, alive until both streams are
+            // synchronized below; the source stays registered while the pipeline lives.
+            unsafe { result::memcpy_htod_async(to, src, copies.cu_stream()) }.map_err(s)?;
+            // SAFETY: as above.
+            unsafe { result::event::record(copied[b], copies.cu_stream()) }.map_err(s)?;
+            // SAFETY: as above.
+            unsafe { result::stream::wait_event(compute.cu_stream(), copied[b], wait) }
+                .map_err(s)?;
+            gpu.spin_cycles(&compute, cycles)?;
+            // SAFETY: as above.
+            unsafe { result::event::record(computed[b], compute.cu_stream()) }.map_err(s)?;
+            Ok(())
+        };
+        for i in 0..4 {
+            step(i)?;
+        }
+        compute.synchronize().map_err(s)?;
+        copies.synchronize().map_err(s)?;
+        let t = Instant::now();
+        for i in 4..4 + n {
+            step(i)?;
+        }
+        compute.synchronize().map_err(s)?;
+        copies.synchronize().map_err(s)?;
+        let secs = t.elapsed().as_secs_f64() / n as f64;
+        for e in events {
+            // SAFETY: idle (both streams synchronized) and not used again.
+            unsafe { result::event::destroy(e) }.map_err(s)?;
+        }
         drop(dst);
         Ok(secs)
     }
@@ -303,6 +372,8 @@ mod bench {
         spin: Option<Duration>,
         /// Copy thread on core 0, decode workers on the other cores.
         pin: bool,
+        /// Batches the source holds (endless when `None`).
+        batches: Option<usize>,
     }
 
     /// A pipeline of `b` windows of `t1` tokens at random offsets, widened to i32.
@@ -347,8 +418,66 @@ mod bench {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             builder = builder.copy_core(0).decode_cores(1..cores.max(2));
         }
+        if std::env::var_os(TRACE_DIR).is_some() {
+            builder = builder.trace(1 << 16);
+        }
         let config = builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)?;
-        Pipeline::new(config, decoder, sampler.iter()).map_err(s)
+        let windows = sampler
+            .iter()
+            .take(knobs.batches.map_or(usize::MAX, |n| n * b));
+        Pipeline::new(config, decoder, windows).map_err(s)
+    }
+
+    /// Context switches so far of this process's threads, summed by name (`CTXSW` line):
+    /// involuntary ones mean a thread was preempted (more runnable threads than cores).
+    fn context_switches(name: &str) {
+        let mut by: std::collections::BTreeMap<String, (u64, u64, u32)> = Default::default();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let path = task.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+            let field = |key: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let group = comm
+                .trim()
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+                .to_string();
+            let e = by.entry(group).or_default();
+            e.0 += field("voluntary_ctxt_switches:");
+            e.1 += field("nonvoluntary_ctxt_switches:");
+            e.2 += 1;
+        }
+        let cells: Vec<String> = by
+            .iter()
+            .map(|(g, (v, n, t))| format!("{g} x{t}: {v} vol {n} invol"))
+            .collect();
+        println!("CTXSW\t{name}\t{}", cells.join("\t"));
+    }
+
+    /// When set, token pipelines record a trace, written to `$PINRING_BENCH_TRACE/NAME.json`
+    /// after each run (for scripts/trace-summary.py).
+    const TRACE_DIR: &str = "PINRING_BENCH_TRACE";
+
+    fn write_trace(p: &Pipeline<Cuda>, name: &str) -> Res {
+        let Some(dir) = std::env::var_os(TRACE_DIR) else {
+            return Ok(());
+        };
+        let file: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = std::path::Path::new(&dir).join(format!("{file}.json"));
+        let out = std::fs::File::create(&path).map_err(s)?;
+        p.write_trace(std::io::BufWriter::new(out)).map_err(s)?;
+        Ok(())
     }
 
     /// Runs a token pipeline as a trainer would consume it (`wait_on` its stream, release
@@ -357,7 +486,7 @@ mod bench {
     fn drive_tokens(
         gpu: &Gpu,
         name: &str,
-        mut p: Pipeline<Cuda>,
+        p: &mut Pipeline<Cuda>,
         n: usize,
         secs: f64,
     ) -> Res<(usize, f64, String)> {
@@ -388,6 +517,8 @@ mod bench {
         let (t0, before) = start.ok_or("source ended during the warm-up")?;
         let wall = t0.elapsed();
         let busiest = stats_line(name, &before, &p.stats(), wall);
+        context_switches(name);
+        write_trace(p, name)?;
         Ok((count - WARM, wall.as_secs_f64(), busiest))
     }
 
@@ -476,21 +607,40 @@ mod bench {
             "-",
             None,
         );
-        // The default config, then the one this machine does best with.
+        // The default config, then configs with enough host slots to keep every stage
+        // busy (a slot's round trip through the stages takes far longer than a batch's
+        // share of the rate: Little's law), leaving cores to the copy, completion, feeder
+        // and consumer threads.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let tuned = Knobs {
-            threads: Some(cores.saturating_sub(2).max(1)),
-            host_slots: Some(32),
-            device_slots: Some(16),
+        let tuned = |h, d| Knobs {
+            threads: Some(cores.saturating_sub(4).max(1)),
+            host_slots: Some(h),
+            device_slots: Some(d),
             ..Knobs::default()
         };
         let mut best = (0.0, String::new(), String::new());
         for (label, knobs) in [
             ("default (H4 D2)", Knobs::default()),
-            ("H32 D16, cores-2 decode threads", tuned),
+            ("H128 D32, cores-4 decode threads", tuned(128, 32)),
+            (
+                "H128 D32, 8 decode threads",
+                Knobs {
+                    threads: Some(8),
+                    ..tuned(128, 32)
+                },
+            ),
+            (
+                "H128 D32, cores-1 decode threads pinned (copy thread on core 0)",
+                Knobs {
+                    threads: Some(cores.saturating_sub(1).max(1)),
+                    pin: true,
+                    ..tuned(128, 32)
+                },
+            ),
         ] {
-            let p = token_pipeline_with(shard, B, T1, knobs)?;
-            let (n, secs, busiest) = drive_tokens(gpu, &format!("small {label}"), p, 200_000, 3.0)?;
+            let mut p = token_pipeline_with(shard, B, T1, knobs)?;
+            let (n, secs, busiest) =
+                drive_tokens(gpu, &format!("small {label}"), &mut p, 200_000, 3.0)?;
             let rate = n as f64 / secs;
             if rate > best.0 {
                 best = (rate, label.to_string(), busiest);
@@ -589,23 +739,22 @@ mod bench {
         const B: usize = 64;
         const T1: u64 = 131_073;
         let bytes = B as f64 * T1 as f64 * 4.0;
-        let p = token_pipeline(shard, B, T1, None)?;
-        let (n, secs, busiest) = drive_tokens(gpu, "large", p, 300, 3.0)?;
-        let gibps = n as f64 * bytes / secs / GIB;
-        // Raw H2D of the same size from registered memory, in the same run.
-        let raw = {
-            let size = B * T1 as usize * 4;
-            let mut idle = Pipeline::new(
-                nothing_config(size, 4)?,
-                nothing(),
-                std::iter::repeat_n((), 4),
-            )
-            .map_err(s)?;
-            while let Some(b) = idle.pop().map_err(s)? {
-                b.release(Fence::Sync).map_err(|e| s(e.error))?;
-            }
-            size as f64 / raw_copies(gpu, &idle, size, 60)? / GIB
+        const N: usize = 600;
+        // A finite source (the warm-up, the timed batches and slack), drained after the
+        // timed part so that nothing writes the ring while the raw copies read it.
+        let knobs = Knobs {
+            batches: Some(N + 40),
+            ..Knobs::default()
         };
+        let mut p = token_pipeline_with(shard, B, T1, knobs)?;
+        let (n, secs, busiest) = drive_tokens(gpu, "large", &mut p, N, 30.0)?;
+        let gibps = n as f64 * bytes / secs / GIB;
+        while let Some(b) = p.pop().map_err(s)? {
+            b.release(Fence::Sync).map_err(|e| s(e.error))?;
+        }
+        // Raw H2D of the same size from the same registered ring, in the same run.
+        let size = B * T1 as usize * 4;
+        let raw = size as f64 / raw_copies(gpu, &p, size, 60)? / GIB;
         let dl = torch.get("dataloader_large_gibps").copied();
         row(
             "large 64x131073 i32, GiB/s",
@@ -618,6 +767,50 @@ mod bench {
             ),
             ">= 95% of raw H2D",
             Some(gibps >= 0.95 * raw),
+        );
+        // The same raw copies while decode threads (no pipeline) stream windows through
+        // host memory as the pipeline's do: what the copy engine gets when decoding
+        // competes with it for host memory bandwidth.
+        let beside = {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let sampler = TokenShards::open([shard])
+                .map_err(s)?
+                .windows(T1)
+                .order(Order::Random { seed: 5 })
+                .build()
+                .map_err(s)?;
+            let decoder = Tokens::new(TokenType::I32);
+            std::thread::scope(|scope| {
+                for i in 0..cores {
+                    let (stop, sampler) = (&stop, &sampler);
+                    scope.spawn(move || {
+                        let mut out = vec![0u8; decoder.sample_bytes(T1)];
+                        for w in sampler.iter().skip(i * 7) {
+                            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                break;
+                            }
+                            let _ = pinring::Decode::decode(&decoder, w, &mut out);
+                            std::hint::black_box(&out);
+                        }
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                let secs = raw_copies(gpu, &p, size, 60);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                secs.map(|secs| (size as f64 / secs / GIB, cores))
+            })?
+        };
+        row(
+            "  raw H2D beside decode threads, no pipeline",
+            &format!("{:.2}", beside.0),
+            &format!(
+                "{:.1}% of raw: {} threads decoding windows into ordinary memory meanwhile",
+                100.0 * beside.0 / raw,
+                beside.1
+            ),
+            "-",
+            None,
         );
         row(
             "  vs seed-001 prefetch thread",
@@ -643,8 +836,8 @@ mod bench {
         threads.push(cores);
         let mut cells = Vec::new();
         for &t in &threads {
-            let p = token_pipeline(shard, B, T1, Some(t))?;
-            let (n, secs, _) = drive_tokens(gpu, &format!("scaling_{t}"), p, usize::MAX, 0.6)?;
+            let mut p = token_pipeline(shard, B, T1, Some(t))?;
+            let (n, secs, _) = drive_tokens(gpu, &format!("scaling_{t}"), &mut p, usize::MAX, 0.6)?;
             cells.push(format!("{:.1}", n as f64 * bytes / secs / GIB));
         }
         let list = threads
@@ -662,60 +855,180 @@ mod bench {
         Ok(())
     }
 
+    /// What the driver calls on the copy thread's path cost (ns a call, `EXPLORE` lines),
+    /// alone and while another thread polls an event in a tight loop (as a spinning
+    /// completion thread would).
+    fn driver_calls(gpu: &Gpu) -> Res {
+        use pinring::cudarc::driver::sys;
+        const N: u32 = 20_000;
+        gpu.bind()?;
+        let a = gpu.ctx.new_stream().map_err(s)?;
+        let b = gpu.ctx.new_stream().map_err(s)?;
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+        let ev = result::event::create(flags).map_err(s)?;
+        let other = result::event::create(flags).map_err(s)?;
+        let (sa, sb) = (a.cu_stream(), b.cu_stream());
+        let record = |e: sys::CUevent, st: sys::CUstream| -> Res {
+            // SAFETY: live events and streams of the bound context.
+            unsafe { result::event::record(e, st) }.map_err(s)
+        };
+        let wait = || -> Res {
+            let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+            // SAFETY: as above.
+            unsafe { result::stream::wait_event(sa, ev, flags) }.map_err(s)
+        };
+        // SAFETY: as above (the `ev` query; `other`'s is the polling thread's).
+        let query = |e: sys::CUevent| unsafe { result::event::query(e) };
+        record(ev, sa)?;
+        record(other, sb)?;
+        a.synchronize().map_err(s)?;
+        b.synchronize().map_err(s)?;
+        let time = |f: &dyn Fn() -> Res| -> Res<f64> {
+            let t = Instant::now();
+            for _ in 0..N {
+                f()?;
+            }
+            Ok(t.elapsed().as_secs_f64() * 1e9 / f64::from(N))
+        };
+        let ops: [(&str, &dyn Fn() -> Res); 3] = [
+            ("cuEventRecord", &|| record(ev, sa)),
+            ("cuStreamWaitEvent", &wait),
+            ("cuEventQuery(done)", &|| query(ev).map_err(s)),
+        ];
+        let polled = other as usize;
+        for (name, op) in ops {
+            let alone = time(op)?;
+            a.synchronize().map_err(s)?;
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let beside = std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let _ = gpu.ctx.bind_to_thread();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = query(polled as sys::CUevent);
+                    }
+                });
+                let r = time(op);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
+            })?;
+            a.synchronize().map_err(s)?;
+            println!(
+                "EXPLORE\tdriver\t{name}\t{alone:.0} ns alone\t{beside:.0} ns beside a polling thread"
+            );
+        }
+        for e in [ev, other] {
+            // SAFETY: both events are idle (their streams synchronized) and not used again.
+            unsafe { result::event::destroy(e) }.map_err(s)?;
+        }
+        Ok(())
+    }
+
+    /// How long one `cuMemcpyHtoDAsync` call takes to return (not the copy), from a
+    /// registered ring, by size (`EXPLORE` lines).
+    fn enqueue_cost(gpu: &Gpu) -> Res {
+        const N: usize = 40;
+        gpu.bind()?;
+        for size in [256usize << 10, 4 << 20] {
+            let mut idle = Pipeline::new(
+                nothing_config(size, 4)?,
+                nothing(),
+                std::iter::repeat_n((), 4),
+            )
+            .map_err(s)?;
+            while let Some(b) = idle.pop().map_err(s)? {
+                b.release(Fence::Sync).map_err(|e| s(e.error))?;
+            }
+            let (base, _) = idle.backend().host_ring();
+            let stream = gpu.ctx.new_stream().map_err(s)?;
+            let dst = stream.alloc_zeros::<u8>(size).map_err(s)?;
+            let to = dst.device_ptr(&stream).0;
+            // SAFETY: the ring's first slot (`size` bytes), registered and idle.
+            let src = unsafe { std::slice::from_raw_parts(base, size) };
+            stream.synchronize().map_err(s)?;
+            let mut calls = Vec::with_capacity(N);
+            for _ in 0..N {
+                let t = Instant::now();
+                // SAFETY: `dst` lives until the stream is synchronized below.
+                unsafe { result::memcpy_htod_async(to, src, stream.cu_stream()) }.map_err(s)?;
+                calls.push(t.elapsed().as_secs_f64() * 1e6);
+                stream.synchronize().map_err(s)?;
+            }
+            calls.sort_by(f64::total_cmp);
+            println!(
+                "EXPLORE\tdriver\tcuMemcpyHtoDAsync {} KiB, idle stream\t{:.1} us p50\t{:.1} us max",
+                size >> 10,
+                calls[N / 2],
+                calls[N - 1]
+            );
+            drop(dst);
+        }
+        Ok(())
+    }
+
     /// Not in the table: what the pipeline's knobs do to the small and large workloads,
     /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).
     fn explore(gpu: &Gpu, shard: &str) -> Res {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let k = Knobs::default();
-        let variants: Vec<(&str, Knobs)> = vec![
+        let h = |h, d| Knobs {
+            threads: Some(cores.saturating_sub(4).max(1)),
+            host_slots: Some(h),
+            device_slots: Some(d),
+            ..k
+        };
+        let small: Vec<(&str, Knobs)> = vec![
+            ("H32 D32 cores-4", h(32, 32)),
+            ("H64 D32 cores-4", h(64, 32)),
+            ("H128 D32 cores-4", h(128, 32)),
+            (
+                "H128 D32 threads4",
+                Knobs {
+                    threads: Some(4),
+                    ..h(128, 32)
+                },
+            ),
+            (
+                "H128 D32 threads8",
+                Knobs {
+                    threads: Some(8),
+                    ..h(128, 32)
+                },
+            ),
+            (
+                "H128 D32 cores-2",
+                Knobs {
+                    threads: Some(cores.saturating_sub(2).max(1)),
+                    ..h(128, 32)
+                },
+            ),
+            (
+                "H128 D32 spin0",
+                Knobs {
+                    spin: Some(Duration::ZERO),
+                    ..h(128, 32)
+                },
+            ),
+            (
+                "H128 D32 spin200us",
+                Knobs {
+                    spin: Some(Duration::from_micros(200)),
+                    ..h(128, 32)
+                },
+            ),
+            (
+                "H128 D32 pinned",
+                Knobs {
+                    pin: true,
+                    ..h(128, 32)
+                },
+            ),
+        ];
+        let large: Vec<(&str, Knobs)> = vec![
             ("default", k),
             (
                 "H8",
                 Knobs {
                     host_slots: Some(8),
-                    ..k
-                },
-            ),
-            (
-                "H16",
-                Knobs {
-                    host_slots: Some(16),
-                    ..k
-                },
-            ),
-            (
-                "H8 D4",
-                Knobs {
-                    host_slots: Some(8),
-                    device_slots: Some(4),
-                    ..k
-                },
-            ),
-            (
-                "threads4",
-                Knobs {
-                    threads: Some(4),
-                    ..k
-                },
-            ),
-            (
-                "threads8",
-                Knobs {
-                    threads: Some(8),
-                    ..k
-                },
-            ),
-            (
-                "spin200us",
-                Knobs {
-                    spin: Some(Duration::from_micros(200)),
-                    ..k
-                },
-            ),
-            (
-                "spin0",
-                Knobs {
-                    spin: Some(Duration::ZERO),
                     ..k
                 },
             ),
@@ -728,20 +1041,21 @@ mod bench {
                 },
             ),
             (
-                "H8 pinned",
+                "threads8",
                 Knobs {
-                    pin: true,
-                    threads: Some(cores - 1),
-                    host_slots: Some(8),
+                    threads: Some(8),
                     ..k
                 },
             ),
         ];
-        for (b, t1, unit) in [(16usize, 4097u64, "batches/s"), (64, 131_073, "GiB/s")] {
-            for (name, knobs) in &variants {
-                let p = token_pipeline_with(shard, b, t1, *knobs)?;
+        for (b, t1, unit, variants) in [
+            (16usize, 4097u64, "batches/s", &small),
+            (64, 131_073, "GiB/s", &large),
+        ] {
+            for (name, knobs) in variants {
+                let mut p = token_pipeline_with(shard, b, t1, *knobs)?;
                 let label = format!("explore_{b}_{}", name.replace(' ', "_"));
-                let (n, secs, busiest) = drive_tokens(gpu, &label, p, 40_000, 0.8)?;
+                let (n, secs, busiest) = drive_tokens(gpu, &label, &mut p, 200_000, 1.0)?;
                 let rate = n as f64 / secs;
                 let value = if unit == "GiB/s" {
                     rate * (b as f64 * t1 as f64 * 4.0) / GIB
@@ -751,6 +1065,8 @@ mod bench {
                 println!("EXPLORE\t{b}x{t1}\t{name}\t{value:.2} {unit}\t{busiest}");
             }
         }
+        driver_calls(gpu)?;
+        enqueue_cost(gpu)?;
         // The decoder alone, one thread, into ordinary memory.
         let sampler = TokenShards::open([shard])
             .map_err(s)?
@@ -842,14 +1158,29 @@ mod bench {
             batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
             if k + 1 == WARM {
                 stream.synchronize().map_err(s)?;
-                t0 = Some(Instant::now());
+                t0 = Some((Instant::now(), p.stats()));
             }
         }
         stream.synchronize().map_err(s)?;
-        let step = t0.ok_or("no warm-up")?.elapsed().as_secs_f64() / N as f64;
+        let (t0, before) = t0.ok_or("no warm-up")?;
+        stats_line("overlap", &before, &p.stats(), t0.elapsed());
+        write_trace(&p, "overlap")?;
+        let step = t0.elapsed().as_secs_f64() / N as f64;
         let copy_after = raw_copies(gpu, &p, SIZE, 50)?;
         // The faster of the two copy measurements: the stricter bound.
         let copy = copy.min(copy_after);
+        // The kernel counts SM clock cycles: timed again right after the run, as the
+        // clock then runs (a clock that dropped during the run shows here).
+        let compute_after = {
+            let t = Instant::now();
+            for _ in 0..50 {
+                gpu.spin_cycles(&stream, cycles)?;
+            }
+            stream.synchronize().map_err(s)?;
+            t.elapsed().as_secs_f64() / 50.0
+        };
+        let compute = compute.min(compute_after);
+        let raw_step = raw_overlap(gpu, &p, SIZE, cycles, 100)?;
         let bound = copy.max(compute);
         let eff = bound / step;
         let us = |x: f64| x * 1e6;
@@ -857,10 +1188,14 @@ mod bench {
             "overlap 32 MiB, kernel = copy",
             &format!("{:.1}% ({:.0} us/step)", eff * 100.0, us(step)),
             &format!(
-                "copy {:.0} us, kernel {:.0} us, serial {:.0} us",
+                "copy {:.0} us, kernel {:.0} us (after the run {:.0} us), serial {:.0} us; \
+                 the same schedule without pinring {:.0} us/step ({:.1}%)",
                 us(copy),
                 us(compute),
-                us(copy + compute)
+                us(compute_after),
+                us(copy + compute),
+                us(raw_step),
+                100.0 * bound / raw_step
             ),
             ">= 95%",
             Some(eff >= 0.95),

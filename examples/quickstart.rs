@@ -10,11 +10,12 @@
 //! cargo run --release --example quickstart -- --help
 //! ```
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use pinring::{decode_fn, Backend, Config, ConfigBuilder, DecodeError, Fence, Pipeline, Stats};
+use pinring::{decode_fn, Backend, Config, ConfigBuilder, DecodeError, Fence, Pipeline};
 /// `println!` that does not panic when stdout is closed (`quickstart | head -1`): the
 /// report is all this program prints, so a reader that left needs no more of it.
 macro_rules! say {
@@ -44,7 +45,14 @@ struct Args {
     /// 0 when the CUDA driver loads and has a device, else the cpu backend, saying why.
     #[arg(long, value_name = "N")]
     cuda: Option<usize>,
+    /// Record a timeline of the loader (per-batch spans of every stage) and write it to
+    /// FILE as Chrome trace JSON, for https://ui.perfetto.dev or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
+
+/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
+const TRACE_SPANS: usize = 1 << 20;
 
 /// Draws image `id`: a few coloured discs on a gradient, as f32 in [0, 1], CHW.
 fn draw(id: u64, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -81,10 +89,14 @@ fn draw(id: u64, out: &mut [u8]) -> Result<(), DecodeError> {
     Ok(())
 }
 
-fn builder() -> ConfigBuilder {
-    Config::builder()
+fn builder(args: &Args) -> ConfigBuilder {
+    let builder = Config::builder()
         .samples_per_batch(BATCH)
-        .bytes_per_sample(SAMPLE_BYTES)
+        .bytes_per_sample(SAMPLE_BYTES);
+    match args.trace {
+        Some(_) => builder.trace(TRACE_SPANS),
+        None => builder,
+    }
 }
 
 fn main() -> ExitCode {
@@ -142,42 +154,67 @@ fn run(args: &Args, samples: u64) -> Result<(), String> {
             }
         },
     };
-    let (backend, (stats, secs)) = match choice {
-        Choice::Cpu => (
-            "cpu".to_owned(),
-            stream(builder().build().map_err(|e| e.to_string())?, samples)
-                .map_err(|e| e.to_string())?,
+    match choice {
+        Choice::Cpu => stream(
+            builder(args).build().map_err(|e| e.to_string())?,
+            samples,
+            args.trace.as_deref(),
+            "cpu",
         ),
-        Choice::Cuda(ordinal) => (
-            format!("cuda (device {ordinal})"),
-            stream_cuda(ordinal, samples)?,
-        ),
-    };
-    say!("pinring quickstart on the {backend} backend");
+        Choice::Cuda(ordinal) => stream_cuda(args, ordinal, samples),
+    }
+}
+
+/// Pops every batch, waits until it is on the device, releases it; prints the config,
+/// the rate and the Stats, and writes the trace.
+fn stream<B: Backend>(
+    config: Config<B>,
+    samples: u64,
+    trace: Option<&Path>,
+    backend: &str,
+) -> Result<(), String> {
+    let summary = config.to_string();
+    let mut pipeline =
+        Pipeline::new(config, decode_fn(draw), 0..samples).map_err(|e| e.to_string())?;
     say!(
-        "{} batches of {BATCH} images ({} KiB an image, {} KiB a batch) in {secs:.2} s: \
-         {:.0} batches/s, {:.2} GiB/s",
-        stats.batches,
+        "pinring quickstart on the {backend} backend: {} batches of {BATCH} images \
+         ({} KiB an image, {} KiB a batch)",
+        samples / BATCH as u64,
         SAMPLE_BYTES / 1024,
         BATCH * SAMPLE_BYTES / 1024,
+    );
+    say!("{summary}");
+    let start = Instant::now();
+    let streamed = (|| -> pinring::Result<()> {
+        while let Some(batch) = pipeline.pop()? {
+            // A trainer would enqueue its kernels here (`batch.wait_on(&stream)`) and
+            // release with `Fence::Stream(&stream)`; this example has none, so it waits
+            // on the host.
+            batch.synchronize()?;
+            batch.release(Fence::Sync)?;
+        }
+        Ok(())
+    })();
+    let secs = start.elapsed().as_secs_f64();
+    streamed.map_err(|e| e.to_string())?;
+    let stats = pipeline.stats();
+    say!(
+        "streamed in {secs:.2} s from the first pop: {:.0} batches/s, {:.2} GiB/s",
         stats.batches as f64 / secs,
         stats.bytes as f64 / secs / (1u64 << 30) as f64
     );
     say!("{stats}");
-    Ok(())
-}
-
-/// Pops every batch, waits until it is on the device, releases it.
-fn stream<B: Backend>(config: Config<B>, samples: u64) -> pinring::Result<(Stats, f64)> {
-    let mut pipeline = Pipeline::new(config, decode_fn(draw), 0..samples)?;
-    let start = Instant::now();
-    while let Some(batch) = pipeline.pop()? {
-        // A trainer would enqueue its kernels here (`batch.wait_on(&stream)`) and release
-        // with `Fence::Stream(&stream)`; this example has none, so it waits on the host.
-        batch.synchronize()?;
-        batch.release(Fence::Sync).map_err(|e| e.error)?;
+    if let Some(path) = trace {
+        let written = std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .and_then(|file| pipeline.write_trace(file))
+            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+        say!(
+            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
+            path.display()
+        );
     }
-    Ok((pipeline.stats(), start.elapsed().as_secs_f64()))
+    Ok(())
 }
 
 /// Devices the CUDA driver reports, or why it cannot be used.
@@ -192,15 +229,16 @@ fn cuda_devices() -> Result<usize, String> {
 }
 
 #[cfg(feature = "cuda")]
-fn stream_cuda(ordinal: usize, samples: u64) -> Result<(Stats, f64), String> {
-    let config = builder()
+fn stream_cuda(args: &Args, ordinal: usize, samples: u64) -> Result<(), String> {
+    let config = builder(args)
         .cuda(pinring::CudaOptions::ordinal(ordinal))
         .build()
         .map_err(|e| e.to_string())?;
-    stream(config, samples).map_err(|e| e.to_string())
+    let backend = format!("cuda (device {ordinal})");
+    stream(config, samples, args.trace.as_deref(), &backend)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn stream_cuda(_ordinal: usize, _samples: u64) -> Result<(Stats, f64), String> {
+fn stream_cuda(_args: &Args, _ordinal: usize, _samples: u64) -> Result<(), String> {
     Err("--cuda: this build has no `cuda` feature (build with the default features)".into())
 }

@@ -72,7 +72,14 @@ struct Args {
     /// Deliver to CUDA device ORDINAL [default: the cpu backend].
     #[arg(long, value_name = "ORDINAL")]
     cuda: Option<usize>,
+    /// Record a timeline of the loader (per-batch spans of every stage) and write it to
+    /// FILE as Chrome trace JSON, for https://ui.perfetto.dev or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
+
+/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
+const TRACE_SPANS: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Dtype {
@@ -195,7 +202,7 @@ fn open(paths: &[String]) -> pinring::Result<TokenShards> {
     TokenShards::from_shards(shards)
 }
 
-fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
+fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
     let shards = open(&args.paths)?;
     // A u16 dtype cannot hold a u32 shard's tokens: say so before starting.
     shards.check_token_type(plan.ty)?;
@@ -217,6 +224,10 @@ fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);
     }
+    if args.trace.is_some() {
+        builder = builder.trace(TRACE_SPANS);
+    }
+    let trace = args.trace.as_deref();
     let sample_bytes = plan.sample_bytes;
     let samples = sampler.iter().take(plan.samples);
     let epoch_len = sampler.epoch_len();
@@ -235,9 +246,10 @@ fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
                 .cuda(pinring::CudaOptions::ordinal(ordinal))
                 .build()?;
             header(config.batch_bytes(), &format!("cuda:{ordinal}"));
+            say!("{config}");
             // Stand-in for the training step: wait (host-side) until the batch is on the
             // device. A trainer would `wait_on` its stream and release fenced on it instead.
-            return drive(Pipeline::new(config, decoder, samples)?, |batch| {
+            return drive(Pipeline::new(config, decoder, samples)?, trace, |batch| {
                 batch.synchronize()
             });
         }
@@ -248,13 +260,15 @@ fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
                 call: "--cuda",
                 message: "this build has no cuda feature".into(),
                 source: None,
-            });
+            }
+            .into());
         }
     }
     let config = builder.build()?;
     header(config.batch_bytes(), "the cpu backend");
+    say!("{config}");
     let mut checksum = 0u64;
-    drive(Pipeline::new(config, decoder, samples)?, |batch| {
+    drive(Pipeline::new(config, decoder, samples)?, trace, |batch| {
         // Stand-in for the training step: touch one value of every sample.
         for sample in batch.bytes().chunks_exact(sample_bytes) {
             checksum = checksum.wrapping_add(u64::from(sample[0]));
@@ -265,11 +279,13 @@ fn run(args: &Args, plan: &Plan) -> pinring::Result<()> {
     Ok(())
 }
 
-/// Pops every batch, hands it to `step`, releases it; prints the rate and the stats.
+/// Pops every batch, hands it to `step`, releases it; prints the rate and the stats and
+/// writes the trace.
 fn drive<B: Backend>(
     mut pipeline: Pipeline<B>,
+    trace: Option<&std::path::Path>,
     mut step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
-) -> pinring::Result<()> {
+) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let mut batches = 0u64;
     while let Some(batch) = pipeline.pop()? {
@@ -287,5 +303,15 @@ fn drive<B: Backend>(
         stats.throughput(elapsed) / (1u64 << 30) as f64,
     );
     say!("{stats}");
+    if let Some(path) = trace {
+        let written = std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .and_then(|file| pipeline.write_trace(file))
+            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+        say!(
+            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
+            path.display()
+        );
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@ use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
 use crate::slot::DeviceIdx;
 use crate::sync::Arc;
+use crate::trace::{Kind, Track};
 
 /// What the device must finish before a released batch's slot is reused.
 ///
@@ -129,12 +130,21 @@ impl<B: Backend> Batch<B> {
     /// dropped, which fences it as a drop does).
     #[allow(clippy::result_large_err)] // the error hands the batch back
     pub fn release(mut self, fence: Fence<'_, B>) -> Result<(), ReleaseError<B>> {
+        let span = self.device.trace.as_ref().map(|t| t.now());
         match self.device.backend.capture(self.slot, fence) {
             Ok(captured) => {
                 self.publish(captured);
+                self.trace_release(span);
                 Ok(())
             }
             Err(error) => Err(ReleaseError { batch: self, error }),
+        }
+    }
+
+    /// Records a release span from `start`, when tracing.
+    fn trace_release(&self, start: Option<u64>) {
+        if let (Some(trace), Some(start)) = (&self.device.trace, start) {
+            trace.span(Kind::Release, Track::Consumer, self.seq, 0, start);
         }
     }
 
@@ -170,12 +180,14 @@ impl<B: Backend> Drop for Batch<B> {
         if self.released {
             return;
         }
+        let span = self.device.trace.as_ref().map(|t| t.now());
         let backend = &self.device.backend;
         let captured = match self.binding.take() {
             Some(binding) => backend.capture_binding(self.slot, binding),
             None => backend.capture_conservative(self.slot),
         };
         self.publish(captured);
+        self.trace_release(span);
     }
 }
 

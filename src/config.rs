@@ -52,6 +52,7 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) pop_timeout: Option<Duration>,
     pub(crate) lease_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
+    pub(crate) trace: usize,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -77,6 +78,10 @@ impl Config<Cpu> {
     /// [`Error::AllSlotsLeased`](crate::Error::AllSlotsLeased).
     pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(30);
 
+    /// Most spans a trace ring holds (see [`ConfigBuilder::trace`]): 40 bytes each, so
+    /// 160 MiB at most.
+    pub const MAX_TRACE_SPANS: usize = 1 << 22;
+
     /// A builder with the defaults: 4 host slots, 2 device slots, one decode thread per
     /// available core, the cpu backend, partial last batches delivered.
     pub fn builder() -> ConfigBuilder<Cpu> {
@@ -97,6 +102,7 @@ impl Config<Cpu> {
             shutdown_timeout: Duration::from_secs(5),
             host_budget: 16 << 30,
             device_budget: 16 << 30,
+            trace: 0,
             backend: Default::default(),
         }
     }
@@ -180,9 +186,80 @@ impl<B: Backend> Config<B> {
     pub fn shutdown_timeout(&self) -> Duration {
         self.shutdown_timeout
     }
+    /// Spans the trace ring holds (0: tracing off; see [`ConfigBuilder::trace`]).
+    pub fn trace_spans(&self) -> usize {
+        self.trace
+    }
+    /// Bytes of host memory the pipeline pins: its host ring, `host_slots` slots of
+    /// [`host_stride`](Self::host_stride) bytes (mapped and pre-faulted before the first
+    /// batch).
+    pub fn pinned_bytes(&self) -> usize {
+        self.host_stride * self.host_slots
+    }
+    /// Bytes of device memory the pipeline allocates: `device_slots` slots of
+    /// [`device_stride`](Self::device_stride) bytes.
+    pub fn device_bytes(&self) -> usize {
+        self.device_stride * self.device_slots
+    }
     /// The backend's options.
     pub fn backend_options(&self) -> &B::Options {
         &self.backend
+    }
+}
+
+/// What the pipeline will take, in a few lines:
+///
+/// ```
+/// let config = pinring::Config::builder()
+///     .samples_per_batch(16)
+///     .bytes_per_sample(4 * 4097)
+///     .build()?;
+/// let summary = config.to_string();
+/// assert!(summary.starts_with("this pipeline pins 1.0 MiB of host memory and 0.5 MiB of device memory"));
+/// # Ok::<(), pinring::Error>(())
+/// ```
+impl<B: Backend> std::fmt::Display for Config<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |bytes: usize| bytes as f64 / (1u64 << 20) as f64;
+        let kib = |bytes: usize| bytes as f64 / 1024.0;
+        writeln!(
+            f,
+            "this pipeline pins {:.1} MiB of host memory and {:.1} MiB of device memory",
+            mib(self.pinned_bytes()),
+            mib(self.device_bytes())
+        )?;
+        writeln!(
+            f,
+            "  batch: {} samples x {} bytes = {:.1} KiB",
+            self.samples_per_batch,
+            self.sample_bytes,
+            kib(self.batch_bytes)
+        )?;
+        writeln!(
+            f,
+            "  host ring: {} slots x {:.1} KiB (decode fills up to {} batches ahead)",
+            self.host_slots,
+            kib(self.host_stride),
+            self.host_slots
+        )?;
+        writeln!(
+            f,
+            "  device slots: {} x {:.1} KiB (up to {} batches on the device, leased ones included)",
+            self.device_slots,
+            kib(self.device_stride),
+            self.device_slots
+        )?;
+        write!(
+            f,
+            "  decode threads: {}; spin {} us; trace {}",
+            self.decode_threads,
+            self.spin.as_micros(),
+            if self.trace == 0 {
+                "off".to_string()
+            } else {
+                format!("{} spans ({:.1} MiB)", self.trace, mib(self.trace * 40))
+            }
+        )
     }
 }
 
@@ -206,6 +283,7 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     shutdown_timeout: Duration,
     host_budget: usize,
     device_budget: usize,
+    trace: usize,
     backend: B::Options,
 }
 
@@ -321,6 +399,16 @@ impl<B: Backend> ConfigBuilder<B> {
         self.device_budget = bytes;
         self
     }
+    /// Records a timeline of the pipeline (per-batch spans of every stage) into a ring of
+    /// `spans` entries, written as Chrome trace JSON by
+    /// [`Pipeline::write_trace`](crate::Pipeline::write_trace) (default 0: off). The ring
+    /// is allocated here, once: recording allocates nothing, and keeps the latest `spans`
+    /// spans of a longer run. A batch makes about `5 + decode items` spans; at most
+    /// [`Config::MAX_TRACE_SPANS`].
+    pub fn trace(mut self, spans: usize) -> Self {
+        self.trace = spans;
+        self
+    }
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
@@ -340,6 +428,7 @@ impl<B: Backend> ConfigBuilder<B> {
             shutdown_timeout: self.shutdown_timeout,
             host_budget: self.host_budget,
             device_budget: self.device_budget,
+            trace: self.trace,
             backend: options,
         }
     }
@@ -393,6 +482,13 @@ impl<B: Backend> ConfigBuilder<B> {
                 field: "decode_threads",
                 n: decode_threads,
                 max: Config::MAX_DECODE_THREADS,
+            });
+        }
+        if self.trace > Config::MAX_TRACE_SPANS {
+            return Err(ConfigError::TooMany {
+                field: "trace",
+                n: self.trace,
+                max: Config::MAX_TRACE_SPANS,
             });
         }
         let align = if self.huge_pages { HUGE_PAGE } else { PAGE };
@@ -461,6 +557,7 @@ impl<B: Backend> ConfigBuilder<B> {
             pop_timeout: self.pop_timeout,
             lease_timeout: self.lease_timeout,
             shutdown_timeout: self.shutdown_timeout,
+            trace: self.trace,
             backend: self.backend,
             decode_item_samples: None,
         })

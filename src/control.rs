@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::park::{ParkSlot, Waited};
 use crate::stats::Counters;
 use crate::sync::{native, AtomicBool, AtomicU64, AtomicUsize, Instant, Mutex, Ordering};
+use crate::trace::{Kind, Trace, Track};
 
 /// Stop, failure, wake-ups and thread accounting of one pipeline. Lives as long as any
 /// stage, the pipeline or a leased batch.
@@ -43,10 +44,17 @@ pub(crate) struct Control {
     /// How long a waiter spins before it parks.
     spin: Duration,
     pub(crate) counters: Counters,
+    /// The timeline, when tracing is on (see [`crate::trace`]).
+    pub(crate) trace: Option<native::Arc<Trace>>,
 }
 
 impl Control {
-    pub(crate) fn new(copier: native::Arc<ParkSlot>, spin: Duration, host_slots: usize) -> Self {
+    pub(crate) fn new(
+        copier: native::Arc<ParkSlot>,
+        spin: Duration,
+        host_slots: usize,
+        trace: Option<native::Arc<Trace>>,
+    ) -> Self {
         Control {
             stop: AtomicBool::new(false),
             limit: AtomicU64::new(u64::MAX),
@@ -59,6 +67,21 @@ impl Control {
             live: AtomicUsize::new(0),
             spin,
             counters: Counters::new(),
+            trace,
+        }
+    }
+
+    /// The trace clock's now, when tracing is on: the start of a span.
+    #[inline]
+    pub(crate) fn span_start(&self) -> Option<u64> {
+        self.trace.as_ref().map(|t| t.now())
+    }
+
+    /// Records a span from `start` (a [`span_start`](Self::span_start)) to now.
+    #[inline]
+    pub(crate) fn span(&self, start: Option<u64>, kind: Kind, track: Track, seq: u64, arg: u32) {
+        if let (Some(trace), Some(start)) = (&self.trace, start) {
+            trace.span(kind, track, seq, arg, start);
         }
     }
 

@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 use crate::park::Waited;
 use crate::ready_ring::{Sender, Token};
 use crate::slot::{HostSlots, Progress};
+use crate::stats::nanos;
 use crate::sync::{native, Arc, Instant};
+use crate::trace::{Kind, Track};
 
 /// How long the copy thread parks between polls of copy completion, on a backend that
 /// does not wake it when a copy completes.
@@ -28,6 +30,9 @@ pub(crate) struct Copier<B: Backend> {
     pub(crate) ready: Sender,
     /// The copy thread's role in the backend's operations.
     pub(crate) role: CopyRole,
+    /// When tracing: when each host slot's copy was enqueued (trace clock), for its H2D
+    /// span. Empty otherwise.
+    pub(crate) enqueued_at: Vec<u64>,
 }
 
 impl<B: Backend> Copier<B> {
@@ -50,6 +55,9 @@ impl<B: Backend> Copier<B> {
     /// (invariant 1).
     pub(crate) fn run(mut self) {
         let control = self.control.clone();
+        if control.trace.is_some() {
+            self.enqueued_at = vec![0; self.host.len()];
+        }
         let times = &control.counters.copy;
         let mut next: u64 = 0;
         let mut retired: u64 = 0;
@@ -76,8 +84,14 @@ impl<B: Backend> Copier<B> {
             }
             times.busy_since(t);
             let t = native::Instant::now();
+            // The next batch filled means the wait is for its device slot.
+            let for_slot = self.host.progress(next) == Progress::Filled;
             let waited = self.wait(next, retired);
-            times.waited_since(t);
+            let now = times.waited_since(t);
+            if for_slot {
+                (control.counters.copy_device_wait)
+                    .fetch_add(nanos(now - t), native::Ordering::Relaxed);
+            }
             if waited == Waited::Stopped {
                 return;
             }
@@ -130,6 +144,7 @@ impl<B: Backend> Copier<B> {
     /// returns the batch after the run, or on failure the first batch not delivered and
     /// the error (the batches before it were delivered).
     fn copy_run(&mut self, k: u64) -> Result<u64, (u64, Error)> {
+        let span = self.control.span_start();
         let (host, device) = (&*self.host, &*self.device);
         let (h, d) = (host.idx(k), device.slots.idx(k));
         let room = (host.len() - h.0)
@@ -148,10 +163,13 @@ impl<B: Backend> Copier<B> {
             // caller's for `k`).
             let fence = unsafe { device.slots.start_copy(k + i) };
             if let Some(fence) = fence {
+                let fenced = self.control.span_start();
+                let slot = device.slots.idx(k + i);
                 device
                     .backend
-                    .wait_fence(&self.role, device.slots.idx(k + i), fence)
+                    .wait_fence(&self.role, slot, fence)
                     .map_err(|e| (k, e))?;
+                (self.control).span(fenced, Kind::FenceWait, Track::Copy, k + i, slot.0 as u32);
             }
             // SAFETY: this is the copy thread, and batch k + i is FILLED (above, or the
             // caller's check for `k`).
@@ -168,10 +186,17 @@ impl<B: Backend> Copier<B> {
             .counters
             .copies
             .fetch_add(1, native::Ordering::Relaxed);
+        let call = self.control.span_start();
         let (delivered, failure) = match device.backend.copy(&self.role, &run) {
             Ok(()) => (batches, None),
             Err(failed) => (failed.enqueued, Some(failed.error)),
         };
+        (self.control).span(call, Kind::CopyCall, Track::Copy, k, batches as u32);
+        if let Some(at) = span {
+            for i in 0..delivered {
+                self.enqueued_at[h.0 + i] = at;
+            }
+        }
         for i in 0..delivered as u64 {
             let seq = k + i;
             // SAFETY: this is the copy thread, after `start_copy(seq)` on the device slot.
@@ -191,6 +216,7 @@ impl<B: Backend> Copier<B> {
                 .map_err(|_| (seq, Error::Internal("the ready ring was full")))?;
         }
         self.control.consumer.wake();
+        (self.control).span(span, Kind::CopyEnqueue, Track::Copy, k, delivered as u32);
         match failure {
             None => Ok(run.end()),
             Some(error) => Err((k + delivered as u64, error)),
@@ -203,6 +229,13 @@ impl<B: Backend> Copier<B> {
             return Ok(());
         }
         let done = self.device.backend.completed(&self.role)?.min(next);
+        if let Some(trace) = &self.control.trace {
+            let now = trace.now();
+            for seq in *retired..done {
+                let at = self.enqueued_at[self.host.idx(seq).0];
+                trace.record(Kind::H2d, Track::Copy, seq, 0, at, now);
+            }
+        }
         while *retired < done {
             // SAFETY: this is the copy thread; batch `retired`'s slot is IN_FLIGHT and the
             // backend reports its copy complete.

@@ -19,6 +19,7 @@ use crate::host_ring::HostRing;
 use crate::park::Waited;
 use crate::slot::{HostSlots, Progress, Samples};
 use crate::sync::{native, Arc, AtomicU64, Ordering};
+use crate::trace::{Kind, Track};
 
 /// What the decode workers share.
 pub(crate) struct DecodeWork<D: Decode> {
@@ -76,6 +77,7 @@ impl<D: Decode> DecodeWork<D> {
                 return; // stopped, or batch k ends the stream (END/FAILED/limit)
             }
             let t = native::Instant::now();
+            let span = control.span_start();
             // SAFETY: batch k is DECODING (Acquired above) and this worker claimed item
             // (k, c) alone.
             let Some(mut item) = (unsafe { self.slots.take_item(k, c, &self.samples) }) else {
@@ -103,6 +105,8 @@ impl<D: Decode> DecodeWork<D> {
                 break;
             }
             control.counters.decode.busy_since(t);
+            let first = item.range().start as u32;
+            control.span(span, Kind::Decode, Track::this_decoder(), k, first);
             let ok = failure.is_none();
             if let Some(error) = failure {
                 control.record_failure(item.seq(), error);

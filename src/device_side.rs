@@ -9,6 +9,7 @@ use crate::backend::Backend;
 use crate::park::ParkSlot;
 use crate::slot::DeviceSlots;
 use crate::sync::native;
+use crate::trace::Trace;
 
 /// The backend and its device slots.
 pub(crate) struct DeviceSide<B: Backend> {
@@ -18,6 +19,8 @@ pub(crate) struct DeviceSide<B: Backend> {
     pub(crate) copier: native::Arc<ParkSlot>,
     /// Bytes of one sample in a slot.
     pub(crate) sample_bytes: usize,
+    /// The timeline, when tracing is on (releases record spans in it).
+    pub(crate) trace: Option<native::Arc<Trace>>,
 }
 
 impl<B: Backend> Drop for DeviceSide<B> {

@@ -12,6 +12,7 @@ use crate::error::{panic_message, Error};
 use crate::park::Waited;
 use crate::slot::{HostSlots, Samples};
 use crate::sync::{native, Arc};
+use crate::trace::{Kind, Track};
 
 /// The feeder's stage: everything it owns.
 pub(crate) struct Feeder<S, I> {
@@ -47,6 +48,7 @@ impl<S, I: Iterator<Item = S>> Feeder<S, I> {
                 return;
             }
             let t = native::Instant::now();
+            let span = control.span_start();
             // SAFETY: this is the feeder, and batch k's slot is FREE(k) (just waited for).
             let mut fill = unsafe { slots.begin_fill(k, &samples) };
             let mut n = 0;
@@ -84,6 +86,7 @@ impl<S, I: Iterator<Item = S>> Feeder<S, I> {
                 control.limit_to(k);
                 return;
             }
+            control.span(span, Kind::Source, Track::Source, k, n as u32);
             fill.hand_to_decoders(n, control.decoders(k));
             k += 1;
             if n < per_batch {

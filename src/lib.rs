@@ -52,6 +52,7 @@ mod slot;
 pub mod source;
 mod stats;
 mod sync;
+mod trace;
 
 pub use backend::{Backend, Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
 #[cfg(feature = "cuda")]
@@ -67,7 +68,7 @@ pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use slot::{DeviceState, HostState};
-pub use stats::{StageTimes, Stats};
+pub use stats::{Bottleneck, StageTimes, Stats};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -16,24 +16,41 @@ pub struct StageTimes {
 }
 
 /// A snapshot of the pipeline's counters and slot states.
+///
+/// Its `Display` is a short report that ends with a line naming what limits throughput
+/// (see [`bottleneck`](Stats::bottleneck)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
+    /// Time since the pipeline started.
+    pub elapsed: Duration,
     /// Batches handed to the consumer.
     pub batches: u64,
     /// Bytes of those batches.
     pub bytes: u64,
     /// The feeder: pulling samples from the source iterator / waiting for a free host slot.
     pub source: StageTimes,
-    /// The decode pool: decoding batches / the decode dispatcher waiting for gathered batches.
+    /// The decode workers (summed over them): decoding / waiting for the feeder to hand
+    /// them a gathered batch.
     pub decode: StageTimes,
-    /// The copy thread: enqueueing copies and polling completions / waiting for work.
+    /// Decode workers in the pool (what `decode.busy` is shared among).
+    pub decode_threads: usize,
+    /// The copy thread: enqueueing copies and freeing host slots / waiting, for the next
+    /// batch to be filled or for its device slot to be released (the latter part is
+    /// [`copy_waited_for_device_slot`](Stats::copy_waited_for_device_slot)).
     pub copy: StageTimes,
+    /// The part of `copy.waited` spent with the next batch filled, waiting for the
+    /// consumer to release its device slot.
+    pub copy_waited_for_device_slot: Duration,
+    /// Time the backend's copy engine spent moving bytes, where the backend times it (the
+    /// cpu backend's copies run on a thread of their own); `None` for cuda, whose copy
+    /// engine is hardware.
+    pub transfer: Option<Duration>,
     /// Copies the copy thread enqueued: each moves a run of consecutive batches (`batches /
     /// copies` is the average run).
     pub copies: u64,
     /// `pop` calls that found no batch ready and had to wait.
     pub consumer_stalls: u64,
-    /// Time `pop` spent waiting.
+    /// Time `pop` spent waiting for a batch.
     pub consumer_stall_time: Duration,
     /// Each host slot's (sequence, state).
     pub host_slots: Vec<(u64, HostState)>,
@@ -41,35 +58,232 @@ pub struct Stats {
     pub device_slots: Vec<(u64, DeviceState)>,
 }
 
+/// The stage that limits a pipeline's throughput, as [`Stats::bottleneck`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Bottleneck {
+    /// Too little has run to tell.
+    NotYet,
+    /// The consumer: `pop` rarely waits, so the loader keeps up with the trainer.
+    Consumer,
+    /// The source iterator: the feeder is busy pulling samples most of the time.
+    Source,
+    /// Decoding: the decode workers are busy most of the time.
+    Decode,
+    /// The copy: the copy thread (or the cpu backend's copy engine) is busy most of the
+    /// time.
+    Copy,
+    /// Device slots: filled batches wait for the consumer to release a device slot.
+    DeviceSlots,
+    /// The machine's cores: the loader's threads together keep most of them busy.
+    Cpu,
+    /// No stage is saturated: the time goes in hand-offs between stages (too few host
+    /// slots to keep every stage busy, or wake-up latency).
+    HandOff,
+}
+
 impl Stats {
     /// Bytes delivered per second of `elapsed`.
     pub fn throughput(&self, elapsed: Duration) -> f64 {
         self.bytes as f64 / elapsed.as_secs_f64()
+    }
+
+    /// The counters over the interval from `earlier` (a snapshot of the same pipeline) to
+    /// this one, for a reading of a steady stretch (warm-up left out); slot states are
+    /// this snapshot's.
+    ///
+    /// ```
+    /// # use pinring::{decode_fn, Config, Fence, Pipeline};
+    /// # let config = Config::builder().samples_per_batch(1).bytes_per_sample(4).build()?;
+    /// # let copy = |s: u32, out: &mut [u8]| { out.copy_from_slice(&s.to_le_bytes()); Ok(()) };
+    /// let mut pipeline = Pipeline::new(config, decode_fn(copy), 0..100u32)?;
+    /// let warm = pipeline.stats();
+    /// while let Some(batch) = pipeline.pop()? {
+    ///     batch.release(Fence::Sync)?;
+    /// }
+    /// let steady = pipeline.stats().since(&warm);
+    /// assert_eq!(steady.batches, 100 - warm.batches);
+    /// println!("{}", steady.bottleneck().1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        let stage = |a: StageTimes, b: StageTimes| StageTimes {
+            busy: a.busy.saturating_sub(b.busy),
+            waited: a.waited.saturating_sub(b.waited),
+        };
+        Stats {
+            elapsed: self.elapsed.saturating_sub(earlier.elapsed),
+            batches: self.batches.saturating_sub(earlier.batches),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            source: stage(self.source, earlier.source),
+            decode: stage(self.decode, earlier.decode),
+            decode_threads: self.decode_threads,
+            copy: stage(self.copy, earlier.copy),
+            copy_waited_for_device_slot: (self.copy_waited_for_device_slot)
+                .saturating_sub(earlier.copy_waited_for_device_slot),
+            transfer: match (self.transfer, earlier.transfer) {
+                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
+                (a, _) => a,
+            },
+            copies: self.copies.saturating_sub(earlier.copies),
+            consumer_stalls: self.consumer_stalls.saturating_sub(earlier.consumer_stalls),
+            consumer_stall_time: (self.consumer_stall_time)
+                .saturating_sub(earlier.consumer_stall_time),
+            host_slots: self.host_slots.clone(),
+            device_slots: self.device_slots.clone(),
+        }
+    }
+
+    /// Share of [`elapsed`](Stats::elapsed) that `d` is, in percent.
+    fn pct(&self, d: Duration) -> f64 {
+        100.0 * d.as_secs_f64() / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Which stage limits throughput, and the figures that say so, in a sentence such as
+    /// "decode-bound: decode busy 97% (of 8 threads); the copy thread waited for filled
+    /// batches 68% of the time". Read over the whole run so far: take it after a steady
+    /// stretch (or subtract two snapshots' counters yourself).
+    pub fn bottleneck(&self) -> (Bottleneck, String) {
+        let stalled = self.pct(self.consumer_stall_time);
+        let source = self.pct(self.source.busy);
+        let decode = self.pct(self.decode.busy) / self.decode_threads.max(1) as f64;
+        let copy = self.pct(self.copy.busy);
+        let transfer = self.transfer.map_or(0.0, |t| self.pct(t));
+        let for_slot = self.pct(self.copy_waited_for_device_slot);
+        let for_filled = self.pct(
+            self.copy
+                .waited
+                .saturating_sub(self.copy_waited_for_device_slot),
+        );
+        let threads = self.decode_threads;
+        if self.batches < 2 {
+            return (Bottleneck::NotYet, "too few batches yet to tell".into());
+        }
+        if stalled < 10.0 {
+            return (
+                Bottleneck::Consumer,
+                format!(
+                    "consumer-bound: pop waited only {stalled:.0}% of the time; the loader keeps up \
+                     (the trainer's step is the limit)"
+                ),
+            );
+        }
+        if for_slot >= 30.0 {
+            return (
+                Bottleneck::DeviceSlots,
+                format!(
+                    "device-slot-bound: the copy thread waited {for_slot:.0}% of the time for the \
+                     consumer to release a device slot (release batches sooner, or add device slots)"
+                ),
+            );
+        }
+        let (stage, busy) = [
+            (Bottleneck::Copy, copy.max(transfer)),
+            (Bottleneck::Decode, decode),
+            (Bottleneck::Source, source),
+        ]
+        .into_iter()
+        .fold((Bottleneck::HandOff, 0.0), |best, (b, v)| {
+            if v > best.1 {
+                (b, v)
+            } else {
+                best
+            }
+        });
+        if busy >= 70.0 {
+            let text = match stage {
+                Bottleneck::Copy if transfer > copy => format!(
+                    "copy-bound: the copy engine was busy {transfer:.0}% of the time"
+                ),
+                Bottleneck::Copy => format!(
+                    "copy-bound: the copy thread was busy {copy:.0}% of the time ({:.1} batches a copy)",
+                    self.batches as f64 / self.copies.max(1) as f64
+                ),
+                Bottleneck::Decode => format!(
+                    "decode-bound: decode busy {decode:.0}% (of {threads} threads); the copy thread \
+                     waited for filled batches {for_filled:.0}% of the time"
+                ),
+                _ => format!(
+                    "source-bound: the source iterator was busy {source:.0}% of the time; the copy \
+                     thread waited for filled batches {for_filled:.0}% of the time"
+                ),
+            };
+            return (stage, text);
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let total = (self.source.busy + self.decode.busy + self.copy.busy)
+            + self.transfer.unwrap_or_default();
+        let used = self.pct(total) / 100.0;
+        if used >= 0.75 * cores as f64 {
+            return (
+                Bottleneck::Cpu,
+                format!(
+                    "cpu-bound: the loader's threads kept {used:.1} of this machine's {cores} cores \
+                     busy (decode {decode:.0}% of {threads} threads, copy {copy:.0}%, transfer \
+                     {transfer:.0}%); more cores, or cheaper decoding, would help"
+                ),
+            );
+        }
+        (
+            Bottleneck::HandOff,
+            format!(
+                "hand-off-bound: no stage is saturated (source busy {source:.0}%, decode {decode:.0}% \
+                 of {threads} threads, copy {copy:.0}%) while pop waited {stalled:.0}% of the time; \
+                 more host slots let more batches decode at once"
+            ),
+        )
     }
 }
 
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        writeln!(f, "batches {:>10}   bytes {:>14}", self.batches, self.bytes)?;
-        for (name, t) in [
-            ("source", self.source),
-            ("decode", self.decode),
-            ("copy", self.copy),
-        ] {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        writeln!(
+            f,
+            "{} batches, {:.1} MiB in {:.2} s ({:.1} batches/s, {:.2} GiB/s)",
+            self.batches,
+            self.bytes as f64 / (1u64 << 20) as f64,
+            secs,
+            self.batches as f64 / secs,
+            self.bytes as f64 / secs / (1u64 << 30) as f64
+        )?;
+        writeln!(
+            f,
+            "source   busy {:>9.1} ms  waited {:>9.1} ms for a free host slot",
+            ms(self.source.busy),
+            ms(self.source.waited)
+        )?;
+        writeln!(
+            f,
+            "decode   busy {:>9.1} ms  waited {:>9.1} ms for gathered batches ({} threads, summed)",
+            ms(self.decode.busy),
+            ms(self.decode.waited),
+            self.decode_threads
+        )?;
+        writeln!(
+            f,
+            "copy     busy {:>9.1} ms  waited {:>9.1} ms for filled batches, {:.1} ms for released device slots ({} copies)",
+            ms(self.copy.busy),
+            ms(self.copy.waited.saturating_sub(self.copy_waited_for_device_slot)),
+            ms(self.copy_waited_for_device_slot),
+            self.copies
+        )?;
+        if let Some(t) = self.transfer {
             writeln!(
                 f,
-                "{name:<8} busy {:>10.1} ms   waited {:>10.1} ms",
-                ms(t.busy),
-                ms(t.waited)
+                "transfer busy {:>6.1} ms  (the cpu backend's copy engine)",
+                ms(t)
             )?;
         }
-        write!(
+        writeln!(
             f,
-            "consumer stalls {} ({:.1} ms)",
+            "consumer waited {:.1} ms for a batch in {} of {} pops",
+            ms(self.consumer_stall_time),
             self.consumer_stalls,
-            ms(self.consumer_stall_time)
-        )
+            self.batches
+        )?;
+        write!(f, "bottleneck: {}", self.bottleneck().1)
     }
 }
 
@@ -120,6 +334,11 @@ pub(crate) struct Counters {
     pub(crate) source: StageCounters,
     pub(crate) decode: StageCounters,
     pub(crate) copy: StageCounters,
+    /// Nanoseconds the copy thread waited with the next batch filled (for its device
+    /// slot); Relaxed statistic.
+    pub(crate) copy_device_wait: AtomicU64,
+    /// When the pipeline started.
+    pub(crate) started: Instant,
     /// Batches popped; Relaxed statistic.
     pub(crate) batches: AtomicU64,
     /// Bytes popped; Relaxed statistic.
@@ -138,6 +357,8 @@ impl Counters {
             source: StageCounters::new(),
             decode: StageCounters::new(),
             copy: StageCounters::new(),
+            copy_device_wait: AtomicU64::new(0),
+            started: Instant::now(),
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             copies: AtomicU64::new(0),
@@ -150,4 +371,80 @@ impl Counters {
 #[inline]
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stats over one second: `stalled`, `source`, `decode` (summed over 4 threads),
+    /// `copy` busy, and the copy thread's wait for device slots, in ms.
+    fn stats(stalled: u64, source: u64, decode: u64, copy: u64, for_slot: u64) -> Stats {
+        let ms = Duration::from_millis;
+        Stats {
+            elapsed: ms(1000),
+            batches: 100,
+            bytes: 100 << 20,
+            source: StageTimes {
+                busy: ms(source),
+                waited: ms(1000 - source),
+            },
+            decode: StageTimes {
+                busy: ms(decode),
+                waited: ms(4000 - decode),
+            },
+            decode_threads: 4,
+            copy: StageTimes {
+                busy: ms(copy),
+                waited: ms(1000 - copy),
+            },
+            copy_waited_for_device_slot: ms(for_slot),
+            transfer: None,
+            copies: 50,
+            consumer_stalls: 90,
+            consumer_stall_time: ms(stalled),
+            host_slots: Vec::new(),
+            device_slots: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn bottleneck_names_the_limiting_stage() {
+        let (b, why) = stats(20, 10, 100, 10, 0).bottleneck();
+        assert_eq!(b, Bottleneck::Consumer, "{why}");
+        let (b, why) = stats(600, 10, 100, 10, 500).bottleneck();
+        assert_eq!(b, Bottleneck::DeviceSlots, "{why}");
+        let (b, why) = stats(600, 10, 3600, 20, 0).bottleneck();
+        if b != Bottleneck::Cpu {
+            assert_eq!(b, Bottleneck::Decode, "{why}");
+            assert!(
+                why.starts_with("decode-bound: decode busy 90% (of 4 threads)"),
+                "{why}"
+            );
+        }
+        let (b, why) = stats(600, 900, 40, 20, 0).bottleneck();
+        assert_eq!(b, Bottleneck::Source, "{why}");
+        let (b, why) = stats(600, 10, 40, 850, 0).bottleneck();
+        assert_eq!(b, Bottleneck::Copy, "{why}");
+        let (b, why) = stats(600, 10, 40, 20, 0).bottleneck();
+        assert_eq!(b, Bottleneck::HandOff, "{why}");
+        let mut early = stats(600, 10, 40, 20, 0);
+        early.batches = 1;
+        assert_eq!(early.bottleneck().0, Bottleneck::NotYet);
+    }
+
+    #[test]
+    fn display_says_what_each_stage_waited_for() {
+        let text = stats(600, 10, 3600, 20, 100).to_string();
+        assert!(text.contains("for a free host slot"), "{text}");
+        assert!(text.contains("for gathered batches"), "{text}");
+        assert!(
+            text.contains("for filled batches, 100.0 ms for released device slots"),
+            "{text}"
+        );
+        assert!(
+            text.lines().last().unwrap().starts_with("bottleneck: "),
+            "{text}"
+        );
+    }
 }

@@ -210,6 +210,13 @@ pub(crate) mod private {
         /// ahead of the copies it has seen complete.
         fn completed(&self, role: &CopyRole) -> Result<u64>;
 
+        /// Time the backend's copy engine has spent moving bytes, where the backend can
+        /// tell (the cpu backend's copies run on a thread of its own); `None` where the
+        /// copies run on hardware it does not time.
+        fn transfer_time(&self) -> Option<Duration> {
+            None
+        }
+
         /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
         /// drop of the batch must fence on. Refuses a stream it could not fence on later.
         fn ready_on(

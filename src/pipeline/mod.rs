@@ -21,6 +21,7 @@ use crate::ready_ring::{Receiver, Token};
 use crate::slot::{DeviceState, HostSlots, HostState};
 use crate::stats::{nanos, Stats};
 use crate::sync::{native, Arc, Instant};
+use crate::trace::{Kind, Track};
 
 /// What [`Pipeline::try_pop`] found.
 #[derive(Debug)]
@@ -59,6 +60,8 @@ pub struct Pipeline<B: Backend = Cpu> {
     pop_timeout: Option<Duration>,
     lease_timeout: Duration,
     shutdown_timeout: Duration,
+    /// Decode workers in the pool (for [`Stats`]).
+    decode_threads: usize,
     copy_thread: Option<native::JoinHandle<()>>,
     feeder: Option<native::JoinHandle<()>>,
     pool: Option<rayon::ThreadPool>,
@@ -117,6 +120,20 @@ impl<B: Backend> Pipeline<B> {
     }
 
     fn pop_within(&mut self, timeout: Option<Duration>) -> Result<Option<Batch<B>>> {
+        let span = self.control.span_start();
+        let popped = self.wait_for_batch(timeout);
+        self.trace_pop(span, &popped);
+        popped
+    }
+
+    /// Records a pop span for a pop that returned a batch.
+    fn trace_pop(&self, span: Option<u64>, popped: &Result<Option<Batch<B>>>) {
+        if let Ok(Some(batch)) = popped {
+            (self.control).span(span, Kind::Pop, Track::Consumer, batch.seq(), 0);
+        }
+    }
+
+    fn wait_for_batch(&mut self, timeout: Option<Duration>) -> Result<Option<Batch<B>>> {
         if let Some(done) = self.take_ready()? {
             return Ok(done);
         }
@@ -183,7 +200,12 @@ impl<B: Backend> Pipeline<B> {
 
     /// Takes the next batch if it is ready; never blocks.
     pub fn try_pop(&mut self) -> Result<TryPop<B>> {
-        Ok(match self.take_ready()? {
+        let span = self.control.span_start();
+        let taken = self.take_ready();
+        if let Ok(Some(Some(batch))) = &taken {
+            (self.control).span(span, Kind::Pop, Track::Consumer, batch.seq(), 0);
+        }
+        Ok(match taken? {
             Some(Some(batch)) => TryPop::Batch(batch),
             Some(None) => TryPop::End,
             None => TryPop::NotReady,
@@ -257,16 +279,53 @@ impl<B: Backend> Pipeline<B> {
         }
     }
 
+    /// Writes the timeline recorded so far as Chrome trace JSON (open it in Perfetto's UI,
+    /// <https://ui.perfetto.dev>, or `chrome://tracing`); returns how many spans it holds.
+    /// Tracing is off unless [`ConfigBuilder::trace`](crate::ConfigBuilder::trace) turned
+    /// it on: then this fails with [`std::io::ErrorKind::Unsupported`]. Call it while the
+    /// pipeline runs or after the last batch; spans still being recorded are left out.
+    ///
+    /// ```
+    /// use pinring::{Config, Fence, Pipeline};
+    ///
+    /// let config = Config::builder().samples_per_batch(2).bytes_per_sample(4).trace(1024).build()?;
+    /// let copy = |s: u32, out: &mut [u8]| -> Result<(), pinring::DecodeError> {
+    ///     out.copy_from_slice(&s.to_le_bytes());
+    ///     Ok(())
+    /// };
+    /// let mut pipeline = Pipeline::new(config, pinring::decode_fn(copy), 0..8u32)?;
+    /// while let Some(batch) = pipeline.pop()? {
+    ///     batch.release(Fence::Sync)?;
+    /// }
+    /// let mut json = Vec::new();
+    /// let spans = pipeline.write_trace(&mut json)?;
+    /// assert!(spans >= 4 * 5); // source, decode, copy enqueue, H2D, pop, release per batch
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_trace(&self, out: impl std::io::Write) -> std::io::Result<usize> {
+        match &self.control.trace {
+            Some(trace) => trace.write_json(out),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "tracing is off: turn it on with ConfigBuilder::trace(spans)",
+            )),
+        }
+    }
+
     /// A snapshot of the counters and slot states.
     pub fn stats(&self) -> Stats {
         let c = &self.control.counters;
         let relaxed = native::Ordering::Relaxed;
         Stats {
+            elapsed: c.started.elapsed(),
             batches: c.batches.load(relaxed),
             bytes: c.bytes.load(relaxed),
             source: c.source.snapshot(),
             decode: c.decode.snapshot(),
+            decode_threads: self.decode_threads,
             copy: c.copy.snapshot(),
+            copy_waited_for_device_slot: Duration::from_nanos(c.copy_device_wait.load(relaxed)),
+            transfer: self.device.backend.transfer_time(),
             copies: c.copies.load(relaxed),
             consumer_stalls: c.stalls.load(relaxed),
             consumer_stall_time: Duration::from_nanos(c.stall_ns.load(relaxed)),

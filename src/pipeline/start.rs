@@ -16,6 +16,7 @@ use crate::park::ParkSlot;
 use crate::ready_ring::ready_ring;
 use crate::slot::{DeviceSlots, HostSlots, Samples};
 use crate::sync::{native, Arc};
+use crate::trace::Trace;
 
 use super::Pipeline;
 
@@ -68,7 +69,13 @@ where
         layout,
         CopyWaker(copier.clone()),
     )?;
-    let control = Arc::new(Control::new(copier.clone(), config.spin, host_slots));
+    let trace = (config.trace > 0).then(|| native::Arc::new(Trace::new(config.trace)));
+    let control = Arc::new(Control::new(
+        copier.clone(),
+        config.spin,
+        host_slots,
+        trace.clone(),
+    ));
     let per_item = config
         .decode_item_samples
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
@@ -84,6 +91,7 @@ where
         slots: DeviceSlots::new(device_slots),
         copier,
         sample_bytes: config.sample_bytes,
+        trace,
     });
     let (sender, receiver) = ready_ring(device_slots);
     let pipeline = Pipeline {
@@ -97,6 +105,7 @@ where
         pop_timeout: config.pop_timeout,
         lease_timeout: config.lease_timeout,
         shutdown_timeout: config.shutdown_timeout,
+        decode_threads: config.decode_threads,
         copy_thread: None,
         feeder: None,
         pool: None,
@@ -123,6 +132,7 @@ where
         device,
         ready: sender,
         role: CopyRole(()),
+        enqueued_at: Vec::new(),
     };
     Ok(Parts {
         pipeline,

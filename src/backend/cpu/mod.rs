@@ -265,6 +265,10 @@ impl Ops for Cpu {
         Ok(())
     }
 
+    fn transfer_time(&self) -> Option<Duration> {
+        Some(self.copy_stream.copy_time())
+    }
+
     fn completed(&self, _: &CopyRole) -> Result<u64> {
         // Acquire: pairs with the copy stream's Release store after the copies.
         Ok(self.completed.load(Ordering::Acquire))

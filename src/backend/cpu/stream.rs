@@ -54,6 +54,8 @@ struct StreamState {
     /// Called after every Signal and Complete op (the copy stream wakes the copy thread
     /// with it).
     on_signal: Option<CopyWaker>,
+    /// Nanoseconds this stream spent in copies; Relaxed (a statistic, orders nothing).
+    copy_ns: AtomicU64,
 }
 
 /// A cpu-backend stream: a thread running the operations enqueued on it, in order (the
@@ -107,6 +109,7 @@ impl CpuStream {
             }),
             cv: Condvar::new(),
             on_signal,
+            copy_ns: AtomicU64::new(0),
         });
         let thread_state = state.clone();
         Builder::new()
@@ -118,6 +121,11 @@ impl CpuStream {
                 marker: Arc::new(EventState::new()),
             }),
         })
+    }
+
+    /// Time this stream has spent in copies so far.
+    pub(super) fn copy_time(&self) -> Duration {
+        Duration::from_nanos(self.handle.state.copy_ns.load(Ordering::Relaxed))
     }
 
     pub(super) fn push(&self, op: Op) {
@@ -244,10 +252,13 @@ fn run(state: &StreamState) {
         let signalled = matches!(op, Op::Signal { .. } | Op::Complete { .. });
         match op {
             Op::Copy { src, dst, len } => {
+                let t = Instant::now();
                 // SAFETY: see `Op`'s Send impl: both ranges are valid and owned by this
                 // stream for the op's duration under the slot protocol, and they lie in
                 // different allocations, so they do not overlap.
                 unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
+                let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                state.copy_ns.fetch_add(ns, Ordering::Relaxed);
             }
             Op::Signal { event, epoch } => event.complete(epoch),
             // Release: pairs with the copy thread's Acquire load in `completed`.

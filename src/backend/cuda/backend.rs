@@ -29,8 +29,8 @@ use crate::Fence;
 pub struct Cuda {
     /// READY(d): recorded on the copy stream after each copy into device slot d.
     ready: Box<[Owned<Event>]>,
-    /// COPIED(h): recorded on the copy stream after each copy out of host slot h; the
-    /// completion thread follows them.
+    /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
+    /// h (one record per run, after its last batch); the completion thread follows them.
     copied: Box<[Owned<Event>]>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
@@ -304,19 +304,30 @@ impl Ops for Cuda {
                 .call("cuMemcpyHtoDAsync")
                 .map_err(CopyFailed::at_start)?;
         }
-        for (i, (_, h, d)) in run.each().enumerate() {
+        // Each batch's own READY point, then one COPIED point for the whole run.
+        let mut ready = Ok(());
+        let mut enqueued = 0;
+        for (_, _, d) in run.each() {
             // SAFETY: live handles of this backend, recorded by the copy thread only.
-            unsafe { result::event::record(self.ready[d.0].raw(), stream) }
-                .call("cuEventRecord")
-                .map_err(|error| CopyFailed { enqueued: i, error })?;
-            // SAFETY: as above. (Should this record fail, the batch's copy still completes,
-            // but the completion thread would not learn of it: the batch fails.)
-            unsafe { result::event::record(self.copied[h.0].raw(), stream) }
-                .call("cuEventRecord")
-                .map_err(|error| CopyFailed { enqueued: i, error })?;
+            ready = unsafe { result::event::record(self.ready[d.0].raw(), stream) }
+                .call("cuEventRecord");
+            if ready.is_err() {
+                break;
+            }
+            enqueued += 1;
         }
-        self.completion.recorded(run.end());
-        Ok(())
+        if enqueued > 0 {
+            // SAFETY: as above. COPIED(h) of the run's first host slot is not recorded again
+            // before the completion thread has seen this record complete (the slot is freed
+            // only then). Should this record fail, the copies still complete but the
+            // completion thread would not learn of it: the run fails.
+            unsafe { result::event::record(self.copied[run.host.0].raw(), stream) }
+                .call("cuEventRecord")
+                .map_err(|error| CopyFailed { enqueued: 0, error })?;
+            self.completion
+                .recorded(run.host, run.first + enqueued as u64);
+        }
+        ready.map_err(|error| CopyFailed { enqueued, error })
     }
 
     fn completed(&self, _: &CopyRole) -> Result<u64> {

@@ -2,19 +2,24 @@
 //! thread: a thread of its own (`pinring-complete`) follows the copies in order and wakes
 //! the copy thread as each completes.
 //!
-//! The copy thread records host slot `h`'s COPIED event after the copy of each batch out of
-//! it, then publishes the run's end in `recorded` (Release). The completion thread
-//! Acquire-loads `recorded` and walks the batches from the first not yet complete: it
-//! queries each one's COPIED event and steps over those that completed; at the first that
-//! has not, it spins on the query for a few tens of µs (a copy of a small batch takes that
-//! long), then waits in the driver (`cuEventSynchronize` on an event created with
-//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). Each time it
-//! steps past batches it publishes their end in `completed` (Release) and wakes the copy
-//! thread, which frees their host slots. Ordering: the completion thread never looks at a
-//! batch's event before reading `recorded` past it (so the record it looks at is that
-//! batch's), and a host slot's COPIED event is recorded again only after the slot was freed,
-//! which needs `completed` past it: each query or wait is on exactly the record it means.
-//! When nothing is in flight it parks.
+//! Copies go in runs of consecutive batches (host slots `h..h + n`). After a run the copy
+//! thread records ONE event, COPIED(h) of the run's first host slot, writes the run's end
+//! in `run_end[h]` and then publishes it in `recorded` (Release). The completion thread
+//! Acquire-loads `recorded` and walks the runs from the first not yet complete (`done`,
+//! always a run's start): it reads the run's end from `run_end[done % H]`, queries COPIED
+//! and steps over the runs that completed; at the first that has not, it spins on the
+//! query for a few tens of µs (a copy of a small batch takes that long), then waits in the
+//! driver (`cuEventSynchronize` on an event created with `CU_EVENT_BLOCKING_SYNC`, which
+//! parks the thread instead of spinning). Each time it steps past runs it publishes their
+//! end in `completed` (Release) and wakes the copy thread, which frees their host slots.
+//!
+//! Ordering: the completion thread never looks at a run's `run_end` entry or event before
+//! reading `recorded` past the run's start (so the entry and the record it looks at are
+//! that run's), and a host slot's `run_end` entry and COPIED event are written again only
+//! by a run that starts there after the slot was freed, which needs `completed` past it:
+//! each query or wait is on exactly the record it means. One record per run (not per
+//! batch) keeps the copy thread's cost per batch to the batch's READY record. When nothing
+//! is in flight the completion thread parks.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -26,21 +31,38 @@ use cudarc::driver::DriverError;
 use crate::backend::private::CopyWaker;
 use crate::error::Result;
 use crate::park::ParkSlot;
-use crate::sync::native::{Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering};
+use crate::slot::HostIdx;
+use crate::sync::native::{
+    sleep, Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering,
+};
 
 use super::driver;
 
-/// How long the completion thread spins on a copy before it waits in the driver: about a
-/// small batch's copy, so that a steady stream of them is followed without a driver wake-up
-/// per batch, and an idle pipeline costs nothing.
-const SPIN: Duration = Duration::from_micros(40);
+/// How long the completion thread spins on a copy (phase 1): about a run of small batches'
+/// copy, so that a steady stream of them is followed without a wake-up per run.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// The first nap of phase 2 (each next one doubles, up to [`NAP_MAX`]).
+const NAP_FIRST: Duration = Duration::from_micros(20);
+/// The longest nap of phase 2.
+const NAP_MAX: Duration = Duration::from_micros(200);
+/// How long phase 2 lasts before the completion thread waits in the driver (phase 3).
+const NAPS_UNTIL: Duration = Duration::from_millis(2);
+
+/// How long the spin waits between two queries: each query takes the driver's locks, which
+/// the copy thread's and the consumer's calls need too.
+const QUERY_EVERY: Duration = Duration::from_micros(2);
 
 /// What the copy thread and the completion thread share.
 struct Shared {
-    /// Batches whose copies are enqueued with their COPIED points recorded. Stored
-    /// (Release) by the copy thread after the records; loaded (Acquire) by the completion
-    /// thread before it looks at their events.
+    /// Batches whose copies are enqueued with their runs' COPIED points recorded. Stored
+    /// (Release) by the copy thread after the record and `run_end`; loaded (Acquire) by the
+    /// completion thread before it looks at either.
     recorded: AtomicU64,
+    /// The end (sequence after the last batch) of the run that starts at each host slot.
+    /// Written (Relaxed) by the copy thread before its Release store of `recorded`, read
+    /// (Relaxed) by the completion thread after its Acquire load of it.
+    run_end: Box<[AtomicU64]>,
     /// Batches whose copies have completed. Stored (Release) by the completion thread after
     /// it saw their events complete; loaded (Acquire) by the copy thread.
     completed: AtomicU64,
@@ -84,6 +106,7 @@ impl Completion {
     pub(super) fn start(ctx: CUcontext, copied: Vec<CUevent>, waker: CopyWaker) -> Result<Self> {
         let shared = Arc::new(Shared {
             recorded: AtomicU64::new(0),
+            run_end: copied.iter().map(|_| AtomicU64::new(0)).collect(),
             completed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -109,12 +132,15 @@ impl Completion {
         })
     }
 
-    /// Copy thread: the copies of batches before `end` are enqueued, each with its COPIED
-    /// record.
-    pub(super) fn recorded(&self, end: u64) {
-        // Release: the records happen-before the completion thread looks at them.
-        self.shared.recorded.store(end, Ordering::Release);
-        self.shared.park.wake();
+    /// Copy thread: the run that starts at host slot `first` is enqueued up to batch `end`
+    /// (exclusive), with its COPIED record.
+    pub(super) fn recorded(&self, first: HostIdx, end: u64) {
+        let shared = &*self.shared;
+        shared.run_end[first.0].store(end, Ordering::Relaxed);
+        // Release: the record and `run_end` happen-before the completion thread looks at
+        // them.
+        shared.recorded.store(end, Ordering::Release);
+        shared.park.wake();
     }
 
     /// Copy thread: batches whose copies have completed, or the device error that stopped
@@ -140,6 +166,44 @@ impl Completion {
                 let _ = thread.join();
             }
         }
+    }
+}
+
+/// Phase 1: whether `event` completed within [`SPIN`].
+fn spin(event: CUevent) -> std::result::Result<bool, DriverError> {
+    let start = Instant::now();
+    loop {
+        if query(event)? {
+            return Ok(true);
+        }
+        if start.elapsed() >= SPIN {
+            return Ok(false);
+        }
+        pause(QUERY_EVERY);
+    }
+}
+
+/// Phases 2 and 3: returns once `event` has completed.
+fn nap_then_block(event: CUevent) -> std::result::Result<(), DriverError> {
+    let start = Instant::now();
+    let mut nap = NAP_FIRST;
+    while start.elapsed() < NAPS_UNTIL {
+        sleep(nap);
+        if query(event)? {
+            return Ok(());
+        }
+        nap = (nap * 2).min(NAP_MAX);
+    }
+    // SAFETY: a live event of the backend; a blocking-sync event parks this thread until
+    // it completes.
+    unsafe { result::event::synchronize(event) }
+}
+
+/// Spins for `d` without calling into the driver.
+fn pause(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 
@@ -181,32 +245,29 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
             return; // stopped
         }
         while done < recorded {
-            // Batch `done`'s COPIED record was made before `recorded` passed it (Acquire
-            // above), and is not made again before `completed` passes it (below).
-            let event = copied[(done % slots) as usize];
-            let start = Instant::now();
-            let complete = loop {
-                match query(event) {
-                    Ok(true) => break true,
-                    Ok(false) if start.elapsed() < SPIN => std::hint::spin_loop(),
-                    Ok(false) => break false,
-                    Err(e) => return fail(e),
-                }
+            // The run starting at `done` was published before `recorded` passed it
+            // (Acquire above), and its entry and record are not rewritten before
+            // `completed` passes it (below).
+            let slot = (done % slots) as usize;
+            let (event, end) = (copied[slot], shared.run_end[slot].load(Ordering::Relaxed));
+            let complete = match spin(event) {
+                Ok(complete) => complete,
+                Err(e) => return fail(e),
             };
             if !complete {
-                // Tell the copy thread what completed so far, then wait in the driver.
+                // Tell the copy thread what completed so far, then wait longer.
                 shared.completed.store(done, Ordering::Release);
                 waker.wake();
-                // SAFETY: as above; a blocking-sync event parks this thread until then.
-                if let Err(e) = unsafe { result::event::synchronize(event) } {
+                if let Err(e) = nap_then_block(event) {
                     return fail(e);
                 }
             }
-            done += 1;
-            // Step over every later batch already complete before publishing.
+            done = end;
+            // Step over every later run already complete before publishing.
             while done < recorded {
-                match query(copied[(done % slots) as usize]) {
-                    Ok(true) => done += 1,
+                let slot = (done % slots) as usize;
+                match query(copied[slot]) {
+                    Ok(true) => done = shared.run_end[slot].load(Ordering::Relaxed),
                     Ok(false) => break,
                     Err(e) => return fail(e),
                 }
