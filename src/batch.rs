@@ -109,6 +109,50 @@ impl<B: Backend> Batch<B> {
         self.slot
     }
 
+    /// The stable ids of the batch's samples, in order (one per sample), where the samples
+    /// carry them ([`Decode::identify`](crate::Decode::identify): a
+    /// [`Sampler`](crate::source::Sampler)'s windows do); empty otherwise. An id is the
+    /// window's index in the dataset's fixed enumeration
+    /// ([`WindowSpec::id`](crate::source::WindowSpec::id)), the same whatever the order,
+    /// seed, rank or world size, so a rank can log or check exactly what it saw.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, NextToken, TokenShards, TokenType};
+    /// use pinring::{Config, Fence, Pipeline};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-ids-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &(0..100u16).collect::<Vec<_>>())?; // 11 windows of 9
+    /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(9).stride(9).build()?;
+    /// let decoder = NextToken::new(TokenType::I32);
+    /// let config = Config::builder().samples_per_batch(4).bytes_per_sample(decoder.sample_bytes(9)).build()?;
+    /// // Two epochs of 11 windows: batches of 4, 4, 3 in each (a batch never spans two).
+    /// let mut pipeline = Pipeline::new(config, decoder, sampler.iter().until_epoch(2))?;
+    /// let mut seen = Vec::new();
+    /// while let Some(batch) = pipeline.pop()? {
+    ///     seen.push((batch.epoch(), batch.sample_ids().to_vec()));
+    ///     batch.release(Fence::Sync)?;
+    /// }
+    /// assert_eq!(seen.len(), 6);
+    /// assert_eq!(seen[2], (0, vec![8, 9, 10]));
+    /// assert_eq!(seen[3], (1, vec![0, 1, 2, 3]));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sample_ids(&self) -> &[u64] {
+        // SAFETY: this batch holds the lease of its slot until it is released or dropped,
+        // which takes `self`; the slice borrows `self`.
+        unsafe { self.device.slots.leased_ids(self.slot, self.samples).0 }
+    }
+
+    /// The epoch the batch's samples were drawn for, where they carry it (as
+    /// [`sample_ids`](Self::sample_ids)); 0 otherwise. A batch never spans two epochs: the
+    /// last batch of an epoch may be short (or, with
+    /// [`LastBatch::Drop`](crate::LastBatch::Drop), dropped).
+    pub fn epoch(&self) -> u64 {
+        // SAFETY: as in `sample_ids`.
+        unsafe { self.device.slots.leased_ids(self.slot, self.samples).1 }.unwrap_or(0)
+    }
+
     /// Makes `stream` wait, stream-side, until the batch is on the device; the host does
     /// not block. Binds the batch to `stream`: dropping it then fences on `stream`. A
     /// stream the backend could not fence on at drop (cuda: a stream of another context)

@@ -157,7 +157,8 @@ impl<B: Backend> Copier<B> {
         {
             batches += 1;
         }
-        let mut last_samples = 0;
+        // Each batch's samples: any may be short (the last of an epoch, or of the source).
+        let mut counts = [0usize; MAX_RUN];
         for i in 0..batches as u64 {
             // SAFETY: this is the copy thread, and `can_take(k + i)` held (above, or the
             // caller's for `k`).
@@ -173,14 +174,20 @@ impl<B: Backend> Copier<B> {
             }
             // SAFETY: this is the copy thread, and batch k + i is FILLED (above, or the
             // caller's check for `k`).
-            last_samples = unsafe { host.start_copy(k + i) };
+            let samples = unsafe { host.start_copy(k + i) };
+            counts[i as usize] = samples;
+            // SAFETY: this is the copy thread, and batch k + i is IN_FLIGHT (just above).
+            let ids = unsafe { host.ids() };
+            // SAFETY: this is the copy thread; batch k + i's device slot is COPYING (above)
+            // and its host slot IN_FLIGHT.
+            unsafe { device.slots.copy_ids(k + i, ids, host.idx(k + i), samples) };
         }
         let run = CopyRun {
             first: k,
             host: h,
             device: d,
             batches,
-            last_bytes: last_samples * device.sample_bytes,
+            last_bytes: counts[batches - 1] * device.sample_bytes,
         };
         self.control
             .counters
@@ -201,11 +208,7 @@ impl<B: Backend> Copier<B> {
             let seq = k + i;
             // SAFETY: this is the copy thread, after `start_copy(seq)` on the device slot.
             unsafe { device.slots.lease(seq) };
-            let samples = if seq + 1 == run.end() {
-                last_samples
-            } else {
-                host.per_batch()
-            };
+            let samples = counts[i as usize];
             let token = Token::Batch {
                 seq,
                 slot: device.slots.idx(seq).0,

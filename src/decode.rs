@@ -19,6 +19,22 @@ pub trait Decode: Send + Sync + 'static {
 
     /// Writes `sample` into `out`.
     fn decode(&self, sample: Self::Sample, out: &mut [u8]) -> Result<(), DecodeError>;
+
+    /// The sample's stable id and the epoch it was drawn for, when it carries them: the
+    /// feeder records them, so that a [`Batch`](crate::Batch) can say which samples it
+    /// holds ([`sample_ids`](crate::Batch::sample_ids)) and which epoch it belongs to
+    /// ([`epoch`](crate::Batch::epoch)), and a batch never spans two epochs. The
+    /// decoders of [`source`](crate::source) return the ids of their windows
+    /// ([`Identified`](crate::source::Identified)); the default (and [`decode_fn`]) returns
+    /// `None`: batches then carry no ids. A decoder of your own over sampler windows
+    /// implements it as `Some((sample.id(), sample.epoch()))`.
+    fn identify(sample: &Self::Sample) -> Option<(u64, u64)>
+    where
+        Self: Sized,
+    {
+        let _ = sample;
+        None
+    }
 }
 
 /// A [`Decode`] made from a closure; see [`decode_fn`].
@@ -74,5 +90,9 @@ impl<D: Decode> Decode for std::sync::Arc<D> {
     #[inline]
     fn decode(&self, sample: Self::Sample, out: &mut [u8]) -> Result<(), DecodeError> {
         (**self).decode(sample, out)
+    }
+
+    fn identify(sample: &Self::Sample) -> Option<(u64, u64)> {
+        D::identify(sample)
     }
 }

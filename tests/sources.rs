@@ -792,16 +792,23 @@ fn resumed_pipeline_gives_the_batches_of_a_continuous_run() {
         .shard(1, 2)
         .build()
         .unwrap();
-    let total = 3 * sampler.epoch_len() as usize / B + 5; // crosses epoch boundaries
+    // Crosses epoch boundaries; a batch ends at each (the epochs are not multiples of B).
+    let samples = 3 * sampler.epoch_len() as usize + 5 * B;
+    let sample_bytes = decoder.sample_bytes(W);
     let mut continuous = Vec::new();
     let mut p = Pipeline::new(
         token_config(&decoder, W, B),
         decoder,
-        sampler.iter().take(total * B),
+        sampler.iter().take(samples),
     )
     .unwrap();
-    assert_eq!(drain(&mut p, None, &mut continuous), total);
+    let total = drain(&mut p, None, &mut continuous);
     drop(p);
+    assert_eq!(
+        continuous.iter().map(Vec::len).sum::<usize>(),
+        samples * sample_bytes
+    );
+    assert!(total > samples / B, "short batches at the epochs' ends");
 
     for stop in [1, sampler.epoch_len() as usize / B + 1, total - 1] {
         let mut resumed = Vec::new();
@@ -810,11 +817,12 @@ fn resumed_pipeline_gives_the_batches_of_a_continuous_run() {
             Pipeline::new(token_config(&decoder, W, B), decoder, sampler.iter()).unwrap();
         assert_eq!(drain(&mut first, Some(stop), &mut resumed), stop);
         drop(first);
-        let at = sampler.position_after(Position::default(), (stop * B) as u64);
+        let consumed = resumed.iter().map(Vec::len).sum::<usize>() / sample_bytes;
+        let at = sampler.position_after(Position::default(), consumed as u64);
         let mut second = Pipeline::new(
             token_config(&decoder, W, B),
             decoder,
-            sampler.iter_from(at).unwrap().take((total - stop) * B),
+            sampler.iter_from(at).unwrap().take(samples - consumed),
         )
         .unwrap();
         assert_eq!(drain(&mut second, None, &mut resumed), total - stop);

@@ -115,8 +115,9 @@ pub(crate) mod private {
 
     /// One copy the copy thread asks for: a run of `batches` consecutive batches from
     /// `first`, in consecutive host slots from `host` and consecutive device slots from
-    /// `device` (neither wraps around), every one a full batch but the last, which has
-    /// `last_bytes` bytes. The backend copies them (in one piece where it can), then
+    /// `device` (neither wraps around). Every batch but the last is copied whole (a short
+    /// one, the last of an epoch, takes its stale tail along, which no one reads); the last
+    /// has `last_bytes` bytes. The backend copies them (in one piece where it can), then
     /// records each batch's READY point and, after the run, its completion point.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct CopyRun {

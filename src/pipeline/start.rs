@@ -31,7 +31,7 @@ const ITEM_BYTES: usize = 512 << 10;
 pub(crate) struct Parts<B: Backend, D: Decode, I> {
     /// The consumer's side (it owns no threads yet).
     pub(crate) pipeline: Pipeline<B>,
-    pub(crate) feeder: Feeder<D::Sample, I>,
+    pub(crate) feeder: Feeder<D, I>,
     /// Shared by every decode worker: each runs `decode.run_worker()`.
     pub(crate) decode: Arc<DecodeWork<D>>,
     pub(crate) copier: Copier<B>,
@@ -88,7 +88,7 @@ where
     let cells = Arc::new(Samples::new(host_slots, config.samples_per_batch));
     let device = Arc::new(DeviceSide {
         backend,
-        slots: DeviceSlots::new(device_slots),
+        slots: DeviceSlots::new(device_slots, config.samples_per_batch),
         copier,
         sample_bytes: config.sample_bytes,
         trace,
@@ -125,6 +125,7 @@ where
         source: samples.into_iter(),
         per_batch: config.samples_per_batch,
         last_batch: config.last_batch,
+        decoder: std::marker::PhantomData,
     };
     let copier = Copier {
         control,

@@ -4,8 +4,9 @@
 use crate::park::ParkSlot;
 use crate::sync::UnsafeCell;
 
+use super::ids::SlotIds;
 use super::stamp::{DeviceState, Stamp};
-use super::DeviceIdx;
+use super::{DeviceIdx, HostIdx};
 
 /// One device slot's protocol state.
 #[derive(Debug)]
@@ -21,6 +22,9 @@ struct DeviceSlot<F> {
 #[derive(Debug)]
 pub(crate) struct DeviceSlots<F> {
     slots: Box<[DeviceSlot<F>]>,
+    /// The ids and epoch of each slot's batch: written by the copy thread while COPYING,
+    /// read by the lease holder.
+    ids: SlotIds,
 }
 
 // SAFETY: a fence cell is touched only by the owner the slot's stamp names (the releasing
@@ -29,8 +33,8 @@ pub(crate) struct DeviceSlots<F> {
 unsafe impl<F: Send> Sync for DeviceSlots<F> {}
 
 impl<F> DeviceSlots<F> {
-    /// Slot `d` starts FREE(d), for batch `d`.
-    pub(crate) fn new(device_slots: usize) -> Self {
+    /// Slot `d` starts FREE(d), for batch `d`; batches of up to `per_batch` samples.
+    pub(crate) fn new(device_slots: usize, per_batch: usize) -> Self {
         DeviceSlots {
             slots: (0..device_slots)
                 .map(|d| DeviceSlot {
@@ -38,7 +42,34 @@ impl<F> DeviceSlots<F> {
                     fence: UnsafeCell::new(None),
                 })
                 .collect(),
+            ids: SlotIds::new(device_slots, per_batch),
         }
+    }
+
+    /// Copies batch `k`'s `n` ids and epoch from its host slot `h` into its device slot.
+    ///
+    /// # Safety
+    /// Only the copy thread calls this, between `start_copy(k)` and `lease(k)` (the device
+    /// slot is COPYING(k), the copy thread's), while batch `k`'s host slot is FILLED or
+    /// IN_FLIGHT (see [`HostSlots::ids`](super::HostSlots::ids)).
+    pub(crate) unsafe fn copy_ids(&self, k: u64, host: &SlotIds, h: HostIdx, n: usize) {
+        // SAFETY: the copy thread owns the device slot and may read the host slot (this
+        // function's contract).
+        unsafe { self.ids.copy_from(self.idx(k).0, host, h.0, n) }
+    }
+
+    /// The ids of the `n` samples of the batch leased in slot `d` (empty if its samples
+    /// carry none) and its epoch.
+    ///
+    /// # Safety
+    /// The caller holds the lease of slot `d` (the batch's token was popped and the batch
+    /// not yet released), for as long as the slice lives: the copy thread writes the
+    /// slot's ids only after a release.
+    pub(crate) unsafe fn leased_ids(&self, d: DeviceIdx, n: usize) -> (&[u64], Option<u64>) {
+        // SAFETY: the caller holds the lease (this function's contract).
+        let ids = unsafe { self.ids.ids(d.0, n) };
+        // SAFETY: as above.
+        (ids, unsafe { self.ids.epoch(d.0) })
     }
 
     /// How many device slots (D).

@@ -11,6 +11,7 @@ use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 
+use super::ids::SlotIds;
 use super::stamp::{HostState, Stamp};
 use super::HostIdx;
 
@@ -41,6 +42,9 @@ pub(crate) struct HostSlots {
     per_batch: usize,
     /// Samples per decode work item (the last item of a batch may have fewer).
     per_item: usize,
+    /// The ids and epoch of each slot's batch: written by the feeder while FILLING, read
+    /// by the copy thread once FILLED.
+    ids: SlotIds,
 }
 
 /// The samples gathered for each host slot, one cell per sample: written by the feeder
@@ -113,7 +117,17 @@ impl HostSlots {
                 .collect(),
             per_batch,
             per_item,
+            ids: SlotIds::new(host_slots, per_batch),
         }
+    }
+
+    /// Batch `k`'s ids and epoch, as [`SlotIds`] slot `idx(k)`.
+    ///
+    /// # Safety
+    /// Only the copy thread reads them, while batch `k` is FILLED or IN_FLIGHT (after it
+    /// Acquired FILLED(k)).
+    pub(crate) unsafe fn ids(&self) -> &SlotIds {
+        &self.ids
     }
 
     /// Host slot of batch `k`.
@@ -129,11 +143,6 @@ impl HostSlots {
     /// How many host slots (H).
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
-    }
-
-    /// Samples in a full batch.
-    pub(crate) fn per_batch(&self) -> usize {
-        self.per_batch
     }
 
     /// Work items a full batch splits into.
@@ -280,6 +289,18 @@ impl<S> Filling<'_, S> {
             // SAFETY: the slot is FILLING(k), the feeder's alone (`begin_fill`).
             unsafe { *p = Some(sample) }
         });
+    }
+
+    /// Records sample `j`'s stable id.
+    pub(crate) fn identify(&mut self, j: usize, id: u64) {
+        // SAFETY: the slot is FILLING(k), the feeder's alone.
+        unsafe { self.slots.ids.set_id(self.slots.idx(self.k).0, j, id) }
+    }
+
+    /// Records the batch's epoch (`None`: its samples carry no ids).
+    pub(crate) fn set_epoch(&mut self, epoch: Option<u64>) {
+        // SAFETY: the slot is FILLING(k), the feeder's alone.
+        unsafe { self.slots.ids.set_epoch(self.slots.idx(self.k).0, epoch) }
     }
 
     /// Hands the batch of `n` samples to the decode workers: writes the count, arms the

@@ -18,6 +18,7 @@
 
 mod device;
 mod host;
+mod ids;
 mod stamp;
 
 pub(crate) use device::DeviceSlots;

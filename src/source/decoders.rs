@@ -199,6 +199,10 @@ impl Tokens {
 impl Decode for Tokens {
     type Sample = TokenWindow;
 
+    fn identify(window: &TokenWindow) -> Option<(u64, u64)> {
+        Some((window.id(), window.epoch()))
+    }
+
     fn decode(&self, window: TokenWindow, out: &mut [u8]) -> Result<(), DecodeError> {
         let n = window.bytes().len() / window.format().token_bytes();
         let need = n * self.ty.bytes();
@@ -262,6 +266,10 @@ impl NextToken {
 impl Decode for NextToken {
     type Sample = TokenWindow;
 
+    fn identify(window: &TokenWindow) -> Option<(u64, u64)> {
+        Some((window.id(), window.epoch()))
+    }
+
     fn decode(&self, window: TokenWindow, out: &mut [u8]) -> Result<(), DecodeError> {
         let n = window.bytes().len() / window.format().token_bytes();
         let t = n.saturating_sub(1);
@@ -306,6 +314,10 @@ pub struct RecordBytes;
 
 impl Decode for RecordBytes {
     type Sample = RecordWindow;
+
+    fn identify(window: &RecordWindow) -> Option<(u64, u64)> {
+        Some((window.id(), window.epoch()))
+    }
 
     fn decode(&self, window: RecordWindow, out: &mut [u8]) -> Result<(), DecodeError> {
         let src = window.bytes();
