@@ -21,6 +21,7 @@ Importing pinring needs neither torch, numpy nor cupy: their objects are duck-ty
 
 from ._pinring import (
     Batch,
+    CheckpointError,
     ConfigError,
     CudaError,
     DecodeError,
@@ -32,10 +33,12 @@ from ._pinring import (
     StoppedError,
     TokenWindows,
     __version__,
+    merge_states,
 )
 
 __all__ = [
     "Batch",
+    "CheckpointError",
     "ConfigError",
     "CudaError",
     "DecodeError",
@@ -47,4 +50,5 @@ __all__ = [
     "StoppedError",
     "TokenWindows",
     "__version__",
+    "merge_states",
 ]

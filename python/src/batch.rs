@@ -37,6 +37,16 @@ pub(crate) enum AnyBatch {
     Cuda(Batch<Cuda>),
 }
 
+impl AnyBatch {
+    /// Samples in the batch.
+    pub(crate) fn samples(&self) -> usize {
+        match self {
+            AnyBatch::Cpu(b) => b.samples(),
+            AnyBatch::Cuda(b) => b.samples(),
+        }
+    }
+}
+
 /// The lease and what `release(event=None)` needs to know.
 #[derive(Debug)]
 struct Lease {
@@ -79,6 +89,10 @@ pub struct PyBatch {
     device: Device,
     /// The slot's address (a host pointer on cpu, a `CUdeviceptr` on cuda).
     ptr: u64,
+    /// The epoch the batch's samples belong to.
+    epoch: u64,
+    /// Each sample's id, in row order.
+    ids: Box<[u64]>,
 }
 
 impl PyBatch {
@@ -98,6 +112,10 @@ impl PyBatch {
             ),
             AnyBatch::Cuda(b) => (b.seq(), b.samples(), b.slot(), b.device_ptr()),
         };
+        let (epoch, ids) = match &batch {
+            AnyBatch::Cpu(b) => (b.epoch(), b.sample_ids().into()),
+            AnyBatch::Cuda(b) => (b.epoch(), b.sample_ids().into()),
+        };
         PyBatch {
             cell: Arc::new(BatchCell {
                 lease: Mutex::new(Lease {
@@ -112,6 +130,8 @@ impl PyBatch {
             row,
             device,
             ptr,
+            epoch,
+            ids,
         }
     }
 
@@ -468,6 +488,27 @@ impl PyBatch {
     #[getter]
     fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The epoch (from 0) every sample of the batch belongs to: a batch never spans two
+    /// epochs.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Each sample's id, in row order, as a read-only numpy uint64 array: the window's
+    /// index in the dataset's fixed enumeration (shard by shard, window by window),
+    /// the same whatever the order, seed, rank or world size. Needs numpy.
+    #[getter]
+    fn sample_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let numpy = py.import("numpy").map_err(|e| {
+            pyo3::exceptions::PyImportError::new_err(format!(
+                "Batch.sample_ids is a numpy array: install numpy ({e})"
+            ))
+        })?;
+        let bytes: Vec<u8> = self.ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        numpy.call_method1("frombuffer", (pyo3::types::PyBytes::new(py, &bytes), "<u8"))
     }
 
     /// Samples (rows) in the batch: batch_size, or fewer for a short last batch.

@@ -31,6 +31,8 @@ pub(crate) enum Kind {
     Stopped,
     /// `pinring.CudaError` (also `RuntimeError`).
     Cuda,
+    /// `pinring.CheckpointError` (also `ValueError`).
+    Checkpoint,
 }
 
 /// The classes, in [`Kind`] order after `Base`.
@@ -42,6 +44,7 @@ struct Classes {
     pop_timeout: Py<PyType>,
     stopped: Py<PyType>,
     cuda: Py<PyType>,
+    checkpoint: Py<PyType>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -63,6 +66,10 @@ const DOC_STOPPED: &str = "The loader has stopped (closed, or after an error rep
 const DOC_CUDA: &str = "A CUDA driver call failed, no driver or no such device was found, or a \
     release fence was rejected; `call` and `code` name the driver call and its CUresult. Also a \
     RuntimeError.";
+const DOC_CHECKPOINT: &str = "A loader state was refused: it is not a state dict, it belongs to \
+    another dataset (file names and sizes), seq_len, record size, order or seed, the ranks it was \
+    merged from consumed unequal counts, or the loader already delivered a batch. Also a \
+    ValueError.";
 
 fn new_class<'py>(
     py: Python<'py>,
@@ -106,6 +113,11 @@ fn make(py: Python<'_>) -> PyResult<Classes> {
         )?,
         stopped: with(py.get_type::<PyRuntimeError>(), "StoppedError", DOC_STOPPED)?,
         cuda: with(py.get_type::<PyRuntimeError>(), "CudaError", DOC_CUDA)?,
+        checkpoint: with(
+            py.get_type::<PyValueError>(),
+            "CheckpointError",
+            DOC_CHECKPOINT,
+        )?,
         base,
     })
 }
@@ -126,6 +138,7 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
         ("PopTimeout", &c.pop_timeout),
         ("StoppedError", &c.stopped),
         ("CudaError", &c.cuda),
+        ("CheckpointError", &c.checkpoint),
     ] {
         module.add(name, class.bind(py))?;
     }
@@ -149,6 +162,7 @@ fn build<'py>(
             Kind::PopTimeout => &c.pop_timeout,
             Kind::Stopped => &c.stopped,
             Kind::Cuda => &c.cuda,
+            Kind::Checkpoint => &c.checkpoint,
         };
         let exc = class.bind(py).call1((message.as_str(),))?;
         for (name, value) in attrs {
@@ -176,6 +190,12 @@ pub(crate) fn kind_of(e: &pinring::Error) -> Kind {
     match e {
         E::Config(_) => Kind::Config,
         E::Decode { .. } | E::DecoderPanic { .. } => Kind::Decode,
+        E::Source(
+            SourceError::CheckpointMismatch { .. }
+            | SourceError::CheckpointPastEpoch { .. }
+            | SourceError::UnequalRanks { .. }
+            | SourceError::BadCheckpointText { .. },
+        ) => Kind::Checkpoint,
         E::SourcePanic { .. } | E::Source(_) => Kind::Source,
         E::Backend { .. } | E::Fence(_) => Kind::Cuda,
         E::PopTimeout { .. } => Kind::PopTimeout,

@@ -16,6 +16,7 @@ mod device;
 mod errors;
 mod loader;
 mod source;
+mod state;
 
 /// The module `pinring._pinring`.
 #[pymodule]
@@ -25,6 +26,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<source::FixedRecords>()?;
     module.add_class::<loader::Loader>()?;
     module.add_class::<batch::PyBatch>()?;
+    module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

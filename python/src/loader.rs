@@ -1,6 +1,6 @@
 //! `pinring.Loader`: a pipeline of either backend over a built-in source.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -8,7 +8,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use pinring::source::RecordBytes;
+use pinring::source::{Checkpoint, RecordBytes, Sampler, Samples, Segmented};
 use pinring::{
     Backend, Config, ConfigBuilder, Cpu, Cuda, CudaOptions, LastBatch, Pipeline, Stats, StopHandle,
     TryPop,
@@ -18,6 +18,7 @@ use crate::batch::{AnyBatch, PyBatch};
 use crate::device::{self, Device, DeviceRequest};
 use crate::errors::{self, Kind};
 use crate::source::{self, Row, Spec};
+use crate::state;
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
 const SLICE: Duration = Duration::from_millis(30);
@@ -119,15 +120,139 @@ fn count(py: Python<'_>, name: &str, value: i128) -> PyResult<usize> {
         .ok_or_else(|| errors::config(py, format!("{name} must be at least 1, got {value}")))
 }
 
-/// Starts `spec`'s source on a pipeline of backend `B`, delivering `take` samples.
-fn start<B: Backend>(config: Config<B>, spec: &Spec, take: usize) -> pinring::Result<Pipeline<B>> {
-    // An endless loader takes usize::MAX samples: endless in practice. Issue 14's resume
-    // will start these iterators at a saved `Position` (`Sampler::iter_from`).
+/// `sampler`'s samples from `from` (the start of epoch 0 when `None`) to the end of epoch
+/// `epochs - 1` (endless when `None`).
+fn samples<S: Segmented>(
+    sampler: &Sampler<S>,
+    from: Option<&Checkpoint>,
+    epochs: Option<u64>,
+) -> pinring::Result<Samples<S>> {
+    let samples = match from {
+        None => sampler.iter(),
+        Some(state) => sampler.iter_from_checkpoint(state)?,
+    };
+    Ok(match epochs {
+        Some(end) => samples.until_epoch(end),
+        None => samples,
+    })
+}
+
+/// Starts `spec`'s source on a pipeline of backend `B`, from `from` for `epochs`.
+fn start<B: Backend>(
+    config: Config<B>,
+    spec: &Spec,
+    from: Option<&Checkpoint>,
+    epochs: Option<u64>,
+) -> pinring::Result<Pipeline<B>> {
     match spec {
         Spec::Tokens { sampler, decoder } => {
-            Pipeline::new(config, *decoder, sampler.iter().take(take))
+            Pipeline::new(config, *decoder, samples(sampler, from, epochs)?)
         }
-        Spec::Records { sampler } => Pipeline::new(config, RecordBytes, sampler.iter().take(take)),
+        Spec::Records { sampler } => {
+            Pipeline::new(config, RecordBytes, samples(sampler, from, epochs)?)
+        }
+    }
+}
+
+/// The Loader's arguments that shape its pipeline.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    row: Row,
+    batch_size: usize,
+    host_slots: usize,
+    device_slots: usize,
+    decode_threads: Option<usize>,
+    drop_last: bool,
+    epochs: Option<u64>,
+}
+
+impl Settings {
+    fn config(&self) -> ConfigBuilder {
+        let b: ConfigBuilder = Config::builder()
+            .samples_per_batch(self.batch_size)
+            .bytes_per_sample(self.row.bytes())
+            .host_slots(self.host_slots)
+            .device_slots(self.device_slots)
+            .last_batch(if self.drop_last {
+                LastBatch::Drop
+            } else {
+                LastBatch::Partial
+            });
+        match self.decode_threads {
+            Some(n) => b.decode_threads(n),
+            None => b,
+        }
+    }
+
+    /// Starts a pipeline on the requested device, from `from` (call without the GIL).
+    fn open_detached(
+        &self,
+        spec: &Spec,
+        request: DeviceRequest,
+        from: Option<&Checkpoint>,
+    ) -> Result<(AnyPipeline, Device), OpenError> {
+        let epochs = self.epochs;
+        match request {
+            DeviceRequest::Cpu => {
+                let config = self.config().build().map_err(OpenError::Config)?;
+                let pipeline =
+                    start(config, spec, from, epochs).map_err(|e| OpenError::Core(e, None))?;
+                Ok((AnyPipeline::Cpu(pipeline), Device::Cpu))
+            }
+            DeviceRequest::Cuda(ordinal) => {
+                let asked = match ordinal {
+                    Some(n) => format!("device=\"cuda:{n}\""),
+                    None => "device=\"cuda\"".to_owned(),
+                };
+                // Sizes are checked before any driver call.
+                self.config().build().map_err(OpenError::Config)?;
+                let opened = (|| -> pinring::Result<_> {
+                    let options = match ordinal {
+                        Some(n) => CudaOptions::ordinal(n),
+                        None => current_cuda()?,
+                    };
+                    let config = self.config().cuda(options).build()?;
+                    start(config, spec, from, epochs)
+                })();
+                let pipeline = opened.map_err(|e| OpenError::Core(e, Some(asked)))?;
+                let ordinal = pipeline.backend().ordinal();
+                Ok((AnyPipeline::Cuda(pipeline), Device::Cuda(ordinal)))
+            }
+        }
+    }
+}
+
+/// Why a pipeline did not start.
+enum OpenError {
+    /// The Loader's sizes were refused.
+    Config(pinring::ConfigError),
+    /// Opening failed, with the device asked for as context.
+    Core(pinring::Error, Option<String>),
+}
+
+impl OpenError {
+    fn into_py_err(self, py: Python<'_>) -> PyErr {
+        match self {
+            OpenError::Config(e) => {
+                // The core names its own settings; say which Loader arguments they are.
+                let text = e
+                    .to_string()
+                    .replace("samples_per_batch", "batch_size")
+                    .replace("bytes_per_sample", "bytes per sample")
+                    .replace(
+                        "(raise it with `host_budget`)",
+                        "(use a smaller batch_size or fewer host_slots)",
+                    )
+                    .replace(
+                        "(raise it with `device_budget`)",
+                        "(use a smaller batch_size or fewer device_slots)",
+                    );
+                errors::config(py, format!("invalid Loader arguments: {text}"))
+            }
+            OpenError::Core(e, context) => {
+                errors::to_py_with(py, e, context.as_deref().unwrap_or(""))
+            }
+        }
     }
 }
 
@@ -155,19 +280,22 @@ fn current_cuda() -> pinring::Result<CudaOptions> {
 #[derive(Debug)]
 pub struct Loader {
     holder: Arc<PipelineHolder>,
-    stop: AnyStop,
+    /// Stops the pipeline in `holder` (replaced with it by `load_state_dict`).
+    stop: Mutex<AnyStop>,
     closed: AtomicBool,
     /// The last stats, taken when the pipeline was dropped by `close()`.
     final_stats: Mutex<Option<Stats>>,
-    row: Row,
+    settings: Settings,
+    /// The source, its epochs cut into `batch_size` batches on every rank.
+    spec: Spec,
     device: Device,
-    batch_size: usize,
-    host_slots: usize,
-    device_slots: usize,
     pop_timeout: Option<Duration>,
-    drop_last: bool,
-    epochs: Option<u64>,
-    epoch_len: u64,
+    /// The state the pipeline started from; `None`: the start of epoch 0.
+    from: Mutex<Option<Checkpoint>>,
+    /// Samples popped since `from`. Written under the holder's lock, by `pop`.
+    consumed: AtomicU64,
+    /// Whether any batch was popped. Written and read under the holder's lock.
+    popped: AtomicBool,
 }
 
 enum Popped {
@@ -180,16 +308,23 @@ impl Loader {
     fn wrap(&self, py: Python<'_>, batch: AnyBatch) -> PyResult<Py<PyBatch>> {
         Py::new(
             py,
-            PyBatch::new(batch, self.row, self.device, self.holder.clone()),
+            PyBatch::new(batch, self.settings.row, self.device, self.holder.clone()),
         )
+    }
+
+    fn stop(&self) {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).stop();
+    }
+
+    /// The state after the batches popped so far.
+    fn checkpoint(&self) -> pinring::Result<Checkpoint> {
+        let from = self.from.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.spec
+            .checkpoint(from.as_ref(), self.consumed.load(Ordering::Acquire))
     }
 
     fn closed_error(&self, py: Python<'_>) -> PyErr {
         errors::error(py, Kind::Stopped, "the loader is closed")
-    }
-
-    fn samples_total(&self) -> Option<u64> {
-        self.epochs.map(|e| e.saturating_mul(self.epoch_len))
     }
 }
 
@@ -241,7 +376,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = Some(1)))]
+    #[pyo3(signature = (src, batch_size, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = Some(1), state = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -254,107 +389,133 @@ impl Loader {
         pop_timeout: Option<f64>,
         drop_last: bool,
         epochs: Option<i128>,
+        state: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let (spec, row) = source::spec_of(src)?;
-        let batch_size = count(py, "batch_size", batch_size)?;
-        let host_slots = count(py, "host_slots", host_slots)?;
-        let device_slots = count(py, "device_slots", device_slots)?;
-        let decode_threads = decode_threads
-            .map(|n| count(py, "decode_threads", n))
-            .transpose()?;
+        let settings = Settings {
+            row,
+            batch_size: count(py, "batch_size", batch_size)?,
+            host_slots: count(py, "host_slots", host_slots)?,
+            device_slots: count(py, "device_slots", device_slots)?,
+            decode_threads: decode_threads
+                .map(|n| count(py, "decode_threads", n))
+                .transpose()?,
+            drop_last,
+            epochs: epochs
+                .map(|e| count(py, "epochs", e).map(|e| e as u64))
+                .transpose()?,
+        };
         let pop_timeout = pop_timeout
             .map(|t| seconds(py, "pop_timeout", t))
-            .transpose()?;
-        let epochs = epochs
-            .map(|e| count(py, "epochs", e).map(|e| e as u64))
             .transpose()?;
         let request = match device {
             None => DeviceRequest::Cpu,
             Some(d) => device::parse(d)?,
         };
-        let epoch_len = spec.epoch_len();
-        let take = epochs.map_or(usize::MAX, |e| {
-            usize::try_from(e.saturating_mul(epoch_len)).unwrap_or(usize::MAX)
-        });
-
-        let builder = || {
-            let b: ConfigBuilder = Config::builder()
-                .samples_per_batch(batch_size)
-                .bytes_per_sample(row.bytes())
-                .host_slots(host_slots)
-                .device_slots(device_slots)
-                .last_batch(if drop_last {
-                    LastBatch::Drop
-                } else {
-                    LastBatch::Partial
-                });
-            match decode_threads {
-                Some(n) => b.decode_threads(n),
-                None => b,
-            }
-        };
-        let config_error = |e: pinring::ConfigError| {
-            // The core names its own settings; say which Loader arguments they are.
-            let text = e
-                .to_string()
-                .replace("samples_per_batch", "batch_size")
-                .replace("bytes_per_sample", "bytes per sample")
-                .replace(
-                    "(raise it with `host_budget`)",
-                    "(use a smaller batch_size or fewer host_slots)",
-                )
-                .replace(
-                    "(raise it with `device_budget`)",
-                    "(use a smaller batch_size or fewer device_slots)",
-                );
-            errors::config(py, format!("invalid Loader arguments: {text}"))
-        };
-        let (pipeline, device) = match request {
-            DeviceRequest::Cpu => {
-                let config = builder().build().map_err(config_error)?;
-                let pipeline = py
-                    .detach(|| start(config, &spec, take))
-                    .map_err(|e| errors::to_py(py, e))?;
-                (AnyPipeline::Cpu(pipeline), Device::Cpu)
-            }
-            DeviceRequest::Cuda(ordinal) => {
-                let asked = match ordinal {
-                    Some(n) => format!("device=\"cuda:{n}\""),
-                    None => "device=\"cuda\"".to_owned(),
-                };
-                // Sizes are checked before any driver call.
-                builder().build().map_err(config_error)?;
-                let opened = py.detach(|| -> pinring::Result<_> {
-                    let options = match ordinal {
-                        Some(n) => CudaOptions::ordinal(n),
-                        None => current_cuda()?,
-                    };
-                    let config = builder().cuda(options).build()?;
-                    start(config, &spec, take)
-                });
-                let pipeline = opened.map_err(|e| errors::to_py_with(py, e, &asked))?;
-                let ordinal = pipeline.backend().ordinal();
-                (AnyPipeline::Cuda(pipeline), Device::Cuda(ordinal))
-            }
-        };
+        // Every rank gets the same number of batches per epoch.
+        let spec = spec
+            .batched(settings.batch_size as u64, drop_last)
+            .map_err(|e| errors::to_py(py, e))?;
+        let from = state.map(state::read).transpose()?;
+        if let Some(from) = &from {
+            spec.check(from).map_err(|e| errors::to_py(py, e))?;
+        }
+        let (pipeline, device) = py
+            .detach(|| settings.open_detached(&spec, request, from.as_ref()))
+            .map_err(|e| e.into_py_err(py))?;
         let stop = pipeline.stop_handle();
         Ok(Loader {
             holder: Arc::new(PipelineHolder {
                 pipeline: Mutex::new(Some(pipeline)),
             }),
-            stop,
+            stop: Mutex::new(stop),
             closed: AtomicBool::new(false),
             final_stats: Mutex::new(None),
-            row,
+            settings,
+            spec,
             device,
-            batch_size,
-            host_slots,
-            device_slots,
             pop_timeout,
-            drop_last,
-            epochs,
-            epoch_len,
+            from: Mutex::new(from),
+            consumed: AtomicU64::new(0),
+            popped: AtomicBool::new(false),
         })
+    }
+
+    /// The loader's position as plain data (ints, strings and lists of them, for
+    /// `torch.save` or `json`): dataset fingerprint (format, file names and sizes),
+    /// window, order, seed, the epoch and how many of its windows all ranks together have
+    /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
+    /// run every rank returns the same state, as long as the ranks popped the same number
+    /// of batches; `merge_states` checks that.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let state = self.checkpoint().map_err(|e| errors::to_py(py, e))?;
+        state::to_dict(py, &state)
+    }
+
+    /// Continues from `state` (a `state_dict()` of any rank of a run at any world size,
+    /// or a list of every rank's): across the consumed part of the saved run and this
+    /// one, every window of the epoch is delivered once, and later epochs are those of an
+    /// uninterrupted run at this loader's world size. Must come before the first pop
+    /// (the pipeline restarts from `state`; `Loader(..., state=state)` avoids the
+    /// restart). A state of another dataset, seq_len, record size, order or seed, or of
+    /// ranks that consumed unequal counts, raises CheckpointError.
+    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let state = state::read(state)?;
+        self.spec.check(&state).map_err(|e| errors::to_py(py, e))?;
+        let request = match self.device {
+            Device::Cpu => DeviceRequest::Cpu,
+            Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),
+        };
+        enum Restart {
+            Closed,
+            Popped,
+            Failed(OpenError),
+            Done,
+        }
+        let restarted = py.detach(|| {
+            // Hold the pipeline's lock throughout, so that no pop slips in.
+            let mut guard = self.holder.lock();
+            if self.closed.load(Ordering::Acquire) || guard.is_none() {
+                return Restart::Closed;
+            }
+            if self.popped.load(Ordering::Relaxed) {
+                return Restart::Popped;
+            }
+            self.stop();
+            // Nothing was popped: the loader alone holds the pipeline. Join it and free
+            // its memory before the new one takes the same amount.
+            drop(guard.take());
+            match self
+                .settings
+                .open_detached(&self.spec, request, Some(&state))
+            {
+                Ok((pipeline, _)) => {
+                    *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.stop_handle();
+                    *guard = Some(pipeline);
+                    Restart::Done
+                }
+                Err(e) => {
+                    self.closed.store(true, Ordering::Release);
+                    Restart::Failed(e)
+                }
+            }
+        });
+        match restarted {
+            Restart::Closed => return Err(self.closed_error(py)),
+            Restart::Popped => {
+                return Err(errors::error(
+                    py,
+                    Kind::Checkpoint,
+                    "load_state_dict must come before the first pop: this loader delivered \
+                     batches already (make a new Loader, or pass state= to it)",
+                ))
+            }
+            Restart::Failed(e) => return Err(e.into_py_err(py)),
+            Restart::Done => {}
+        }
+        *self.from.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
+        self.consumed.store(0, Ordering::Release);
+        Ok(())
     }
 
     /// The next batch, in order; None once every batch was delivered.
@@ -378,12 +539,24 @@ impl Loader {
                 match guard.as_mut() {
                     _ if self.closed.load(Ordering::Acquire) => Popped::Closed,
                     None => Popped::Closed,
-                    Some(p) if slice.is_zero() => match p.try_pop() {
-                        Ok(Ok(b)) => Popped::Got(Ok(b)),
-                        Ok(Err(())) => Popped::NotReady,
-                        Err(e) => Popped::Got(Err(e)),
-                    },
-                    Some(p) => Popped::Got(p.pop_for(slice)),
+                    Some(p) => {
+                        let popped = if slice.is_zero() {
+                            match p.try_pop() {
+                                Ok(Ok(b)) => Popped::Got(Ok(b)),
+                                Ok(Err(())) => Popped::NotReady,
+                                Err(e) => Popped::Got(Err(e)),
+                            }
+                        } else {
+                            Popped::Got(p.pop_for(slice))
+                        };
+                        if let Popped::Got(Ok(Some(b))) = &popped {
+                            // Under the lock: load_state_dict sees every pop.
+                            self.popped.store(true, Ordering::Relaxed);
+                            self.consumed
+                                .fetch_add(b.samples() as u64, Ordering::AcqRel);
+                        }
+                        popped
+                    }
                 }
             });
             let behind = match popped {
@@ -441,7 +614,7 @@ impl Loader {
     /// are alive, when the last goes. Idempotent.
     fn close(&self, py: Python<'_>) {
         self.closed.store(true, Ordering::Release);
-        self.stop.stop();
+        self.stop();
         let holder = &self.holder;
         let stats = py.detach(|| {
             let mut guard = holder.lock();
@@ -467,7 +640,7 @@ impl Loader {
     /// Samples per full batch.
     #[getter]
     fn batch_size(&self) -> usize {
-        self.batch_size
+        self.settings.batch_size
     }
 
     /// "cpu" or "cuda:N".
@@ -479,56 +652,62 @@ impl Loader {
     /// The batches' element type.
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.row.dtype.name()
+        self.settings.row.dtype.name()
     }
 
     /// `(batch_size, cols)`: a full batch's shape.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, [self.batch_size, self.row.cols])
+        PyTuple::new(py, [self.settings.batch_size, self.settings.row.cols])
     }
 
     /// Host slots in the pinned ring.
     #[getter]
     fn host_slots(&self) -> usize {
-        self.host_slots
+        self.settings.host_slots
     }
 
     /// Device slots: how many batches you can hold at once.
     #[getter]
     fn device_slots(&self) -> usize {
-        self.device_slots
+        self.settings.device_slots
     }
 
     /// Whether a short last batch is dropped.
     #[getter]
     fn drop_last(&self) -> bool {
-        self.drop_last
+        self.settings.drop_last
     }
 
-    /// Epochs delivered (None: endless).
+    /// Epochs the run delivers, counted from epoch 0 also when resumed (None: endless).
     #[getter]
     fn epochs(&self) -> Option<u64> {
-        self.epochs
+        self.settings.epochs
     }
 
-    /// Samples per epoch for this rank.
+    /// Samples per epoch for this rank: the same on every rank (the epoch's tail that
+    /// would not split evenly is dropped: fewer than world_size × batch_size windows with
+    /// drop_last, fewer than world_size without).
     #[getter]
     fn epoch_len(&self) -> u64 {
-        self.epoch_len
+        self.spec.epoch_len()
     }
 
-    /// Batches this loader delivers in all (TypeError when endless).
-    fn __len__(&self) -> PyResult<usize> {
-        let total = self
-            .samples_total()
+    /// Batches per epoch for this rank: the same on every rank.
+    #[getter]
+    fn epoch_batches(&self) -> u64 {
+        self.spec.epoch_batches().unwrap_or(0)
+    }
+
+    /// Batches this loader delivers in all, from its start or the state it resumed from
+    /// (TypeError when endless).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        let from = self.from.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let n = self
+            .spec
+            .batches_until(from.as_ref(), self.settings.epochs)
+            .map_err(|e| errors::to_py(py, e))?
             .ok_or_else(|| PyTypeError::new_err("an endless loader (epochs=None) has no len()"))?;
-        let b = self.batch_size as u64;
-        let n = if self.drop_last {
-            total / b
-        } else {
-            total.div_ceil(b)
-        };
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
@@ -554,12 +733,13 @@ impl Loader {
     fn __repr__(&self) -> String {
         format!(
             "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={} epochs={}{}>",
-            self.batch_size,
-            self.batch_size,
-            self.row.cols,
-            self.row.dtype.name(),
+            self.settings.batch_size,
+            self.settings.batch_size,
+            self.settings.row.cols,
+            self.settings.row.dtype.name(),
             self.device.name(),
-            self.epochs
+            self.settings
+                .epochs
                 .map_or_else(|| "None".to_owned(), |e| e.to_string()),
             if self.closed() { " closed" } else { "" }
         )
@@ -570,6 +750,6 @@ impl Drop for Loader {
     fn drop(&mut self) {
         // Nobody can pop any more: stop the threads; the pipeline itself goes with the
         // last batch or view that holds it.
-        self.stop.stop();
+        self.stop();
     }
 }

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use pinring::source::{self, Order, Sampler, TokenShards, TokenType, Tokens};
+use pinring::source::{
+    self, Checkpoint, Order, Sampler, Segmented, TokenShards, TokenType, Tokens,
+};
 
 use crate::errors;
 
@@ -209,13 +211,99 @@ pub(crate) enum Spec {
     },
 }
 
+/// Runs `$body` with `$s` bound to the spec's sampler, whichever source it samples.
+macro_rules! with_sampler {
+    ($spec:expr, $s:ident => $body:expr) => {
+        match $spec {
+            Spec::Tokens { sampler: $s, .. } => $body,
+            Spec::Records { sampler: $s } => $body,
+        }
+    };
+}
+
+/// The sampler `s` again, cutting its epochs into batches of `batch` samples, so that
+/// every rank gets the same number of batches (see `SamplerBuilder::batch_size`).
+fn batched<S: Segmented + Clone>(
+    s: &Sampler<S>,
+    batch: u64,
+    drop_last: bool,
+) -> pinring::Result<Sampler<S>> {
+    Sampler::builder(s.source().clone())
+        .window(s.window())
+        .stride(s.stride())
+        .order(s.order())
+        .shard(s.rank(), s.world_size())
+        .batch_size(batch)
+        .drop_last(drop_last)
+        .build()
+}
+
 impl Spec {
     /// Samples per epoch for this rank.
     pub(crate) fn epoch_len(&self) -> u64 {
-        match self {
-            Spec::Tokens { sampler, .. } => sampler.epoch_len(),
-            Spec::Records { sampler } => sampler.epoch_len(),
+        with_sampler!(self, s => s.epoch_len())
+    }
+
+    /// The same source with its epochs cut into batches of `batch` samples on every rank
+    /// (the last one of an epoch short unless `drop_last`).
+    pub(crate) fn batched(&self, batch: u64, drop_last: bool) -> pinring::Result<Spec> {
+        Ok(match self {
+            Spec::Tokens { sampler, decoder } => Spec::Tokens {
+                sampler: batched(sampler, batch, drop_last)?,
+                decoder: *decoder,
+            },
+            Spec::Records { sampler } => Spec::Records {
+                sampler: batched(sampler, batch, drop_last)?,
+            },
+        })
+    }
+
+    /// Batches per epoch for this rank (the same on every rank); `None` without a batch
+    /// size.
+    pub(crate) fn epoch_batches(&self) -> Option<u64> {
+        with_sampler!(self, s => s.epoch_batches())
+    }
+
+    /// The rank-agnostic state after this rank consumed `consumed` samples since `from`
+    /// (the start of epoch 0 when `None`).
+    pub(crate) fn checkpoint(
+        &self,
+        from: Option<&Checkpoint>,
+        consumed: u64,
+    ) -> pinring::Result<Checkpoint> {
+        with_sampler!(self, s => match from {
+            None => Ok(s.checkpoint(0, consumed)),
+            Some(from) => s.checkpoint_after(from, consumed),
+        })
+    }
+
+    /// Checks that this source can resume from `state`.
+    pub(crate) fn check(&self, state: &Checkpoint) -> pinring::Result<()> {
+        with_sampler!(self, s => s.check_checkpoint(state))
+    }
+
+    /// Batches this rank delivers from `from` (the start when `None`) to the end of epoch
+    /// `epochs - 1`; `None` when endless or without a batch size.
+    pub(crate) fn batches_until(
+        &self,
+        from: Option<&Checkpoint>,
+        epochs: Option<u64>,
+    ) -> pinring::Result<Option<u64>> {
+        let (Some(epochs), Some(per_epoch)) = (epochs, self.epoch_batches()) else {
+            return Ok(None);
+        };
+        let (epoch, first) = match from {
+            None => (0, per_epoch),
+            Some(state) => (
+                state.epoch,
+                with_sampler!(self, s => s.batches_left(state))?.unwrap_or(0),
+            ),
+        };
+        if epoch >= epochs {
+            return Ok(Some(0));
         }
+        let whole = u128::from(epochs - epoch - 1) * u128::from(per_epoch) + u128::from(first);
+        Ok(Some(u64::try_from(whole).unwrap_or(u64::MAX)))
     }
 }
 
@@ -371,7 +459,8 @@ impl TokenWindows {
         self.sampling.world_size
     }
 
-    /// Whether every rank gets the same number of samples per epoch.
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
+    /// gives every rank the same number of batches, whatever this says.)
     #[getter]
     fn even_ranks(&self) -> bool {
         self.sampling.even_ranks
@@ -522,7 +611,8 @@ impl FixedRecords {
         self.sampling.world_size
     }
 
-    /// Whether every rank gets the same number of samples per epoch.
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
+    /// gives every rank the same number of batches, whatever this says.)
     #[getter]
     fn even_ranks(&self) -> bool {
         self.sampling.even_ranks

@@ -103,7 +103,12 @@ def test_ranks_share_an_epoch_disjointly(shards, order):
         assert (src.rank, src.world_size) == (rank, world)
         per_rank.append([tuple(r) for r in _epoch_rows(src, batch_size=4)])
     union = [w for rows in per_rank for w in rows]
-    assert sorted(union) == sorted(reference), "together the ranks see the whole epoch, once"
+    assert len(set(union)) == len(union), "the ranks' shares are disjoint"
+    assert set(union) <= set(reference)
+    # A Loader gives every rank the same number of samples: together the ranks see the
+    # whole epoch but for fewer than `world` windows of its tail.
+    assert len({len(rows) for rows in per_rank}) == 1
+    assert 0 <= len(reference) - len(union) < world
     # even_ranks: every rank gets the same count, the epoch less its remainder.
     lens = [
         pinring.TokenWindows(shards, seq_len=seq_len, rank=r, world_size=world).epoch_len
@@ -129,16 +134,19 @@ def test_short_last_batch_and_drop_last(shard):
 def test_epochs_count_and_endless(shard):
     src = pinring.TokenWindows(shard, seq_len=99)  # 10 windows an epoch
     with pinring.Loader(src, batch_size=4, device="cpu", epochs=3) as loader:
-        rows = [r for b in drain(loader) for r in b]
-        assert len(loader) == 8 and loader.epochs == 3
+        batches = drain(loader)
+        # A batch never spans two epochs: 4 + 4 + 2 per epoch.
+        assert len(loader) == 9 and loader.epochs == 3 and loader.epoch_batches == 3
+    assert [len(b) for b in batches] == [4, 4, 2] * 3
+    rows = [r for b in batches for r in b]
     assert len(rows) == 30
     np.testing.assert_array_equal(np.array(rows[:10]), np.array(rows[10:20]))
     with pinring.Loader(src, batch_size=4, device="cpu", epochs=None) as loader:
         with pytest.raises(TypeError):
             len(loader)
-        for _ in range(25):  # 100 samples: ten epochs, and it keeps going
+        for i in range(30):  # ten epochs, and it keeps going
             b = loader.pop(timeout=BOUND)
-            assert b is not None and b.samples == 4
+            assert b is not None and (b.epoch, b.samples) == (i // 3, [4, 4, 2][i % 3])
             b.release()
 
 

@@ -1,0 +1,188 @@
+//! A loader's state as plain Python data: the core's rank-agnostic [`Checkpoint`] as a
+//! dict of ints, strings and lists of them (what `torch.save` and `json` hold), read back
+//! strictly, and the ranks' states merged into one.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use pinring::source::{Checkpoint, Fingerprint};
+
+use crate::errors::{self, Kind};
+
+/// The keys of a state dict, in the order `state_dict()` writes them.
+const KEYS: [&str; 14] = [
+    "version",
+    "format",
+    "record_bytes",
+    "files",
+    "sizes",
+    "window",
+    "stride",
+    "order",
+    "seed",
+    "windows",
+    "epoch",
+    "consumed",
+    "world_size",
+    "batch_size",
+];
+
+fn bad(py: Python<'_>, why: impl Into<String>) -> PyErr {
+    errors::error(py, Kind::Checkpoint, why)
+}
+
+/// The state as a dict (keys in [`KEYS`] order).
+pub(crate) fn to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", c.version)?;
+    d.set_item("format", &c.dataset.format)?;
+    d.set_item("record_bytes", c.dataset.record_bytes)?;
+    d.set_item("files", PyList::new(py, &c.dataset.files)?)?;
+    d.set_item("sizes", PyList::new(py, &c.dataset.sizes)?)?;
+    d.set_item("window", c.window)?;
+    d.set_item("stride", c.stride)?;
+    d.set_item("order", &c.order)?;
+    d.set_item("seed", c.seed)?;
+    d.set_item("windows", c.windows)?;
+    d.set_item("epoch", c.epoch)?;
+    d.set_item("consumed", c.consumed)?;
+    d.set_item("world_size", c.world_size)?;
+    d.set_item("batch_size", c.batch_size)?;
+    Ok(d)
+}
+
+/// Reads one state dict: every key of [`KEYS`], nothing else, each of its type.
+fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
+    let py = d.py();
+    for key in d.keys() {
+        let name = key.str()?.to_string();
+        if !KEYS.contains(&name.as_str()) {
+            return Err(bad(
+                py,
+                format!("not a pinring loader state: unknown key {name:?}"),
+            ));
+        }
+    }
+    let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+        d.get_item(key)?.ok_or_else(|| {
+            bad(
+                py,
+                format!("not a pinring loader state: the key {key:?} is missing"),
+            )
+        })
+    };
+    let int = |key: &str| -> PyResult<u64> {
+        let v = get(key)?;
+        v.extract::<u64>().map_err(|_| {
+            bad(
+                py,
+                format!("state[{key:?}] must be an int in 0..2**64, got {v:?}"),
+            )
+        })
+    };
+    let text = |key: &str| -> PyResult<String> {
+        let v = get(key)?;
+        v.extract::<String>()
+            .map_err(|_| bad(py, format!("state[{key:?}] must be a str, got {v:?}")))
+    };
+    let version = int("version")?;
+    let version = u32::try_from(version)
+        .map_err(|_| bad(py, format!("state[\"version\"] {version} is not a version")))?;
+    let files = get("files")?;
+    let files: Vec<String> = files.extract().map_err(|_| {
+        bad(
+            py,
+            format!("state[\"files\"] must be a list of str, got {files:?}"),
+        )
+    })?;
+    let sizes = get("sizes")?;
+    let sizes: Vec<u64> = sizes.extract().map_err(|_| {
+        bad(
+            py,
+            format!("state[\"sizes\"] must be a list of int, got {sizes:?}"),
+        )
+    })?;
+    if files.len() != sizes.len() {
+        return Err(bad(
+            py,
+            format!(
+                "state[\"files\"] names {} files but state[\"sizes\"] gives {} sizes",
+                files.len(),
+                sizes.len()
+            ),
+        ));
+    }
+    let mut dataset = Fingerprint::new(text("format")?, int("record_bytes")?);
+    dataset.files = files;
+    dataset.sizes = sizes;
+    let state = Checkpoint {
+        version,
+        dataset,
+        window: int("window")?,
+        stride: int("stride")?,
+        order: text("order")?,
+        seed: int("seed")?,
+        windows: int("windows")?,
+        epoch: int("epoch")?,
+        consumed: int("consumed")?,
+        world_size: int("world_size")?,
+        batch_size: int("batch_size")?,
+    };
+    state.order().map_err(|e| errors::to_py(py, e))?;
+    Ok(state)
+}
+
+/// A state dict, or a list (tuple) of every rank's state dicts in rank order, merged:
+/// ranks that consumed unequal counts, or states of different runs, are refused.
+pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> {
+    let py = state.py();
+    if let Ok(d) = state.cast::<PyDict>() {
+        return from_dict(d);
+    }
+    if state.is_instance_of::<PyList>() || state.is_instance_of::<PyTuple>() {
+        let states = state
+            .try_iter()?
+            .map(|s| {
+                let s = s?;
+                let d = s.cast::<PyDict>().map_err(|_| {
+                    bad(
+                        py,
+                        format!(
+                            "a list of states must hold dicts, got {}",
+                            s.get_type()
+                                .name()
+                                .map(|n| n.to_string())
+                                .unwrap_or_default()
+                        ),
+                    )
+                })?;
+                from_dict(d)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        return Checkpoint::merge(&states).map_err(|e| errors::to_py(py, e));
+    }
+    Err(bad(
+        py,
+        format!(
+            "a loader state is a dict from Loader.state_dict() (or a list of every rank's), got {}",
+            state.get_type().name()?
+        ),
+    ))
+}
+
+/// `pinring.merge_states(states)`: every rank's `state_dict()`, in rank order, as the one
+/// state they share. Raises CheckpointError when the ranks consumed unequal counts (they
+/// would not resume exactly) or belong to different runs.
+#[pyfunction]
+pub(crate) fn merge_states<'py>(
+    py: Python<'py>,
+    states: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if states.cast::<PyDict>().is_ok() {
+        return Err(bad(
+            py,
+            "merge_states takes a list of every rank's state dict, got one dict",
+        ));
+    }
+    to_dict(py, &read(states)?)
+}
