@@ -18,9 +18,21 @@ plus 1, 2, 3 or 4, modulo 1024) to watch a loss fall.
 
 The pinring loop is seed 000's deferred release: the batch is a zero-copy view of the
 device slot, read by forward/backward on the current stream, and released fenced on that
-stream once the step is enqueued; no host sync. Under torchrun (RANK / WORLD_SIZE /
-LOCAL_RANK set) each rank reads a disjoint share of every epoch; --ddp (gradient
-all-reduce) belongs to a later change and is refused for now.
+stream once the step is enqueued; no host sync.
+
+Distributed (DistributedDataParallel over NCCL, one process per GPU, each rank fed by its
+own pinring loader on its own GPU, a disjoint share of every epoch, the same number of
+batches on every rank):
+
+    torchrun --nproc_per_node=2 python/examples/train_gpt.py --ddp --synthetic /tmp/gpt-syn \
+        --epochs 1 --stop-after 200 --save /tmp/gpt.ckpt --ids-out /tmp/ids-run1.npy
+    # the checkpoint (model, optimizer, loader state) resumes on any number of GPUs:
+    torchrun --nproc_per_node=1 python/examples/train_gpt.py --ddp --synthetic /tmp/gpt-syn \
+        --epochs 1 --resume /tmp/gpt.ckpt --ids-out /tmp/ids-run2.npy --verify /tmp/ids-run1.npy
+
+--verify checks exactly-once across the runs: the sample ids of the earlier run(s) and of
+this one are disjoint and together are exactly the windows the epoch delivers (its first
+positions, all but fewer than world_size x batch windows of its tail).
 """
 
 import argparse
@@ -31,6 +43,7 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -136,20 +149,32 @@ class GPT(nn.Module):
 # Feeding
 
 
-def pinring_batches(args, device, rank, world):
-    """(x, done) per step: x is a (B, T + 1) int64 view of the device slot; done() releases
-    it fenced on the current stream (stream-side, no host sync)."""
-    src = pinring.TokenWindows(
+def token_windows(args, rank, world):
+    return pinring.TokenWindows(
         args.data, seq_len=args.seq_len, dtype="int64", order="shuffled", seed=args.seed,
         rank=rank, world_size=world,
     )
-    print(f"pinring: {src}")
-    loader = pinring.Loader(src, batch_size=args.batch, device=device, epochs=None, pop_timeout=60.0)
+
+
+def pinring_batches(args, device, rank, world, state=None, feed=None):
+    """(x, done) per step: x is a (B, T + 1) int64 view of the device slot; done() releases
+    it fenced on the current stream (stream-side, no host sync). Ends with the loader's
+    epochs. `feed` (a dict) receives the loader, and the sample ids of every batch."""
+    src = token_windows(args, rank, world)
+    if rank == 0:
+        print(f"pinring: {src}")
+    loader = pinring.Loader(
+        src, batch_size=args.batch, device=device, epochs=args.epochs, pop_timeout=60.0,
+        drop_last=True, state=state,
+    )
+    if feed is not None:
+        feed["loader"], feed["ids"] = loader, []
     cuda = device.type == "cuda"
     try:
-        while True:
-            batch = loader.pop()
+        for batch in loader:
             x = torch.from_dlpack(batch)
+            if feed is not None:
+                feed["ids"].append(batch.sample_ids)
 
             def done(batch=batch):
                 # The step is enqueued: reuse of the slot waits for this stream. The cpu
@@ -158,7 +183,8 @@ def pinring_batches(args, device, rank, world):
 
             yield x, done
     finally:
-        print(f"pinring stats: {loader.stats()}")
+        if rank == 0:
+            print(f"pinring stats: {loader.stats()}")
         loader.close()
 
 
@@ -180,11 +206,36 @@ def torch_batches(args, device, rank, world):
 # ---------------------------------------------------------------------------------------
 
 
+def epoch_order(args):
+    """Epoch 0's order of all windows: one rank, on the cpu backend (no GPU memory)."""
+    src = token_windows(args, 0, 1)
+    with pinring.Loader(src, batch_size=4096, device="cpu", epochs=1) as loader:
+        return np.concatenate([b.sample_ids for b in loader])
+
+
+def verify(args, before, ids, state, world):
+    """Exactly-once across the runs: `before` (ids of the earlier runs), then `ids` (this
+    run's, resumed from `state` on `world` ranks)."""
+    every = np.concatenate([before, ids])
+    order = epoch_order(args)
+    n, c = len(order), int(state["consumed"]) if state else 0
+    step = world * args.batch  # drop_last: whole batches on every rank
+    m = c + (n - c) // step * step
+    want = np.sort(order[:m])
+    dup = len(every) - len(np.unique(every))
+    ok = dup == 0 and np.array_equal(np.sort(every), want)
+    print(f"exactly-once: {len(before)} ids before + {len(ids)} now = {len(every)}; "
+          f"{dup} delivered twice; the epoch's first {m} positions of {n} "
+          f"({n - m} dropped from its tail, < {step}): {'OK' if ok else 'FAILED'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     data = ap.add_mutually_exclusive_group(required=True)
     data.add_argument("--data", help="token shards: a path or a glob")
     data.add_argument("--synthetic", metavar="DIR", help="write (once) and train on a learnable shard in DIR")
+    ap.add_argument("--synthetic-tokens", type=int, default=10_000_000, help="tokens in the --synthetic shard")
     ap.add_argument("--loader", choices=["pinring", "torch"], default="pinring")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--steps", type=int, default=300)
@@ -194,39 +245,73 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--check", action="store_true", help="exit 1 unless the loss fell by at least 1.0")
-    ap.add_argument("--ddp", action="store_true", help="(a later change) DistributedDataParallel under torchrun")
+    ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel under torchrun (NCCL on cuda, gloo on cpu)")
+    ap.add_argument("--epochs", type=int, default=None, help="stop after this many epochs (pinring; default: --steps)")
+    ap.add_argument("--stop-after", type=int, default=None, metavar="N", help="stop after N steps of this run")
+    ap.add_argument("--save", metavar="PATH", help="at the end, save model, optimizer and loader state")
+    ap.add_argument("--resume", metavar="PATH", help="start from a --save checkpoint (any number of ranks)")
+    ap.add_argument("--ids-out", metavar="FILE", help="write every sample id this run consumed (all ranks), .npy")
+    ap.add_argument("--verify", metavar="FILE", nargs="+", help="check exactly-once against earlier runs' --ids-out")
     args = ap.parse_args()
     if args.synthetic:
-        args.data = synthetic(args.synthetic)
+        args.data = synthetic(args.synthetic, args.synthetic_tokens)
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
-    if args.ddp:
-        raise SystemExit("--ddp is not implemented yet: run one process (the data sharding by "
-                         "RANK / WORLD_SIZE is in place)")
     device = torch.device(args.device)
     if device.type == "cuda":
         device = torch.device("cuda", local if device.index is None else device.index)
         torch.cuda.set_device(device)
+    if args.ddp:
+        if args.loader != "pinring":
+            raise SystemExit("--ddp runs with --loader pinring")
+        # rank / world_size are the global ones: the same code runs on one machine or many.
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    elif any(a is not None for a in (args.save, args.resume, args.verify)):
+        raise SystemExit("--save, --resume and --verify go with --ddp (even on one process)")
     torch.manual_seed(args.seed)
 
     model = GPT(args.seq_len).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    state, start_step = None, 0
+    if args.resume:
+        ckpt = torch.load(args.resume, map_location=device, weights_only=False)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        state, start_step = ckpt["loader"], ckpt["step"]
+        if rank == 0:
+            print(f"resumed from {args.resume}: step {start_step}, loader at epoch {state['epoch']}, "
+                  f"{state['consumed']} windows consumed by {state['world_size']} rank(s); now {world} rank(s)")
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if args.ddp else model
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    feed = pinring_batches if args.loader == "pinring" else torch_batches
-    batches = feed(args, device, rank, world)
-    print(f"{args.loader} feeding {device}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters, "
-          f"batch {args.batch} x {args.seq_len + 1} tokens, {args.steps} steps")
+    feed = {}
+    if args.loader == "pinring":
+        if args.epochs is None and args.stop_after is None:
+            args.stop_after = args.steps
+        batches = pinring_batches(args, device, rank, world, state=state, feed=feed)
+    else:
+        batches = torch_batches(args, device, rank, world)
+    steps = args.stop_after if args.stop_after is not None else (args.steps if args.epochs is None else None)
+    if rank == 0:
+        print(f"{args.loader} feeding {device} on {world} rank(s): {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters, "
+              f"batch {args.batch} x {args.seq_len + 1} tokens per rank, "
+              f"{'until the epochs end' if steps is None else f'{steps} steps'}")
 
     losses, data_time, t0 = [], 0.0, time.perf_counter()
-    for step in range(args.steps):
+    step = 0
+    while steps is None or step < steps:
         for g in opt.param_groups:  # linear warm-up, then constant
-            g["lr"] = args.lr * min(1.0, (step + 1) / 30)
+            g["lr"] = args.lr * min(1.0, (start_step + step + 1) / 30)
         t = time.perf_counter()
-        x, done = next(batches)
+        got = next(batches, None)
+        if got is None:
+            break
+        x, done = got
+        step += 1
         data_time += time.perf_counter() - t
         with autocast:
-            loss = model(x[:, :-1], x[:, 1:])
+            loss = net(x[:, :-1], x[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -234,20 +319,55 @@ def main():
         done()
         del x
         losses.append(loss.detach())
-        if (step + 1) % args.log_every == 0 or step == 0:
+        if rank == 0 and (step % args.log_every == 0 or step == 1):
             recent = torch.stack(losses[-args.log_every :]).mean().item()
             elapsed = time.perf_counter() - t0
-            tok_s = (step + 1) * args.batch * args.seq_len / elapsed
-            print(f"step {step + 1:5d}  loss {recent:.4f}  {tok_s:,.0f} tokens/s  "
+            tok_s = step * args.batch * args.seq_len * world / elapsed
+            print(f"step {start_step + step:5d}  loss {recent:.4f}  {tok_s:,.0f} tokens/s  "
                   f"waiting for data {100 * data_time / elapsed:.1f}% of the time")
+    wall = time.perf_counter() - t0
+    loader_state = feed["loader"].state_dict() if feed else None
     batches.close()
-    window = max(1, min(20, args.steps // 5))
+    window = max(1, min(20, len(losses) // 5))
     first = torch.stack(losses[:window]).mean().item()
     last = torch.stack(losses[-window:]).mean().item()
-    print(f"loss {first:.4f} -> {last:.4f} (mean of the first and last {window} steps); "
-          f"ln(vocab) = {math.log(50257):.3f}")
-    if args.check and not last < first - 1.0:
-        raise SystemExit("the loss did not fall by 1.0")
+    if rank == 0:
+        print(f"loss {first:.4f} -> {last:.4f} (mean of the first and last {window} steps of this run); "
+              f"ln(vocab) = {math.log(50257):.3f}; {step} steps in {wall:.1f} s")
+    ok = not (args.check and not last < first - 1.0)
+    if args.ddp:
+        ok = finish_distributed(args, model, opt, start_step + step, feed, loader_state, state, rank, world) and ok
+        dist.destroy_process_group()
+    if not ok:
+        raise SystemExit("failed: see above (the loss did not fall by 1.0, or exactly-once did not hold)")
+
+
+def finish_distributed(args, model, opt, step, feed, loader_state, resumed_from, rank, world):
+    """Every rank's batch count and ids to rank 0; the merged loader state (refused if the
+    ranks are not in step) saved with the model; exactly-once checked."""
+    ids = np.concatenate(feed["ids"]) if feed["ids"] else np.zeros(0, np.uint64)
+    report = (rank, len(feed["ids"]), ids, loader_state)
+    reports = [None] * world
+    dist.all_gather_object(reports, report)
+    if rank != 0:
+        return True
+    counts = [r[1] for r in reports]
+    every = np.concatenate([r[2] for r in reports])
+    disjoint = len(np.unique(every)) == len(every)
+    print(f"per-rank batches: {counts} ({'equal' if len(set(counts)) == 1 else 'UNEQUAL'}); "
+          f"{len(every)} sample ids, ranks disjoint: {disjoint}")
+    merged = pinring.merge_states([r[3] for r in reports])
+    print(f"loader state: epoch {merged['epoch']}, {merged['consumed']} windows consumed by all ranks")
+    if args.save:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loader": merged, "step": step}, args.save)
+        print(f"saved {args.save}")
+    if args.ids_out:
+        np.save(args.ids_out, every)
+    ok = disjoint and len(set(counts)) == 1
+    if args.verify:
+        before = np.concatenate([np.load(f) for f in args.verify])
+        ok = verify(args, before, every, resumed_from, world) and ok
+    return ok
 
 
 if __name__ == "__main__":

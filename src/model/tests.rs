@@ -336,7 +336,9 @@ fn all_slots_leased() {
         device,
     } = rig(&Spec {
         lease_timeout: Duration::from_millis(1),
-        ..Spec::new(2, 1, 1, 2)
+        // Three host slots: the feeder runs to the source's end (two batches and END)
+        // before the other stages start.
+        ..Spec::new(3, 1, 1, 2)
     });
     feeder.run();
     decoder();
