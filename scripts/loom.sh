@@ -3,7 +3,7 @@
 #
 # The models (src/model/tests.rs) run pinring's own feeder, decode workers, copy thread,
 # consumer and Batch::release/drop on loom threads against the model device, at
-# LOOM_MAX_PREEMPTIONS (3 unless set; a model may cap it, see MODELS), and once more with
+# LOOM_MAX_PREEMPTIONS (2 unless set; a model may cap it, see MODELS), and once more with
 # each seeded protocol bug, which must fail with its invariant. Every model runs in a
 # process of its own; LOOM_JOBS of them at once (2 unless set). Each prints a MODEL line
 # with the interleavings it explored and its time. Builds into target/loom so that the
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 export RUSTFLAGS="--cfg pinring_loom"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}"
-export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export RUST_BACKTRACE=0
 
 start=$(date +%s)

@@ -120,7 +120,7 @@ impl<B: Backend> Copier<B> {
             let can_copy = match host.progress(next) {
                 Progress::Filled => device.slots.can_take(next),
                 Progress::End | Progress::Failed => true,
-                Progress::Pending | Progress::Decoding => false,
+                Progress::Pending | Progress::Decoding | Progress::Past => false,
             };
             can_copy
                 || (retired < next

@@ -73,8 +73,17 @@ impl<D: Decode> DecodeWork<D> {
                 || control.limit() <= k,
             );
             control.counters.decode.waited_since(t);
-            if waited != Waited::Ready || progress != Progress::Decoding {
-                return; // stopped, or batch k ends the stream (END/FAILED/limit)
+            if waited != Waited::Ready {
+                return; // stopped, or an earlier batch ended the stream (limit)
+            }
+            match progress {
+                Progress::Decoding => {}
+                // A short batch (an epoch's last) has fewer items than this claim's index:
+                // its items were all decoded (FILLED) and perhaps copied (the slot moved
+                // on) before this claim. Nothing to do; claim the next item.
+                Progress::Filled | Progress::Past => continue,
+                // Batch k ends the stream (END/FAILED).
+                Progress::End | Progress::Failed | Progress::Pending => return,
             }
             let t = native::Instant::now();
             let span = control.span_start();

@@ -1571,3 +1571,57 @@ fn windows_name_start_and_len_alike() {
     assert_eq!(w.to_vec(), [3, 4]);
     assert!(TokenWindow::new(shard, 39, 2).is_none());
 }
+
+/// Samples of 512 KiB are one decode item each, so an epoch's short last batch has fewer
+/// items than a full one: the lone decode worker's claims on the missing items find the
+/// batch filled (or its slot already reused) and must go on to the next batch, epoch after
+/// epoch. (They once ended the worker, and the pipeline waited forever.)
+#[test]
+fn one_decode_worker_crosses_epoch_ends_with_short_batches() {
+    let dir = TempDir::new("epoch-ends");
+    let t1: u64 = 131_073; // 512 KiB of i32 a sample
+    let tokens: Vec<u16> = (0..10 * (t1 - 1) + 1).map(|i| (i / (t1 - 1)) as u16).collect();
+    write_shard(dir.path("train_000.bin"), &tokens).unwrap();
+    let decoder = Tokens::new(TokenType::I32);
+    let sampler = TokenShards::open([dir.path("train_000.bin")])
+        .unwrap()
+        .windows(t1)
+        .order(Order::Shuffled { seed: 3 })
+        .build()
+        .unwrap(); // 10 windows an epoch: batches of 4, 4 and 2
+    for host_slots in [2, 4] {
+        let config = Config::builder()
+            .samples_per_batch(4)
+            .bytes_per_sample(decoder.sample_bytes(t1))
+            .host_slots(host_slots)
+            .decode_threads(1)
+            .pop_timeout(std::time::Duration::from_secs(60)) // a hang fails, not waits
+            .build()
+            .unwrap();
+        let samples = sampler.iter().until_epoch(5);
+        let mut pipeline = Pipeline::new(config, decoder, samples).unwrap();
+        let mut got = Vec::new();
+        while let Some(batch) = pipeline.pop().unwrap() {
+            // Window w holds tokens w as i32: each row's first element is its window.
+            let rows: Vec<u64> = batch
+                .bytes()
+                .chunks_exact(decoder.sample_bytes(t1))
+                .map(|row| u64::from(u32::from_le_bytes(row[..4].try_into().unwrap())))
+                .collect();
+            assert_eq!(rows, batch.sample_ids(), "batch {}", batch.seq());
+            got.push((batch.epoch(), rows));
+            batch.release(Fence::Sync).map_err(|e| e.error).unwrap();
+        }
+        let sizes: Vec<usize> = got.iter().map(|(_, r)| r.len()).collect();
+        assert_eq!(sizes, [4, 4, 2].repeat(5), "H = {host_slots}");
+        for epoch in 0..5 {
+            let mut ids: Vec<u64> = got
+                .iter()
+                .filter(|(e, _)| *e == epoch)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            ids.sort_unstable();
+            assert_eq!(ids, (0..10).collect::<Vec<_>>(), "epoch {epoch}, H = {host_slots}");
+        }
+    }
+}

@@ -62,9 +62,12 @@ def windows_source(shard, **kw):
 
 def count_wrong(x, seq, epoch_len, batch_size=B):
     """A device tensor: rows of batch `seq` that differ from what the sequential source
-    puts there (sample g starts at token (g % epoch_len) * T). Runs on the current stream."""
+    puts there. A batch never spans two epochs: each epoch is ceil(epoch_len / batch_size)
+    batches, the last one short; sample j of an epoch starts at token j * T. Runs on the
+    current stream."""
+    per_epoch = -(-epoch_len // batch_size)
     rows = torch.arange(x.shape[0], device=x.device, dtype=torch.int64)
-    start = ((seq * batch_size + rows) % epoch_len) * T
+    start = ((seq % per_epoch) * batch_size + rows) * T
     expected = (start[:, None] + torch.arange(T + 1, device=x.device)[None, :]) % VOCAB
     return (x.to(torch.int64) != expected).any(dim=1).sum()
 

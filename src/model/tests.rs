@@ -376,7 +376,7 @@ const MODELS: &[Model] = &[
     ("host_slot_reuse", host_slot_reuse, None),
     ("shutdown", shutdown, None),
     ("decode_error", decode_error, None),
-    ("wraparound", wraparound, Some(2)),
+    ("wraparound", wraparound, Some(1)),
     ("short_batch_partial", short_batch_partial, None),
     ("short_batch_dropped", short_batch_dropped, None),
     ("all_slots_leased", all_slots_leased, None),

@@ -95,6 +95,8 @@ pub(crate) enum Progress {
     End,
     /// Building batch `k` failed.
     Failed,
+    /// The slot has moved on to a later batch: batch `k` was copied and its slot freed.
+    Past,
 }
 
 // SAFETY: the cells are touched only by the owner the slot's stamp names (the slot
@@ -211,6 +213,7 @@ impl HostSlots {
                 HostState::Failed => Progress::Failed,
                 HostState::Free | HostState::Filling => Progress::Pending,
             },
+            (seq, _) if seq > k => Progress::Past,
             _ => Progress::Pending,
         }
     }
