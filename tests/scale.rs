@@ -936,11 +936,18 @@ fn run_pipeline(
         let Some(batch) = pipeline.pop().unwrap() else {
             break;
         };
-        let starts = batch
+        let starts: Vec<u64> = batch
             .bytes()
             .chunks_exact(bytes)
             .map(|s| u64::from(u16::from_le_bytes([s[0], s[1]])))
             .collect();
+        // The batch names its samples: each id is the window its row holds.
+        let named: Vec<u64> = batch
+            .sample_ids()
+            .iter()
+            .map(|&id| sampler.by_id(id).expect("a window's id").start() as u64)
+            .collect();
+        assert_eq!(named, starts, "batch {}'s sample ids", batch.seq());
         out.push(starts);
         batch
             .release(Fence::Sync)

@@ -1580,7 +1580,9 @@ fn windows_name_start_and_len_alike() {
 fn one_decode_worker_crosses_epoch_ends_with_short_batches() {
     let dir = TempDir::new("epoch-ends");
     let t1: u64 = 131_073; // 512 KiB of i32 a sample
-    let tokens: Vec<u16> = (0..10 * (t1 - 1) + 1).map(|i| (i / (t1 - 1)) as u16).collect();
+    let tokens: Vec<u16> = (0..10 * (t1 - 1) + 1)
+        .map(|i| (i / (t1 - 1)) as u16)
+        .collect();
     write_shard(dir.path("train_000.bin"), &tokens).unwrap();
     let decoder = Tokens::new(TokenType::I32);
     let sampler = TokenShards::open([dir.path("train_000.bin")])
@@ -1621,7 +1623,11 @@ fn one_decode_worker_crosses_epoch_ends_with_short_batches() {
                 .flat_map(|(_, r)| r.iter().copied())
                 .collect();
             ids.sort_unstable();
-            assert_eq!(ids, (0..10).collect::<Vec<_>>(), "epoch {epoch}, H = {host_slots}");
+            assert_eq!(
+                ids,
+                (0..10).collect::<Vec<_>>(),
+                "epoch {epoch}, H = {host_slots}"
+            );
         }
     }
 }

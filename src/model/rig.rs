@@ -17,6 +17,23 @@ use crate::Batch;
 /// Bytes of one sample: its id, little-endian.
 pub(crate) const SAMPLE_BYTES: usize = 8;
 
+/// Marks a sample that carries its epoch: `EPOCH | epoch << 32 | id`.
+const EPOCH: u64 = 1 << 63;
+
+/// Sample `id` of epoch `epoch`, as a source with epochs yields it.
+pub(crate) fn with_epoch(id: u64, epoch: u64) -> u64 {
+    EPOCH | epoch << 32 | id
+}
+
+/// The id of a sample (without its epoch, if it carries one).
+pub(crate) fn id_of(sample: u64) -> u64 {
+    if sample & EPOCH != 0 {
+        sample & 0xffff_ffff
+    } else {
+        sample
+    }
+}
+
 /// The shape of one model's pipeline.
 #[derive(Debug, Clone)]
 pub(crate) struct Spec {
@@ -27,6 +44,9 @@ pub(crate) struct Spec {
     pub(crate) item_samples: usize,
     /// The source yields sample ids `0..samples`.
     pub(crate) samples: u64,
+    /// Samples carry epochs: sample `i` belongs to epoch `i / epoch_len` (see
+    /// [`with_epoch`]), so a batch ends early at an epoch's end.
+    pub(crate) epoch_len: Option<u64>,
     pub(crate) last_batch: LastBatch,
     /// The decoder fails on this sample id (after writing it).
     pub(crate) fail_at: Option<u64>,
@@ -52,6 +72,7 @@ impl Spec {
             samples_per_batch: per_batch,
             item_samples: per_batch,
             samples,
+            epoch_len: None,
             last_batch: LastBatch::Partial,
             fail_at: None,
             stop_at: None,
@@ -102,6 +123,10 @@ struct ModelDecoder {
 
 impl Decode for ModelDecoder {
     type Sample = u64;
+
+    fn identify(sample: &u64) -> Option<(u64, u64)> {
+        (sample & EPOCH != 0).then(|| (id_of(*sample), (sample & !EPOCH) >> 32))
+    }
 
     fn decode(&self, sample: u64, out: &mut [u8]) -> Result<(), DecodeError> {
         let setting = self.setting.get().expect("set before the stages run");
@@ -157,7 +182,14 @@ pub(crate) fn rig(spec: &Spec) -> Rig {
         feeder,
         decode,
         copier,
-    } = assemble(&config, decoder, 0..spec.samples).expect("model pipeline");
+    } = {
+        let epoch_len = spec.epoch_len;
+        let source = (0..spec.samples).map(move |i| match epoch_len {
+            Some(len) => with_epoch(i, i / len),
+            None => i,
+        });
+        assemble(&config, decoder, source).expect("model pipeline")
+    };
     let device = pipeline.device.backend.device.clone();
     let _ = setting.set(Setting {
         device: device.clone(),

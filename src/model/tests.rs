@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use loom::thread;
 
 use super::device::ModelOptions;
-use super::rig::{device_slot, host_read, kernel_read, rig, unpopped, Rig, Spec};
+use super::rig::{device_slot, host_read, id_of, kernel_read, rig, unpopped, Rig, Spec};
 use crate::config::LastBatch;
 use crate::error::{Error, Stage};
 use crate::sync::{set_mutation, Mutation};
@@ -359,6 +359,44 @@ fn all_slots_leased() {
     assert_eq!(device.leases(), (2, 2));
 }
 
+/// Model 9: an epoch's short batch in mid-stream. Samples of one item each, batches of two,
+/// epochs of three samples: batches of 2, 1 (the end of epoch 0) and 1 (epoch 1). The lone
+/// decode worker claims items in sequence order, so it also claims the missing second item
+/// of batch 1, and finds that batch filled (or already copied and its slot reused): it must
+/// go on to batch 2, not end. The feeder runs first, to the source's end.
+fn epoch_ends() {
+    let Rig {
+        mut pipeline,
+        feeder,
+        decoder,
+        copier,
+        device,
+    } = rig(&Spec {
+        epoch_len: Some(3),
+        item_samples: 1,
+        ..Spec::new(4, 1, 2, 4)
+    });
+    feeder.run();
+    let decode = thread::spawn(move || decoder());
+    let copy = thread::spawn(move || copier.run());
+    for (seq, want) in [vec![0, 1], vec![2], vec![3]].into_iter().enumerate() {
+        let batch = pipeline.pop().expect("pop").expect("a batch");
+        assert_eq!(batch.seq(), seq as u64);
+        assert_eq!(batch.sample_ids(), want, "batch {seq}'s ids");
+        assert_eq!(batch.epoch(), u64::from(seq == 2));
+        batch.synchronize().expect("synchronize");
+        let read: Vec<u64> = host_read(&batch).into_iter().map(id_of).collect();
+        assert_eq!(read, want, "batch {seq}'s bytes");
+        batch.release(Fence::Sync).expect("release");
+    }
+    assert!(pipeline.pop().expect("pop").is_none());
+    decode.join().unwrap();
+    copy.join().unwrap();
+    drop(pipeline);
+    device.drain();
+    assert_eq!(device.leases(), (3, 3));
+}
+
 /// A model: its name, its body, and the most preemptions it is explored at.
 type Model = (&'static str, fn(), Option<usize>);
 
@@ -380,6 +418,7 @@ const MODELS: &[Model] = &[
     ("short_batch_partial", short_batch_partial, None),
     ("short_batch_dropped", short_batch_dropped, None),
     ("all_slots_leased", all_slots_leased, None),
+    ("epoch_ends", epoch_ends, None),
 ];
 
 fn mutation_named(name: &str) -> Mutation {
@@ -556,4 +595,9 @@ fn model_7_short_batch_dropped() {
 #[test]
 fn model_8_all_slots_leased() {
     passes("all_slots_leased");
+}
+
+#[test]
+fn model_9_epoch_ends() {
+    passes("epoch_ends");
 }

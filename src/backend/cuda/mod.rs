@@ -27,9 +27,9 @@
 //! # Release fences
 //!
 //! A release captures what the device must finish, at release time, in FENCE(d):
-//! - [`Fence::Stream(s)`](Fence::Stream): `cuEventRecord(FENCE(d), s)`. `s` must belong
+//! - [`Fence::Stream(s)`](crate::Fence::Stream): `cuEventRecord(FENCE(d), s)`. `s` must belong
 //!   to the pipeline's context (otherwise [`Error::Fence`]).
-//! - [`Fence::Event(e)`](Fence::Event): `cuStreamWaitEvent(fence_stream(d), e)` then
+//! - [`Fence::Event(e)`](crate::Fence::Event): `cuStreamWaitEvent(fence_stream(d), e)` then
 //!   `cuEventRecord(FENCE(d), fence_stream(d))`, so FENCE(d) stands for `e`'s record as it
 //!   was at release time even if the caller records `e` again later, and a late `e`
 //!   stalls only slot `d`. `e` may belong to another context or device.
