@@ -8,7 +8,7 @@ use memmap2::Mmap;
 
 use super::checkpoint::Fingerprint;
 use super::error::{FileProblem, SourceError};
-use super::sampler::{Identified, Segmented, WindowSpec};
+use super::segmented::{Identified, Segmented, WindowSpec};
 use crate::error::Result;
 
 /// One memory-mapped file of fixed-size records, checked when opened.

@@ -62,20 +62,28 @@ mod error;
 mod fixed_records;
 mod fs;
 mod glob;
+mod order;
 mod rng;
 mod sampler;
+mod sampler_builder;
+mod sampler_inner;
+mod samples;
+mod segmented;
+mod shard_writer;
 mod token_shards;
 
 pub use checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
 pub use error::{FileProblem, SourceError};
 pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
+pub use order::Order;
 pub use rng::{epoch_key, mix64, SplitMix64};
-pub use sampler::{
-    Identified, Order, Position, Sampler, SamplerBuilder, Samples, Segmented, WindowSpec,
-};
+pub use sampler::Sampler;
+pub use sampler_builder::SamplerBuilder;
+pub use samples::{Position, Samples};
+pub use segmented::{Identified, Segmented, WindowSpec};
+pub use shard_writer::{write_shard, write_shard_u32, ShardToken, ShardWriter};
 pub use token_shards::{
-    write_shard, write_shard_u32, ShardFormat, ShardToken, ShardWriter, TokenShard, TokenShards,
-    TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION,
-    SHARD_VERSION_U32,
+    ShardFormat, TokenShard, TokenShards, TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC,
+    SHARD_MAGIC_U32, SHARD_VERSION, SHARD_VERSION_U32,
 };

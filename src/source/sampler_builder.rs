@@ -1,0 +1,239 @@
+//! [`SamplerBuilder`]: a [`Sampler`]'s settings, checked against its source by
+//! [`build`](SamplerBuilder::build).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::error::SourceError;
+use super::order::Order;
+use super::sampler::Sampler;
+use super::sampler_inner::Inner;
+use super::segmented::Segmented;
+use crate::error::Result;
+
+/// Builds a [`Sampler`]; see [`Sampler::builder`].
+#[must_use]
+pub struct SamplerBuilder<S> {
+    pub(super) source: S,
+    pub(super) window: u64,
+    pub(super) stride: Option<u64>,
+    pub(super) order: Order,
+    pub(super) rank: u64,
+    pub(super) world_size: u64,
+    pub(super) even_ranks: bool,
+    pub(super) batch_size: Option<u64>,
+    pub(super) drop_last: bool,
+}
+
+impl<S> fmt::Debug for SamplerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SamplerBuilder")
+            .field("window", &self.window)
+            .field("stride", &self.stride)
+            .field("order", &self.order)
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("even_ranks", &self.even_ranks)
+            .field("batch_size", &self.batch_size)
+            .field("drop_last", &self.drop_last)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Segmented> SamplerBuilder<S> {
+    /// Units per window (default 1). For next-token training on token shards this is
+    /// `T + 1`.
+    pub fn window(mut self, units: u64) -> Self {
+        self.window = units;
+        self
+    }
+
+    /// Units from one grid window's start to the next (default: the window, so windows
+    /// do not overlap). Token windows of `T + 1` use a stride of `T`, so that each token
+    /// is a target exactly once, as llm.c does.
+    pub fn stride(mut self, units: u64) -> Self {
+        self.stride = Some(units);
+        self
+    }
+
+    /// The order of each epoch (default [`Order::Sequential`]).
+    pub fn order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Shards each epoch over `world_size` ranks (default: rank 0 of 1): rank `r` takes
+    /// the positions `r, r + world_size, r + 2·world_size, …` of the epoch's order, so
+    /// ranks see disjoint samples and together the whole epoch. Ranks' epoch lengths
+    /// differ by at most one unless [`batch_size`](Self::batch_size) or
+    /// [`even_ranks`](Self::even_ranks) is set, which make them equal.
+    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
+        self.rank = rank;
+        self.world_size = world_size;
+        self
+    }
+
+    /// Drops the last `windows % world_size` positions of each epoch's order so that
+    /// every rank has the same epoch length, as data-parallel training needs to stay in
+    /// step (default off). With [`Order::Shuffled`] the dropped windows change from epoch
+    /// to epoch.
+    ///
+    /// [`batch_size`](Self::batch_size) with [`drop_last(false)`](Self::drop_last) does
+    /// the same; with a batch size set, this setting changes nothing.
+    pub fn even_ranks(mut self, on: bool) -> Self {
+        self.even_ranks = on;
+        self
+    }
+
+    /// The batch size each rank's pipeline cuts its samples into (its
+    /// `samples_per_batch`), so that every rank gets the same number of batches per
+    /// epoch (a rank with one batch fewer hangs data-parallel training's all-reduce).
+    /// Default: none, and the ranks' shares may differ by one sample.
+    ///
+    /// With `B` set and `W` ranks, each epoch uses the first `M` positions of its order
+    /// of `N` windows and drops the rest (its tail):
+    /// - [`drop_last(true)`](Self::drop_last) (the default): `M = ⌊N / (W·B)⌋ · W·B`.
+    ///   Every rank gets `M / W` samples, a whole number of full batches; fewer than
+    ///   `W·B` windows are dropped.
+    /// - `drop_last(false)`: `M = ⌊N / W⌋ · W`. Every rank gets `M / W` samples, and its
+    ///   last batch may be short (the same size on every rank); fewer than `W` windows
+    ///   are dropped.
+    ///
+    /// Which windows the tail holds changes from epoch to epoch with
+    /// [`Order::Shuffled`] and [`Order::Random`]; with [`Order::Sequential`] it is always
+    /// the grid's last windows.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-batch-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?;
+    /// let shards = TokenShards::open([dir.join("a.bin")])?; // 100 windows of 11
+    /// let rank = |r, drop_last| {
+    ///     shards.clone().windows(11).order(Order::Shuffled { seed: 1 })
+    ///         .shard(r, 3).batch_size(8).drop_last(drop_last).build()
+    /// };
+    /// // drop_last: 4 full batches on each of 3 ranks, 96 windows used, 4 dropped.
+    /// let s = rank(2, true)?;
+    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (96, 32, Some(4)));
+    /// // Without: 33 samples each, 5 batches (the last of 1), 99 used, 1 dropped.
+    /// let s = rank(2, false)?;
+    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (99, 33, Some(5)));
+    /// assert_eq!((s.batch_size(), s.drop_last()), (Some(8), false));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn batch_size(mut self, samples: u64) -> Self {
+        self.batch_size = Some(samples);
+        self
+    }
+
+    /// With a [`batch_size`](Self::batch_size): whether each epoch drops what does not
+    /// fill a whole batch on every rank (default `true`), or only what does not give
+    /// every rank the same number of samples. The default keeps every batch full, so
+    /// that the endless iterator, cut into batches by count, never mixes two epochs in
+    /// one batch; with `false` each rank's last batch of an epoch may be short, which
+    /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned. (Examples at
+    /// [`batch_size`](Self::batch_size).)
+    pub fn drop_last(mut self, on: bool) -> Self {
+        self.drop_last = on;
+        self
+    }
+
+    /// Checks the settings against the source and returns the sampler: a zero window,
+    /// stride, world size or batch size is [`SourceError::Zero`], a rank not below the
+    /// world size [`SourceError::BadRank`], a window longer than every file
+    /// [`SourceError::NoWindows`], and an epoch that would give this rank nothing
+    /// [`SourceError::EmptyShare`] (fewer windows than ranks) or, with a batch size,
+    /// [`SourceError::TooFewForBatches`].
+    pub fn build(self) -> Result<Sampler<S>> {
+        let window = nonzero(self.window, "window")?;
+        let stride = nonzero(self.stride.unwrap_or(window), "stride")?;
+        let world = nonzero(self.world_size, "world_size")?;
+        let batch = self
+            .batch_size
+            .map(|b| nonzero(b, "batch_size"))
+            .transpose()?;
+        if self.rank >= world {
+            return Err(SourceError::BadRank {
+                rank: self.rank,
+                world_size: world,
+            }
+            .into());
+        }
+        let segments = self.source.segments();
+        let mut cum_windows = Vec::with_capacity(segments + 1);
+        let mut cum_starts = Vec::with_capacity(segments + 1);
+        let (mut windows, mut starts, mut longest) = (0u64, 0u64, 0u64);
+        cum_windows.push(0);
+        cum_starts.push(0);
+        for s in 0..segments {
+            let units = self.source.units(s);
+            longest = longest.max(units);
+            if units >= window {
+                windows = windows.saturating_add((units - window) / stride + 1);
+                starts = starts.saturating_add(units - window + 1);
+            }
+            cum_windows.push(windows);
+            cum_starts.push(starts);
+        }
+        if windows == 0 {
+            return Err(SourceError::NoWindows { window, longest }.into());
+        }
+        let grain = match batch {
+            Some(b) if self.drop_last => world.saturating_mul(b),
+            Some(_) => world,
+            None if self.even_ranks => world,
+            None => 1,
+        };
+        let fingerprint = self.source.fingerprint();
+        let mut inner = Inner {
+            source: self.source,
+            window,
+            stride,
+            order: self.order,
+            rank: self.rank,
+            world,
+            batch,
+            drop_last: self.drop_last,
+            grain,
+            cum_windows,
+            cum_starts,
+            windows,
+            epoch_windows: 0,
+            len: 0,
+            fingerprint,
+        };
+        let (epoch_windows, len) = inner.share(0);
+        if len == 0 {
+            return Err(match batch {
+                Some(batch_size) => SourceError::TooFewForBatches {
+                    windows,
+                    world_size: world,
+                    batch_size,
+                    drop_last: self.drop_last,
+                },
+                None => SourceError::EmptyShare {
+                    rank: self.rank,
+                    world_size: world,
+                    windows,
+                    even_ranks: self.even_ranks,
+                },
+            }
+            .into());
+        }
+        inner.epoch_windows = epoch_windows;
+        inner.len = len;
+        Ok(Sampler {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+fn nonzero(n: u64, what: &'static str) -> Result<u64, SourceError> {
+    if n == 0 {
+        Err(SourceError::Zero(what))
+    } else {
+        Ok(n)
+    }
+}
