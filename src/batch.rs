@@ -74,7 +74,8 @@ impl<B: Backend> Batch<B> {
         self.seq
     }
 
-    /// Samples in the batch (less than `samples_per_batch` only for a short last batch).
+    /// Samples in the batch: less than `samples_per_batch` only for a short batch, the
+    /// source's last or an epoch's last (a batch never spans two epochs).
     pub fn samples(&self) -> usize {
         self.samples
     }

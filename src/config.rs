@@ -140,8 +140,9 @@ impl<B: Backend> Config<B> {
     pub fn device_slots(&self) -> usize {
         self.device_slots
     }
-    /// Bytes from one slot's start to the next, in the host ring and on the device (batch
-    /// bytes rounded up to the page).
+    /// Bytes from one slot's start to the next in the host ring (batch bytes rounded up
+    /// to the page; the device slots' stride may differ, see the memory line of this
+    /// config's `Display`).
     pub fn host_stride(&self) -> usize {
         self.host_stride
     }

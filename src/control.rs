@@ -17,8 +17,8 @@ pub(crate) struct Control {
     /// ends. Paired with a wake of every park slot.
     stop: AtomicBool,
     /// The first batch that will not be built: `u64::MAX` until the source ends or a batch
-    /// fails. Lowered (`fetch_min`, AcqRel) by the feeder at END/FAILED and by a decode
-    /// worker at FAILED; read (Acquire) by the feeder and the decode workers, which stop
+    /// fails. Lowered (`fetch_min`, AcqRel) by the feeder at END/FAILED, by a decode
+    /// worker at FAILED and by the copy thread when the backend fails; read (Acquire) by the feeder and the decode workers, which stop
     /// there. The copy thread does not read it: it stops at the END/FAILED stamp itself,
     /// after delivering every batch before it.
     limit: AtomicU64,

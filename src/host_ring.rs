@@ -2,7 +2,7 @@
 //!
 //! The mapping is made once at start-up, pre-faulted, and never grows; backends register
 //! it with the device (CUDA: `cuMemHostRegister`) for the pipeline's lifetime. Who may
-//! write a slot's bytes is decided by the slot's stamp (`slot.rs`), not by this type.
+//! write a slot's bytes is decided by the slot's stamp (`src/slot/`), not by this type.
 
 use memmap2::{MmapMut, MmapOptions};
 

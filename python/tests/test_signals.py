@@ -21,8 +21,14 @@ from conftest import BOUND, write_shard
 
 CHILD = textwrap.dedent(
     """
+    import signal
     import sys
     import pinring
+
+    # Python leaves SIGINT ignored when it starts with SIGINT ignored, as it is in a job
+    # that a non-interactive shell started in the background (a CI runner's, say). A
+    # terminal's Ctrl-C reaches Python's own handler: install it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     path, mode = sys.argv[1], sys.argv[2]
     src = pinring.TokenWindows(path, seq_len=9)

@@ -3,8 +3,9 @@
 //! Each model runs the pipeline's own feeder, decode workers, copy thread, consumer
 //! (`pop`, `pop_for`, `try_pop`) and `Batch::release`/drop against the model device, on
 //! loom threads, and loom explores their interleavings up to the preemption bound
-//! (`LOOM_MAX_PREEMPTIONS`, 3 unless set). Each model also runs with a seeded protocol bug
-//! and must fail with that bug's invariant.
+//! (`LOOM_MAX_PREEMPTIONS`: 3 unless set for this binary; `scripts/loom.sh`, which CI
+//! runs, sets 2; a model may cap it, see [`MODELS`]). Each model's seeded-bug twins must
+//! fail with that bug's invariant.
 //!
 //! Every model runs in a process of its own: the test re-runs this test binary on the
 //! ignored `child` test with the model's name, so a deadlock or an abort in one model fails
@@ -107,7 +108,8 @@ fn release_elsewhere_out_of_order() {
 }
 
 /// Model 3: host-slot reuse on the polling path (a device that does not notify copy
-/// completion, as the cuda backend's copy thread polls COPIED). One host slot: batch 1 is
+/// completion: the copy thread polls it, the path a backend without a completion
+/// notification takes). One host slot: batch 1 is
 /// decoded into it only after batch 0's copy out of it completed (the model's decoder
 /// checks it before it writes). The device moves when the copy thread polls. The decode
 /// of batch 1 fails after writing, which ends the stages.
@@ -401,9 +403,10 @@ fn epoch_ends() {
 type Model = (&'static str, fn(), Option<usize>);
 
 /// Every model, by name, with the most preemptions it is explored at (`None`: as many as
-/// `LOOM_MAX_PREEMPTIONS` says). The wraparound model has four threads that all block on
-/// each other and a device that moves with the copy thread's polls: at two preemptions it
-/// ran past 15 minutes, so it is explored at one (176,116 interleavings).
+/// `LOOM_MAX_PREEMPTIONS` says). The wraparound model has four threads (feeder, decode
+/// worker, copy thread, consumer) that all block on each other: at two preemptions it ran
+/// past 25 minutes on 2 cores, so it is explored at one (302,295 interleavings, about
+/// 1 minute).
 const MODELS: &[Model] = &[
     ("device_slot_reuse", device_slot_reuse, None),
     (

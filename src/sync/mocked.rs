@@ -33,7 +33,8 @@ pub(crate) enum Mutation {
     /// The protocol as written.
     None,
     /// A release publishes its fence before the fence is recorded (invariant 2): the model
-    /// device's capture hands out the epoch the record will get and records it later.
+    /// device's capture puts the record off (it is made later, on the releasing thread),
+    /// so the slot is marked released while its fence is not yet recorded.
     PublishBeforeRecord,
     /// The copy thread frees a host slot before its copy has completed (invariant 1): the
     /// model device reports every enqueued copy complete.

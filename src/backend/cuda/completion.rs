@@ -7,10 +7,11 @@
 //! in `run_end[h]` and then publishes it in `recorded` (Release). The completion thread
 //! Acquire-loads `recorded` and walks the runs from the first not yet complete (`done`,
 //! always a run's start): it reads the run's end from `run_end[done % H]`, queries COPIED
-//! and steps over the runs that completed; at the first that has not, it spins on the
-//! query for a few tens of µs (a copy of a small batch takes that long), then waits in the
-//! driver (`cuEventSynchronize` on an event created with `CU_EVENT_BLOCKING_SYNC`, which
-//! parks the thread instead of spinning). Each time it steps past runs it publishes their
+//! and steps over the runs that completed; at the first that has not, it waits in three
+//! phases: it spins on the query for [`SPIN`] (300 µs: a run of small batches' copy), then
+//! naps between queries ([`NAP_FIRST`] doubling up to [`NAP_MAX`], for [`NAPS_UNTIL`] in
+//! all), then waits in the driver (`cuEventSynchronize` on an event created with
+//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). Each time it steps past runs it publishes their
 //! end in `completed` (Release) and wakes the copy thread, which frees their host slots.
 //!
 //! Ordering: the completion thread never looks at a run's `run_end` entry or event before
@@ -149,7 +150,11 @@ impl Completion {
         let shared = &*self.shared;
         if shared.failed.load(Ordering::Acquire) {
             if let Some(e) = *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) {
-                return Err(driver::error("cuEventQuery", e, ""));
+                return Err(driver::error(
+                    "cuEventQuery / cuEventSynchronize (copy completion)",
+                    e,
+                    "",
+                ));
             }
         }
         // Acquire: pairs with the completion thread's Release store.
@@ -219,17 +224,19 @@ fn query(event: CUevent) -> std::result::Result<bool, DriverError> {
 
 fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
     // The completion thread is the backend's: its context stays bound.
-    // SAFETY: the backend's live context (it outlives this thread, or is leaked with it).
-    if unsafe { result::ctx::set_current(ctx) }.is_err() {
-        return;
-    }
-    let slots = copied.len() as u64;
-    let mut done = 0u64;
     let fail = |e: DriverError| {
         *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         shared.failed.store(true, Ordering::Release);
         waker.wake();
     };
+    // SAFETY: the backend's live context (it outlives this thread, or is leaked with it).
+    if let Err(e) = unsafe { result::ctx::set_current(ctx) } {
+        // No copy could be followed: the copy thread must hear it, not wait forever.
+        fail(e);
+        return;
+    }
+    let slots = copied.len() as u64;
+    let mut done = 0u64;
     loop {
         let mut recorded = 0;
         shared.park.wait(
