@@ -503,7 +503,16 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
         .samples_per_batch()
         .saturating_mul(config.host_slots())
         .saturating_mul(std::mem::size_of::<Option<u32>>());
-    let allowed = budget.max(sample_buffer).saturating_add(FIXED_ALLOWANCE);
+    // Each host and each device slot keeps one id (u64) per sample (`Batch::sample_ids`),
+    // in one buffer per side.
+    let id_buffer = config
+        .samples_per_batch()
+        .saturating_mul(config.host_slots().max(config.device_slots()))
+        .saturating_mul(std::mem::size_of::<u64>());
+    let allowed = budget
+        .max(sample_buffer)
+        .max(id_buffer)
+        .saturating_add(FIXED_ALLOWANCE);
     let samples = config.samples_per_batch().saturating_mul(2).min(64) as u32;
     LARGEST.store(0, Ordering::SeqCst);
     TRACKING.store(true, Ordering::SeqCst);
@@ -534,7 +543,8 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
     if largest > allowed {
         return Err(format!(
             "starting a pipeline made a {largest}-byte allocation; the budgets allow \
-             {budget}, the sample buffers {sample_buffer} (+{FIXED_ALLOWANCE}) for {input:?}"
+             {budget}, the sample buffers {sample_buffer}, the id buffers {id_buffer} \
+             (+{FIXED_ALLOWANCE}) for {input:?}"
         ));
     }
     if started.elapsed() > Duration::from_secs(10) {
