@@ -198,7 +198,14 @@ fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     entered
         .recv_timeout(BOUND)
         .expect("the source reached its blocking sample");
-    assert_eq!(threads_named("pinring-cpucopy"), 1);
+    // The copy stream's thread exists, but on a loaded machine it may not have run yet
+    // (the stream runs small copies inline while idle), and a thread takes its name when
+    // it first runs: wait, bounded, until it shows under its name.
+    let start = Instant::now();
+    while threads_named("pinring-cpucopy") != 1 {
+        assert!(start.elapsed() < BOUND, "the backend's copy stream thread never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     drop(p);
     // The feeder is still inside the source's `next`...
     assert_eq!(threads_named("pinring-feeder"), 1);
