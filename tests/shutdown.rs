@@ -203,7 +203,10 @@ fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     // it first runs: wait, bounded, until it shows under its name.
     let start = Instant::now();
     while threads_named("pinring-cpucopy") != 1 {
-        assert!(start.elapsed() < BOUND, "the backend's copy stream thread never ran");
+        assert!(
+            start.elapsed() < BOUND,
+            "the backend's copy stream thread never ran"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     drop(p);
