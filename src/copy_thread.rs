@@ -176,11 +176,9 @@ impl<B: Backend> Copier<B> {
             // caller's check for `k`).
             let samples = unsafe { host.start_copy(k + i) };
             counts[i as usize] = samples;
-            // SAFETY: this is the copy thread, and batch k + i is IN_FLIGHT (just above).
-            let ids = unsafe { host.ids() };
             // SAFETY: this is the copy thread; batch k + i's device slot is COPYING (above)
-            // and its host slot IN_FLIGHT.
-            unsafe { device.slots.copy_ids(k + i, ids, host.idx(k + i), samples) };
+            // and its host slot IN_FLIGHT (just above).
+            unsafe { device.slots.copy_ids(k + i, host, samples) };
         }
         let run = CopyRun {
             first: k,

@@ -292,10 +292,10 @@ pub struct Loader {
     pop_timeout: Option<Duration>,
     /// The state the pipeline started from; `None`: the start of epoch 0.
     from: Mutex<Option<Checkpoint>>,
-    /// Samples popped since `from`. Written under the holder's lock, by `pop`.
+    /// Samples popped since `from` (a batch holds at least one: 0 means nothing was
+    /// popped). Written under the holder's lock, by `pop`; `load_state_dict` reads it
+    /// under the same lock.
     consumed: AtomicU64,
-    /// Whether any batch was popped. Written and read under the holder's lock.
-    popped: AtomicBool,
 }
 
 enum Popped {
@@ -437,7 +437,6 @@ impl Loader {
             pop_timeout,
             from: Mutex::new(from),
             consumed: AtomicU64::new(0),
-            popped: AtomicBool::new(false),
         })
     }
 
@@ -478,7 +477,7 @@ impl Loader {
             if self.closed.load(Ordering::Acquire) || guard.is_none() {
                 return Restart::Closed;
             }
-            if self.popped.load(Ordering::Relaxed) {
+            if self.consumed.load(Ordering::Acquire) > 0 {
                 return Restart::Popped;
             }
             self.stop();
@@ -551,7 +550,6 @@ impl Loader {
                         };
                         if let Popped::Got(Ok(Some(b))) = &popped {
                             // Under the lock: load_state_dict sees every pop.
-                            self.popped.store(true, Ordering::Relaxed);
                             self.consumed
                                 .fetch_add(b.samples() as u64, Ordering::AcqRel);
                         }

@@ -6,7 +6,7 @@ use crate::sync::UnsafeCell;
 
 use super::ids::SlotIds;
 use super::stamp::{DeviceState, Stamp};
-use super::{DeviceIdx, HostIdx};
+use super::{DeviceIdx, HostSlots};
 
 /// One device slot's protocol state.
 #[derive(Debug)]
@@ -46,16 +46,20 @@ impl<F> DeviceSlots<F> {
         }
     }
 
-    /// Copies batch `k`'s `n` ids and epoch from its host slot `h` into its device slot.
+    /// Copies batch `k`'s `n` ids and epoch from its host slot into its device slot.
     ///
     /// # Safety
     /// Only the copy thread calls this, between `start_copy(k)` and `lease(k)` (the device
     /// slot is COPYING(k), the copy thread's), while batch `k`'s host slot is FILLED or
-    /// IN_FLIGHT (see [`HostSlots::ids`](super::HostSlots::ids)).
-    pub(crate) unsafe fn copy_ids(&self, k: u64, host: &SlotIds, h: HostIdx, n: usize) {
+    /// IN_FLIGHT (the feeder wrote its ids while FILLING(k), before it published
+    /// DECODING(k), and writes them again only after FREE(k + H)).
+    pub(crate) unsafe fn copy_ids(&self, k: u64, host: &HostSlots, n: usize) {
         // SAFETY: the copy thread owns the device slot and may read the host slot (this
         // function's contract).
-        unsafe { self.ids.copy_from(self.idx(k).0, host, h.0, n) }
+        unsafe {
+            self.ids
+                .copy_from(self.idx(k).0, &host.ids, host.idx(k).0, n)
+        }
     }
 
     /// The ids of the `n` samples of the batch leased in slot `d` (empty if its samples

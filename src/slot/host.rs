@@ -43,8 +43,8 @@ pub(crate) struct HostSlots {
     /// Samples per decode work item (the last item of a batch may have fewer).
     per_item: usize,
     /// The ids and epoch of each slot's batch: written by the feeder while FILLING, read
-    /// by the copy thread once FILLED.
-    ids: SlotIds,
+    /// by the copy thread once FILLED (`DeviceSlots::copy_ids`).
+    pub(super) ids: SlotIds,
 }
 
 /// The samples gathered for each host slot, one cell per sample: written by the feeder
@@ -121,15 +121,6 @@ impl HostSlots {
             per_item,
             ids: SlotIds::new(host_slots, per_batch),
         }
-    }
-
-    /// Batch `k`'s ids and epoch, as [`SlotIds`] slot `idx(k)`.
-    ///
-    /// # Safety
-    /// Only the copy thread reads them, while batch `k` is FILLED or IN_FLIGHT (after it
-    /// Acquired FILLED(k)).
-    pub(crate) unsafe fn ids(&self) -> &SlotIds {
-        &self.ids
     }
 
     /// Host slot of batch `k`.
