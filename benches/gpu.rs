@@ -104,7 +104,7 @@ mod bench {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use pinring::cudarc::driver::{result, CudaStream, DevicePtr};
+    use pinring::cudarc::driver::{result, sys, CudaStream, DevicePtr};
     use pinring::source::{Order, TokenShards, TokenType, Tokens};
     use pinring::{
         decode_fn, Config, CuStream, Cuda, CudaOptions, DeviceState, Fence, Pipeline, StageTimes,
@@ -180,10 +180,19 @@ mod bench {
     // 1. Transport: a decoder that writes nothing vs raw copies from the same memory.
 
     fn nothing_config(size: usize, host_slots: usize) -> Res<Config<Cuda>> {
+        nothing_config_slots(size, host_slots, 2)
+    }
+
+    fn nothing_config_slots(
+        size: usize,
+        host_slots: usize,
+        device_slots: usize,
+    ) -> Res<Config<Cuda>> {
         let mut builder = Config::builder()
             .samples_per_batch(1)
             .bytes_per_sample(size)
             .host_slots(host_slots)
+            .device_slots(device_slots)
             .decode_threads(2)
             .pop_timeout(Duration::from_secs(20));
         if std::env::var_os(TRACE_DIR).is_some() {
@@ -235,11 +244,10 @@ mod bench {
     }
 
     /// The overlap bench's schedule without pinring: copies into two device buffers on
-    /// one stream, a kernel of `cycles` on another per copy, each copy waiting (stream-side)
-    /// for the kernel that read its buffer two steps before; all enqueued from this thread.
-    /// Seconds per step.
-    fn raw_overlap(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, cycles: i64, n: usize) -> Res<f64> {
-        use pinring::cudarc::driver::sys;
+    /// one stream, a kernel holding another stream `ns` per copy, each copy waiting
+    /// (stream-side) for the kernel that read its buffer two steps before; all enqueued
+    /// from this thread. Seconds per step.
+    fn raw_overlap(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, ns: u64, n: usize) -> Res<f64> {
         let (base, len) = p.backend().host_ring();
         let slots = len / size;
         if slots == 0 {
@@ -255,6 +263,7 @@ mod bench {
             .collect::<Res<_>>()?;
         let (copied, computed) = (&events[..2], &events[2..]);
         let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+        let timeline = std::cell::RefCell::new(None::<Timeline>);
         let step = |i: usize| -> Res {
             let b = i % 2;
             if i >= 2 {
@@ -276,7 +285,13 @@ mod bench {
             // SAFETY: as above.
             unsafe { result::stream::wait_event(compute.cu_stream(), copied[b], wait) }
                 .map_err(s)?;
-            gpu.spin_cycles(&compute, cycles)?;
+            if let Some(t) = &mut *timeline.borrow_mut() {
+                t.before()?;
+            }
+            gpu.hold(&compute, ns)?;
+            if let Some(t) = &mut *timeline.borrow_mut() {
+                t.after()?;
+            }
             // SAFETY: as above.
             unsafe { result::event::record(computed[b], compute.cu_stream()) }.map_err(s)?;
             Ok(())
@@ -286,6 +301,7 @@ mod bench {
         }
         compute.synchronize().map_err(s)?;
         copies.synchronize().map_err(s)?;
+        *timeline.borrow_mut() = Timeline::new(&compute);
         let t = Instant::now();
         for i in 4..4 + n {
             step(i)?;
@@ -293,6 +309,9 @@ mod bench {
         compute.synchronize().map_err(s)?;
         copies.synchronize().map_err(s)?;
         let secs = t.elapsed().as_secs_f64() / n as f64;
+        if let Some(t) = timeline.into_inner() {
+            t.report("without pinring", 0)?;
+        }
         for e in events {
             // SAFETY: idle (both streams synchronized) and not used again.
             unsafe { result::event::destroy(e) }.map_err(s)?;
@@ -302,11 +321,11 @@ mod bench {
     }
 
     /// (pipeline GB/s, raw GB/s) for `size`-byte batches.
-    fn transport_once(gpu: &Gpu, size: usize, n: usize) -> Res<(f64, f64)> {
+    fn transport_once(gpu: &Gpu, size: usize, n: usize, (h, d): (usize, usize)) -> Res<(f64, f64)> {
         const WARM: usize = 10;
         gpu.bind()?;
         let mut p = Pipeline::new(
-            nothing_config(size, 4)?,
+            nothing_config_slots(size, h, d)?,
             nothing(),
             std::iter::repeat_n((), n + WARM),
         )
@@ -343,14 +362,23 @@ mod bench {
         for (mib, n) in [(1usize, 3000usize), (8, 400), (64, 60)] {
             let size = mib << 20;
             let (mut pipe, mut raw) = (Vec::new(), Vec::new());
+            // Slots by the sizing guide's rule: enough of them to cover the per-batch
+            // hand-off (pop, release, the copy thread's wake-up), which at 1 MiB (about
+            // 20 us a copy) is no longer small beside a copy: 32 MiB of host ring and
+            // 8 MiB of device slots, and at least the defaults (H4 D2).
+            let slots = ((32 << 20) / size).max(4);
+            let slots = (slots, ((8 << 20) / size).max(2));
             for _ in 0..3 {
-                let (p, r) = transport_once(gpu, size, n)?;
+                let (p, r) = transport_once(gpu, size, n, slots)?;
                 pipe.push(p);
                 raw.push(r);
             }
             let (p, r) = (median(&mut pipe), median(&mut raw));
             row(
-                &format!("transport {mib} MiB (writes nothing)"),
+                &format!(
+                    "transport {mib} MiB (writes nothing), H{} D{}",
+                    slots.0, slots.1
+                ),
                 &format!("{p:.1} GB/s"),
                 &format!("raw H2D {r:.1} GB/s: {:.1}%", 100.0 * p / r),
                 ">= 95% of raw",
@@ -1103,30 +1131,168 @@ mod bench {
     // ----------------------------------------------------------------------------------
     // 4. Overlap: a consumer kernel as long as one batch's copy.
 
-    /// Cycles of the spin kernel that take about `secs`, and the time one then takes.
-    fn calibrate(gpu: &Gpu, stream: &Arc<CudaStream>, secs: f64) -> Res<(i64, f64)> {
-        let time = |cycles: i64, n: usize| -> Res<f64> {
-            gpu.spin_cycles(stream, cycles)?;
-            stream.synchronize().map_err(s)?;
-            let t = Instant::now();
-            for _ in 0..n {
-                gpu.spin_cycles(stream, cycles)?;
-            }
-            stream.synchronize().map_err(s)?;
-            Ok(t.elapsed().as_secs_f64() / n as f64)
-        };
-        let mut cycles = gpu.cycles((secs * 1e6) as u64);
-        for _ in 0..3 {
-            let took = time(cycles, 20)?;
-            cycles = (cycles as f64 * secs / took) as i64;
+    /// A diagnostic of the overlap schedule, on when `PINRING_BENCH_TIMELINE` is set: a
+    /// timing event recorded on the consumer's stream before and after each kernel, read
+    /// back as GPU-side times. A kernel that starts later than its predecessor ended waited
+    /// for its batch's copy; how long the copies took shows in those starts.
+    struct Timeline {
+        stream: sys::CUstream,
+        events: Vec<(sys::CUevent, sys::CUevent)>,
+    }
+
+    impl Timeline {
+        fn new(stream: &Arc<CudaStream>) -> Option<Self> {
+            std::env::var_os("PINRING_BENCH_TIMELINE").map(|_| Timeline {
+                stream: stream.cu_stream(),
+                events: Vec::new(),
+            })
         }
-        Ok((cycles, time(cycles, 100)?))
+
+        fn mark(&self) -> Res<sys::CUevent> {
+            let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(s)?;
+            // SAFETY: a live event and the caller's live stream.
+            unsafe { result::event::record(e, self.stream) }.map_err(s)?;
+            Ok(e)
+        }
+
+        fn before(&mut self) -> Res {
+            let e = self.mark()?;
+            self.events.push((e, e));
+            Ok(())
+        }
+
+        fn after(&mut self) -> Res {
+            let e = self.mark()?;
+            self.events.last_mut().ok_or("after before before")?.1 = e;
+            Ok(())
+        }
+
+        /// Prints the kernels' waits (start after the previous one's end), skipping `warm`
+        /// steps; the stream must have drained.
+        fn report(self, what: &str, warm: usize) -> Res {
+            let ms = |a: sys::CUevent, b: sys::CUevent| -> Res<f64> {
+                // SAFETY: both events completed (the stream drained).
+                Ok(unsafe { result::event::elapsed(a, b) }.map_err(s)? as f64)
+            };
+            let ev = &self.events;
+            let (mut waits, mut kernels) = (Vec::new(), Vec::new());
+            for k in warm.max(1)..ev.len() {
+                waits.push(ms(ev[k - 1].1, ev[k].0)? * 1e3);
+                kernels.push(ms(ev[k].0, ev[k].1)? * 1e3);
+            }
+            let total = ms(ev[warm.max(1) - 1].1, ev[ev.len() - 1].1)? * 1e3;
+            let waited: f64 = waits.iter().sum();
+            waits.sort_by(f64::total_cmp);
+            kernels.sort_by(f64::total_cmp);
+            let q = |v: &[f64], p: f64| percentile(v, p / 100.0);
+            println!(
+                "TIMELINE\t{what}\t{} steps, {:.0} us/step on the GPU\tkernel p50 {:.0} us\t\
+                 waits before kernels: p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us, \
+                 {} over 20 us, {:.1}% of the time",
+                waits.len(),
+                total / waits.len() as f64,
+                q(&kernels, 50.0),
+                q(&waits, 50.0),
+                q(&waits, 90.0),
+                q(&waits, 99.0),
+                waits[waits.len() - 1],
+                waits.iter().filter(|w| **w > 20.0).count(),
+                100.0 * waited / total
+            );
+            for (a, b) in self.events {
+                // SAFETY: completed and not used again.
+                unsafe { result::event::destroy(a) }.map_err(s)?;
+                // SAFETY: as above.
+                unsafe { result::event::destroy(b) }.map_err(s)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Seconds one `hold` kernel of `ns` takes on `stream`, back to back.
+    fn time_hold(gpu: &Gpu, stream: &Arc<CudaStream>, ns: u64, n: usize) -> Res<f64> {
+        gpu.hold(stream, ns)?;
+        stream.synchronize().map_err(s)?;
+        let t = Instant::now();
+        for _ in 0..n {
+            gpu.hold(stream, ns)?;
+        }
+        stream.synchronize().map_err(s)?;
+        Ok(t.elapsed().as_secs_f64() / n as f64)
+    }
+
+    /// One pass of the overlap schedule through pinring: `n` measured batches (after
+    /// `warm`), each read by a `hold` kernel of `ns` on `stream`. Seconds per step, and
+    /// the pipeline (its registered ring serves the raw schedule next).
+    fn overlap_pass(
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
+        size: usize,
+        ns: u64,
+        (n, warm): (usize, usize),
+        report: bool,
+    ) -> Res<(f64, Pipeline<Cuda>)> {
+        let cs = CuStream::from(stream);
+        let mut p = Pipeline::new(
+            nothing_config(size, 4)?,
+            nothing(),
+            std::iter::repeat_n((), n + warm),
+        )
+        .map_err(s)?;
+        let mut t0 = None;
+        let mut timeline = Timeline::new(stream);
+        // Diagnostic (PINRING_BENCH_SPINNER): a thread keeping one core busy for the pass.
+        let spinning = Arc::new(std::sync::atomic::AtomicBool::new(
+            std::env::var_os("PINRING_BENCH_SPINNER").is_some(),
+        ));
+        let spinner = spinning
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| {
+                let spinning = spinning.clone();
+                std::thread::spawn(move || {
+                    while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            });
+        while let Some(mut batch) = p.pop().map_err(s)? {
+            batch.wait_on(&cs).map_err(s)?;
+            if let Some(t) = &mut timeline {
+                t.before()?;
+            }
+            gpu.hold(stream, ns)?;
+            if let Some(t) = &mut timeline {
+                t.after()?;
+            }
+            let k = batch.seq() as usize;
+            batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+            if k + 1 == warm {
+                stream.synchronize().map_err(s)?;
+                t0 = Some((Instant::now(), p.stats()));
+            }
+        }
+        stream.synchronize().map_err(s)?;
+        let (t0, before) = t0.ok_or("no warm-up")?;
+        let wall = t0.elapsed();
+        spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Some(spinner) = spinner {
+            spinner.join().map_err(|_| "the spinner panicked")?;
+        }
+        if let Some(t) = timeline {
+            t.report("pinring", warm)?;
+        }
+        if report {
+            stats_line("overlap", &before, &p.stats(), wall);
+            write_trace(&p, "overlap")?;
+        }
+        Ok((wall.as_secs_f64() / n as f64, p))
     }
 
     fn overlap(gpu: &Gpu) -> Res {
         const SIZE: usize = 32 << 20;
         const N: usize = 300;
         const WARM: usize = 20;
+        const PASSES: usize = 3;
         gpu.bind()?;
         // The copy time of one batch, from the same kind of registered ring.
         let copy = {
@@ -1141,59 +1307,53 @@ mod bench {
             }
             raw_copies(gpu, &p, SIZE, 50)?
         };
+        // The kernel holds its stream as long as one copy takes, by the GPU's global timer
+        // (a kernel counting SM cycles would follow the clock, which moves with load).
+        let ns = (copy * 1e9) as u64;
         let stream = gpu.ctx.new_stream().map_err(s)?;
-        let (cycles, compute) = calibrate(gpu, &stream, copy)?;
-        let cs = CuStream::from(&stream);
-        let mut p = Pipeline::new(
-            nothing_config(SIZE, 4)?,
-            nothing(),
-            std::iter::repeat_n((), N + WARM),
-        )
-        .map_err(s)?;
-        let mut t0 = None;
-        while let Some(mut batch) = p.pop().map_err(s)? {
-            batch.wait_on(&cs).map_err(s)?;
-            gpu.spin_cycles(&stream, cycles)?;
-            let k = batch.seq() as usize;
-            batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
-            if k + 1 == WARM {
-                stream.synchronize().map_err(s)?;
-                t0 = Some((Instant::now(), p.stats()));
-            }
+        let kernel = time_hold(gpu, &stream, ns, 100)?;
+        // Passes through pinring and through the same schedule without it, alternating,
+        // so both see the same machine; the medians are compared.
+        let (mut ours, mut raws) = (Vec::new(), Vec::new());
+        let mut copy_after = f64::INFINITY;
+        for pass in 0..PASSES {
+            let (step, p) = overlap_pass(gpu, &stream, SIZE, ns, (N, WARM), pass == 0)?;
+            ours.push(step);
+            raws.push(raw_overlap(gpu, &p, SIZE, ns, 100)?);
+            copy_after = copy_after.min(raw_copies(gpu, &p, SIZE, 50)?);
         }
-        stream.synchronize().map_err(s)?;
-        let (t0, before) = t0.ok_or("no warm-up")?;
-        stats_line("overlap", &before, &p.stats(), t0.elapsed());
-        write_trace(&p, "overlap")?;
-        let step = t0.elapsed().as_secs_f64() / N as f64;
-        let copy_after = raw_copies(gpu, &p, SIZE, 50)?;
-        // The faster of the two copy measurements: the stricter bound.
-        let copy = copy.min(copy_after);
-        // The kernel counts SM clock cycles: timed again right after the run, as the
-        // clock then runs (a clock that dropped during the run shows here).
-        let compute_after = {
-            let t = Instant::now();
-            for _ in 0..50 {
-                gpu.spin_cycles(&stream, cycles)?;
-            }
-            stream.synchronize().map_err(s)?;
-            t.elapsed().as_secs_f64() / 50.0
+        let kernel_after = time_hold(gpu, &stream, ns, 50)?;
+        // The faster of the copy and kernel measurements: the stricter bound.
+        let bound = copy.min(copy_after).max(kernel.min(kernel_after));
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
         };
-        let compute = compute.min(compute_after);
-        let raw_step = raw_overlap(gpu, &p, SIZE, cycles, 100)?;
-        let bound = copy.max(compute);
+        let pcts = |v: &[f64]| {
+            v.iter()
+                .map(|step| format!("{:.1}%", 100.0 * bound / step))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (ours_each, raws_each) = (pcts(&ours), pcts(&raws));
+        let (step, raw_step) = (median(&mut ours), median(&mut raws));
         let eff = bound / step;
         let us = |x: f64| x * 1e6;
         row(
             "overlap 32 MiB, kernel = copy",
-            &format!("{:.1}% ({:.0} us/step)", eff * 100.0, us(step)),
             &format!(
-                "copy {:.0} us, kernel {:.0} us (after the run {:.0} us), serial {:.0} us; \
-                 the same schedule without pinring {:.0} us/step ({:.1}%)",
+                "{:.1}% ({:.0} us/step; median of {PASSES} passes: {ours_each})",
+                eff * 100.0,
+                us(step)
+            ),
+            &format!(
+                "copy {:.0} us (after {:.0}), kernel {:.0} us (after {:.0}), serial {:.0} us; \
+                 the same schedule without pinring {:.0} us/step ({:.1}%; passes {raws_each})",
                 us(copy),
-                us(compute),
-                us(compute_after),
-                us(copy + compute),
+                us(copy_after),
+                us(kernel),
+                us(kernel_after),
+                us(copy + kernel),
                 us(raw_step),
                 100.0 * bound / raw_step
             ),

@@ -1,12 +1,24 @@
-// Kernels of the GPU suite (examples/gpu_check.rs). scripts/gpu-check.sh compiles this to
-// PTX on the device machine (nvcc -ptx); kernels/gpu_check.ptx is the checked-in result,
-// used where nvcc is missing.
+// Kernels of the GPU suite (tests/gpu) and the GPU benchmark (benches/gpu.rs), which embed
+// kernels/gpu_check.ptx, the checked-in result of
+//     nvcc -ptx -arch=compute_75 kernels/gpu_check.cu -o kernels/gpu_check.ptx
+// (run on the GPU machine: this one has no nvcc).
 
 // Holds the stream (and so the batch it reads next) for `cycles` SM clock cycles.
 extern "C" __global__ void spin(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) {
     }
+}
+
+// Holds the stream for `ns` nanoseconds of the GPU's global timer: unlike `spin`, its
+// length does not follow the SM clock (which moves with load and power), so a benchmark
+// can set a kernel as long as a measured copy.
+extern "C" __global__ void hold(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
 }
 
 // Word `word` of sample `sample`, as the suite's decoder writes it.

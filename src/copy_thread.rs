@@ -22,6 +22,20 @@ const POLL: Duration = Duration::from_micros(20);
 /// Most batches one copy run takes.
 const MAX_RUN: usize = 16;
 
+/// Most bytes one copy run takes, unless one batch is larger. A run is one copy (each costs
+/// about 2.6 µs beside its bytes on an H100 or H200, so small batches go many to a copy),
+/// but it waits on the GPU for the release fences of all its device slots, and its first
+/// batch is READY only when its last batch's bytes have landed: large batches go one a run,
+/// so a batch never waits for more than this many bytes of its neighbours' copies or for a
+/// later slot's fence (with a consumer kernel as long as a copy and two device slots, runs
+/// of two 32 MiB batches cost a whole step each).
+const MAX_RUN_BYTES: usize = 4 << 20;
+
+/// Most batches one copy run takes for batches of `batch_bytes`: at least 1.
+pub(crate) fn max_run(batch_bytes: usize) -> usize {
+    (MAX_RUN_BYTES / batch_bytes.max(1)).clamp(1, MAX_RUN)
+}
+
 /// The copy thread's stage: everything it owns.
 pub(crate) struct Copier<B: Backend> {
     pub(crate) control: Arc<Control>,
@@ -30,6 +44,8 @@ pub(crate) struct Copier<B: Backend> {
     pub(crate) ready: Sender,
     /// The copy thread's role in the backend's operations.
     pub(crate) role: CopyRole,
+    /// Most batches a copy run takes ([`max_run`] of the batch size).
+    pub(crate) max_run: usize,
     /// When tracing: when each host slot's copy was enqueued (trace clock), for its H2D
     /// span. Empty otherwise.
     pub(crate) enqueued_at: Vec<u64>,
@@ -43,7 +59,8 @@ impl<B: Backend> Copier<B> {
     /// 2. waits for the device slot to be FREE(k) or RELEASED(k - D) (Acquire: the
     ///    captured fence, recorded before that Release store: invariant 2);
     /// 3. extends the run with the batches after `k` that are filled too, whose device
-    ///    slots are free, and whose host and device slots follow `k`'s without wrapping;
+    ///    slots are free, and whose host and device slots follow `k`'s without wrapping,
+    ///    up to [`max_run`] batches;
     /// 4. takes each device slot (COPYING) and enqueues the stream-side wait on its fence,
     ///    takes each host slot (IN_FLIGHT), enqueues the run's copy, its READY points and
     ///    its completion point;
@@ -149,7 +166,7 @@ impl<B: Backend> Copier<B> {
         let (h, d) = (host.idx(k), device.slots.idx(k));
         let room = (host.len() - h.0)
             .min(device.slots.len() - d.0)
-            .min(MAX_RUN);
+            .min(self.max_run);
         let mut batches = 1;
         while batches < room
             && host.progress(k + batches as u64) == Progress::Filled

@@ -582,6 +582,73 @@ fn stats_count_stages_and_slot_states() {
     assert!(s.to_string().contains("batches"));
 }
 
+/// Decodes batch 0 (one sample a batch) only after batches 1..n have been decoded, so the
+/// copy thread finds them all filled at once; fills each sample with its index.
+struct LastFirst {
+    after: u64,
+    decoded: Arc<(std::sync::Mutex<u64>, std::sync::Condvar)>,
+}
+
+impl pinring::Decode for LastFirst {
+    type Sample = u64;
+
+    fn decode(&self, g: u64, out: &mut [u8]) -> Result<(), pinring::DecodeError> {
+        let (lock, cv) = &*self.decoded;
+        if g == 0 {
+            let mut n = lock.lock().unwrap();
+            while *n < self.after {
+                n = cv.wait_timeout(n, BOUND).unwrap().0;
+            }
+        }
+        out.fill(g as u8);
+        *lock.lock().unwrap() += 1;
+        cv.notify_all();
+        Ok(())
+    }
+}
+
+/// Runs 8 batches of one `bytes`-byte sample through 8 host and 8 device slots, batch 0
+/// filled last; returns `Stats::copies`.
+fn copies_of_eight_batches_filled_together(bytes: usize) -> u64 {
+    let config = Config::builder()
+        .samples_per_batch(1)
+        .bytes_per_sample(bytes)
+        .decode_threads(2)
+        .host_slots(8)
+        .device_slots(8)
+        .pop_timeout(BOUND)
+        .build()
+        .unwrap();
+    let decoder = LastFirst {
+        after: 7,
+        decoded: Default::default(),
+    };
+    let mut p = Pipeline::new(config, decoder, 0..8u64).unwrap();
+    let mut held = Vec::new();
+    while let Some(b) = p.pop().unwrap() {
+        assert!(
+            b.bytes().iter().all(|&x| x == b.seq() as u8),
+            "batch {}",
+            b.seq()
+        );
+        held.push(b);
+    }
+    assert_eq!(held.len(), 8);
+    p.stats().copies
+}
+
+#[test]
+fn small_batches_filled_together_go_in_one_copy_and_large_ones_one_a_copy() {
+    // 64 KiB batches: the copy thread finds batch 0 and (nearly always all of) 1..7 filled
+    // and moves them in one copy run (two if the last fill lands just after batch 0's).
+    let small = copies_of_eight_batches_filled_together(64 << 10);
+    assert!(small <= 2, "{small} copy runs for 8 small batches");
+    // 3 MiB batches: a run holds one (a run waits for every slot's fence, and its first
+    // batch is ready only when its last one has landed).
+    let large = copies_of_eight_batches_filled_together(3 << 20);
+    assert_eq!(large, 8, "copy runs for 8 large batches");
+}
+
 #[test]
 fn huge_pages_are_used_or_the_fallback_says_why() {
     let config = builder(4).huge_pages(true).build().unwrap();

@@ -133,6 +133,7 @@ where
         device,
         ready: sender,
         role: CopyRole(()),
+        max_run: crate::copy_thread::max_run(config.batch_bytes),
         enqueued_at: Vec::new(),
     };
     Ok(Parts {

@@ -83,6 +83,7 @@ pub fn pipeline(options: CudaOptions, device_slots: usize, batches: usize) -> Re
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     spin: CudaFunction,
+    hold: CudaFunction,
     check: CudaFunction,
     fault: CudaFunction,
     clock_khz: u64,
@@ -103,6 +104,7 @@ impl Gpu {
             .map_err(s)? as u64;
         Ok(Gpu {
             spin: module.load_function("spin").map_err(s)?,
+            hold: module.load_function("hold").map_err(s)?,
             check: module.load_function("check").map_err(s)?,
             fault: module.load_function("fault").map_err(s)?,
             ctx,
@@ -135,6 +137,20 @@ impl Gpu {
         let mut launch = stream.launch_builder(&self.spin);
         launch.arg(&cycles);
         // SAFETY: `spin` takes one `long long`, given here.
+        unsafe { launch.launch(cfg) }.map(drop).map_err(s)
+    }
+
+    /// One thread holding `stream` for `ns` ns of the GPU's global timer: a length that,
+    /// unlike that of `spin_cycles`, does not follow the SM clock.
+    pub fn hold(&self, stream: &CudaStream, ns: u64) -> Res {
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = stream.launch_builder(&self.hold);
+        launch.arg(&ns);
+        // SAFETY: `hold` takes one `unsigned long long`, given here.
         unsafe { launch.launch(cfg) }.map(drop).map_err(s)
     }
 
