@@ -9,10 +9,16 @@
 //!
 //! `--shard`: a uint16 token shard (`make_shard`), at least 10 Mi tokens.
 //! `--torch`: `TORCH\t<key>\t<value>` lines from `benches/torch_dataloader.py`.
-//! Sections: transport, small, large, overlap, scaling, consumer (default: all of these);
-//! `explore` (only when named) tries the pipeline's knobs on the token workloads and
-//! prints `EXPLORE` lines, for tuning. The kernels (the spin kernel) are the GPU suite's,
-//! shared through `tests/gpu/harness.rs`.
+//! Sections: transport, small, large, overlap, scaling, consumer, cpu (default: all of
+//! these); `explore` (only when named) tries the pipeline's knobs on the token workloads
+//! and prints `EXPLORE` lines, for tuning; `enqueue` (only when named) prints what one
+//! `cuMemcpyHtoDAsync` call costs by size and kind of pinned memory, and what stream-side
+//! waits on completed events cost the copy stream. The kernels (`hold`, `spin`) are the
+//! GPU suite's, shared through `tests/gpu/harness.rs`.
+//!
+//! Diagnostics, set in the environment: `PINRING_BENCH_TRACE=DIR` writes each section's
+//! pipeline timeline (Perfetto JSON) there; `PINRING_BENCH_TIMELINE=1` prints the overlap
+//! section's GPU-side waits before each kernel (`TIMELINE` lines).
 //!
 //! Each result is a line `ROW\t<what>\t<pinring>\t<reference>\t<target>\t<met>`; stage
 //! times behind it are `STATS\t...` lines; a section that fails prints
@@ -25,10 +31,11 @@ use std::process::ExitCode;
 mod harness;
 
 const USAGE: &str = "usage: gpu --shard PATH [--torch FILE] \
-    [--only transport,small,large,overlap,scaling,consumer,explore]";
+    [--only transport,small,large,overlap,scaling,consumer,cpu,explore,enqueue]";
 
 const SECTIONS: &[&str] = &[
     "explore",
+    "enqueue",
     "transport",
     "small",
     "large",
@@ -951,45 +958,113 @@ mod bench {
         Ok(())
     }
 
-    /// How long one `cuMemcpyHtoDAsync` call takes to return (not the copy), from a
-    /// registered ring, by size (`EXPLORE` lines).
+    /// How long one `cuMemcpyHtoDAsync` call takes to return (not the copy), by size and by
+    /// the kind of pinned memory it reads: the pipeline's registered ring with normal
+    /// pages, the same with huge pages (where the machine has them), and memory from
+    /// `cuMemHostAlloc` (`EXPLORE` lines).
     fn enqueue_cost(gpu: &Gpu) -> Res {
-        const N: usize = 40;
+        const N: usize = 200;
+        const SIZES: [usize; 4] = [256 << 10, 1 << 20, 2 << 20, 4 << 20];
         gpu.bind()?;
-        for size in [256usize << 10, 4 << 20] {
-            let mut idle = Pipeline::new(
-                nothing_config(size, 4)?,
-                nothing(),
-                std::iter::repeat_n((), 4),
-            )
-            .map_err(s)?;
+        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let dst = stream.alloc_zeros::<u8>(4 << 20).map_err(s)?;
+        let to = dst.device_ptr(&stream).0;
+        let measure = |what: &str, base: *const u8| -> Res {
+            for size in SIZES {
+                // SAFETY: `base` points at 4 MiB or more of pinned memory, idle.
+                let src = unsafe { std::slice::from_raw_parts(base, size) };
+                stream.synchronize().map_err(s)?;
+                let mut calls = Vec::with_capacity(N);
+                for _ in 0..N {
+                    let t = Instant::now();
+                    // SAFETY: `dst` lives until the stream is synchronized below.
+                    unsafe { result::memcpy_htod_async(to, src, stream.cu_stream()) }.map_err(s)?;
+                    calls.push(t.elapsed().as_secs_f64() * 1e6);
+                    stream.synchronize().map_err(s)?;
+                }
+                calls.sort_by(f64::total_cmp);
+                println!(
+                    "EXPLORE\tenqueue\tcuMemcpyHtoDAsync {:>4} KiB from {what}\t{:.1} us p50\t{:.1} us p90",
+                    size >> 10,
+                    calls[N / 2],
+                    calls[N * 9 / 10]
+                );
+            }
+            Ok(())
+        };
+        for huge in [false, true] {
+            let config = Config::builder()
+                .samples_per_batch(1)
+                .bytes_per_sample(4 << 20)
+                .host_slots(2)
+                .decode_threads(1)
+                .huge_pages(huge)
+                .cuda(CudaOptions::ordinal(0))
+                .build()
+                .map_err(s)?;
+            let mut idle =
+                Pipeline::new(config, nothing(), std::iter::repeat_n((), 2)).map_err(s)?;
             while let Some(b) = idle.pop().map_err(s)? {
                 b.release(Fence::Sync).map_err(|e| s(e.error))?;
             }
-            let (base, _) = idle.backend().host_ring();
-            let stream = gpu.ctx.new_stream().map_err(s)?;
-            let dst = stream.alloc_zeros::<u8>(size).map_err(s)?;
-            let to = dst.device_ptr(&stream).0;
-            // SAFETY: the ring's first slot (`size` bytes), registered and idle.
-            let src = unsafe { std::slice::from_raw_parts(base, size) };
-            stream.synchronize().map_err(s)?;
-            let mut calls = Vec::with_capacity(N);
-            for _ in 0..N {
-                let t = Instant::now();
-                // SAFETY: `dst` lives until the stream is synchronized below.
-                unsafe { result::memcpy_htod_async(to, src, stream.cu_stream()) }.map_err(s)?;
-                calls.push(t.elapsed().as_secs_f64() * 1e6);
-                stream.synchronize().map_err(s)?;
-            }
-            calls.sort_by(f64::total_cmp);
-            println!(
-                "EXPLORE\tdriver\tcuMemcpyHtoDAsync {} KiB, idle stream\t{:.1} us p50\t{:.1} us max",
-                size >> 10,
-                calls[N / 2],
-                calls[N - 1]
-            );
-            drop(dst);
+            let what = format!("the registered ring ({:?})", idle.huge_pages());
+            measure(&what, idle.backend().host_ring().0)?;
         }
+        // The copy stream's own cost of a stream-side wait on an event that has already
+        // completed (as a release fence often has by the time its slot is reused): runs of
+        // 10 copies of 256 KiB (one 2.5 MiB copy), with and without 10 such waits before
+        // each, back to back; batches/s.
+        let done = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(s)?;
+        let other = gpu.ctx.new_stream().map_err(s)?;
+        // SAFETY: a live event and stream of the bound context.
+        unsafe { result::event::record(done, other.cu_stream()) }.map_err(s)?;
+        other.synchronize().map_err(s)?;
+        let config = Config::builder()
+            .samples_per_batch(1)
+            .bytes_per_sample(4 << 20)
+            .host_slots(2)
+            .decode_threads(1)
+            .cuda(CudaOptions::ordinal(0))
+            .build()
+            .map_err(s)?;
+        let mut idle = Pipeline::new(config, nothing(), std::iter::repeat_n((), 2)).map_err(s)?;
+        while let Some(b) = idle.pop().map_err(s)? {
+            b.release(Fence::Sync).map_err(|e| s(e.error))?;
+        }
+        // SAFETY: 10 × 256 KiB inside the idle registered ring (8 MiB).
+        let src = unsafe { std::slice::from_raw_parts(idle.backend().host_ring().0, 10 << 18) };
+        for waits in [0usize, 10] {
+            let run = |n: usize| -> Res {
+                for _ in 0..n {
+                    for _ in 0..waits {
+                        let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+                        // SAFETY: live event and stream.
+                        unsafe { result::stream::wait_event(stream.cu_stream(), done, flags) }
+                            .map_err(s)?;
+                    }
+                    // SAFETY: `dst` (4 MiB) lives until the stream is synchronized.
+                    unsafe { result::memcpy_htod_async(to, src, stream.cu_stream()) }.map_err(s)?;
+                }
+                stream.synchronize().map_err(s)
+            };
+            run(20)?;
+            let t = Instant::now();
+            run(2000)?;
+            println!(
+                "EXPLORE\tenqueue\truns of 10 x 256 KiB, {waits} completed-event waits before each\t{:.0} batches/s",
+                20_000.0 / t.elapsed().as_secs_f64()
+            );
+        }
+        drop(idle);
+        // SAFETY: idle (its stream synchronized) and not used again.
+        unsafe { result::event::destroy(done) }.map_err(s)?;
+        // SAFETY: plain pinned allocation of 4 MiB; freed below.
+        let host = unsafe { result::malloc_host(4 << 20, 0) }.map_err(s)?;
+        let measured = measure("cuMemHostAlloc memory", host.cast::<u8>().cast_const());
+        // SAFETY: allocated above; the stream is synchronized (no copy reads it).
+        unsafe { result::free_host(host) }.map_err(s)?;
+        measured?;
+        drop(dst);
         Ok(())
     }
 
@@ -1241,20 +1316,6 @@ mod bench {
         .map_err(s)?;
         let mut t0 = None;
         let mut timeline = Timeline::new(stream);
-        // Diagnostic (PINRING_BENCH_SPINNER): a thread keeping one core busy for the pass.
-        let spinning = Arc::new(std::sync::atomic::AtomicBool::new(
-            std::env::var_os("PINRING_BENCH_SPINNER").is_some(),
-        ));
-        let spinner = spinning
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .then(|| {
-                let spinning = spinning.clone();
-                std::thread::spawn(move || {
-                    while spinning.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            });
         while let Some(mut batch) = p.pop().map_err(s)? {
             batch.wait_on(&cs).map_err(s)?;
             if let Some(t) = &mut timeline {
@@ -1274,10 +1335,6 @@ mod bench {
         stream.synchronize().map_err(s)?;
         let (t0, before) = t0.ok_or("no warm-up")?;
         let wall = t0.elapsed();
-        spinning.store(false, std::sync::atomic::Ordering::Relaxed);
-        if let Some(spinner) = spinner {
-            spinner.join().map_err(|_| "the spinner panicked")?;
-        }
         if let Some(t) = timeline {
             t.report("pinring", warm)?;
         }
@@ -1527,6 +1584,9 @@ mod bench {
             all &= section("cpu", || cpu(g, shard));
         }
         // Only when asked for by name.
+        if args.only.iter().any(|o| o == "enqueue") {
+            all &= section("enqueue", || enqueue_cost(g));
+        }
         if args.only.iter().any(|o| o == "explore") {
             all &= section("explore", || explore(g, shard));
         }
