@@ -1058,6 +1058,43 @@ mod bench {
         drop(idle);
         // SAFETY: idle (its stream synchronized) and not used again.
         unsafe { result::event::destroy(done) }.map_err(s)?;
+        // What one cuEventRecord costs the calling thread, by event kind, on an idle stream
+        // and on one with a long kernel queued (as the copy stream has copies queued).
+        for (kind, flags) in [
+            (
+                "timing-disabled",
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            ),
+            (
+                "timing-disabled blocking-sync",
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+                    | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32,
+            ),
+        ] {
+            let mut e: sys::CUevent = std::ptr::null_mut();
+            // SAFETY: writes one handle; the context is bound.
+            unsafe { sys::cuEventCreate(&mut e, flags) }
+                .result()
+                .map_err(s)?;
+            for busy in [false, true] {
+                if busy {
+                    gpu.hold(&stream, 50_000_000)?;
+                }
+                let t = Instant::now();
+                for _ in 0..2000 {
+                    // SAFETY: a live event and stream.
+                    unsafe { result::event::record(e, stream.cu_stream()) }.map_err(s)?;
+                }
+                let ns = t.elapsed().as_secs_f64() * 1e9 / 2000.0;
+                stream.synchronize().map_err(s)?;
+                println!(
+                    "EXPLORE\tenqueue\tcuEventRecord, {kind} event, {} stream\t{ns:.0} ns",
+                    if busy { "busy" } else { "idle" }
+                );
+            }
+            // SAFETY: idle and not used again.
+            unsafe { result::event::destroy(e) }.map_err(s)?;
+        }
         // SAFETY: plain pinned allocation of 4 MiB; freed below.
         let host = unsafe { result::malloc_host(4 << 20, 0) }.map_err(s)?;
         let measured = measure("cuMemHostAlloc memory", host.cast::<u8>().cast_const());
