@@ -194,7 +194,7 @@ impl PyBatch {
                     return Err(self.released_error());
                 };
                 if let Some(stream) = stream {
-                    // Stream-side: a wait on the batch's READY point; no host block.
+                    // Stream-side: cuStreamWaitEvent(stream, READY(slot)); no host block.
                     batch.wait_on(&stream).map_err(|e| {
                         errors::to_py_with(py, e, &format!("__dlpack__ of batch {}", self.seq))
                     })?;

@@ -1,7 +1,7 @@
 //! Device backends: where device slots live and how copies and fences run.
 //!
 //! A [`Backend`] owns the device side of one pipeline: the device slots, the copy stream,
-//! the READY points (recorded after each copy, which the batches it moved wait on), the per-host-slot
+//! the per-slot READY points (recorded after each copy into a slot), the per-host-slot
 //! COPIED points (complete when the copy out of a host slot is done) and whatever it needs
 //! to capture a consumer's release [`Fence`](crate::Fence). Users pick one through
 //! [`ConfigBuilder::backend`](crate::ConfigBuilder::backend) and meet its stream, event and
@@ -118,8 +118,7 @@ pub(crate) mod private {
     /// `device` (neither wraps around). Every batch but the last is copied whole (a short
     /// one, the last of an epoch, takes its stale tail along, which no one reads); the last
     /// has `last_bytes` bytes. The backend copies them (in one piece where it can), then
-    /// records the READY point the run's batches wait on and, after the run, its
-    /// completion point.
+    /// records each batch's READY point and, after the run, its completion point.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct CopyRun {
         /// The first batch's sequence number.
@@ -201,9 +200,8 @@ pub(crate) mod private {
         /// fence of slot `d` before anything enqueued after it.
         fn wait_fence(&self, role: &CopyRole, d: DeviceIdx, fence: Self::Captured) -> Result<()>;
 
-        /// Copy thread: enqueues the run's copy, then records a READY point that each of the
-        /// run's batches' `ready_on`/`ready_sync` waits for (one per batch, or one for the
-        /// run: it is one copy) and the run's completion point. On failure, says how many of the run's batches (from
+        /// Copy thread: enqueues the run's copy, then records each batch's READY point and
+        /// the run's completion point. On failure, says how many of the run's batches (from
         /// its first) were enqueued whole before it: those are delivered, the failure is
         /// the next batch's.
         fn copy(&self, role: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed>;
@@ -220,8 +218,7 @@ pub(crate) mod private {
             None
         }
 
-        /// Lease holder: makes `stream` wait (stream-side) for the READY point of slot d's
-        /// batch, and returns what a
+        /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
         /// drop of the batch must fence on. Refuses a stream it could not fence on later.
         fn ready_on(
             &self,
@@ -231,8 +228,7 @@ pub(crate) mod private {
         where
             Self: Backend;
 
-        /// Lease holder: blocks the calling thread until the READY point of slot d's batch
-        /// has completed.
+        /// Lease holder: blocks the calling thread until READY(d) has completed.
         fn ready_sync(&self, d: DeviceIdx) -> Result<()>;
 
         /// Lease holder: captures a release fence for slot `d` now.

@@ -38,7 +38,7 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::host_ring::HostRing;
 use crate::slot::DeviceIdx;
-use crate::sync::{mutation, native, Arc, AtomicUsize, Mutation, Mutex, MutexGuard, Ordering};
+use crate::sync::{mutation, native, Arc, Mutation, Mutex, MutexGuard};
 use crate::Fence;
 
 /// Options of the model backend.
@@ -97,16 +97,15 @@ enum Op {
     Wait { event: usize, epoch: u64 },
     /// Complete record `epoch` of `event`.
     Signal { event: usize, epoch: u64 },
-    /// The copy of batch `seq`: host slot `h` → device slot `d`, then for a run's last
-    /// batch the run's READY record `ready` (event, epoch: the cuda backend records one
-    /// READY per run, at its last slot's event), COPIED(h) record `copied`, and for a run's
-    /// last batch the run's completion point (batches before `complete` are copied).
+    /// The copy of batch `seq`: host slot `h` → device slot `d`, then READY(d) record
+    /// `ready`, COPIED(h) record `copied`, and for a run's last batch the run's completion
+    /// point (batches before `complete` are copied).
     Copy {
         seq: u64,
         h: usize,
         d: usize,
         bytes: usize,
-        ready: Option<(usize, u64)>,
+        ready: u64,
         copied: u64,
         complete: Option<u64>,
     },
@@ -149,11 +148,6 @@ pub(crate) struct Device {
     waker: CopyWaker,
     options: ModelOptions,
     state: Mutex<State>,
-    /// For each device slot, the slot whose READY event follows its latest copy (the last
-    /// slot of that run), as the cuda backend keeps it: stored (Relaxed) by the copy thread
-    /// after the run's records, loaded (Relaxed) by the batch's holder; loom atomics, so the
-    /// model explores what the holder may read.
-    ready_of: Box<[AtomicUsize]>,
     /// The first invariant broken, kept so that a check failing inside user code (a
     /// decode, whose panic the pipeline catches) still fails the model at the next device
     /// call. std's mutex: bookkeeping outside the model.
@@ -173,11 +167,6 @@ const COPY_STREAM: usize = 0;
 impl Device {
     fn ready(&self, d: usize) -> usize {
         d
-    }
-
-    /// The READY event a batch in device slot `d` waits on.
-    fn ready_for(&self, d: usize) -> usize {
-        self.ready(self.ready_of[d].load(Ordering::Relaxed))
     }
 
     fn copied(&self, h: usize) -> usize {
@@ -347,9 +336,7 @@ impl Device {
                 let src = unsafe { std::slice::from_raw_parts(src, bytes) };
                 state.memory[d][..bytes].copy_from_slice(src);
                 state.holds[d] = Some(seq);
-                if let Some((event, epoch)) = ready {
-                    state.events[event].complete(epoch);
-                }
+                state.events[self.ready(d)].complete(ready);
                 state.events[self.copied(h)].complete(copied);
                 match complete {
                     Some(upto) => {
@@ -532,7 +519,6 @@ impl Ops for Model {
                 waker,
                 options: options.clone(),
                 state: Mutex::new(state),
-                ready_of: (0..d).map(AtomicUsize::new).collect(),
                 violation: native::Mutex::new(None),
             }),
         })
@@ -566,7 +552,6 @@ impl Ops for Model {
 
     fn copy(&self, _: &CopyRole, run: &CopyRun) -> Result<(), CopyFailed> {
         let dev = &*self.device;
-        let last = run.device.0 + run.batches - 1;
         let mut state = dev.lock();
         for (seq, h, d) in run.each() {
             let (h, d) = (h.0, d.0);
@@ -585,10 +570,7 @@ impl Ops for Model {
             } else {
                 dev.layout.batch_bytes
             };
-            let ready = (seq + 1 == run.end()).then(|| {
-                let event = dev.ready(last);
-                (event, state.events[event].record())
-            });
+            let ready = state.events[dev.ready(d)].record();
             let copied = state.events[dev.copied(h)].record();
             state.streams[COPY_STREAM].push_back(Op::Copy {
                 seq,
@@ -601,17 +583,6 @@ impl Ops for Model {
             });
         }
         state.enqueued = run.end();
-        drop(state);
-        for (_, _, d) in run.each() {
-            // Seeded bug: each batch is left pointing at its own slot's event, which only
-            // the run's last slot had recorded.
-            let to = if mutation() == Mutation::StaleReadyEvent {
-                d.0
-            } else {
-                last
-            };
-            dev.ready_of[d.0].store(to, Ordering::Relaxed);
-        }
         Ok(())
     }
 
@@ -635,8 +606,8 @@ impl Ops for Model {
 
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
         let dev = &*self.device;
-        let event = dev.ready_for(d.0);
         let mut state = dev.lock();
+        let event = dev.ready(d.0);
         let epoch = state.events[event].latest;
         state.streams[stream.id].push_back(Op::Wait { event, epoch });
         Ok(stream.clone())
@@ -644,7 +615,7 @@ impl Ops for Model {
 
     /// Steps the device until READY(d)'s latest record has completed.
     fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        let event = self.device.ready_for(d.0);
+        let event = self.device.ready(d.0);
         let epoch = self.device.lock().events[event].latest;
         self.device
             .step_until(|_, state| state.events[event].done(epoch));

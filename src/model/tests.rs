@@ -432,7 +432,6 @@ fn mutation_named(name: &str) -> Mutation {
         "WrongSlotRetire" => Mutation::WrongSlotRetire,
         "StopWithoutWake" => Mutation::StopWithoutWake,
         "FailWithoutWake" => Mutation::FailWithoutWake,
-        "StaleReadyEvent" => Mutation::StaleReadyEvent,
         other => panic!("unknown mutation {other}"),
     }
 }
@@ -589,17 +588,6 @@ fn model_6_rejects_free_before_copied() {
 #[test]
 fn model_7_short_batch_partial() {
     passes("short_batch_partial");
-}
-
-#[test]
-fn model_7_rejects_a_stale_ready_event() {
-    // Where the full batch and the short one go in one copy run, the full one must wait
-    // on the run's READY point, recorded at the short one's slot.
-    rejects(
-        "short_batch_partial",
-        "StaleReadyEvent",
-        "before its copy ran",
-    );
 }
 
 #[test]

@@ -46,10 +46,6 @@ pub(crate) enum Mutation {
     StopWithoutWake,
     /// A failed decode publishes FAILED but wakes nobody (invariant 4).
     FailWithoutWake,
-    /// A copy run records one READY point, at its last slot's event, but leaves each batch
-    /// waiting on its own slot's event: a batch before the last may be read before its
-    /// copy (the model device's slot check).
-    StaleReadyEvent,
 }
 
 std::thread_local! {

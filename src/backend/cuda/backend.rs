@@ -18,7 +18,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
 use crate::slot::DeviceIdx;
-use crate::sync::native::{current_thread, sleep, Arc, AtomicUsize, Instant, Ordering, ThreadId};
+use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 use crate::Fence;
 
 /// The cuda backend's device side of one pipeline. See the [module docs](super).
@@ -27,14 +27,8 @@ use crate::Fence;
 /// backend's teardown has waited (up to the shutdown timeout) for the copy stream, which by
 /// then also waits for every release fence still pending.
 pub struct Cuda {
-    /// READY(d): recorded on the copy stream after each copy run whose last device slot is
-    /// d (one record per run: a run is one copy, so its batches land together).
+    /// READY(d): recorded on the copy stream after each copy into device slot d.
     ready: Box<[Owned<Event>]>,
-    /// For each device slot, the slot whose READY event follows the slot's latest copy (the
-    /// last slot of that run). Written (Relaxed) by the copy thread before it publishes the
-    /// slot's batch; read (Relaxed) by the batch's holder, which got the batch through the
-    /// ready ring (the copy thread's Release push, the consumer's Acquire pop).
-    ready_of: Box<[AtomicUsize]>,
     /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
     /// h (one record per run, after its last batch); the completion thread follows them.
     copied: Box<[Owned<Event>]>,
@@ -113,10 +107,9 @@ impl Cuda {
         (ring.base().cast_const(), ring.len())
     }
 
-    /// The handle of the READY event a batch in device slot `d` waits on (for consumers that
-    /// wait on it themselves): the event of the last slot of the run that copied it.
+    /// READY(d)'s handle (for consumers that wait on it themselves).
     pub(super) fn ready_event(&self, d: DeviceIdx) -> sys::CUevent {
-        self.ready[self.ready_of[d.0].load(Ordering::Relaxed)].raw()
+        self.ready[d.0].raw()
     }
 
     fn slot(&self, d: DeviceIdx) -> CUdeviceptr {
@@ -236,7 +229,6 @@ impl Ops for Cuda {
             Completion::start(ctx.cu_ctx(), copied.iter().map(Owned::raw).collect(), waker)?;
         Ok(Cuda {
             ready: make.events(layout.device_slots, true)?,
-            ready_of: (0..layout.device_slots).map(AtomicUsize::new).collect(),
             copied,
             completion,
             fence: make.events(layout.device_slots, false)?,
@@ -312,27 +304,30 @@ impl Ops for Cuda {
                 .call("cuMemcpyHtoDAsync")
                 .map_err(CopyFailed::at_start)?;
         }
-        // One READY point for the run, at its last slot's event (each batch of the run is
-        // READY there: it follows the copy that moved them all), then one COPIED point.
-        let last = run.device.0 + run.batches - 1;
-        // SAFETY: live handles of this backend, recorded by the copy thread only.
-        unsafe { result::event::record(self.ready[last].raw(), stream) }
-            .call("cuEventRecord")
-            .map_err(CopyFailed::at_start)?;
+        // Each batch's own READY point, then one COPIED point for the whole run.
+        let mut ready = Ok(());
+        let mut enqueued = 0;
         for (_, _, d) in run.each() {
-            // Relaxed: the slot's LEASED store and token push that follow (Release) order it
-            // for the batch's holder, who loads it after its pop (Acquire).
-            self.ready_of[d.0].store(last, Ordering::Relaxed);
+            // SAFETY: live handles of this backend, recorded by the copy thread only.
+            ready = unsafe { result::event::record(self.ready[d.0].raw(), stream) }
+                .call("cuEventRecord");
+            if ready.is_err() {
+                break;
+            }
+            enqueued += 1;
         }
-        // SAFETY: as above. COPIED(h) of the run's first host slot is not recorded again
-        // before the completion thread has seen this record complete (the slot is freed
-        // only then). Should this record fail, the copies still complete but the
-        // completion thread would not learn of it: the run fails.
-        unsafe { result::event::record(self.copied[run.host.0].raw(), stream) }
-            .call("cuEventRecord")
-            .map_err(CopyFailed::at_start)?;
-        self.completion.recorded(run.host, run.end());
-        Ok(())
+        if enqueued > 0 {
+            // SAFETY: as above. COPIED(h) of the run's first host slot is not recorded again
+            // before the completion thread has seen this record complete (the slot is freed
+            // only then). Should this record fail, the copies still complete but the
+            // completion thread would not learn of it: the run fails.
+            unsafe { result::event::record(self.copied[run.host.0].raw(), stream) }
+                .call("cuEventRecord")
+                .map_err(|error| CopyFailed { enqueued: 0, error })?;
+            self.completion
+                .recorded(run.host, run.first + enqueued as u64);
+        }
+        ready.map_err(|error| CopyFailed { enqueued, error })
     }
 
     fn completed(&self, _: &CopyRole) -> Result<u64> {
@@ -346,7 +341,7 @@ impl Ops for Cuda {
         unsafe {
             result::stream::wait_event(
                 stream.raw(),
-                self.ready_event(d),
+                self.ready[d.0].raw(),
                 CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
             )
         }
@@ -360,7 +355,7 @@ impl Ops for Cuda {
     fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
         let _bound = Bound::new(self.ctx.cu_ctx())?;
         // SAFETY: a live event of this backend.
-        unsafe { result::event::synchronize(self.ready_event(d)) }.call("cuEventSynchronize")
+        unsafe { result::event::synchronize(self.ready[d.0].raw()) }.call("cuEventSynchronize")
     }
 
     fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<CudaFence> {

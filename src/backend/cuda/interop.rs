@@ -68,11 +68,9 @@ impl Batch<Cuda> {
         })
     }
 
-    /// The READY event recorded on the copy stream after this batch's copy (one record per
-    /// copy run, shared by the run's batches). For DLPack-style consumers that wait on it
-    /// themselves (`cuStreamWaitEvent`). The handle is reused by later copies: wait on it
-    /// right after popping the batch. A wait enqueued later is still correct (a later
-    /// record follows this batch's copy too) but may wait for more.
+    /// READY(slot): recorded on the copy stream after this batch's copy. For DLPack-style
+    /// consumers that wait on it themselves (`cuStreamWaitEvent`). The handle is reused for
+    /// later batches in the same slot: wait on it before releasing the batch.
     pub fn ready_event(&self) -> CUevent {
         self.backend().ready_event(self.device_idx())
     }

@@ -14,13 +14,10 @@
 //!   (portable, not write-combined, its exact size) for the backend's lifetime.
 //! - The device slots: one `cuMemAlloc` of `device_slots` slots, each starting on a page
 //!   boundary, so that a run of consecutive batches lies in the device slots as in the
-//!   host ring and copies in one `cuMemcpyHtoDAsync`.
+//!   host ring and copies in one `cuMemcpyHtoDAsync` (each batch keeps its READY event).
 //! - One non-blocking copy stream, driven by the pipeline's copy thread alone.
 //! - Events, all created once with timing disabled and reused (none is created per
-//!   batch): READY(d) per device slot (recorded after each copy run that ends at slot d:
-//!   one record per run, which every batch of the run waits on, since a run is one copy and
-//!   its batches land together; a record of a blocking-sync event costs the copy thread
-//!   several µs while the copy stream is busy, so one a batch was most of its time), COPIED(h) per
+//!   batch): READY(d) per device slot (recorded after each copy into it), COPIED(h) per
 //!   host slot (recorded after each copy out of it; a completion thread of the backend's
 //!   follows them in order, spinning briefly and then waiting in the driver, parked, and
 //!   wakes the copy thread as copies complete) and FENCE(d) per device slot (what a
