@@ -18,7 +18,9 @@
 //!
 //! Diagnostics, set in the environment: `PINRING_BENCH_TRACE=DIR` writes each section's
 //! pipeline timeline (Perfetto JSON) there; `PINRING_BENCH_TIMELINE=1` prints the overlap
-//! section's GPU-side waits before each kernel (`TIMELINE` lines).
+//! section's GPU-side waits before each kernel (`TIMELINE` lines);
+//! `PINRING_BENCH_CONSUMER_SPLIT=1` prints the token consumers' time per batch in `pop`,
+//! `wait_on` and `release` (`SPLIT` lines).
 //!
 //! Each result is a line `ROW\t<what>\t<pinring>\t<reference>\t<target>\t<met>`; stage
 //! times behind it are `STATS\t...` lines; a section that fails prints
@@ -531,12 +533,25 @@ mod bench {
         let cs = CuStream::from(&stream);
         let mut start = None;
         let mut count = 0usize;
+        // Diagnostic (PINRING_BENCH_CONSUMER_SPLIT): the consumer's time in pop, wait_on
+        // and release, ns summed after the warm-up.
+        let split = std::env::var_os("PINRING_BENCH_CONSUMER_SPLIT").is_some();
+        let mut spent = [0u128; 3];
         loop {
+            let t0 = Instant::now();
             let Some(mut batch) = p.pop().map_err(s)? else {
                 break;
             };
+            let t1 = Instant::now();
             batch.wait_on(&cs).map_err(s)?;
+            let t2 = Instant::now();
             batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+            if split && start.is_some() {
+                let t3 = Instant::now();
+                spent[0] += (t1 - t0).as_nanos();
+                spent[1] += (t2 - t1).as_nanos();
+                spent[2] += (t3 - t2).as_nanos();
+            }
             if count + 1 == WARM {
                 stream.synchronize().map_err(s)?;
                 start = Some((Instant::now(), p.stats()));
@@ -551,6 +566,15 @@ mod bench {
         stream.synchronize().map_err(s)?;
         let (t0, before) = start.ok_or("source ended during the warm-up")?;
         let wall = t0.elapsed();
+        if split {
+            let n = (count - WARM).max(1) as f64;
+            println!(
+                "SPLIT\t{name}\tper batch: pop {:.2} us, wait_on {:.2} us, release {:.2} us",
+                spent[0] as f64 / n / 1e3,
+                spent[1] as f64 / n / 1e3,
+                spent[2] as f64 / n / 1e3
+            );
+        }
         let busiest = stats_line(name, &before, &p.stats(), wall);
         context_switches(name);
         write_trace(p, name)?;
