@@ -116,8 +116,8 @@ mod bench {
     use pinring::cudarc::driver::{result, sys, CudaStream, DevicePtr};
     use pinring::source::{Order, TokenShards, TokenType, Tokens};
     use pinring::{
-        decode_fn, Config, CuStream, Cuda, CudaOptions, DeviceState, Fence, Pipeline, StageTimes,
-        Stats, TryPop,
+        decode_fn, Config, ConfigBuilder, CuStream, Cuda, CudaOptions, DeviceState, Fence,
+        Pipeline, StageTimes, Stats, TryPop,
     };
 
     use super::Args;
@@ -197,7 +197,16 @@ mod bench {
         host_slots: usize,
         device_slots: usize,
     ) -> Res<Config<Cuda>> {
-        let mut builder = Config::builder()
+        nothing_builder(size, host_slots, device_slots)
+            .cuda(CudaOptions::ordinal(0))
+            .build()
+            .map_err(s)
+    }
+
+    /// The configuration of a pipeline of `size`-byte batches that a decoder writing
+    /// nothing fills, before its backend is chosen.
+    fn nothing_builder(size: usize, host_slots: usize, device_slots: usize) -> ConfigBuilder {
+        let builder = Config::builder()
             .samples_per_batch(1)
             .bytes_per_sample(size)
             .host_slots(host_slots)
@@ -205,9 +214,29 @@ mod bench {
             .decode_threads(2)
             .pop_timeout(Duration::from_secs(20));
         if std::env::var_os(TRACE_DIR).is_some() {
-            builder = builder.trace(1 << 16);
+            builder.trace(1 << 16)
+        } else {
+            builder
         }
-        builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)
+    }
+
+    /// Pops and releases (nothing on the device reads them) every batch left in `p`; its
+    /// source ended, its registered ring is then idle, for raw copies out of it.
+    fn drain(p: &mut Pipeline<Cuda>) -> Res {
+        while let Some(b) = p.pop().map_err(s)? {
+            b.release(Fence::Sync).map_err(|e| s(e.error))?;
+        }
+        Ok(())
+    }
+
+    /// A pipeline of `config` run through a source of one batch per host slot, then
+    /// drained: pinned memory of the pipeline's own kind, idle, for raw copies.
+    fn idle_pipeline(config: Config<Cuda>) -> Res<Pipeline<Cuda>> {
+        let batches = config.host_slots();
+        let mut p =
+            Pipeline::new(config, nothing(), std::iter::repeat_n((), batches)).map_err(s)?;
+        drain(&mut p)?;
+        Ok(p)
     }
 
     fn nothing() -> impl pinring::Decode<Sample = ()> {
@@ -272,8 +301,7 @@ mod bench {
             .collect::<Res<_>>()?;
         let (copied, computed) = (&events[..2], &events[2..]);
         let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
-        let timeline = std::cell::RefCell::new(None::<Timeline>);
-        let step = |i: usize| -> Res {
+        let step = |i: usize, timeline: &mut Option<Timeline>| -> Res {
             let b = i % 2;
             if i >= 2 {
                 // SAFETY: live events and streams of the bound context.
@@ -294,31 +322,25 @@ mod bench {
             // SAFETY: as above.
             unsafe { result::stream::wait_event(compute.cu_stream(), copied[b], wait) }
                 .map_err(s)?;
-            if let Some(t) = &mut *timeline.borrow_mut() {
-                t.before()?;
-            }
-            gpu.hold(&compute, ns)?;
-            if let Some(t) = &mut *timeline.borrow_mut() {
-                t.after()?;
-            }
+            Timeline::hold(timeline, gpu, &compute, ns)?;
             // SAFETY: as above.
             unsafe { result::event::record(computed[b], compute.cu_stream()) }.map_err(s)?;
             Ok(())
         };
         for i in 0..4 {
-            step(i)?;
+            step(i, &mut None)?;
         }
         compute.synchronize().map_err(s)?;
         copies.synchronize().map_err(s)?;
-        *timeline.borrow_mut() = Timeline::new(&compute);
+        let mut timeline = Timeline::new(&compute);
         let t = Instant::now();
         for i in 4..4 + n {
-            step(i)?;
+            step(i, &mut timeline)?;
         }
         compute.synchronize().map_err(s)?;
         copies.synchronize().map_err(s)?;
         let secs = t.elapsed().as_secs_f64() / n as f64;
-        if let Some(t) = timeline.into_inner() {
+        if let Some(t) = timeline {
             t.report("without pinring", 0)?;
         }
         for e in events {
@@ -594,22 +616,7 @@ mod bench {
         const N: usize = 20_000;
         gpu.bind()?;
         let stride = batch.next_multiple_of(4096);
-        let mut p = Pipeline::new(
-            Config::builder()
-                .samples_per_batch(1)
-                .bytes_per_sample(batch)
-                .host_slots(SLOTS)
-                .decode_threads(1)
-                .cuda(CudaOptions::ordinal(0))
-                .build()
-                .map_err(s)?,
-            nothing(),
-            std::iter::repeat_n((), 2),
-        )
-        .map_err(s)?;
-        while let Some(b) = p.pop().map_err(s)? {
-            b.release(Fence::Sync).map_err(|e| s(e.error))?;
-        }
+        let p = idle_pipeline(nothing_config(batch, SLOTS)?)?;
         let (base, len) = p.backend().host_ring();
         let stream = gpu.ctx.new_stream().map_err(s)?;
         let dst = stream.alloc_zeros::<u8>(SLOTS * stride).map_err(s)?;
@@ -808,9 +815,7 @@ mod bench {
         let mut p = token_pipeline_with(shard, B, T1, knobs)?;
         let (n, secs, busiest) = drive_tokens(gpu, "large", &mut p, N, 30.0)?;
         let gibps = n as f64 * bytes / secs / GIB;
-        while let Some(b) = p.pop().map_err(s)? {
-            b.release(Fence::Sync).map_err(|e| s(e.error))?;
-        }
+        drain(&mut p)?;
         // Raw H2D of the same size from the same registered ring, in the same run.
         let size = B * T1 as usize * 4;
         let raw = size as f64 / raw_copies(gpu, &p, size, 60)? / GIB;
@@ -1016,23 +1021,19 @@ mod bench {
             }
             Ok(())
         };
-        for huge in [false, true] {
-            let config = Config::builder()
-                .samples_per_batch(1)
-                .bytes_per_sample(4 << 20)
-                .host_slots(2)
-                .decode_threads(1)
+        // Two 4 MiB host slots, normal pages and then huge ones.
+        let ring = |huge| {
+            let config = nothing_builder(4 << 20, 2, 2)
                 .huge_pages(huge)
                 .cuda(CudaOptions::ordinal(0))
                 .build()
                 .map_err(s)?;
-            let mut idle =
-                Pipeline::new(config, nothing(), std::iter::repeat_n((), 2)).map_err(s)?;
-            while let Some(b) = idle.pop().map_err(s)? {
-                b.release(Fence::Sync).map_err(|e| s(e.error))?;
-            }
-            let what = format!("the registered ring ({:?})", idle.huge_pages());
-            measure(&what, idle.backend().host_ring().0)?;
+            idle_pipeline(config)
+        };
+        let idle = ring(false)?;
+        for p in [&idle, &ring(true)?] {
+            let what = format!("the registered ring ({:?})", p.huge_pages());
+            measure(&what, p.backend().host_ring().0)?;
         }
         // The copy stream's own cost of a stream-side wait on an event that has already
         // completed (as a release fence often has by the time its slot is reused): runs of
@@ -1043,18 +1044,6 @@ mod bench {
         // SAFETY: a live event and stream of the bound context.
         unsafe { result::event::record(done, other.cu_stream()) }.map_err(s)?;
         other.synchronize().map_err(s)?;
-        let config = Config::builder()
-            .samples_per_batch(1)
-            .bytes_per_sample(4 << 20)
-            .host_slots(2)
-            .decode_threads(1)
-            .cuda(CudaOptions::ordinal(0))
-            .build()
-            .map_err(s)?;
-        let mut idle = Pipeline::new(config, nothing(), std::iter::repeat_n((), 2)).map_err(s)?;
-        while let Some(b) = idle.pop().map_err(s)? {
-            b.release(Fence::Sync).map_err(|e| s(e.error))?;
-        }
         // SAFETY: 10 × 256 KiB inside the idle registered ring (8 MiB).
         let src = unsafe { std::slice::from_raw_parts(idle.backend().host_ring().0, 10 << 18) };
         for waits in [0usize, 10] {
@@ -1291,15 +1280,15 @@ mod bench {
             Ok(e)
         }
 
-        fn before(&mut self) -> Res {
-            let e = self.mark()?;
-            self.events.push((e, e));
-            Ok(())
-        }
-
-        fn after(&mut self) -> Res {
-            let e = self.mark()?;
-            self.events.last_mut().ok_or("after before before")?.1 = e;
+        /// `gpu.hold(stream, ns)`, between two timing events when there is a timeline.
+        fn hold(timeline: &mut Option<Self>, gpu: &Gpu, stream: &Arc<CudaStream>, ns: u64) -> Res {
+            let Some(t) = timeline else {
+                return gpu.hold(stream, ns);
+            };
+            let before = t.mark()?;
+            gpu.hold(stream, ns)?;
+            let after = t.mark()?;
+            t.events.push((before, after));
             Ok(())
         }
 
@@ -1379,13 +1368,7 @@ mod bench {
         let mut timeline = Timeline::new(stream);
         while let Some(mut batch) = p.pop().map_err(s)? {
             batch.wait_on(&cs).map_err(s)?;
-            if let Some(t) = &mut timeline {
-                t.before()?;
-            }
-            gpu.hold(stream, ns)?;
-            if let Some(t) = &mut timeline {
-                t.after()?;
-            }
+            Timeline::hold(&mut timeline, gpu, stream, ns)?;
             let k = batch.seq() as usize;
             batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
             if k + 1 == warm {
@@ -1413,18 +1396,7 @@ mod bench {
         const PASSES: usize = 3;
         gpu.bind()?;
         // The copy time of one batch, from the same kind of registered ring.
-        let copy = {
-            let mut p = Pipeline::new(
-                nothing_config(SIZE, 4)?,
-                nothing(),
-                std::iter::repeat_n((), 4),
-            )
-            .map_err(s)?;
-            while let Some(b) = p.pop().map_err(s)? {
-                b.release(Fence::Sync).map_err(|e| s(e.error))?;
-            }
-            raw_copies(gpu, &p, SIZE, 50)?
-        };
+        let copy = raw_copies(gpu, &idle_pipeline(nothing_config(SIZE, 4)?)?, SIZE, 50)?;
         // The kernel holds its stream as long as one copy takes, by the GPU's global timer
         // (a kernel counting SM cycles would follow the clock, which moves with load).
         let ns = (copy * 1e9) as u64;

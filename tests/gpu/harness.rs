@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use pinring::cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
 use pinring::cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
 use pinring::cudarc::nvrtc::Ptx;
 use pinring::{decode_fn, Config, Cuda, CudaOptions, Decode, Pipeline};
@@ -122,41 +123,41 @@ impl Gpu {
         self.ctx.bind_to_thread().map_err(s)
     }
 
-    /// SM clock cycles in `micros` µs.
-    pub fn cycles(&self, micros: u64) -> i64 {
-        (micros * self.clock_khz / 1000) as i64
-    }
-
-    /// One thread spinning for `cycles` SM clock cycles on `stream`.
-    pub fn spin_cycles(&self, stream: &CudaStream, cycles: i64) -> Res {
+    /// Launches `f` on `stream` as one block of one thread, with `arg` as its argument.
+    ///
+    /// # Safety
+    ///
+    /// `f` takes exactly one parameter, of `arg`'s type.
+    unsafe fn one_thread<T: DeviceRepr>(
+        &self,
+        stream: &CudaStream,
+        f: &CudaFunction,
+        arg: &T,
+    ) -> Res {
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (1, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = stream.launch_builder(&self.spin);
-        launch.arg(&cycles);
-        // SAFETY: `spin` takes one `long long`, given here.
+        let mut launch = stream.launch_builder(f);
+        launch.arg(arg);
+        // SAFETY: the caller's: `f` takes one parameter of `arg`'s type.
         unsafe { launch.launch(cfg) }.map(drop).map_err(s)
+    }
+
+    /// Holds `stream` for about `micros` µs: one thread spinning for that many SM clock
+    /// cycles at the device's rated clock (longer while the clock runs lower).
+    pub fn spin(&self, stream: &CudaStream, micros: u64) -> Res {
+        let cycles = (micros * self.clock_khz / 1000) as i64;
+        // SAFETY: `spin` takes one `long long`.
+        unsafe { self.one_thread(stream, &self.spin, &cycles) }
     }
 
     /// One thread holding `stream` for `ns` ns of the GPU's global timer: a length that,
-    /// unlike that of `spin_cycles`, does not follow the SM clock.
+    /// unlike `spin`'s, does not follow the SM clock.
     pub fn hold(&self, stream: &CudaStream, ns: u64) -> Res {
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut launch = stream.launch_builder(&self.hold);
-        launch.arg(&ns);
-        // SAFETY: `hold` takes one `unsigned long long`, given here.
-        unsafe { launch.launch(cfg) }.map(drop).map_err(s)
-    }
-
-    /// Holds `stream` for about `micros` µs.
-    pub fn spin(&self, stream: &CudaStream, micros: u64) -> Res {
-        self.spin_cycles(stream, self.cycles(micros))
+        // SAFETY: `hold` takes one `unsigned long long`.
+        unsafe { self.one_thread(stream, &self.hold, &ns) }
     }
 
     /// Counts, on `stream`, the words of `words` at `data` that differ from the pattern of
