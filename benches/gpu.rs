@@ -207,7 +207,7 @@ mod bench {
     /// nothing fills, before its backend is chosen.
     fn nothing_builder(size: usize, host_slots: usize, device_slots: usize) -> ConfigBuilder {
         let builder = Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(size)
             .host_slots(host_slots)
             .device_slots(device_slots)
@@ -458,7 +458,7 @@ mod bench {
             .build()
             .map_err(s)?;
         let mut builder = Config::builder()
-            .samples_per_batch(b)
+            .batch_size(b)
             .bytes_per_sample(decoder.sample_bytes(t1))
             .pop_timeout(Duration::from_secs(20));
         if let Some(n) = knobs.threads {
@@ -1461,7 +1461,7 @@ mod bench {
         const ROUNDS: usize = 60;
         gpu.bind()?;
         let config = Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(4096)
             .host_slots(8)
             .device_slots(SLOTS)

@@ -159,7 +159,7 @@ fn sync_channel_items(iters: u64) -> Duration {
 /// spins for `spin` before it parks.
 fn tiny_pipeline(host_slots: usize, device_slots: usize, spin: Duration) -> Pipeline {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(1)
         .host_slots(host_slots)
         .device_slots(device_slots)

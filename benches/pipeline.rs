@@ -62,7 +62,7 @@ impl Shard {
             .build()
             .expect("sampler");
         let mut builder = Config::builder()
-            .samples_per_batch(batch_bytes / sample_bytes)
+            .batch_size(batch_bytes / sample_bytes)
             .bytes_per_sample(sample_bytes);
         if let Some(n) = threads {
             builder = builder.decode_threads(n);

@@ -52,7 +52,7 @@ impl Shard {
             .build()
             .expect("sampler");
         let config = Config::builder()
-            .samples_per_batch(16)
+            .batch_size(16)
             .bytes_per_sample(decoder.sample_bytes(4097))
             .build()
             .expect("config");
@@ -148,7 +148,7 @@ fn deadline_under_load() {
         Ok(())
     });
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .decode_threads(1)
         .pop_timeout(Duration::from_millis(50))

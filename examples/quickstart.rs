@@ -91,7 +91,7 @@ fn draw(id: u64, out: &mut [u8]) -> Result<(), DecodeError> {
 
 fn builder(args: &Args) -> ConfigBuilder {
     let builder = Config::builder()
-        .samples_per_batch(BATCH)
+        .batch_size(BATCH)
         .bytes_per_sample(SAMPLE_BYTES);
     match args.trace {
         Some(_) => builder.trace(TRACE_SPANS),

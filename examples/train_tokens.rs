@@ -219,7 +219,7 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let decoder = NextToken::new(plan.ty);
     let mut builder = Config::builder()
-        .samples_per_batch(args.batch)
+        .batch_size(args.batch)
         .bytes_per_sample(plan.sample_bytes);
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);

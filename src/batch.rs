@@ -74,7 +74,7 @@ impl<B: Backend> Batch<B> {
         self.seq
     }
 
-    /// Samples in the batch: less than `samples_per_batch` only for a short batch, the
+    /// Samples in the batch: less than `batch_size` only for a short batch, the
     /// source's last or an epoch's last (a batch never spans two epochs).
     pub fn samples(&self) -> usize {
         self.samples
@@ -125,7 +125,7 @@ impl<B: Backend> Batch<B> {
     /// write_shard(dir.join("a.bin"), &(0..100u16).collect::<Vec<_>>())?; // 11 windows of 9
     /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(9).stride(9).build()?;
     /// let decoder = NextToken::new(TokenType::I32);
-    /// let config = Config::builder().samples_per_batch(4).bytes_per_sample(decoder.sample_bytes(9)).build()?;
+    /// let config = Config::builder().batch_size(4).bytes_per_sample(decoder.sample_bytes(9)).build()?;
     /// // Two epochs of 11 windows: batches of 4, 4, 3 in each (a batch never spans two).
     /// let mut pipeline = Pipeline::new(config, decoder, sampler.iter().until_epoch(2))?;
     /// let mut seen = Vec::new();

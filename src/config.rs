@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::backend::{Backend, Cpu};
 use crate::error::ConfigError;
 
-/// What to do with a last batch that has fewer samples than `samples_per_batch`.
+/// What to do with a last batch that has fewer samples than `batch_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LastBatch {
     /// Deliver it, with its true sample count and byte length.
@@ -27,7 +27,7 @@ pub(crate) const DEVICE_ALIGN: usize = PAGE;
 ///
 /// ```
 /// let config = pinring::Config::builder()
-///     .samples_per_batch(16)
+///     .batch_size(16)
 ///     .bytes_per_sample(4 * 4097)
 ///     .build()?;
 /// assert_eq!(config.batch_bytes(), 16 * 4 * 4097);
@@ -36,7 +36,7 @@ pub(crate) const DEVICE_ALIGN: usize = PAGE;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config<B: Backend = Cpu> {
-    pub(crate) samples_per_batch: usize,
+    pub(crate) batch_size: usize,
     pub(crate) sample_bytes: usize,
     pub(crate) batch_bytes: usize,
     pub(crate) host_slots: usize,
@@ -86,7 +86,7 @@ impl Config<Cpu> {
     /// available core, the cpu backend, partial last batches delivered.
     pub fn builder() -> ConfigBuilder<Cpu> {
         ConfigBuilder {
-            samples_per_batch: None,
+            batch_size: None,
             bytes_per_sample: None,
             batch_bytes: None,
             host_slots: 4,
@@ -110,8 +110,8 @@ impl Config<Cpu> {
 
 impl<B: Backend> Config<B> {
     /// Samples in a full batch.
-    pub fn samples_per_batch(&self) -> usize {
-        self.samples_per_batch
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
     }
     /// Bytes each sample takes in a slot (what [`ConfigBuilder::bytes_per_sample`] set).
     pub fn bytes_per_sample(&self) -> usize {
@@ -212,7 +212,7 @@ impl<B: Backend> Config<B> {
 ///
 /// ```
 /// let config = pinring::Config::builder()
-///     .samples_per_batch(16)
+///     .batch_size(16)
 ///     .bytes_per_sample(4 * 4097)
 ///     .build()?;
 /// let summary = config.to_string();
@@ -232,7 +232,7 @@ impl<B: Backend> std::fmt::Display for Config<B> {
         writeln!(
             f,
             "  batch: {} samples x {} bytes = {:.1} KiB",
-            self.samples_per_batch,
+            self.batch_size,
             self.sample_bytes,
             kib(self.batch_bytes)
         )?;
@@ -268,7 +268,7 @@ impl<B: Backend> std::fmt::Display for Config<B> {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ConfigBuilder<B: Backend = Cpu> {
-    samples_per_batch: Option<usize>,
+    batch_size: Option<usize>,
     bytes_per_sample: Option<usize>,
     batch_bytes: Option<usize>,
     host_slots: usize,
@@ -290,8 +290,8 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
 
 impl<B: Backend> ConfigBuilder<B> {
     /// Samples in a full batch (required, at least 1).
-    pub fn samples_per_batch(mut self, n: usize) -> Self {
-        self.samples_per_batch = Some(n);
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = Some(n);
         self
     }
     /// Bytes each sample takes (give this or [`batch_bytes`](Self::batch_bytes)).
@@ -300,7 +300,7 @@ impl<B: Backend> ConfigBuilder<B> {
         self
     }
     /// Bytes of a full batch (give this or [`bytes_per_sample`](Self::bytes_per_sample));
-    /// must be a multiple of `samples_per_batch`.
+    /// must be a multiple of `batch_size`.
     pub fn batch_bytes(mut self, n: usize) -> Self {
         self.batch_bytes = Some(n);
         self
@@ -413,7 +413,7 @@ impl<B: Backend> ConfigBuilder<B> {
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
-            samples_per_batch: self.samples_per_batch,
+            batch_size: self.batch_size,
             bytes_per_sample: self.bytes_per_sample,
             batch_bytes: self.batch_bytes,
             host_slots: self.host_slots,
@@ -436,10 +436,8 @@ impl<B: Backend> ConfigBuilder<B> {
 
     /// Checks every value and returns the config, or the first [`ConfigError`] found.
     pub fn build(self) -> Result<Config<B>, ConfigError> {
-        let samples = self
-            .samples_per_batch
-            .ok_or(ConfigError::Missing("samples_per_batch"))?;
-        nonzero(samples, "samples_per_batch")?;
+        let samples = self.batch_size.ok_or(ConfigError::Missing("batch_size"))?;
+        nonzero(samples, "batch_size")?;
         let (sample_bytes, batch_bytes) = match (self.bytes_per_sample, self.batch_bytes) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Conflict("bytes_per_sample", "batch_bytes"))
@@ -447,9 +445,9 @@ impl<B: Backend> ConfigBuilder<B> {
             (None, None) => return Err(ConfigError::Missing("bytes_per_sample or batch_bytes")),
             (Some(per), None) => {
                 nonzero(per, "bytes_per_sample")?;
-                let batch = per.checked_mul(samples).ok_or(ConfigError::Overflow(
-                    "samples_per_batch × bytes_per_sample",
-                ))?;
+                let batch = per
+                    .checked_mul(samples)
+                    .ok_or(ConfigError::Overflow("batch_size × bytes_per_sample"))?;
                 (per, batch)
             }
             (None, Some(batch)) => {
@@ -542,7 +540,7 @@ impl<B: Backend> ConfigBuilder<B> {
             }
         }
         Ok(Config {
-            samples_per_batch: samples,
+            batch_size: samples,
             sample_bytes,
             batch_bytes,
             host_slots: self.host_slots,

@@ -151,7 +151,7 @@ pub enum ConfigError {
     #[error("`{0}` and `{1}` exclude each other: give one")]
     Conflict(&'static str, &'static str),
     /// The per-batch byte size is not a whole number of samples.
-    #[error("batch_bytes {batch_bytes} is not a multiple of samples_per_batch {samples}")]
+    #[error("batch_bytes {batch_bytes} is not a multiple of batch_size {samples}")]
     Indivisible {
         /// The per-batch size given.
         batch_bytes: usize,

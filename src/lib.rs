@@ -17,7 +17,7 @@
 //!     }
 //!     Ok(())
 //! });
-//! let config = Config::builder().samples_per_batch(8).bytes_per_sample(256).decode_threads(2).build()?;
+//! let config = Config::builder().batch_size(8).bytes_per_sample(256).decode_threads(2).build()?;
 //! let mut pipeline = Pipeline::new(config, decoder, 0..100u32)?;
 //!
 //! let mut seen = 0;

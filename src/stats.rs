@@ -94,7 +94,7 @@ impl Stats {
     ///
     /// ```
     /// # use pinring::{decode_fn, Config, Fence, Pipeline};
-    /// # let config = Config::builder().samples_per_batch(1).bytes_per_sample(4).build()?;
+    /// # let config = Config::builder().batch_size(1).bytes_per_sample(4).build()?;
     /// # let copy = |s: u32, out: &mut [u8]| { out.copy_from_slice(&s.to_le_bytes()); Ok(()) };
     /// let mut pipeline = Pipeline::new(config, decode_fn(copy), 0..100u32)?;
     /// let warm = pipeline.stats();

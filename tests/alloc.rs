@@ -51,7 +51,7 @@ fn steady_state_allocates_nothing_per_batch() {
     const WARM_UP: u64 = 500;
     const COUNTED: u64 = 5_000;
     let config = Config::builder()
-        .samples_per_batch(PER)
+        .batch_size(PER)
         .bytes_per_sample(SAMPLE)
         .decode_threads(2)
         .build()

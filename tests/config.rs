@@ -3,7 +3,7 @@
 use pinring::{Config, ConfigBuilder, ConfigError, Error, Pipeline};
 
 fn base() -> ConfigBuilder {
-    Config::builder().samples_per_batch(4).bytes_per_sample(64)
+    Config::builder().batch_size(4).bytes_per_sample(64)
 }
 
 fn err(b: ConfigBuilder) -> ConfigError {
@@ -14,26 +14,23 @@ fn err(b: ConfigBuilder) -> ConfigError {
 fn missing_values() {
     assert_eq!(
         err(Config::builder().bytes_per_sample(8)),
-        ConfigError::Missing("samples_per_batch")
+        ConfigError::Missing("batch_size")
     );
     assert_eq!(
-        err(Config::builder().samples_per_batch(8)),
+        err(Config::builder().batch_size(8)),
         ConfigError::Missing("bytes_per_sample or batch_bytes")
     );
 }
 
 #[test]
 fn zero_sizes_and_counts() {
+    assert_eq!(err(base().batch_size(0)), ConfigError::Zero("batch_size"));
     assert_eq!(
-        err(base().samples_per_batch(0)),
-        ConfigError::Zero("samples_per_batch")
-    );
-    assert_eq!(
-        err(Config::builder().samples_per_batch(4).bytes_per_sample(0)),
+        err(Config::builder().batch_size(4).bytes_per_sample(0)),
         ConfigError::Zero("bytes_per_sample")
     );
     assert_eq!(
-        err(Config::builder().samples_per_batch(4).batch_bytes(0)),
+        err(Config::builder().batch_size(4).batch_bytes(0)),
         ConfigError::Zero("batch_bytes")
     );
     assert_eq!(err(base().host_slots(0)), ConfigError::Zero("host_slots"));
@@ -54,14 +51,14 @@ fn per_sample_and_per_batch_sizes_exclude_each_other_and_must_divide() {
         ConfigError::Conflict("bytes_per_sample", "batch_bytes")
     );
     assert_eq!(
-        err(Config::builder().samples_per_batch(3).batch_bytes(100)),
+        err(Config::builder().batch_size(3).batch_bytes(100)),
         ConfigError::Indivisible {
             batch_bytes: 100,
             samples: 3
         }
     );
     let ok = Config::builder()
-        .samples_per_batch(3)
+        .batch_size(3)
         .batch_bytes(300)
         .build()
         .unwrap();
@@ -72,21 +69,21 @@ fn per_sample_and_per_batch_sizes_exclude_each_other_and_must_divide() {
 fn size_products_that_overflow() {
     assert!(matches!(
         err(Config::builder()
-            .samples_per_batch(usize::MAX / 2)
+            .batch_size(usize::MAX / 2)
             .bytes_per_sample(3)),
         ConfigError::Overflow(_)
     ));
     // The batch fits, rounding it up to the page does not.
     assert!(matches!(
         err(Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(usize::MAX - 1)),
         ConfigError::Overflow(_)
     ));
     // The batch fits, host_slots of them do not.
     assert!(matches!(
         err(Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(1 << 62)
             .host_slots(8)
             .host_budget(usize::MAX)),

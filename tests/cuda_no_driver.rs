@@ -8,7 +8,7 @@ use pinring::{decode_fn, Config, Cuda, CudaOptions, Error, Pipeline};
 
 fn pipeline(options: CudaOptions) -> pinring::Result<Pipeline<Cuda>> {
     let config = Config::builder()
-        .samples_per_batch(4)
+        .batch_size(4)
         .bytes_per_sample(64)
         .decode_threads(1)
         .cuda(options)

@@ -16,7 +16,7 @@ const SAMPLE: usize = 96;
 
 fn builder(per_batch: usize) -> ConfigBuilder {
     Config::builder()
-        .samples_per_batch(per_batch)
+        .batch_size(per_batch)
         .bytes_per_sample(SAMPLE)
         .decode_threads(2)
         .pop_timeout(BOUND)
@@ -506,7 +506,7 @@ fn try_pop_never_blocks_and_sees_every_batch() {
 fn a_starved_pop_times_out_naming_the_stage_behind() {
     let starved = || {
         Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(8)
             .pop_timeout(Duration::from_millis(50))
     };
@@ -611,7 +611,7 @@ impl pinring::Decode for LastFirst {
 /// filled last; returns `Stats::copies`.
 fn copies_of_eight_batches_filled_together(bytes: usize) -> u64 {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(bytes)
         .decode_threads(2)
         .host_slots(8)
@@ -719,7 +719,7 @@ fn many_pipelines_run_side_by_side() {
 fn pop_for_bounds_one_call_and_the_pipeline_goes_on() {
     // No configured pop timeout: only the per-call bound applies.
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .device_slots(1)
         .build()

@@ -82,7 +82,7 @@ fn timeouts_too_long_for_an_instant_mean_no_deadline() {
         (Duration::MAX, Duration::ZERO),
     ] {
         let config = Config::builder()
-            .samples_per_batch(2)
+            .batch_size(2)
             .bytes_per_sample(8)
             .decode_threads(1)
             .pop_timeout(pop)
@@ -112,7 +112,7 @@ fn timeouts_too_long_for_an_instant_mean_no_deadline() {
 fn device_slots_are_capped_so_their_bookkeeping_stays_small() {
     let _serial = serial();
     let input = |n| config::ConfigInput {
-        samples_per_batch: Some(1),
+        batch_size: Some(1),
         batch_bytes: Some(5),
         device_slots: Some(n),
         decode_threads: Some(1),
@@ -124,7 +124,7 @@ fn device_slots_are_capped_so_their_bookkeeping_stays_small() {
         Ok(config::Reached::Started)
     );
     let over = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .batch_bytes(5)
         .device_slots(Config::MAX_DEVICE_SLOTS + 1)
         .build();
@@ -146,7 +146,7 @@ fn device_slots_are_capped_so_their_bookkeeping_stays_small() {
 fn the_config_model_accepts_and_rejects_known_inputs() {
     let _serial = serial();
     let ok = config::ConfigInput {
-        samples_per_batch: Some(4),
+        batch_size: Some(4),
         bytes_per_sample: Some(100),
         ..Default::default()
     };
@@ -154,7 +154,7 @@ fn the_config_model_accepts_and_rejects_known_inputs() {
     assert!(ok_builds(&ok));
     for bad in [
         config::ConfigInput {
-            samples_per_batch: None,
+            batch_size: None,
             ..ok.clone()
         },
         config::ConfigInput {
@@ -181,8 +181,8 @@ fn the_config_model_accepts_and_rejects_known_inputs() {
 
 fn ok_builds(input: &config::ConfigInput) -> bool {
     let mut c = Config::builder();
-    if let Some(n) = input.samples_per_batch {
-        c = c.samples_per_batch(n);
+    if let Some(n) = input.batch_size {
+        c = c.batch_size(n);
     }
     if let Some(n) = input.bytes_per_sample {
         c = c.bytes_per_sample(n);

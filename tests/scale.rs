@@ -925,7 +925,7 @@ fn run_pipeline(
     let b = sampler.batch_size().unwrap() as usize;
     let bytes = decoder.sample_bytes(sampler.window());
     let config = Config::builder()
-        .samples_per_batch(b)
+        .batch_size(b)
         .bytes_per_sample(bytes)
         .decode_threads(2)
         .build()

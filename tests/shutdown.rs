@@ -51,7 +51,7 @@ fn assert_threads_end_within(bound: Duration) {
 
 fn config(per: usize) -> pinring::ConfigBuilder {
     Config::builder()
-        .samples_per_batch(per)
+        .batch_size(per)
         .bytes_per_sample(SAMPLE)
         .decode_threads(2)
 }

@@ -36,7 +36,7 @@ fn a_kernel_still_reading_a_released_slot_outlives_the_pipeline_drop() {
     const PER: usize = 4;
     const BIG: usize = 4 << 20; // 16 MiB batches: the slots are their own mapping
     let config = Config::builder()
-        .samples_per_batch(PER)
+        .batch_size(PER)
         .bytes_per_sample(BIG)
         .device_slots(1)
         .host_slots(1)
@@ -90,7 +90,7 @@ fn held_kernel(
 ) -> (bool, bool) {
     const PER: usize = 2;
     let config = Config::builder()
-        .samples_per_batch(PER)
+        .batch_size(PER)
         .bytes_per_sample(SAMPLE)
         .device_slots(1)
         .host_slots(2)
@@ -160,7 +160,7 @@ fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
 fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() {
     const PER: usize = 2;
     let config = Config::builder()
-        .samples_per_batch(PER)
+        .batch_size(PER)
         .bytes_per_sample(SAMPLE)
         .device_slots(1)
         .host_slots(3)
@@ -220,7 +220,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
 #[test]
 fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
     let config = Config::builder()
-        .samples_per_batch(2)
+        .batch_size(2)
         .bytes_per_sample(SAMPLE)
         .decode_threads(1)
         .build()
@@ -256,7 +256,7 @@ fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
 #[test]
 fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .device_slots(2)
         .lease_timeout(Duration::from_millis(50))
@@ -284,7 +284,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 
     // A forgotten batch: its slot never comes back, and pop says so every time.
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .device_slots(1)
         .lease_timeout(Duration::from_millis(20))
@@ -297,7 +297,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     // The default is bounded.
     assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .build()
         .unwrap();
@@ -309,7 +309,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 fn decode_threads_are_capped_with_a_reason() {
     for n in [1_000, 10_000, Config::MAX_DECODE_THREADS + 1] {
         let e = Config::builder()
-            .samples_per_batch(1)
+            .batch_size(1)
             .bytes_per_sample(8)
             .decode_threads(n)
             .build()
@@ -329,7 +329,7 @@ fn decode_threads_are_capped_with_a_reason() {
         );
     }
     assert!(Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .decode_threads(Config::MAX_DECODE_THREADS)
         .build()
@@ -349,7 +349,7 @@ fn a_host_ring_larger_than_the_machine_is_refused_up_front() {
         .unwrap();
     let batch = usize::try_from(available).unwrap() + (1 << 20);
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .batch_bytes(batch)
         .host_slots(1)
         .device_slots(1)
@@ -418,7 +418,7 @@ fn a_decode_pool_that_fails_to_start_midway_is_an_error_promptly() {
 #[ignore = "run by a_decode_pool_that_fails_to_start_midway_is_an_error_promptly"]
 fn pool_child() {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(8)
         .decode_threads(64)
         .shutdown_timeout(Duration::from_secs(3600))

@@ -758,7 +758,7 @@ fn drain(pipeline: &mut Pipeline, batches: Option<usize>, out: &mut Vec<Vec<u8>>
 
 fn token_config(decoder: &impl TokenBytes, window: u64, batch: usize) -> Config {
     Config::builder()
-        .samples_per_batch(batch)
+        .batch_size(batch)
         .bytes_per_sample(decoder.bytes_for(window))
         .decode_threads(2)
         .build()
@@ -930,7 +930,7 @@ fn records_through_the_pipeline() {
         .map(|w| (u8::from(w.file().path() == paths[1]), w.start()))
         .collect();
     let config = Config::builder()
-        .samples_per_batch(10)
+        .batch_size(10)
         .bytes_per_sample(R)
         .decode_threads(2)
         .build()
@@ -980,7 +980,7 @@ fn decoders_reject_wrong_sizes() {
     // A misconfigured pipeline reports the decoder's message, no panic.
     let decoder = NextToken::new(TokenType::I32);
     let config = Config::builder()
-        .samples_per_batch(2)
+        .batch_size(2)
         .bytes_per_sample(decoder.sample_bytes(11) + 4)
         .decode_threads(1)
         .build()
@@ -1593,7 +1593,7 @@ fn one_decode_worker_crosses_epoch_ends_with_short_batches() {
         .unwrap(); // 10 windows an epoch: batches of 4, 4 and 2
     for host_slots in [2, 4] {
         let config = Config::builder()
-            .samples_per_batch(4)
+            .batch_size(4)
             .bytes_per_sample(decoder.sample_bytes(t1))
             .host_slots(host_slots)
             .decode_threads(1)

@@ -68,7 +68,7 @@ fn parse(json: &[u8]) -> Spans {
 fn trace_json_parses_and_holds_every_stage_in_order() {
     const BATCHES: u64 = 40;
     let config = Config::builder()
-        .samples_per_batch(8)
+        .batch_size(8)
         .bytes_per_sample(4)
         .decode_threads(2)
         .trace(10_000)
@@ -150,7 +150,7 @@ fn trace_json_parses_and_holds_every_stage_in_order() {
 #[test]
 fn trace_is_off_by_default_and_capped() {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(4)
         .build()
         .unwrap();
@@ -160,7 +160,7 @@ fn trace_is_off_by_default_and_capped() {
     assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
     assert!(err.to_string().contains("ConfigBuilder::trace"), "{err}");
     let too_many = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(4)
         .trace(Config::MAX_TRACE_SPANS + 1)
         .build()
@@ -174,7 +174,7 @@ fn trace_is_off_by_default_and_capped() {
 #[test]
 fn a_small_ring_keeps_the_latest_spans() {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(4)
         .trace(64)
         .build()

@@ -37,7 +37,7 @@ const FIXED_ALLOWANCE: usize = 64 << 10;
 /// Every builder input; `None` leaves the builder's default.
 #[derive(Debug, Clone, Default)]
 pub struct ConfigInput {
-    pub samples_per_batch: Option<usize>,
+    pub batch_size: Option<usize>,
     pub bytes_per_sample: Option<usize>,
     pub batch_bytes: Option<usize>,
     pub host_slots: Option<usize>,
@@ -69,12 +69,12 @@ impl ConfigInput {
             }
         };
         if !on(0) {
-            input.samples_per_batch = Some(small(b, 16));
+            input.batch_size = Some(small(b, 16));
         }
         match b.u8() % 8 {
             0 => input.batch_bytes = Some(small(b, 1 << 14)),
             2 => {
-                let per = input.samples_per_batch.unwrap_or(1);
+                let per = input.batch_size.unwrap_or(1);
                 input.batch_bytes = Some(per.wrapping_mul(small(b, 1024)));
             }
             1 => {
@@ -131,8 +131,8 @@ impl ConfigInput {
 
     fn builder(&self) -> ConfigBuilder {
         let mut c = Config::builder();
-        if let Some(n) = self.samples_per_batch {
-            c = c.samples_per_batch(n);
+        if let Some(n) = self.batch_size {
+            c = c.batch_size(n);
         }
         if let Some(n) = self.bytes_per_sample {
             c = c.bytes_per_sample(n);
@@ -236,10 +236,10 @@ enum Violation {
 
 fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
     let mut v = Vec::new();
-    let samples = input.samples_per_batch.unwrap_or(0);
-    match input.samples_per_batch {
-        None => v.push(Violation::Missing("samples_per_batch")),
-        Some(0) => v.push(Violation::Zero("samples_per_batch")),
+    let samples = input.batch_size.unwrap_or(0);
+    match input.batch_size {
+        None => v.push(Violation::Missing("batch_size")),
+        Some(0) => v.push(Violation::Zero("batch_size")),
         Some(_) => {}
     }
     let (mut sample_bytes, mut batch_bytes) = (0, 0);
@@ -255,7 +255,7 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
         (None, Some(batch)) => match (batch.checked_div(samples), batch.checked_rem(samples)) {
             (Some(per), Some(0)) => (sample_bytes, batch_bytes) = (per, batch),
             (Some(_), Some(_)) => v.push(Violation::Indivisible),
-            // `samples_per_batch` is 0 or missing: reported above.
+            // `batch_size` is 0 or missing: reported above.
             _ => {}
         },
     }
@@ -443,10 +443,10 @@ pub fn check(input: &ConfigInput) -> Result<Reached, String> {
 /// An `Ok` config: every getter agrees with the input and the sizes respect the budgets.
 fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
     let fail = |what: &str| Err(format!("{what}: {c:?} from {input:?}"));
-    if c.samples_per_batch() != m.samples
+    if c.batch_size() != m.samples
         || c.bytes_per_sample() != m.sample_bytes
         || c.batch_bytes() != m.batch_bytes
-        || c.bytes_per_sample().checked_mul(c.samples_per_batch()) != Some(c.batch_bytes())
+        || c.bytes_per_sample().checked_mul(c.batch_size()) != Some(c.batch_bytes())
     {
         return fail("sizes disagree with the input");
     }
@@ -496,24 +496,24 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
         .host_stride()
         .saturating_mul(config.host_slots())
         .max(config.device_stride().saturating_mul(config.device_slots()));
-    // Each host slot keeps `samples_per_batch` samples of the caller's sample type (here
+    // Each host slot keeps `batch_size` samples of the caller's sample type (here
     // `u32`), all in one buffer: the caller's data, sized by its type rather than by a
     // budget.
     let sample_buffer = config
-        .samples_per_batch()
+        .batch_size()
         .saturating_mul(config.host_slots())
         .saturating_mul(std::mem::size_of::<Option<u32>>());
     // Each host and each device slot keeps one id (u64) per sample (`Batch::sample_ids`),
     // in one buffer per side.
     let id_buffer = config
-        .samples_per_batch()
+        .batch_size()
         .saturating_mul(config.host_slots().max(config.device_slots()))
         .saturating_mul(std::mem::size_of::<u64>());
     let allowed = budget
         .max(sample_buffer)
         .max(id_buffer)
         .saturating_add(FIXED_ALLOWANCE);
-    let samples = config.samples_per_batch().saturating_mul(2).min(64) as u32;
+    let samples = config.batch_size().saturating_mul(2).min(64) as u32;
     LARGEST.store(0, Ordering::SeqCst);
     TRACKING.store(true, Ordering::SeqCst);
     let started = Instant::now();

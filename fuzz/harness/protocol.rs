@@ -62,7 +62,7 @@ const DROP_BOUND: Duration = Duration::from_secs(3);
 pub struct DecodeFault {
     /// Batch whose sample fails.
     pub seq: u64,
-    /// Index of the failing sample in that batch (`< samples_per_batch`).
+    /// Index of the failing sample in that batch (`< batch_size`).
     pub sample: usize,
     /// Panic instead of returning an error.
     pub panic: bool,
@@ -122,7 +122,7 @@ pub enum Op {
 /// A pipeline set-up and a consumer script.
 #[derive(Debug, Clone)]
 pub struct Script {
-    pub samples_per_batch: usize,
+    pub batch_size: usize,
     pub sample_bytes: usize,
     pub host_slots: usize,
     pub device_slots: usize,
@@ -147,7 +147,7 @@ impl Script {
     /// Reads a script from fuzz bytes: a 16-byte header, then operations.
     /// `panics` allows injected panics (decoder and source).
     pub fn decode(b: &mut Bytes<'_>, panics: bool) -> Self {
-        let samples_per_batch = 1 + usize::from(b.u8() % 5);
+        let batch_size = 1 + usize::from(b.u8() % 5);
         let sample_bytes = 1 + usize::from(b.u8() % 48);
         let host_slots = 1 + usize::from(b.u8() % 5);
         let device_slots = 1 + usize::from(b.u8() % 4);
@@ -179,7 +179,7 @@ impl Script {
         };
         let decode_fault = (x & 0x80 != 0).then_some(DecodeFault {
             seq,
-            sample: usize::from(y) % samples_per_batch,
+            sample: usize::from(y) % batch_size,
             panic: panics && y & 0x80 != 0,
         });
         let x = b.u8();
@@ -221,7 +221,7 @@ impl Script {
             });
         }
         Script {
-            samples_per_batch,
+            batch_size,
             sample_bytes,
             host_slots,
             device_slots,
@@ -275,7 +275,7 @@ struct Model {
 
 impl Model {
     fn new(s: &Script) -> Self {
-        let per = s.samples_per_batch;
+        let per = s.batch_size;
         let total = u64::from(s.total_samples);
         let full = total / per as u64;
         let batches = match s.last_batch {
@@ -430,7 +430,7 @@ pub fn run(script: &Script) -> Result<Summary, String> {
         options = options.fail_copy_at(k);
     }
     let config = Config::builder()
-        .samples_per_batch(script.samples_per_batch)
+        .batch_size(script.batch_size)
         .bytes_per_sample(script.sample_bytes)
         .host_slots(script.host_slots)
         .device_slots(script.device_slots)
@@ -443,7 +443,7 @@ pub fn run(script: &Script) -> Result<Summary, String> {
         .build()
         .map_err(|e| format!("config rejected: {e}"))?;
 
-    let per = script.samples_per_batch as u64;
+    let per = script.batch_size as u64;
     let fault = script
         .decode_fault
         .map(|f| (f.seq * per + f.sample as u64, f.panic));

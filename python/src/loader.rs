@@ -169,7 +169,7 @@ struct Settings {
 impl Settings {
     fn config(&self) -> ConfigBuilder {
         let b: ConfigBuilder = Config::builder()
-            .samples_per_batch(self.batch_size)
+            .batch_size(self.batch_size)
             .bytes_per_sample(self.row.bytes())
             .host_slots(self.host_slots)
             .device_slots(self.device_slots)
@@ -237,7 +237,7 @@ impl OpenError {
                 // The core names its own settings; say which Loader arguments they are.
                 let text = e
                     .to_string()
-                    .replace("samples_per_batch", "batch_size")
+                    .replace("batch_size", "batch_size")
                     .replace("bytes_per_sample", "bytes per sample")
                     .replace(
                         "(raise it with `host_budget`)",

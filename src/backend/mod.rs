@@ -11,7 +11,7 @@
 //!
 //! ```compile_fail,E0599
 //! use pinring::{Config, Pipeline};
-//! let config = Config::builder().samples_per_batch(1).bytes_per_sample(8).build()?;
+//! let config = Config::builder().batch_size(1).bytes_per_sample(8).build()?;
 //! let p = Pipeline::new(config, pinring::decode_fn(|_: u8, _: &mut [u8]| Ok(())), 0..1u8)?;
 //! // The copy thread's completion query is the pipeline's alone: this does not compile.
 //! let _ = p.backend().completed(0);

@@ -39,7 +39,7 @@ pub(crate) fn id_of(sample: u64) -> u64 {
 pub(crate) struct Spec {
     pub(crate) host_slots: usize,
     pub(crate) device_slots: usize,
-    pub(crate) samples_per_batch: usize,
+    pub(crate) batch_size: usize,
     /// Samples per decode work item.
     pub(crate) item_samples: usize,
     /// The source yields sample ids `0..samples`.
@@ -69,7 +69,7 @@ impl Spec {
         Spec {
             host_slots,
             device_slots,
-            samples_per_batch: per_batch,
+            batch_size: per_batch,
             item_samples: per_batch,
             samples,
             epoch_len: None,
@@ -154,7 +154,7 @@ impl Decode for ModelDecoder {
 /// (every loom object belongs to one execution).
 pub(crate) fn rig(spec: &Spec) -> Rig {
     let mut builder = Config::builder()
-        .samples_per_batch(spec.samples_per_batch)
+        .batch_size(spec.batch_size)
         .bytes_per_sample(SAMPLE_BYTES)
         .host_slots(spec.host_slots)
         .device_slots(spec.device_slots)

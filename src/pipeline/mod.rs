@@ -288,7 +288,7 @@ impl<B: Backend> Pipeline<B> {
     /// ```
     /// use pinring::{Config, Fence, Pipeline};
     ///
-    /// let config = Config::builder().samples_per_batch(2).bytes_per_sample(4).trace(1024).build()?;
+    /// let config = Config::builder().batch_size(2).bytes_per_sample(4).trace(1024).build()?;
     /// let copy = |s: u32, out: &mut [u8]| -> Result<(), pinring::DecodeError> {
     ///     out.copy_from_slice(&s.to_le_bytes());
     ///     Ok(())

@@ -79,16 +79,12 @@ where
     let per_item = config
         .decode_item_samples
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
-        .min(config.samples_per_batch);
-    let host = Arc::new(HostSlots::new(
-        host_slots,
-        config.samples_per_batch,
-        per_item,
-    ));
-    let cells = Arc::new(Samples::new(host_slots, config.samples_per_batch));
+        .min(config.batch_size);
+    let host = Arc::new(HostSlots::new(host_slots, config.batch_size, per_item));
+    let cells = Arc::new(Samples::new(host_slots, config.batch_size));
     let device = Arc::new(DeviceSide {
         backend,
-        slots: DeviceSlots::new(device_slots, config.samples_per_batch),
+        slots: DeviceSlots::new(device_slots, config.batch_size),
         copier,
         sample_bytes: config.sample_bytes,
         trace,
@@ -123,7 +119,7 @@ where
         slots: host.clone(),
         samples: cells,
         source: samples.into_iter(),
-        per_batch: config.samples_per_batch,
+        per_batch: config.batch_size,
         last_batch: config.last_batch,
         decoder: std::marker::PhantomData,
     };

@@ -159,7 +159,7 @@ fn size_mismatch(what: &str, got: usize, need: usize, hint: &str) -> DecodeError
 /// let sampler = TokenShards::open([&path])?.windows(65).build()?; // T = 64
 /// let decoder = Tokens::new(TokenType::I32);
 /// let config = Config::builder()
-///     .samples_per_batch(4)
+///     .batch_size(4)
 ///     .bytes_per_sample(decoder.sample_bytes(65))
 ///     .decode_threads(2)
 ///     .build()?;

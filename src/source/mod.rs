@@ -37,7 +37,7 @@
 //!     .build()?;
 //! let decoder = NextToken::new(TokenType::I32);
 //! let config = Config::builder()
-//!     .samples_per_batch(8)
+//!     .batch_size(8)
 //!     .bytes_per_sample(decoder.sample_bytes(T + 1))
 //!     .decode_threads(2)
 //!     .build()?;

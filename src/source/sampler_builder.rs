@@ -86,7 +86,7 @@ impl<S: Segmented> SamplerBuilder<S> {
     }
 
     /// The batch size each rank's pipeline cuts its samples into (its
-    /// `samples_per_batch`), so that every rank gets the same number of batches per
+    /// `batch_size`), so that every rank gets the same number of batches per
     /// epoch (a rank with one batch fewer hangs data-parallel training's all-reduce).
     /// Default: none, and the ranks' shares may differ by one sample.
     ///

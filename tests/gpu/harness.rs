@@ -59,7 +59,7 @@ pub fn decoder() -> impl Decode<Sample = u64> {
 /// The suite's config: 64 KiB batches, 4 host slots, `device_slots` device slots.
 pub fn config(options: CudaOptions, device_slots: usize) -> pinring::Result<Config<Cuda>> {
     Ok(Config::builder()
-        .samples_per_batch(SAMPLES)
+        .batch_size(SAMPLES)
         .bytes_per_sample(SAMPLE_BYTES)
         .host_slots(4)
         .device_slots(device_slots)

@@ -226,7 +226,7 @@ fn memlock_limit() {
 #[ignore = "run by memlock_limit in a process of its own"]
 fn memlock_child() {
     let config = Config::builder()
-        .samples_per_batch(1)
+        .batch_size(1)
         .bytes_per_sample(64 << 20)
         .host_slots(4)
         .decode_threads(1)

@@ -219,7 +219,7 @@ fn teardown_child() {
         gpu.bind()?;
         let stream = gpu.ctx.new_stream().map_err(s)?;
         let config = pinring::Config::builder()
-            .samples_per_batch(SAMPLES)
+            .batch_size(SAMPLES)
             .bytes_per_sample(SAMPLE_BYTES)
             .shutdown_timeout(Duration::from_millis(300))
             .cuda(CudaOptions::ordinal(0))

@@ -29,7 +29,7 @@ impl Default for CudaDevice {
 /// ```no_run
 /// use pinring::{Config, CudaOptions};
 /// let config = Config::builder()
-///     .samples_per_batch(16)
+///     .batch_size(16)
 ///     .bytes_per_sample(4 * 4097)
 ///     .cuda(CudaOptions::ordinal(1)) // same as .backend::<pinring::Cuda>(..)
 ///     .build()?;
