@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::error::SourceError;
 use super::order::Order;
+use crate::error::source::SourceError;
 use crate::error::Result;
 
 /// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use super::checkpoint::Fingerprint;
-use super::error::{FileProblem, SourceError};
 use super::segmented::{Identified, Segmented, WindowSpec};
+use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 
 /// One memory-mapped file of fixed-size records, checked when opened.

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::error::FileProblem;
+use crate::error::source::FileProblem;
 
 /// Opens `path` for reading and returns the file and its length. A directory is
 /// [`FileProblem::IsDirectory`] and anything else that is not a regular file (a device,

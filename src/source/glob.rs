@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::{FileProblem, SourceError};
+use crate::error::source::{FileProblem, SourceError};
 
 /// The files `pattern` names, sorted. `*` matches any run of characters, `?` any one,
 /// in the last component only (`data/fineweb_train_*.bin`); names starting with `.` match

@@ -58,7 +58,7 @@
 
 mod checkpoint;
 mod decoders;
-mod error;
+
 mod fixed_records;
 mod fs;
 mod glob;
@@ -72,9 +72,9 @@ mod segmented;
 mod shard_writer;
 mod token_shards;
 
+pub use crate::error::source::{FileProblem, SourceError};
 pub use checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
-pub use error::{FileProblem, SourceError};
 pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
 pub use order::Order;
 pub use rng::{epoch_key, mix64, SplitMix64};

@@ -5,12 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::checkpoint::{Checkpoint, Fingerprint};
-use super::error::SourceError;
 use super::order::Order;
 use super::sampler_builder::SamplerBuilder;
 use super::sampler_inner::Inner;
 use super::samples::{Position, Samples};
 use super::segmented::{Segmented, WindowSpec};
+use crate::error::source::SourceError;
 use crate::error::Result;
 
 /// Cuts a [`Segmented`] source into windows and yields them epoch after epoch: in file

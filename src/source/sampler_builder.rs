@@ -4,11 +4,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::error::SourceError;
 use super::order::Order;
 use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::Segmented;
+use crate::error::source::SourceError;
 use crate::error::Result;
 
 /// Builds a [`Sampler`]; see [`Sampler::builder`].

@@ -3,8 +3,8 @@
 //! checkpoints over them.
 
 use super::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
-use super::error::SourceError;
 use super::order::Order;
+use crate::error::source::SourceError;
 use crate::error::Result;
 
 pub(super) struct Inner<S> {

@@ -7,10 +7,10 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use super::error::{FileProblem, SourceError};
 #[cfg(doc)]
 use super::token_shards::TokenShard;
 use super::token_shards::{ShardFormat, SHARD_HEADER_BYTES};
+use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 
 mod sealed {

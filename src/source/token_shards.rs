@@ -22,12 +22,12 @@ use memmap2::Mmap;
 
 use super::checkpoint::Fingerprint;
 use super::decoders::TokenType;
-use super::error::{FileProblem, SourceError};
 use super::sampler::Sampler;
 use super::sampler_builder::SamplerBuilder;
 use super::segmented::{Identified, Segmented, WindowSpec};
 #[cfg(doc)]
 use super::shard_writer::{write_shard, write_shard_u32, ShardWriter};
+use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 
 /// The first header word of a shard of `u16` tokens (llm.c's GPT-2 format).

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::decoders::TokenType;
-use super::token_shards::{ShardFormat, SHARD_MAGIC_U32};
+use crate::source::TokenType;
+use crate::source::{ShardFormat, SHARD_MAGIC_U32};
 
 /// A data source could not be opened, or a sampler was set up wrong.
 ///
@@ -58,7 +58,7 @@ pub enum SourceError {
         longest: u64,
     },
     /// The source has windows, but this rank's share of an epoch is empty: there are
-    /// fewer windows than ranks (or [`even_ranks`](super::SamplerBuilder::even_ranks)
+    /// fewer windows than ranks (or [`even_ranks`](crate::source::SamplerBuilder::even_ranks)
     /// drops them all to keep the ranks equal).
     #[error("{}", empty_share(*rank, *world_size, *windows, *even_ranks))]
     EmptyShare {
@@ -73,7 +73,7 @@ pub enum SourceError {
     },
     /// A decoder's token type cannot hold the tokens a shard stores: `u16` output from a
     /// shard of `u32` tokens. Found up front by
-    /// [`TokenShards::check_token_type`](super::TokenShards::check_token_type).
+    /// [`TokenShards::check_token_type`](crate::source::TokenShards::check_token_type).
     #[error(
         "{}: holds {format} tokens, which the decoder's {ty} cannot hold: decode it as i32 \
          or i64",
@@ -87,9 +87,9 @@ pub enum SourceError {
         /// The decoder's token type.
         ty: TokenType,
     },
-    /// With a [`batch_size`](super::SamplerBuilder::batch_size), an epoch has too few
+    /// With a [`batch_size`](crate::source::SamplerBuilder::batch_size), an epoch has too few
     /// windows to give every rank a batch: fewer than `world_size × batch_size` with
-    /// [`drop_last`](super::SamplerBuilder::drop_last), fewer than `world_size` without.
+    /// [`drop_last`](crate::source::SamplerBuilder::drop_last), fewer than `world_size` without.
     #[error("{}", too_few_for_batches(*windows, *world_size, *batch_size, *drop_last))]
     TooFewForBatches {
         /// Windows in one epoch over all ranks, before any is dropped.
@@ -101,9 +101,9 @@ pub enum SourceError {
         /// Whether `drop_last` was set.
         drop_last: bool,
     },
-    /// A [`Checkpoint`](super::Checkpoint) belongs to another run: another checkpoint
+    /// A [`Checkpoint`](crate::source::Checkpoint) belongs to another run: another checkpoint
     /// version, dataset (format, file names or sizes), window, stride, order or seed — or,
-    /// from [`Checkpoint::merge`](super::Checkpoint::merge), ranks of different runs.
+    /// from [`Checkpoint::merge`](crate::source::Checkpoint::merge), ranks of different runs.
     /// Resuming from it would silently repeat or skip windows, so it is refused.
     #[error(
         "the checkpoint does not match: {what} is {saved} in the checkpoint but {here} \
@@ -118,7 +118,7 @@ pub enum SourceError {
         /// Its value in this sampler (with `merge`: in the other rank's).
         here: String,
     },
-    /// A [`Checkpoint`](super::Checkpoint) says more windows of its epoch were consumed
+    /// A [`Checkpoint`](crate::source::Checkpoint) says more windows of its epoch were consumed
     /// than the epoch has.
     #[error(
         "the checkpoint is past its epoch: it says {consumed} windows of epoch {epoch} were \
@@ -132,7 +132,7 @@ pub enum SourceError {
         /// Windows in one epoch's order.
         windows: u64,
     },
-    /// The ranks' checkpoints given to [`Checkpoint::merge`](super::Checkpoint::merge)
+    /// The ranks' checkpoints given to [`Checkpoint::merge`](crate::source::Checkpoint::merge)
     /// stand at different places: the ranks consumed unequal counts, so no single global
     /// position describes them (resuming would repeat or skip windows).
     #[error("{}", unequal_ranks(positions))]
@@ -191,8 +191,8 @@ pub enum FileProblem {
     BadMagic {
         /// The magic found.
         found: i32,
-        /// The u16 format's magic, [`SHARD_MAGIC`](super::SHARD_MAGIC) (the u32 format's
-        /// is [`SHARD_MAGIC_U32`](super::SHARD_MAGIC_U32)).
+        /// The u16 format's magic, [`SHARD_MAGIC`](crate::source::SHARD_MAGIC) (the u32 format's
+        /// is [`SHARD_MAGIC_U32`](crate::source::SHARD_MAGIC_U32)).
         expected: i32,
     },
     /// The header's version is not the one this crate reads for the header's magic.
@@ -201,8 +201,8 @@ pub enum FileProblem {
         /// The version found.
         found: i32,
         /// The version this crate reads for the magic found:
-        /// [`SHARD_VERSION`](super::SHARD_VERSION) for u16 shards,
-        /// [`SHARD_VERSION_U32`](super::SHARD_VERSION_U32) for u32 shards.
+        /// [`SHARD_VERSION`](crate::source::SHARD_VERSION) for u16 shards,
+        /// [`SHARD_VERSION_U32`](crate::source::SHARD_VERSION_U32) for u32 shards.
         expected: i32,
     },
     /// The header's token count is zero or negative (or, when writing, too large).
@@ -366,7 +366,7 @@ fn width_hint_trailing(count: u64, extra: u64, token_bytes: u64) -> String {
 
 /// The token-width hint of a [`FileProblem::TokensBeyondFile`] message, or nothing.
 fn width_hint_short(count: u64, needed: u64, len: u64) -> String {
-    let header = super::SHARD_HEADER_BYTES as u64;
+    let header = crate::source::SHARD_HEADER_BYTES as u64;
     let (Some(tokens), Some(data)) = (needed.checked_sub(header), len.checked_sub(header)) else {
         return String::new();
     };

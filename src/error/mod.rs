@@ -3,6 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) mod source;
+
+use source::SourceError;
+
 /// Everything that can go wrong in pinring.
 ///
 /// Match on the variant to decide what to do; the `Display` text is for people.
@@ -129,9 +133,9 @@ pub enum Error {
     Fence(String),
 
     /// A data source could not be opened (the file and what is wrong with it), or a
-    /// sampler was set up wrong; see [`SourceError`](crate::source::SourceError).
+    /// sampler was set up wrong; see [`SourceError`](source::SourceError).
     #[error(transparent)]
-    Source(#[from] crate::source::SourceError),
+    Source(#[from] SourceError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.
