@@ -53,6 +53,7 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) lease_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) trace: usize,
+    pub(crate) poison_released: bool,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -103,6 +104,7 @@ impl Config<Cpu> {
             host_budget: 16 << 30,
             device_budget: 16 << 30,
             trace: 0,
+            poison_released: false,
             backend: Default::default(),
         }
     }
@@ -202,6 +204,11 @@ impl<B: Backend> Config<B> {
     pub fn device_bytes(&self) -> usize {
         self.device_stride * self.device_slots
     }
+    /// Whether released device slots are filled with a poison pattern (see
+    /// [`ConfigBuilder::poison_released`]).
+    pub fn poison_released(&self) -> bool {
+        self.poison_released
+    }
     /// The backend's options.
     pub fn backend_options(&self) -> &B::Options {
         &self.backend
@@ -285,6 +292,7 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     host_budget: usize,
     device_budget: usize,
     trace: usize,
+    poison_released: bool,
     backend: B::Options,
 }
 
@@ -410,6 +418,13 @@ impl<B: Backend> ConfigBuilder<B> {
         self.trace = spans;
         self
     }
+    /// A debug mode: every released device slot is filled with a poison pattern on the
+    /// device, ordered after its release fence, so that a view read after its release
+    /// shows out-of-range values instead of plausible data (default off).
+    pub fn poison_released(mut self, on: bool) -> Self {
+        self.poison_released = on;
+        self
+    }
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
@@ -430,6 +445,7 @@ impl<B: Backend> ConfigBuilder<B> {
             host_budget: self.host_budget,
             device_budget: self.device_budget,
             trace: self.trace,
+            poison_released: self.poison_released,
             backend: options,
         }
     }
@@ -557,6 +573,7 @@ impl<B: Backend> ConfigBuilder<B> {
             lease_timeout: self.lease_timeout,
             shutdown_timeout: self.shutdown_timeout,
             trace: self.trace,
+            poison_released: self.poison_released,
             backend: self.backend,
             decode_item_samples: None,
         })

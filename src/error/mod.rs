@@ -201,6 +201,31 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// The builder setting the error is about, as the builder spells it (`"batch_size"`,
+    /// `"host_slots"`, ...): the first one where the error names several, the budget's
+    /// setting (`"host_budget"`, `"device_budget"`) for [`OverBudget`](Self::OverBudget).
+    /// For bindings that name the settings their own way.
+    ///
+    /// ```
+    /// let e = pinring::Config::builder().batch_size(0).bytes_per_sample(4).build().unwrap_err();
+    /// assert_eq!(e.field(), "batch_size");
+    /// ```
+    pub fn field(&self) -> &'static str {
+        let named = match self {
+            ConfigError::Missing(f) | ConfigError::Zero(f) | ConfigError::Overflow(f) => f,
+            ConfigError::Conflict(a, _) => a,
+            ConfigError::Indivisible { .. } => "batch_bytes",
+            ConfigError::NoSuchCore { field, .. } | ConfigError::TooMany { field, .. } => field,
+            ConfigError::OverBudget { knob, .. } => knob,
+        };
+        let end = named
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(named.len());
+        &named[..end]
+    }
+}
+
 /// A stage of the pipeline, named by [`Error::PopTimeout`] and [`Stats`](crate::Stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {

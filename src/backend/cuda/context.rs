@@ -60,7 +60,12 @@ pub(super) fn open(options: &CudaOptions) -> Result<Arc<CudaContext>> {
     result::init().call("cuInit")?;
     let count = result::device::get_count().call("cuDeviceGetCount")?;
     let previous = current()?;
-    let opened = match options.device {
+    let device = match options.device {
+        CudaDevice::CurrentOr(_) if !previous.is_null() => CudaDevice::Current,
+        CudaDevice::CurrentOr(ordinal) => CudaDevice::Ordinal(ordinal),
+        other => other,
+    };
+    let opened = match device {
         CudaDevice::Ordinal(ordinal) => {
             if ordinal >= usize::try_from(count).unwrap_or(0) {
                 let visible = std::env::var("CUDA_VISIBLE_DEVICES")
@@ -76,7 +81,7 @@ pub(super) fn open(options: &CudaOptions) -> Result<Arc<CudaContext>> {
             }
             CudaContext::new(ordinal).call("cuDevicePrimaryCtxRetain")
         }
-        CudaDevice::Current => adopt(previous, count),
+        CudaDevice::Current | CudaDevice::CurrentOr(_) => adopt(previous, count),
     };
     // cudarc binds the context it opens to this thread: give the caller's back.
     if current()? != previous {

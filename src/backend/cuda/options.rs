@@ -16,6 +16,10 @@ pub enum CudaDevice {
     /// created itself (`cuCtxCreate`) is borrowed and never destroyed by pinring: the
     /// caller must keep it alive until the pipeline and every batch from it are dropped.
     Current,
+    /// The context current on the calling thread, as [`Current`](Self::Current), or the
+    /// primary context of device `N` when the thread has none (what a bare `"cuda"` means
+    /// to the Python package: PyTorch's device once it made one current, else device 0).
+    CurrentOr(usize),
 }
 
 impl Default for CudaDevice {
@@ -55,6 +59,14 @@ impl CudaOptions {
     pub fn current() -> Self {
         CudaOptions {
             device: CudaDevice::Current,
+        }
+    }
+
+    /// Adopts the context current on the thread that creates the pipeline, or binds the
+    /// primary context of device `ordinal` when that thread has none.
+    pub fn current_or(ordinal: usize) -> Self {
+        CudaOptions {
+            device: CudaDevice::CurrentOr(ordinal),
         }
     }
 }
