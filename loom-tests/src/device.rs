@@ -1,5 +1,5 @@
-//! The model device (`cfg(pinring_loom)` only): a [`Backend`] for loom models whose events
-//! mean what CUDA's mean, and which checks the slot protocol's invariants itself.
+//! The model device: a [`Backend`] for loom models whose events mean what CUDA's mean, and
+//! which checks the slot protocol's invariants itself.
 //!
 //! Like the cpu backend, a stream is an ordered op queue and an event is recorded on a
 //! stream; but *recorded* and *completed* are separate steps. A host call records (takes
@@ -32,14 +32,18 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 
-use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
-use crate::backend::Backend;
-use crate::error::Result;
-use crate::host_ring::HostRing;
-use crate::slot::DeviceIdx;
-use crate::sync::{mutation, native, Arc, Mutation, Mutex, MutexGuard};
-use crate::Fence;
+use loom::sync::{Mutex, MutexGuard};
+// What implementing the crate's private backend trait takes (the trait changes with the
+// crate: `Ops`'s methods below follow its declaration in src/backend/mod.rs).
+use pinring::model_hooks::{
+    device_index, host_index, CopyFailed, CopyRole, CopyRun, CopyWaker, DeviceIdx, HostRing,
+    Layout, Ops,
+};
+use pinring::{Backend, Fence, Result};
+
+use crate::mutation::{mutation, Mutation};
 
 /// Options of the model backend.
 #[derive(Debug, Clone, Default)]
@@ -143,7 +147,7 @@ struct State {
 
 /// The modelled device, shared by the backend and the model's streams.
 pub(crate) struct Device {
-    ring: native::Arc<HostRing>,
+    ring: Arc<HostRing>,
     layout: Layout,
     waker: CopyWaker,
     options: ModelOptions,
@@ -151,7 +155,7 @@ pub(crate) struct Device {
     /// The first invariant broken, kept so that a check failing inside user code (a
     /// decode, whose panic the pipeline catches) still fails the model at the next device
     /// call. std's mutex: bookkeeping outside the model.
-    violation: native::Mutex<Option<String>>,
+    violation: std::sync::Mutex<Option<String>>,
 }
 
 impl fmt::Debug for Device {
@@ -262,9 +266,10 @@ impl Device {
         (state.holds[d], state.memory[d].clone())
     }
 
-    /// Invariant 1, checked by the model's decoder before it writes host slot `h`: the
-    /// slot's last copy has completed.
-    pub(crate) fn decode_write(&self, h: usize) {
+    /// Invariant 1, checked by the model's decoder before it writes `out`, a sample's
+    /// range in a host slot: the slot's last copy has completed.
+    pub(crate) fn decode_write(&self, out: &[u8]) {
+        let h = (out.as_ptr() as usize - self.ring.base() as usize) / self.ring.stride();
         let state = self.lock();
         let copied = &state.events[self.copied(h)];
         let idle = copied.idle();
@@ -494,7 +499,7 @@ impl Ops for Model {
 
     fn open(
         options: &ModelOptions,
-        ring: native::Arc<HostRing>,
+        ring: Arc<HostRing>,
         layout: Layout,
         waker: CopyWaker,
     ) -> Result<Self> {
@@ -519,7 +524,7 @@ impl Ops for Model {
                 waker,
                 options: options.clone(),
                 state: Mutex::new(state),
-                violation: native::Mutex::new(None),
+                violation: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -534,17 +539,17 @@ impl Ops for Model {
         }
         let dev = &*self.device;
         let mut state = dev.lock();
-        let (captured, recorded) = (state.fences_captured[d.0], state.fences_recorded[d.0]);
+        let d = device_index(d);
+        let (captured, recorded) = (state.fences_captured[d], state.fences_recorded[d]);
         if recorded < captured {
             drop(state);
             dev.violated(format!(
-                "invariant 2: the copy stream waits on slot {}'s release fence before it was \
-                 recorded ({recorded} of {captured} records made)",
-                d.0
+                "invariant 2: the copy stream waits on slot {d}'s release fence before it was \
+                 recorded ({recorded} of {captured} records made)"
             ));
             return Ok(());
         }
-        let event = dev.fence(d.0);
+        let event = dev.fence(d);
         let epoch = state.events[event].latest;
         state.streams[COPY_STREAM].push_back(Op::Wait { event, epoch });
         Ok(())
@@ -554,7 +559,7 @@ impl Ops for Model {
         let dev = &*self.device;
         let mut state = dev.lock();
         for (seq, h, d) in run.each() {
-            let (h, d) = (h.0, d.0);
+            let (h, d) = (host_index(h), device_index(d));
             let (leases, releases) = (state.leases[d], state.releases[d]);
             if leases != releases {
                 drop(state);
@@ -607,7 +612,7 @@ impl Ops for Model {
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
-        let event = dev.ready(d.0);
+        let event = dev.ready(device_index(d));
         let epoch = state.events[event].latest;
         state.streams[stream.id].push_back(Op::Wait { event, epoch });
         Ok(stream.clone())
@@ -615,7 +620,7 @@ impl Ops for Model {
 
     /// Steps the device until READY(d)'s latest record has completed.
     fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        let event = self.device.ready(d.0);
+        let event = self.device.ready(device_index(d));
         let epoch = self.device.lock().events[event].latest;
         self.device
             .step_until(|_, state| state.events[event].done(epoch));
@@ -624,7 +629,7 @@ impl Ops for Model {
 
     fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<ModelFence> {
         let dev = &*self.device;
-        let d = d.0;
+        let d = device_index(d);
         let mut state = dev.lock();
         let recorded = match fence {
             Fence::Sync => false,
@@ -677,11 +682,11 @@ impl Ops for Model {
                 .all(VecDeque::is_empty)
         });
         let mut state = dev.lock();
-        dev.released(&mut state, d.0, false);
+        dev.released(&mut state, device_index(d), false);
         ModelFence { recorded: false }
     }
 
     fn device_ptr(&self, d: DeviceIdx) -> ModelDevicePtr {
-        ModelDevicePtr(d.0)
+        ModelDevicePtr(device_index(d))
     }
 }
