@@ -142,6 +142,7 @@ struct State {
     enqueued: u64,
     /// Records a seeded [`Mutation::PublishBeforeRecord`] put off: the releasing thread
     /// makes them at its next device call.
+    /// Each is (releasing thread, stream, device slot) of a FENCE record.
     deferred: Vec<(loom::thread::ThreadId, usize, usize)>,
 }
 
@@ -220,15 +221,25 @@ impl Device {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let me = loom::thread::current().id();
         while let Some(i) = state.deferred.iter().position(|&(t, _, _)| t == me) {
-            let (_, stream, event) = state.deferred.swap_remove(i);
-            Self::record(&mut state, stream, event);
-            if let Some(d) = event.checked_sub(self.fence(0)) {
-                if d < self.layout.device_slots {
-                    state.fences_recorded[d] += 1;
-                }
-            }
+            let (_, stream, d) = state.deferred.swap_remove(i);
+            Self::record(&mut state, stream, self.fence(d));
+            state.fences_recorded[d] += 1;
         }
         state
+    }
+
+    /// Records slot `d`'s FENCE on `stream`, the release fence the copy stream will wait on
+    /// (every capture that records one comes here). With the seeded
+    /// [`Mutation::PublishBeforeRecord`], the record is put off to the releasing thread's
+    /// next device call, after the release has published the fence.
+    fn record_fence(&self, state: &mut State, stream: usize, d: usize) {
+        if mutation() == Mutation::PublishBeforeRecord {
+            let me = loom::thread::current().id();
+            state.deferred.push((me, stream, d));
+        } else {
+            Self::record(state, stream, self.fence(d));
+            state.fences_recorded[d] += 1;
+        }
     }
 
     fn record(state: &mut State, stream: usize, event: usize) -> u64 {
@@ -634,15 +645,7 @@ impl Ops for Model {
         let recorded = match fence {
             Fence::Sync => false,
             Fence::Stream(stream) => {
-                if mutation() == Mutation::PublishBeforeRecord {
-                    // Seeded bug: the fence is published first and recorded later.
-                    state
-                        .deferred
-                        .push((loom::thread::current().id(), stream.id, dev.fence(d)));
-                } else {
-                    Device::record(&mut state, stream.id, dev.fence(d));
-                    state.fences_recorded[d] += 1;
-                }
+                dev.record_fence(&mut state, stream.id, d);
                 true
             }
             Fence::Event(event) => {
@@ -652,14 +655,7 @@ impl Ops for Model {
                     event: event.0,
                     epoch,
                 });
-                if mutation() == Mutation::PublishBeforeRecord {
-                    state
-                        .deferred
-                        .push((loom::thread::current().id(), fence_stream, dev.fence(d)));
-                } else {
-                    Device::record(&mut state, fence_stream, dev.fence(d));
-                    state.fences_recorded[d] += 1;
-                }
+                dev.record_fence(&mut state, fence_stream, d);
                 true
             }
         };
