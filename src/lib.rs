@@ -43,8 +43,8 @@ mod device_side;
 mod error;
 mod feeder;
 mod host_ring;
-/// For the loom models in `loom-tests/` only: see its docs. Built with
-/// `--cfg pinring_loom` alone; not part of the public API.
+// For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
+// alone, not part of the public API.
 #[cfg(pinring_loom)]
 #[doc(hidden)]
 pub mod model_hooks;

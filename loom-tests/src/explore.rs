@@ -16,7 +16,7 @@ const DEFAULT_PREEMPTIONS: usize = 3;
 const MAX_BRANCHES: usize = 100_000;
 
 /// Explores `model` with `mutation` seeded, at the smaller of `LOOM_MAX_PREEMPTIONS`
-/// (else [`DEFAULT_PREEMPTIONS`]) and the model's cap; panics where loom finds an
+/// (else 3) and the model's cap; panics where loom finds an
 /// execution that fails (a broken invariant, a deadlock). Prints
 /// `MODEL <name> <mutation> <n> interleavings preemption bound <b> <time>` (tab-separated)
 /// when every execution passed.

@@ -8,9 +8,9 @@
 //! `scripts/loom.sh`: the test binary `tests/models.rs` runs each model and twin in a
 //! process of its own.
 //!
-//! - [`device`](crate::device): the model device, a backend whose events have CUDA's
+//! - `device`: the model device, a backend whose events have CUDA's
 //!   meaning and which checks the invariants;
-//! - [`rig`](crate::rig): one pipeline built by the crate's `assemble`, its stages to run
+//! - `rig`: one pipeline built by the crate's `assemble`, its stages to run
 //!   on loom threads;
 //! - [`models`]: the models and their table; [`explore()`]: one model under loom;
 //! - [`mutation`]: the seeded protocol bugs.

@@ -3,7 +3,7 @@
 //! Each model runs the pipeline's own feeder, decode workers, copy thread, consumer
 //! (`pop`, `pop_for`, `try_pop`) and `Batch::release`/drop against the model device, on
 //! loom threads, and loom explores their interleavings up to the preemption bound (see
-//! [`explore`](crate::explore)); a model may cap it (see [`MODELS`]). Each model's
+//! [`explore()`](crate::explore())); a model may cap it (see [`MODELS`]). Each model's
 //! seeded-bug twins must fail with that bug's invariant (`tests/models.rs`).
 
 use std::time::Duration;
