@@ -17,10 +17,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export RUST_BACKTRACE=0
 
+# The full output goes to loom.log; tee needs its folder before cargo makes it.
+mkdir -p "$CARGO_TARGET_DIR"
 start=$(date +%s)
+# The summary line comes also when a model fails: the status is cargo's, taken after.
+set +e
 cargo test --release --locked -p pinring-loom-tests --test models -- \
     --test-threads="${LOOM_JOBS:-2}" --nocapture "$@" 2>&1 | tee "${CARGO_TARGET_DIR}/loom.log" |
     grep -E '^(MODEL|test |failures|---- |thread |model .* (failed|accepted))|test result'
 status=${PIPESTATUS[0]}
+set -e
 echo "loom: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, $(($(date +%s) - start)) s in all (build included)"
 exit "$status"
