@@ -43,8 +43,11 @@ mod device_side;
 mod error;
 mod feeder;
 mod host_ring;
-#[cfg(all(test, pinring_loom))]
-mod model;
+// For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
+// alone, not part of the public API.
+#[cfg(pinring_loom)]
+#[doc(hidden)]
+pub mod model_hooks;
 mod park;
 mod pipeline;
 mod ready_ring;

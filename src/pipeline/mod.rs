@@ -7,7 +7,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-#[cfg(all(test, pinring_loom))]
+#[cfg(pinring_loom)]
 pub(crate) use start::{assemble, Parts};
 
 use crate::backend::{Backend, Cpu};

@@ -1,4 +1,5 @@
-//! loom's primitives and the model's behaviour switches (the `pinring_loom` build).
+//! loom's primitives and what a model needs to run the protocol code (the `pinring_loom`
+//! build).
 //!
 //! Besides loom's atomics, cells, mutex and threads, this holds what a model needs to run
 //! the protocol code unchanged and deterministically:
@@ -6,11 +7,9 @@
 //! - a logical clock ([`Instant`]): it stands still except when a thread parks with a
 //!   timeout, which advances that thread's clock by the whole timeout, so a deadline is
 //!   reached in one step and every execution of a model replays the same way;
-//! - the seeded protocol bug a model asks for ([`mutation`]), and the one that lives here:
-//!   a thread whose wake-ups are suppressed ([`suppress_wakes`]) unparks nobody.
-
-// The seeded bugs and their switches serve the models, which exist only in test builds.
-#![cfg_attr(not(test), allow(dead_code))]
+//! - the one seeded-bug switch the protocol code itself must honour: a thread whose
+//!   wake-ups are suppressed ([`suppress_wakes`]) unparks nobody. The seeded bugs
+//!   themselves (which model seeds what) live with the models, in `loom-tests/`.
 
 use std::cell::Cell;
 use std::ops::{Add, Sub};
@@ -23,46 +22,6 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 // and dropping a loom `Arc` there panics again and aborts the whole test binary. The
 // protocol never relies on an `Arc`'s drop for ordering.
 pub(crate) use std::sync::Arc;
-
-pub(crate) use super::mocked_spsc as spsc;
-
-/// A protocol bug a model can seed, to show that the model rejects it. Each is seeded in
-/// model-only code (the model device, the model's decoder, or this file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mutation {
-    /// The protocol as written.
-    None,
-    /// A release publishes its fence before the fence is recorded (invariant 2): the model
-    /// device's capture puts the record off (it is made later, on the releasing thread),
-    /// so the slot is marked released while its fence is not yet recorded.
-    PublishBeforeRecord,
-    /// The copy thread frees a host slot before its copy has completed (invariant 1): the
-    /// model device reports every enqueued copy complete.
-    FreeBeforeCopied,
-    /// The copy thread retires a host slot on the next batch's completion (invariant 1):
-    /// the model device reports one batch more complete than it ran.
-    WrongSlotRetire,
-    /// Stopping the pipeline wakes none of the parked threads (invariant 4).
-    StopWithoutWake,
-    /// A failed decode publishes FAILED but wakes nobody (invariant 4).
-    FailWithoutWake,
-}
-
-std::thread_local! {
-    // std's thread-local on purpose: loom runs every thread of a model on the OS thread
-    // that called `loom::model`, so the test sets it there once for the whole model.
-    static MUTATION: Cell<Mutation> = const { Cell::new(Mutation::None) };
-}
-
-/// Seeds `mutation` into the models run on this thread.
-pub(crate) fn set_mutation(mutation: Mutation) {
-    MUTATION.with(|m| m.set(mutation));
-}
-
-/// The mutation seeded for the running model.
-pub(crate) fn mutation() -> Mutation {
-    MUTATION.with(Cell::get)
-}
 
 /// A thread handle with std's `unpark`: it wakes the thread if it is parked, and
 /// otherwise leaves a token for its next `park`. (loom's own `unpark` also makes a thread
@@ -114,9 +73,9 @@ loom::thread_local! {
 }
 
 /// Makes every later wake-up by the calling (loom) thread reach nobody, for the rest of
-/// the execution: the model's decoder calls it to seed [`Mutation::StopWithoutWake`] and
-/// [`Mutation::FailWithoutWake`].
-pub(crate) fn suppress_wakes() {
+/// the execution: the models' decoder calls it (through `pinring::model_hooks`) to seed
+/// a stop or a failure that wakes no parked thread (invariant 4).
+pub fn suppress_wakes() {
     WAKES_SUPPRESSED.with(|s| s.set(true));
 }
 

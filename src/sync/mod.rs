@@ -3,8 +3,9 @@
 //! Shaped like tokio's `loom` module: this file selects, [`real`](self) holds std's
 //! primitives, and under `RUSTFLAGS="--cfg pinring_loom"` `mocked.rs` swaps in loom's
 //! model-checked ones (plus a logical clock and the model's park/unpark), so the protocol
-//! code reads the same in both builds and runs unchanged under the model checker. Every
-//! behaviour switch a model needs lives in `mocked.rs`; no stage file names the cfg.
+//! code reads the same in both builds and runs unchanged under the model checker. The one
+//! behaviour switch the protocol code honours for a model (a thread whose wake-ups are
+//! suppressed) lives in `mocked.rs`; no stage file names the cfg.
 //!
 //! [`native`] is std in both builds: it serves the cpu backend's emulated device and the
 //! statistics, which the models replace or need not explore.
@@ -14,12 +15,15 @@ mod real;
 #[cfg(not(pinring_loom))]
 pub(crate) use real::*;
 
+// `pub(crate)` so that `model_hooks` can re-export `suppress_wakes` from where it is defined.
 #[cfg(pinring_loom)]
-mod mocked;
+pub(crate) mod mocked;
 #[cfg(pinring_loom)]
 pub(crate) mod mocked_spsc;
 #[cfg(pinring_loom)]
 pub(crate) use mocked::*;
+#[cfg(pinring_loom)]
+pub(crate) use mocked_spsc as spsc;
 
 /// std's primitives, never switched to loom.
 #[allow(unused_imports)] // which of these a build uses depends on its features

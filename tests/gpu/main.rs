@@ -14,6 +14,8 @@
 #![cfg(feature = "cuda")]
 
 mod harness;
+#[path = "../common/own_process.rs"]
+mod own_process;
 
 mod fences;
 mod lifecycle;
@@ -44,25 +46,5 @@ pub fn info(name: &str, detail: &str) {
 /// Runs the ignored test `child` of this binary in a process of its own, under `shell`
 /// (a prefix such as `ulimit -l 64;`); returns whether it passed and its output.
 pub fn in_own_process(child: &str, shell: &str) -> (bool, String) {
-    let exe = std::env::current_exe().expect("the test binary");
-    let command = format!(
-        "{shell} exec '{}' --exact {child} --include-ignored --nocapture --test-threads=1",
-        exe.display()
-    );
-    let out = std::process::Command::new("sh")
-        .args(["-c", &command])
-        .output()
-        .expect("run the child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for line in text
-        .lines()
-        .filter_map(|l| l.find("RESULT\t").map(|i| &l[i..]))
-    {
-        println!("\n{line}");
-    }
-    (out.status.success(), text)
+    own_process::run_in_own_process(child, shell, &[], "RESULT\t")
 }

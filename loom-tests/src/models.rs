@@ -2,26 +2,18 @@
 //!
 //! Each model runs the pipeline's own feeder, decode workers, copy thread, consumer
 //! (`pop`, `pop_for`, `try_pop`) and `Batch::release`/drop against the model device, on
-//! loom threads, and loom explores their interleavings up to the preemption bound
-//! (`LOOM_MAX_PREEMPTIONS`: 3 unless set for this binary; `scripts/loom.sh`, which CI
-//! runs, sets 2; a model may cap it, see [`MODELS`]). Each model's seeded-bug twins must
-//! fail with that bug's invariant.
-//!
-//! Every model runs in a process of its own: the test re-runs this test binary on the
-//! ignored `child` test with the model's name, so a deadlock or an abort in one model fails
-//! that model alone. Run: `scripts/loom.sh`.
+//! loom threads, and loom explores their interleavings up to the preemption bound (see
+//! [`explore()`](crate::explore())); a model may cap it (see [`MODELS`]). Each model's
+//! seeded-bug twins must fail with that bug's invariant (`tests/models.rs`).
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom::thread;
+use pinring::model_hooks::unpopped_batches;
+use pinring::{Error, Fence, LastBatch, Stage, TryPop};
 
-use super::device::ModelOptions;
-use super::rig::{device_slot, host_read, id_of, kernel_read, rig, unpopped, Rig, Spec};
-use crate::config::LastBatch;
-use crate::error::{Error, Stage};
-use crate::sync::{set_mutation, Mutation};
-use crate::Fence;
+use crate::device::ModelOptions;
+use crate::rig::{device_slot, host_read, id_of, kernel_read, rig, Rig, Spec};
 
 /// Model 1: two device slots, three batches: fill → copy → pop → release → reuse. The
 /// consumer reads each batch with a kernel on its stream and releases fenced on that
@@ -59,7 +51,7 @@ fn device_slot_reuse() {
         "End after 3 batches"
     );
     copy.join().unwrap();
-    assert_eq!(unpopped(&mut pipeline), 0);
+    assert_eq!(unpopped_batches(&mut pipeline), 0);
     drop(pipeline);
     device.drain();
     assert_eq!(device.leases(), (3, 3), "every token released exactly once");
@@ -96,12 +88,12 @@ fn release_elsewhere_out_of_order() {
     let b2 = pipeline.pop().expect("pop").expect("batch 2");
     assert_eq!((b2.seq(), b2.slot()), (2, 0));
     b2.synchronize().expect("synchronize");
-    assert_eq!(host_read(&b2), [2]);
+    assert_eq!(host_read(&device, &b2), [2]);
     b2.release(Fence::Sync).expect("release");
     assert!(pipeline.pop().expect("pop").is_none());
     releaser.join().unwrap();
     copy.join().unwrap();
-    assert_eq!(unpopped(&mut pipeline), 0);
+    assert_eq!(unpopped_batches(&mut pipeline), 0);
     drop(pipeline);
     device.drain();
     assert_eq!(device.leases(), (3, 3));
@@ -135,10 +127,10 @@ fn host_slot_reuse() {
     copy.join().unwrap();
     let b0 = pipeline.pop().expect("pop").expect("batch 0");
     b0.synchronize().expect("synchronize");
-    assert_eq!(host_read(&b0), [0]);
+    assert_eq!(host_read(&device, &b0), [0]);
     b0.release(Fence::Sync).expect("release");
     assert!(matches!(pipeline.pop(), Err(Error::Decode { seq: 1, .. })));
-    assert_eq!(unpopped(&mut pipeline), 0);
+    assert_eq!(unpopped_batches(&mut pipeline), 0);
     drop(pipeline);
     device.drain();
     assert_eq!(device.leases(), (1, 1));
@@ -172,12 +164,12 @@ fn shutdown() {
     assert!(matches!(pipeline.pop(), Err(Error::Stopped)));
     decode.join().unwrap();
     copy.join().unwrap();
-    let left = unpopped(&mut pipeline);
+    let left = unpopped_batches(&mut pipeline);
     drop(pipeline);
     let popped = u64::from(b0.is_some());
     if let Some(b0) = b0 {
         b0.synchronize().expect("synchronize");
-        assert_eq!(host_read(&b0), [0]);
+        assert_eq!(host_read(&device, &b0), [0]);
         drop(b0); // unbound: fenced conservatively
     }
     device.drain();
@@ -219,7 +211,7 @@ fn decode_error() {
     decode.join().unwrap();
     decode2.join().unwrap();
     copy.join().unwrap();
-    assert_eq!(unpopped(&mut pipeline), 0);
+    assert_eq!(unpopped_batches(&mut pipeline), 0);
     drop(pipeline);
     device.drain();
     assert_eq!(device_slot(&device, 0), (Some(0), vec![0, 1]));
@@ -245,7 +237,7 @@ fn wraparound() {
         let batch = pipeline.pop().expect("pop").expect("a batch");
         assert_eq!(batch.seq(), seq);
         batch.synchronize().expect("synchronize");
-        assert_eq!(host_read(&batch), [seq]);
+        assert_eq!(host_read(&device, &batch), [seq]);
         batch.release(Fence::Sync).expect("release");
     }
     assert!(pipeline.pop().expect("pop").is_none());
@@ -276,9 +268,9 @@ fn short_batches(last_batch: LastBatch) {
     let decode = thread::spawn(move || decoder());
     let copy = thread::spawn(move || copier.run());
     let first = match pipeline.try_pop().expect("try_pop") {
-        crate::TryPop::Batch(batch) => Some(batch),
-        crate::TryPop::NotReady => None,
-        crate::TryPop::End => panic!("End before batch 0"),
+        TryPop::Batch(batch) => Some(batch),
+        TryPop::NotReady => None,
+        TryPop::End => panic!("End before batch 0"),
     };
     let first = match first {
         Some(batch) => batch,
@@ -296,13 +288,13 @@ fn short_batches(last_batch: LastBatch) {
     };
     assert_eq!((first.seq(), first.samples()), (0, 2));
     first.synchronize().expect("synchronize");
-    assert_eq!(host_read(&first), [0, 1]);
+    assert_eq!(host_read(&device, &first), [0, 1]);
     drop(first);
     if last_batch == LastBatch::Partial {
         let short = pipeline.pop().expect("pop").expect("the short batch");
         assert_eq!((short.seq(), short.samples(), short.len()), (1, 1, 8));
         short.synchronize().expect("synchronize");
-        assert_eq!(host_read(&short), [2]);
+        assert_eq!(host_read(&device, &short), [2]);
         short.release(Fence::Sync).expect("release");
     }
     assert!(pipeline.pop().expect("pop").is_none());
@@ -387,7 +379,7 @@ fn epoch_ends() {
         assert_eq!(batch.sample_ids(), want, "batch {seq}'s ids");
         assert_eq!(batch.epoch(), u64::from(seq == 2));
         batch.synchronize().expect("synchronize");
-        let read: Vec<u64> = host_read(&batch).into_iter().map(id_of).collect();
+        let read: Vec<u64> = host_read(&device, &batch).into_iter().map(id_of).collect();
         assert_eq!(read, want, "batch {seq}'s bytes");
         batch.release(Fence::Sync).expect("release");
     }
@@ -399,208 +391,48 @@ fn epoch_ends() {
     assert_eq!(device.leases(), (3, 3));
 }
 
-/// A model: its name, its body, and the most preemptions it is explored at.
-type Model = (&'static str, fn(), Option<usize>);
+/// A model: its name, its body, and the most preemptions it is explored at (`None`: as
+/// many as `LOOM_MAX_PREEMPTIONS` says).
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// What the model is called (in `MODEL` lines and by the tests).
+    pub name: &'static str,
+    /// The model, to run inside `loom::model`.
+    pub body: fn(),
+    /// The most preemptions it is explored at, whatever `LOOM_MAX_PREEMPTIONS` says.
+    pub preemption_cap: Option<usize>,
+}
 
-/// Every model, by name, with the most preemptions it is explored at (`None`: as many as
-/// `LOOM_MAX_PREEMPTIONS` says). The wraparound model has four threads (feeder, decode
-/// worker, copy thread, consumer) that all block on each other: at two preemptions it ran
-/// past 25 minutes on 2 cores, so it is explored at one (302,295 interleavings, about
-/// 1 minute).
-const MODELS: &[Model] = &[
-    ("device_slot_reuse", device_slot_reuse, None),
-    (
+/// Every model, by name, with the most preemptions it is explored at. The wraparound
+/// model has four threads (feeder, decode worker, copy thread, consumer) that all block on
+/// each other: at two preemptions it ran past 25 minutes on 2 cores, so it is explored at
+/// one (302,295 interleavings, about 1 minute).
+pub const MODELS: &[Entry] = &[
+    entry("device_slot_reuse", device_slot_reuse, None),
+    entry(
         "release_elsewhere_out_of_order",
         release_elsewhere_out_of_order,
         None,
     ),
-    ("host_slot_reuse", host_slot_reuse, None),
-    ("shutdown", shutdown, None),
-    ("decode_error", decode_error, None),
-    ("wraparound", wraparound, Some(1)),
-    ("short_batch_partial", short_batch_partial, None),
-    ("short_batch_dropped", short_batch_dropped, None),
-    ("all_slots_leased", all_slots_leased, None),
-    ("epoch_ends", epoch_ends, None),
+    entry("host_slot_reuse", host_slot_reuse, None),
+    entry("shutdown", shutdown, None),
+    entry("decode_error", decode_error, None),
+    entry("wraparound", wraparound, Some(1)),
+    entry("short_batch_partial", short_batch_partial, None),
+    entry("short_batch_dropped", short_batch_dropped, None),
+    entry("all_slots_leased", all_slots_leased, None),
+    entry("epoch_ends", epoch_ends, None),
 ];
 
-fn mutation_named(name: &str) -> Mutation {
-    match name {
-        "None" => Mutation::None,
-        "PublishBeforeRecord" => Mutation::PublishBeforeRecord,
-        "FreeBeforeCopied" => Mutation::FreeBeforeCopied,
-        "WrongSlotRetire" => Mutation::WrongSlotRetire,
-        "StopWithoutWake" => Mutation::StopWithoutWake,
-        "FailWithoutWake" => Mutation::FailWithoutWake,
-        other => panic!("unknown mutation {other}"),
+const fn entry(name: &'static str, body: fn(), preemption_cap: Option<usize>) -> Entry {
+    Entry {
+        name,
+        body,
+        preemption_cap,
     }
 }
 
-/// Runs one model in this process (the child side of [`isolated`]).
-#[test]
-#[ignore = "run by the model tests below, one process per model"]
-fn child() {
-    let name = std::env::var("PINRING_MODEL").expect("PINRING_MODEL names the model");
-    let mutation = std::env::var("PINRING_MUTATION").unwrap_or_else(|_| "None".into());
-    let &(_, model, cap) = MODELS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .unwrap_or_else(|| panic!("no model {name}"));
-    set_mutation(mutation_named(&mutation));
-    let mut builder = loom::model::Builder::new();
-    let bound = builder.preemption_bound.unwrap_or(3);
-    builder.preemption_bound = Some(cap.map_or(bound, |cap| cap.min(bound)));
-    builder.max_branches = 100_000;
-    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = runs.clone();
-    let start = Instant::now();
-    builder.check(move || {
-        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        model();
-    });
-    println!(
-        "\nMODEL\t{name}\t{mutation}\t{} interleavings\tpreemption bound {}\t{:.1?}",
-        runs.load(std::sync::atomic::Ordering::Relaxed),
-        builder.preemption_bound.unwrap_or(0),
-        start.elapsed()
-    );
-}
-
-/// Runs model `name` with `mutation` seeded in a process of its own; returns whether it
-/// passed, and its output.
-fn isolated(name: &str, mutation: &str) -> (bool, String) {
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "model::tests::child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PINRING_MODEL", name)
-        .env("PINRING_MUTATION", mutation)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the model's process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for line in text
-        .lines()
-        .filter_map(|l| l.find("MODEL\t").map(|i| &l[i..]))
-    {
-        println!("{line}");
-    }
-    (out.status.success(), text)
-}
-
-/// The model passes.
-fn passes(name: &str) {
-    let (ok, text) = isolated(name, "None");
-    assert!(ok, "model {name} failed:\n{text}");
-}
-
-/// The model fails with the seeded bug, with `expected` in its failure.
-fn rejects(name: &str, mutation: &str, expected: &str) {
-    let (ok, text) = isolated(name, mutation);
-    assert!(
-        !ok,
-        "model {name} accepted the seeded bug {mutation}:\n{text}"
-    );
-    assert!(
-        text.contains(expected),
-        "model {name} with {mutation} failed without \"{expected}\":\n{text}"
-    );
-}
-
-#[test]
-fn model_1_device_slot_reuse() {
-    passes("device_slot_reuse");
-}
-
-#[test]
-fn model_1_rejects_publish_before_record() {
-    rejects("device_slot_reuse", "PublishBeforeRecord", "invariant 2");
-}
-
-#[test]
-fn model_2_release_elsewhere_out_of_order() {
-    passes("release_elsewhere_out_of_order");
-}
-
-#[test]
-fn model_2_rejects_publish_before_record() {
-    rejects(
-        "release_elsewhere_out_of_order",
-        "PublishBeforeRecord",
-        "invariant 2",
-    );
-}
-
-#[test]
-fn model_3_host_slot_reuse_polling() {
-    passes("host_slot_reuse");
-}
-
-#[test]
-fn model_3_rejects_free_before_copied() {
-    rejects("host_slot_reuse", "FreeBeforeCopied", "invariant 1");
-}
-
-#[test]
-fn model_4_shutdown() {
-    passes("shutdown");
-}
-
-#[test]
-fn model_4_rejects_stop_without_wake() {
-    rejects("shutdown", "StopWithoutWake", "deadlock");
-}
-
-#[test]
-fn model_5_decode_error_two_workers() {
-    passes("decode_error");
-}
-
-#[test]
-fn model_5_rejects_fail_without_wake() {
-    rejects("decode_error", "FailWithoutWake", "deadlock");
-}
-
-#[test]
-fn model_6_wraparound() {
-    passes("wraparound");
-}
-
-#[test]
-fn model_6_rejects_wrong_slot_retire() {
-    rejects("wraparound", "WrongSlotRetire", "invariant 1");
-}
-
-#[test]
-fn model_6_rejects_free_before_copied() {
-    rejects("wraparound", "FreeBeforeCopied", "invariant 1");
-}
-
-#[test]
-fn model_7_short_batch_partial() {
-    passes("short_batch_partial");
-}
-
-#[test]
-fn model_7_short_batch_dropped() {
-    passes("short_batch_dropped");
-}
-
-#[test]
-fn model_8_all_slots_leased() {
-    passes("all_slots_leased");
-}
-
-#[test]
-fn model_9_epoch_ends() {
-    passes("epoch_ends");
+/// The model of this name, if any.
+pub fn model_named(name: &str) -> Option<&'static Entry> {
+    MODELS.iter().find(|m| m.name == name)
 }

@@ -1,18 +1,14 @@
 //! The rig: one pipeline on the model device, built by the same constructor as
-//! [`Pipeline::new`](crate::Pipeline::new), whose stages a model runs on loom threads of
-//! its own.
+//! [`Pipeline::new`], whose stages a model runs on loom threads of its own.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::device::{Device, Model, ModelOptions, ModelStream};
-use crate::config::{Config, LastBatch};
-use crate::decode::Decode;
-use crate::error::DecodeError;
-use crate::host_ring::HostRing;
-use crate::pipeline::{assemble, Parts, Pipeline, StopHandle};
-use crate::sync::{mutation, native, suppress_wakes, Arc, Mutation};
-use crate::Batch;
+use pinring::model_hooks::{assemble, suppress_wakes, Stage, Stages};
+use pinring::{Batch, Config, Decode, DecodeError, LastBatch, Pipeline, StopHandle};
+
+use crate::device::{Device, Model, ModelOptions, ModelStream};
+use crate::mutation::{mutation, Mutation};
 
 /// Bytes of one sample: its id, little-endian.
 pub(crate) const SAMPLE_BYTES: usize = 8;
@@ -98,19 +94,9 @@ pub(crate) struct Rig {
     pub(crate) device: Arc<Device>,
 }
 
-/// One stage of the pipeline, to run on a thread.
-pub(crate) struct Stage(Box<dyn FnOnce() + Send>);
-
-impl Stage {
-    pub(crate) fn run(self) {
-        (self.0)()
-    }
-}
-
 /// What the model's decoder needs once the pipeline exists.
 struct Setting {
     device: Arc<Device>,
-    ring: native::Arc<HostRing>,
     stop: StopHandle<Model>,
 }
 
@@ -130,9 +116,7 @@ impl Decode for ModelDecoder {
 
     fn decode(&self, sample: u64, out: &mut [u8]) -> Result<(), DecodeError> {
         let setting = self.setting.get().expect("set before the stages run");
-        let ring = &setting.ring;
-        let h = (out.as_ptr() as usize - ring.base() as usize) / ring.stride();
-        setting.device.decode_write(h);
+        setting.device.decode_write(out);
         out[..SAMPLE_BYTES].copy_from_slice(&sample.to_le_bytes());
         if self.stop_at == Some(sample) {
             if mutation() == Mutation::StopWithoutWake {
@@ -166,21 +150,20 @@ pub(crate) fn rig(spec: &Spec) -> Rig {
     if let Some(t) = spec.pop_timeout {
         builder = builder.pop_timeout(t);
     }
-    let mut config = builder
+    let config = builder
         .backend::<Model>(spec.device.clone())
         .build()
         .expect("a valid model config");
-    config.decode_item_samples = Some(spec.item_samples);
     let setting = Arc::new(OnceLock::new());
     let decoder = ModelDecoder {
         setting: setting.clone(),
         fail_at: spec.fail_at,
         stop_at: spec.stop_at,
     };
-    let Parts {
+    let Stages {
         pipeline,
         feeder,
-        decode,
+        decoder,
         copier,
     } = {
         let epoch_len = spec.epoch_len;
@@ -188,19 +171,18 @@ pub(crate) fn rig(spec: &Spec) -> Rig {
             Some(len) => with_epoch(i, i / len),
             None => i,
         });
-        assemble(&config, decoder, source).expect("model pipeline")
+        assemble(config, spec.item_samples, decoder, source).expect("model pipeline")
     };
-    let device = pipeline.device.backend.device.clone();
+    let device = pipeline.backend().device.clone();
     let _ = setting.set(Setting {
         device: device.clone(),
-        ring: pipeline.ring.clone(),
         stop: pipeline.stop_handle(),
     });
     Rig {
         pipeline,
-        feeder: Stage(Box::new(move || feeder.run())),
-        decoder: Arc::new(move || decode.run_worker()),
-        copier: Stage(Box::new(move || copier.run())),
+        feeder,
+        decoder,
+        copier,
         device,
     }
 }
@@ -212,8 +194,7 @@ pub(crate) fn kernel_read(stream: &ModelStream, batch: &Batch<Model>) {
 }
 
 /// Reads `batch`'s sample ids on the host. Call after [`Batch::synchronize`].
-pub(crate) fn host_read(batch: &Batch<Model>) -> Vec<u64> {
-    let device = &batch.backend().device;
+pub(crate) fn host_read(device: &Device, batch: &Batch<Model>) -> Vec<u64> {
     ids(&device.host_read(batch.slot(), batch.seq(), batch.len()))
 }
 
@@ -228,14 +209,4 @@ fn ids(bytes: &[u8]) -> Vec<u64> {
         .chunks_exact(SAMPLE_BYTES)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect()
-}
-
-/// Takes the batch tokens still in the ready ring (never handed out). Call once the copy
-/// thread has ended.
-pub(crate) fn unpopped(pipeline: &mut Pipeline<Model>) -> u64 {
-    let mut n = 0;
-    while let Some(token) = pipeline.ready.pop() {
-        n += u64::from(matches!(token, crate::ready_ring::Token::Batch { .. }));
-    }
-    n
 }

@@ -1,5 +1,5 @@
-//! The model device (`cfg(pinring_loom)` only): a [`Backend`] for loom models whose events
-//! mean what CUDA's mean, and which checks the slot protocol's invariants itself.
+//! The model device: a [`Backend`] for loom models whose events mean what CUDA's mean, and
+//! which checks the slot protocol's invariants itself.
 //!
 //! Like the cpu backend, a stream is an ordered op queue and an event is recorded on a
 //! stream; but *recorded* and *completed* are separate steps. A host call records (takes
@@ -32,14 +32,18 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 
-use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
-use crate::backend::Backend;
-use crate::error::Result;
-use crate::host_ring::HostRing;
-use crate::slot::DeviceIdx;
-use crate::sync::{mutation, native, Arc, Mutation, Mutex, MutexGuard};
-use crate::Fence;
+use loom::sync::{Mutex, MutexGuard};
+// What implementing the crate's private backend trait takes (the trait changes with the
+// crate: `Ops`'s methods below follow its declaration in src/backend/mod.rs).
+use pinring::model_hooks::{
+    device_index, host_index, CopyFailed, CopyRole, CopyRun, CopyWaker, DeviceIdx, HostRing,
+    Layout, Ops,
+};
+use pinring::{Backend, Fence, Result};
+
+use crate::mutation::{mutation, Mutation};
 
 /// Options of the model backend.
 #[derive(Debug, Clone, Default)]
@@ -138,12 +142,13 @@ struct State {
     enqueued: u64,
     /// Records a seeded [`Mutation::PublishBeforeRecord`] put off: the releasing thread
     /// makes them at its next device call.
+    /// Each is (releasing thread, stream, device slot) of a FENCE record.
     deferred: Vec<(loom::thread::ThreadId, usize, usize)>,
 }
 
 /// The modelled device, shared by the backend and the model's streams.
 pub(crate) struct Device {
-    ring: native::Arc<HostRing>,
+    ring: Arc<HostRing>,
     layout: Layout,
     waker: CopyWaker,
     options: ModelOptions,
@@ -151,7 +156,7 @@ pub(crate) struct Device {
     /// The first invariant broken, kept so that a check failing inside user code (a
     /// decode, whose panic the pipeline catches) still fails the model at the next device
     /// call. std's mutex: bookkeeping outside the model.
-    violation: native::Mutex<Option<String>>,
+    violation: std::sync::Mutex<Option<String>>,
 }
 
 impl fmt::Debug for Device {
@@ -216,15 +221,25 @@ impl Device {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let me = loom::thread::current().id();
         while let Some(i) = state.deferred.iter().position(|&(t, _, _)| t == me) {
-            let (_, stream, event) = state.deferred.swap_remove(i);
-            Self::record(&mut state, stream, event);
-            if let Some(d) = event.checked_sub(self.fence(0)) {
-                if d < self.layout.device_slots {
-                    state.fences_recorded[d] += 1;
-                }
-            }
+            let (_, stream, d) = state.deferred.swap_remove(i);
+            Self::record(&mut state, stream, self.fence(d));
+            state.fences_recorded[d] += 1;
         }
         state
+    }
+
+    /// Records slot `d`'s FENCE on `stream`, the release fence the copy stream will wait on
+    /// (every capture that records one comes here). With the seeded
+    /// [`Mutation::PublishBeforeRecord`], the record is put off to the releasing thread's
+    /// next device call, after the release has published the fence.
+    fn record_fence(&self, state: &mut State, stream: usize, d: usize) {
+        if mutation() == Mutation::PublishBeforeRecord {
+            let me = loom::thread::current().id();
+            state.deferred.push((me, stream, d));
+        } else {
+            Self::record(state, stream, self.fence(d));
+            state.fences_recorded[d] += 1;
+        }
     }
 
     fn record(state: &mut State, stream: usize, event: usize) -> u64 {
@@ -262,9 +277,10 @@ impl Device {
         (state.holds[d], state.memory[d].clone())
     }
 
-    /// Invariant 1, checked by the model's decoder before it writes host slot `h`: the
-    /// slot's last copy has completed.
-    pub(crate) fn decode_write(&self, h: usize) {
+    /// Invariant 1, checked by the model's decoder before it writes `out`, a sample's
+    /// range in a host slot: the slot's last copy has completed.
+    pub(crate) fn decode_write(&self, out: &[u8]) {
+        let h = (out.as_ptr() as usize - self.ring.base() as usize) / self.ring.stride();
         let state = self.lock();
         let copied = &state.events[self.copied(h)];
         let idle = copied.idle();
@@ -494,7 +510,7 @@ impl Ops for Model {
 
     fn open(
         options: &ModelOptions,
-        ring: native::Arc<HostRing>,
+        ring: Arc<HostRing>,
         layout: Layout,
         waker: CopyWaker,
     ) -> Result<Self> {
@@ -519,7 +535,7 @@ impl Ops for Model {
                 waker,
                 options: options.clone(),
                 state: Mutex::new(state),
-                violation: native::Mutex::new(None),
+                violation: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -534,17 +550,17 @@ impl Ops for Model {
         }
         let dev = &*self.device;
         let mut state = dev.lock();
-        let (captured, recorded) = (state.fences_captured[d.0], state.fences_recorded[d.0]);
+        let d = device_index(d);
+        let (captured, recorded) = (state.fences_captured[d], state.fences_recorded[d]);
         if recorded < captured {
             drop(state);
             dev.violated(format!(
-                "invariant 2: the copy stream waits on slot {}'s release fence before it was \
-                 recorded ({recorded} of {captured} records made)",
-                d.0
+                "invariant 2: the copy stream waits on slot {d}'s release fence before it was \
+                 recorded ({recorded} of {captured} records made)"
             ));
             return Ok(());
         }
-        let event = dev.fence(d.0);
+        let event = dev.fence(d);
         let epoch = state.events[event].latest;
         state.streams[COPY_STREAM].push_back(Op::Wait { event, epoch });
         Ok(())
@@ -554,7 +570,7 @@ impl Ops for Model {
         let dev = &*self.device;
         let mut state = dev.lock();
         for (seq, h, d) in run.each() {
-            let (h, d) = (h.0, d.0);
+            let (h, d) = (host_index(h), device_index(d));
             let (leases, releases) = (state.leases[d], state.releases[d]);
             if leases != releases {
                 drop(state);
@@ -607,7 +623,7 @@ impl Ops for Model {
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
-        let event = dev.ready(d.0);
+        let event = dev.ready(device_index(d));
         let epoch = state.events[event].latest;
         state.streams[stream.id].push_back(Op::Wait { event, epoch });
         Ok(stream.clone())
@@ -615,7 +631,7 @@ impl Ops for Model {
 
     /// Steps the device until READY(d)'s latest record has completed.
     fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        let event = self.device.ready(d.0);
+        let event = self.device.ready(device_index(d));
         let epoch = self.device.lock().events[event].latest;
         self.device
             .step_until(|_, state| state.events[event].done(epoch));
@@ -624,20 +640,12 @@ impl Ops for Model {
 
     fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<ModelFence> {
         let dev = &*self.device;
-        let d = d.0;
+        let d = device_index(d);
         let mut state = dev.lock();
         let recorded = match fence {
             Fence::Sync => false,
             Fence::Stream(stream) => {
-                if mutation() == Mutation::PublishBeforeRecord {
-                    // Seeded bug: the fence is published first and recorded later.
-                    state
-                        .deferred
-                        .push((loom::thread::current().id(), stream.id, dev.fence(d)));
-                } else {
-                    Device::record(&mut state, stream.id, dev.fence(d));
-                    state.fences_recorded[d] += 1;
-                }
+                dev.record_fence(&mut state, stream.id, d);
                 true
             }
             Fence::Event(event) => {
@@ -647,14 +655,7 @@ impl Ops for Model {
                     event: event.0,
                     epoch,
                 });
-                if mutation() == Mutation::PublishBeforeRecord {
-                    state
-                        .deferred
-                        .push((loom::thread::current().id(), fence_stream, dev.fence(d)));
-                } else {
-                    Device::record(&mut state, fence_stream, dev.fence(d));
-                    state.fences_recorded[d] += 1;
-                }
+                dev.record_fence(&mut state, fence_stream, d);
                 true
             }
         };
@@ -677,11 +678,11 @@ impl Ops for Model {
                 .all(VecDeque::is_empty)
         });
         let mut state = dev.lock();
-        dev.released(&mut state, d.0, false);
+        dev.released(&mut state, device_index(d), false);
         ModelFence { recorded: false }
     }
 
     fn device_ptr(&self, d: DeviceIdx) -> ModelDevicePtr {
-        ModelDevicePtr(d.0)
+        ModelDevicePtr(device_index(d))
     }
 }
