@@ -36,7 +36,7 @@ for line in sys.stdin:
 build() {
     set -e
     mkdir -p "$DIR"
-    cargo build --release --example make_shard
+    cargo build --release -p pinring-examples --example make_shard
     cp target/release/examples/make_shard "$DIR/"
     cp "$(built test --release --test gpu)" "$DIR/gpu_suite"
     cp "$(built bench -p pinring-benches --bench gpu)" "$DIR/gpu_bench"

@@ -56,8 +56,12 @@ fn exe_name(name: &str) -> String {
 fn build_examples(profile_dir: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet"]);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "build",
+        "--quiet",
+        "--package",
+        env!("CARGO_PKG_NAME"),
+    ]);
     for name in EXAMPLES {
         cmd.args(["--example", name]);
     }
