@@ -2,7 +2,7 @@
 # The GPU checks, built here and run on the GPU machine in one call:
 #   - the cuda backend's GPU suite (tests/gpu, a cargo test target; every check is
 #     #[ignore]d without a GPU and run here with --include-ignored);
-#   - the GPU benchmark (benches/gpu.rs, with PyTorch peers from benches/torch_dataloader.py);
+#   - the GPU benchmark (benches/gpu/, with PyTorch peers from benches/torch_dataloader.py);
 #   - the Python package's GPU tests, benchmark and example (scripts/python-gpu.sh).
 #
 #   scripts/gpu-check.sh --build   on a machine with Rust (no GPU needed): builds the suite,
