@@ -1,7 +1,7 @@
 //! Token handoff between two threads, and the consumer's cost of `pop` + `release`.
 //!
 //! ```text
-//! cargo bench --bench handoff
+//! cargo bench -p pinring-benches --bench handoff
 //! ```
 //!
 //! `handoff/*`: time per item handed from a producer thread to a consumer thread, for

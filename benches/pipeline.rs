@@ -1,7 +1,7 @@
 //! The cpu-backend pipeline end to end: throughput by batch size, and decode scaling.
 //!
 //! ```text
-//! cargo bench --bench pipeline
+//! cargo bench -p pinring-benches --bench pipeline
 //! ```
 //!
 //! The workload is the GPU benchmark's, scaled down: a synthetic uint16 token shard

@@ -4,7 +4,7 @@ the same token shard and workload, on the same GPU, in the same run.
 
     python3 benches/torch_dataloader.py --shard PATH [--small-batches N] [--large-batches N]
 
-Workloads (as examples/gpu_bench.rs): B windows of T + 1 tokens at uniformly random
+Workloads (as the GPU benchmark, benches/gpu/): B windows of T + 1 tokens at uniformly random
 offsets in a uint16 token shard (the llm.c / modded-nanogpt .bin format), widened to
 int32 and delivered to the GPU:
   small: B = 16, T + 1 = 4097 (256 KiB a batch), batches/s;
@@ -17,7 +17,7 @@ Peers:
     builds each batch on the CPU, pins it, starts its H2D on a dedicated copy stream and
     records an event; the main loop makes its stream wait on the event and calls
     record_stream, so the copy overlaps whatever the main stream does.
-Each result is a line TORCH<TAB>key<TAB>value on stdout (read by gpu_bench --torch);
+Each result is a line TORCH<TAB>key<TAB>value on stdout (read by the GPU benchmark's --torch);
 progress goes to stderr. The clock starts after a warm-up (worker start-up excluded) and
 stops after a final synchronize.
 """

@@ -1,6 +1,6 @@
 //! Waiting without burning, on the cpu backend (no GPU needed): the process CPU a pipeline
 //! costs beside a slow consumer and beside a stalled one, and whether a pop timeout holds
-//! on a loaded machine. The GPU benchmark (`benches/gpu.rs`) measures the same on the cuda
+//! on a loaded machine. The GPU benchmark (`benches/gpu/`, section `cpu`) measures the same on the cuda
 //! backend.
 //!
 //! ```text

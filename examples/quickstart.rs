@@ -144,14 +144,8 @@ fn run(args: &Args, samples: u64) -> Result<(), String> {
         (false, Some(ordinal)) => Choice::Cuda(ordinal),
         (false, None) => match cuda_devices() {
             Ok(n) if n > 0 => Choice::Cuda(0),
-            Ok(_) => {
-                say!("falling back to the cpu backend: the CUDA driver reports no device");
-                Choice::Cpu
-            }
-            Err(why) => {
-                say!("falling back to the cpu backend: CUDA cannot be used here: {why}");
-                Choice::Cpu
-            }
+            Ok(_) => fall_back("the CUDA driver reports no device"),
+            Err(why) => fall_back(&format!("CUDA cannot be used here: {why}")),
         },
     };
     match choice {
@@ -163,6 +157,17 @@ fn run(args: &Args, samples: u64) -> Result<(), String> {
         ),
         Choice::Cuda(ordinal) => stream_cuda(args, ordinal, samples),
     }
+}
+
+/// Says on stderr (stdout is the report) why the run uses the cpu backend though no
+/// backend was named, and how to name one.
+fn fall_back(why: &str) -> Choice {
+    eprintln!("note: running on the cpu backend, because {why}");
+    eprintln!(
+        "note: to choose the backend, pass --cpu (the cpu backend, without this note) or \
+         --cuda N (CUDA device N, or an error saying why it cannot be used)"
+    );
+    Choice::Cpu
 }
 
 /// Pops every batch, waits until it is on the device, releases it; prints the config,

@@ -2,7 +2,7 @@
 # The GPU checks, built here and run on the GPU machine in one call:
 #   - the cuda backend's GPU suite (tests/gpu, a cargo test target; every check is
 #     #[ignore]d without a GPU and run here with --include-ignored);
-#   - the GPU benchmark (benches/gpu.rs, with PyTorch peers from benches/torch_dataloader.py);
+#   - the GPU benchmark (benches/gpu/, with PyTorch peers from benches/torch_dataloader.py);
 #   - the Python package's GPU tests, benchmark and example (scripts/python-gpu.sh).
 #
 #   scripts/gpu-check.sh --build   on a machine with Rust (no GPU needed): builds the suite,
@@ -36,7 +36,7 @@ for line in sys.stdin:
 build() {
     set -e
     mkdir -p "$DIR"
-    cargo build --release --example make_shard
+    cargo build --release -p pinring-examples --example make_shard
     cp target/release/examples/make_shard "$DIR/"
     cp "$(built test --release --test gpu)" "$DIR/gpu_suite"
     cp "$(built bench -p pinring-benches --bench gpu)" "$DIR/gpu_bench"

@@ -1,10 +1,9 @@
 //! Fuzz target `config`: arbitrary builder inputs give `Ok` or a justified `ConfigError`,
 //! never a panic or an overflow; `Ok` sizes respect the budgets; starting a small `Ok`
-//! config allocates nothing larger than them. The property is in `harness/config.rs`.
+//! config allocates nothing larger than them. The property, and how an input is drawn
+//! from the fuzz bytes (`Arbitrary for ConfigInput`), are in `harness/config.rs`.
 #![no_main]
 
-#[path = "../harness/bytes.rs"]
-mod bytes;
 #[path = "../harness/config.rs"]
 mod config;
 
@@ -13,8 +12,7 @@ use libfuzzer_sys::fuzz_target;
 #[global_allocator]
 static ALLOC: config::Tracking = config::Tracking;
 
-fuzz_target!(|data: &[u8]| {
-    let input = config::ConfigInput::decode(&mut bytes::Bytes::new(data));
+fuzz_target!(|input: config::ConfigInput| {
     if let Err(failure) = config::check(&input) {
         panic!("{failure}");
     }

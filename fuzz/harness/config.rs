@@ -12,9 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use arbitrary::{Arbitrary, Unstructured};
 use pinring::{decode_fn, Config, ConfigBuilder, ConfigError, LastBatch, Pipeline};
-
-use super::bytes::Bytes;
 
 /// Builder defaults, as documented on `Config::builder` and the builder methods.
 const DEFAULT_HOST_SLOTS: usize = 4;
@@ -54,81 +53,119 @@ pub struct ConfigInput {
     pub device_budget: Option<usize>,
 }
 
-impl ConfigInput {
-    /// Reads an input from fuzz bytes; every field is optional, sizes hit edges often.
-    pub fn decode(b: &mut Bytes<'_>) -> Self {
-        let present = b.le(2);
+/// Every field is optional; sizes hit edges often. Each draw takes the input's next bytes
+/// (integers little-endian, zeros past the end), so a seed means what it meant when it was
+/// written.
+impl<'a> Arbitrary<'a> for ConfigInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let present = u16::arbitrary(u)?;
         let on = |bit: u32| present & (1 << bit) != 0;
         let mut input = ConfigInput::default();
-        // Mostly sensible values (most inputs then reach the later checks), edges otherwise.
-        let small = |b: &mut Bytes<'_>, max: u64| {
-            if b.u8() < 224 {
-                (1 + b.le(2) % max) as usize
-            } else {
-                b.size()
-            }
-        };
         if !on(0) {
-            input.batch_size = Some(small(b, 16));
+            input.batch_size = Some(small(u, 16)?);
         }
-        match b.u8() % 8 {
-            0 => input.batch_bytes = Some(small(b, 1 << 14)),
+        match u8::arbitrary(u)? % 8 {
+            0 => input.batch_bytes = Some(small(u, 1 << 14)?),
             2 => {
                 let per = input.batch_size.unwrap_or(1);
-                input.batch_bytes = Some(per.wrapping_mul(small(b, 1024)));
+                input.batch_bytes = Some(per.wrapping_mul(small(u, 1024)?));
             }
             1 => {
-                input.bytes_per_sample = b.opt_size();
-                input.batch_bytes = b.opt_size();
+                input.bytes_per_sample = opt_size(u)?;
+                input.batch_bytes = opt_size(u)?;
             }
-            _ => input.bytes_per_sample = Some(small(b, 4096)),
+            _ => input.bytes_per_sample = Some(small(u, 4096)?),
         }
         if on(1) {
-            input.host_slots = Some(small(b, 8));
+            input.host_slots = Some(small(u, 8)?);
         }
         if on(2) {
-            input.device_slots = Some(small(b, 8));
+            input.device_slots = Some(small(u, 8)?);
         }
         if on(3) {
-            input.decode_threads = Some(small(b, 4));
+            input.decode_threads = Some(small(u, 4)?);
         }
         // Pinning is rarely valid for arbitrary cores: asked for less often.
         if on(4) && on(13) {
-            input.copy_core = Some(small(b, 4).wrapping_sub(1));
+            input.copy_core = Some(small(u, 4)?.wrapping_sub(1));
         }
         if on(5) && on(14) {
-            let n = b.u8() % 5;
-            input.decode_cores = Some((0..n).map(|_| small(b, 4).wrapping_sub(1)).collect());
+            let n = u8::arbitrary(u)? % 5;
+            let cores = (0..n).map(|_| Ok(small(u, 4)?.wrapping_sub(1)));
+            input.decode_cores = Some(cores.collect::<arbitrary::Result<_>>()?);
         }
         if on(6) {
-            input.spin = Some(Duration::from_nanos(b.le(4)));
+            input.spin = Some(Duration::from_nanos(u32::arbitrary(u)?.into()));
         }
         if on(7) {
-            input.last_batch = Some(if b.u8() & 1 == 0 {
+            input.last_batch = Some(if u8::arbitrary(u)? & 1 == 0 {
                 LastBatch::Partial
             } else {
                 LastBatch::Drop
             });
         }
         if on(8) {
-            input.huge_pages = Some(b.u8() & 1 == 1);
+            input.huge_pages = Some(u8::arbitrary(u)? & 1 == 1);
         }
         if on(9) {
-            input.pop_timeout = Some(duration(b));
+            input.pop_timeout = Some(duration(u)?);
         }
         if on(10) {
-            input.shutdown_timeout = Some(duration(b));
+            input.shutdown_timeout = Some(duration(u)?);
         }
         // Budgets small enough to matter, less often (they reject most of what they meet).
         if on(11) && on(15) {
-            input.host_budget = Some(small(b, 1 << 18));
+            input.host_budget = Some(small(u, 1 << 18)?);
         }
         if on(12) && on(15) {
-            input.device_budget = Some(small(b, 1 << 18));
+            input.device_budget = Some(small(u, 1 << 18)?);
         }
-        input
+        Ok(input)
     }
+}
 
+/// A size, mostly sensible (from 1 to `max`, so that most inputs reach the later checks),
+/// else one of [`size`]'s edges.
+fn small(u: &mut Unstructured<'_>, max: u64) -> arbitrary::Result<usize> {
+    Ok(if u8::arbitrary(u)? < 224 {
+        (1 + u64::from(u16::arbitrary(u)?) % max) as usize
+    } else {
+        size(u)?
+    })
+}
+
+/// A `usize` drawn to hit edges often: zero, small values, powers of two and their
+/// neighbours, values next to `usize::MAX`, and raw 16-, 32- and 64-bit values.
+fn size(u: &mut Unstructured<'_>) -> arbitrary::Result<usize> {
+    Ok(match u8::arbitrary(u)? % 8 {
+        0 => 0,
+        1 | 2 => usize::from(u8::arbitrary(u)? % 17),
+        3 => {
+            let shift = u32::from(u8::arbitrary(u)?) % usize::BITS;
+            let base = 1usize << shift;
+            match u8::arbitrary(u)? % 3 {
+                0 => base,
+                1 => base.wrapping_sub(1),
+                _ => base.wrapping_add(1),
+            }
+        }
+        4 => usize::MAX - usize::from(u8::arbitrary(u)? % 4),
+        5 => usize::from(u16::arbitrary(u)?),
+        6 => u32::arbitrary(u)? as usize,
+        _ => u64::arbitrary(u)? as usize,
+    })
+}
+
+/// `Some(size(u))` or `None`, one byte deciding.
+fn opt_size(u: &mut Unstructured<'_>) -> arbitrary::Result<Option<usize>> {
+    Ok(if u8::arbitrary(u)? & 1 == 1 {
+        Some(size(u)?)
+    } else {
+        None
+    })
+}
+
+impl ConfigInput {
     fn builder(&self) -> ConfigBuilder {
         let mut c = Config::builder();
         if let Some(n) = self.batch_size {
@@ -181,13 +218,13 @@ impl ConfigInput {
 }
 
 /// Durations from zero to `Duration::MAX`, edges often.
-fn duration(b: &mut Bytes<'_>) -> Duration {
-    match b.u8() % 4 {
+fn duration(u: &mut Unstructured<'_>) -> arbitrary::Result<Duration> {
+    Ok(match u8::arbitrary(u)? % 4 {
         0 => Duration::ZERO,
-        1 => Duration::from_millis(b.le(2)),
+        1 => Duration::from_millis(u16::arbitrary(u)?.into()),
         2 => Duration::MAX,
-        _ => Duration::new(b.le(8), (b.le(4) % 1_000_000_000) as u32),
-    }
+        _ => Duration::new(u64::arbitrary(u)?, u32::arbitrary(u)? % 1_000_000_000),
+    })
 }
 
 /// The cores this thread may run on (what `core_affinity` reports), from

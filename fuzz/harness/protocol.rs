@@ -20,12 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use arbitrary::{Arbitrary, Unstructured};
 use pinring::{
     decode_fn, Batch, Config, CpuEvent, CpuOptions, CpuStream, DecodeError, DeviceState, Error,
     Fence, LastBatch, Pipeline, StopHandle, TryPop,
 };
-
-use super::bytes::Bytes;
 
 /// Payload prefix of the panics this harness injects (a fuzz target's panic hook lets
 /// these through and aborts on any other).
@@ -144,14 +143,15 @@ pub struct Script {
 }
 
 impl Script {
-    /// Reads a script from fuzz bytes: a 16-byte header, then operations.
-    /// `panics` allows injected panics (decoder and source).
-    pub fn decode(b: &mut Bytes<'_>, panics: bool) -> Self {
-        let batch_size = 1 + usize::from(b.u8() % 5);
-        let sample_bytes = 1 + usize::from(b.u8() % 48);
-        let host_slots = 1 + usize::from(b.u8() % 5);
-        let device_slots = 1 + usize::from(b.u8() % 4);
-        let x = b.u8();
+    /// Reads a script from fuzz bytes: a 16-byte header, then operations. Each draw takes
+    /// the input's next byte (zero past the end), so a seed means what it meant when it
+    /// was written. `panics` allows injected panics (decoder and source).
+    pub fn decode(u: &mut Unstructured<'_>, panics: bool) -> arbitrary::Result<Self> {
+        let batch_size = 1 + usize::from(u8::arbitrary(u)? % 5);
+        let sample_bytes = 1 + usize::from(u8::arbitrary(u)? % 48);
+        let host_slots = 1 + usize::from(u8::arbitrary(u)? % 5);
+        let device_slots = 1 + usize::from(u8::arbitrary(u)? % 4);
+        let x = u8::arbitrary(u)?;
         let decode_threads = 1 + usize::from(x % 3);
         let spin = [0, 5, 30][usize::from(x >> 2) % 3];
         let spin = Duration::from_micros(spin);
@@ -160,18 +160,18 @@ impl Script {
         } else {
             LastBatch::Drop
         };
-        let total_samples = u32::from(b.u8() % 41);
-        let x = b.u8();
+        let total_samples = u32::from(u8::arbitrary(u)? % 41);
+        let x = u8::arbitrary(u)?;
         let copy_delay = (x & 1 == 1).then(|| {
             (
                 Duration::ZERO,
                 Duration::from_micros(u64::from(x >> 1) * 16),
             )
         });
-        let delay_seed = u64::from(b.u8());
-        let x = b.u8();
+        let delay_seed = u64::from(u8::arbitrary(u)?);
+        let x = u8::arbitrary(u)?;
         let fail_copy_at = (x & 0x80 != 0).then_some(u64::from(x & 0x0f));
-        let (x, y) = (b.u8(), b.u8());
+        let (x, y) = (u8::arbitrary(u)?, u8::arbitrary(u)?);
         // Often just after the copy failure, so that the two race: the earlier must win.
         let seq = match (fail_copy_at, x & 0x40 != 0) {
             (Some(k), true) => k + u64::from(x & 3),
@@ -182,16 +182,16 @@ impl Script {
             sample: usize::from(y) % batch_size,
             panic: panics && y & 0x80 != 0,
         });
-        let x = b.u8();
+        let x = u8::arbitrary(u)?;
         let source_panic_at = (panics && x & 0xc0 == 0xc0).then_some(u32::from(x & 0x3f));
-        let x = b.u8();
+        let x = u8::arbitrary(u)?;
         let source_stall =
             (x & 0x80 != 0).then_some((u32::from(x & 0x3f), Duration::from_millis(20)));
-        let decode_delay = Duration::from_micros(u64::from(b.u8() % 64) * 8);
+        let decode_delay = Duration::from_micros(u64::from(u8::arbitrary(u)? % 64) * 8);
         let mut ops = Vec::new();
-        while !b.is_empty() && ops.len() < 64 {
-            let x = b.u8();
-            let pick = b.u8();
+        while !u.is_empty() && ops.len() < 64 {
+            let x = u8::arbitrary(u)?;
+            let pick = u8::arbitrary(u)?;
             let fence = [
                 FenceForm::Sync,
                 FenceForm::EventRecorded,
@@ -220,7 +220,7 @@ impl Script {
                 _ => Op::Pop,
             });
         }
-        Script {
+        Ok(Script {
             batch_size,
             sample_bytes,
             host_slots,
@@ -237,7 +237,14 @@ impl Script {
             source_stall,
             decode_delay,
             ops,
-        }
+        })
+    }
+}
+
+/// A script with injected panics allowed (what the fuzz target and the proptest twin run).
+impl<'a> Arbitrary<'a> for Script {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Script::decode(u, true)
     }
 }
 

@@ -11,13 +11,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arbitrary::{Arbitrary, Unstructured};
 use pinring::source::{
     FileProblem, NextToken, Order, Sampler, ShardFormat, SourceError, TokenShard, TokenShards,
     TokenType, Tokens, SHARD_HEADER_BYTES, SHARD_MAGIC,
 };
 use pinring::{Decode, Error};
-
-use super::bytes::Bytes;
 
 /// Most samples of an epoch that are checked one by one.
 const MAX_CHECKED: usize = 2048;
@@ -37,21 +36,30 @@ pub struct ShardInput {
 impl ShardInput {
     /// Reads an input from fuzz bytes: the sampler set-up, then the file — raw bytes, or
     /// (mostly) a header built from the input with its fields often right, so that the
-    /// later checks are reached, followed by the rest of the input as tokens.
-    pub fn decode(b: &mut Bytes<'_>) -> Self {
-        let x = b.u8();
+    /// later checks are reached, followed by the rest of the input as tokens. Each draw
+    /// takes the input's next bytes (integers little-endian, zeros past the end).
+    pub fn decode(u: &mut Unstructured<'_>) -> arbitrary::Result<Self> {
+        let x = u8::arbitrary(u)?;
         let window = match x % 8 {
             0 => 0,
-            7 => b.le(8),
-            _ => 1 + u64::from(b.u8() % 24),
+            7 => u64::arbitrary(u)?,
+            _ => 1 + u64::from(u8::arbitrary(u)? % 24),
         };
-        let stride = (x & 0x08 != 0).then(|| u64::from(b.u8() % 24));
+        let stride = if x & 0x08 != 0 {
+            Some(u64::from(u8::arbitrary(u)? % 24))
+        } else {
+            None
+        };
         let order = match (x >> 4) % 3 {
             0 => Order::Sequential,
-            1 => Order::Shuffled { seed: b.le(2) },
-            _ => Order::Random { seed: b.le(2) },
+            1 => Order::Shuffled {
+                seed: u64::from(u16::arbitrary(u)?),
+            },
+            _ => Order::Random {
+                seed: u64::from(u16::arbitrary(u)?),
+            },
         };
-        let y = b.u8();
+        let y = u8::arbitrary(u)?;
         let world_size = match y % 8 {
             0 => 0,
             1..=4 => 1,
@@ -64,12 +72,12 @@ impl ShardInput {
             0
         };
         let even_ranks = y & 0x80 != 0;
-        let mode = b.u8();
+        let mode = u8::arbitrary(u)?;
         let file = if mode < 32 {
             // Raw: the rest of the input is the file.
             let mut file = Vec::new();
-            while !b.is_empty() {
-                file.push(b.u8());
+            while !u.is_empty() {
+                file.push(u8::arbitrary(u)?);
             }
             file
         } else {
@@ -87,26 +95,26 @@ impl ShardInput {
                 _ => ShardFormat::U16,
             };
             let magic = if fault == 1 {
-                b.le(4) as i32
+                u32::arbitrary(u)? as i32
             } else {
                 format.magic()
             };
             let version = match fault {
                 // The other format's version half the time: a header mixing the two.
                 2 if mode & 0x40 != 0 => other.version(),
-                2 => b.le(4) as i32,
+                2 => u32::arbitrary(u)? as i32,
                 _ => format.version(),
             };
             let mut header = vec![0u8; SHARD_HEADER_BYTES];
             if mode & 0x10 != 0 {
                 // Junk in the header's unused words (readers must ignore it).
-                let at = 12 + usize::from(b.u8()) * 4 % (SHARD_HEADER_BYTES - 12);
-                header[at] = b.u8();
+                let at = 12 + usize::from(u8::arbitrary(u)?) * 4 % (SHARD_HEADER_BYTES - 12);
+                header[at] = u8::arbitrary(u)?;
             }
-            let count_mode = b.u8();
+            let count_mode = u8::arbitrary(u)?;
             let mut tokens = Vec::new();
-            while !b.is_empty() {
-                tokens.push(b.u8());
+            while !u.is_empty() {
+                tokens.push(u8::arbitrary(u)?);
             }
             // Fault 5 with bit 0x40: the tokens are written at the other format's width,
             // and the count is the number of those tokens (a u32 shard behind a u16
@@ -137,7 +145,7 @@ impl ShardInput {
             }
             file
         };
-        ShardInput {
+        Ok(ShardInput {
             file,
             window,
             stride,
@@ -145,7 +153,13 @@ impl ShardInput {
             rank,
             world_size,
             even_ranks,
-        }
+        })
+    }
+}
+
+impl<'a> Arbitrary<'a> for ShardInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        ShardInput::decode(u)
     }
 }
 

@@ -237,7 +237,6 @@ impl OpenError {
                 // The core names its own settings; say which Loader arguments they are.
                 let text = e
                     .to_string()
-                    .replace("batch_size", "batch_size")
                     .replace("bytes_per_sample", "bytes per sample")
                     .replace(
                         "(raise it with `host_budget`)",

@@ -1,7 +1,7 @@
-//! Set-up shared by the GPU suite (`tests/gpu/`) and the GPU benchmark (`benches/gpu.rs`,
+//! Set-up shared by the GPU suite (`tests/gpu/`) and the GPU benchmark (`benches/gpu/`,
 //! which includes this file with `#[path]`): the test's own view of the GPU (a context and
-//! the kernels of `kernels/gpu_check.cu`, loaded through cudarc from the checked-in PTX),
-//! the content rule the kernels check, and the pipeline the suite drives.
+//! the kernels of `tests/gpu/kernels/gpu_check.cu`, loaded through cudarc from the
+//! checked-in PTX), the content rule the kernels check, and the pipeline the suite drives.
 #![allow(dead_code)] // each includer uses its own part
 
 use std::sync::Arc;
@@ -24,8 +24,8 @@ pub fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 /// The suite's kernels (spin, check, fault), compiled to PTX for compute capability 7.5
-/// and newer; `kernels/gpu_check.cu` is the source.
-pub const PTX: &str = include_str!("../../kernels/gpu_check.ptx");
+/// and newer; `tests/gpu/kernels/gpu_check.cu` is the source.
+pub const PTX: &str = include_str!("kernels/gpu_check.ptx");
 
 /// Samples per batch and bytes per sample of the correctness runs (64 KiB batches).
 pub const SAMPLES: usize = 16;

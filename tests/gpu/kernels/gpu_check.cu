@@ -1,6 +1,6 @@
-// Kernels of the GPU suite (tests/gpu) and the GPU benchmark (benches/gpu.rs), which embed
-// kernels/gpu_check.ptx, the checked-in result of
-//     nvcc -ptx -arch=compute_75 kernels/gpu_check.cu -o kernels/gpu_check.ptx
+// Kernels of the GPU suite (tests/gpu) and the GPU benchmark (benches/gpu/), which embed
+// tests/gpu/kernels/gpu_check.ptx, the checked-in result of
+//     nvcc -ptx -arch=compute_75 tests/gpu/kernels/gpu_check.cu -o tests/gpu/kernels/gpu_check.ptx
 // (run on the GPU machine: this one has no nvcc).
 
 // Holds the stream (and so the batch it reads next) for `cycles` SM clock cycles.

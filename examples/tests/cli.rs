@@ -56,8 +56,12 @@ fn exe_name(name: &str) -> String {
 fn build_examples(profile_dir: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet"]);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "build",
+        "--quiet",
+        "--package",
+        env!("CARGO_PKG_NAME"),
+    ]);
     for name in EXAMPLES {
         cmd.args(["--example", name]);
     }
@@ -121,6 +125,19 @@ impl Run {
             "{what}: no error message: {self:#?}"
         );
         self.assert_no_panic(what);
+    }
+
+    /// The quickstart's fallback: the cpu backend's report on stdout; on stderr, the
+    /// reason and how to choose a backend.
+    fn assert_fell_back(&self, why: &str) {
+        assert!(self.stdout.contains("on the cpu backend"), "{self:#?}");
+        let line = format!("note: running on the cpu backend, because {why}\n");
+        assert!(self.stderr.contains(&line), "expected `{line}`: {self:#?}");
+        assert!(
+            self.stderr.contains("--cpu") && self.stderr.contains("--cuda N"),
+            "the note does not say how to choose: {self:#?}"
+        );
+        assert!(!self.stdout.contains("note:"), "{self:#?}");
     }
 
     fn assert_no_panic(&self, what: &str) {
@@ -515,7 +532,7 @@ fn quickstart_runs_and_says_why_it_fell_back_to_the_cpu() {
     for stage in ["decode", "copy", "bytes"] {
         assert!(run.stdout.contains(stage), "no Stats summary: {run:#?}");
     }
-    assert!(!run.stdout.contains("falling back"), "{run:#?}");
+    assert!(!run.stderr.contains("note:"), "{run:#?}");
 
     // No backend named: CUDA device 0 where it works; else the cpu, with the reason.
     let run = dir.run("quickstart", &["--batches", "1"]);
@@ -528,21 +545,11 @@ fn quickstart_runs_and_says_why_it_fell_back_to_the_cpu() {
                 "{run:#?}"
             )
         }
-        Ok(_) => assert!(
-            run.stdout
-                .contains("falling back to the cpu backend: the CUDA driver reports no device"),
-            "{run:#?}"
-        ),
-        Err(e) => {
-            let line = format!("falling back to the cpu backend: CUDA cannot be used here: {e}");
-            assert!(run.stdout.contains(&line), "expected `{line}`: {run:#?}");
-        }
+        Ok(_) => run.assert_fell_back("the CUDA driver reports no device"),
+        Err(e) => run.assert_fell_back(&format!("CUDA cannot be used here: {e}")),
     }
     #[cfg(not(feature = "cuda"))]
-    assert!(
-        run.stdout.contains("falling back to the cpu backend: CUDA cannot be used here: this build has no `cuda` feature"),
-        "{run:#?}"
-    );
+    run.assert_fell_back("CUDA cannot be used here: this build has no `cuda` feature");
 
     // --cuda N where the device cannot be used: an error, not a silent fallback.
     #[cfg(feature = "cuda")]

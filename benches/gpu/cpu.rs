@@ -1,0 +1,70 @@
+//! Section `cpu`: the process's CPU use beside a slow consumer, and with the consumer
+//! stalled.
+
+use std::time::{Duration, Instant};
+
+use pinring::{CuStream, Fence};
+use pinring_benches::process_cpu_time;
+
+use crate::harness::{s, Gpu, Res};
+use crate::report::row;
+use crate::tokens::token_pipeline;
+
+/// Process CPU beside a consumer that takes 10 ms a step (decode busy time taken out),
+/// and with the consumer stalled (a batch held, every slot filled): what waiting costs.
+pub fn cpu(gpu: &Gpu, shard: &str) -> Res {
+    gpu.bind()?;
+    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let cs = CuStream::from(&stream);
+    let mut p = token_pipeline(shard, 16, 4097, None)?;
+    for _ in 0..10 {
+        let mut b = p.pop().map_err(s)?.ok_or("ended")?;
+        b.wait_on(&cs).map_err(s)?;
+        b.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+    }
+    let steps = 100;
+    let cpu0 = process_cpu_time().ok_or("no /proc/self/stat")?;
+    let (stats0, t0) = (p.stats(), Instant::now());
+    for _ in 0..steps {
+        let mut b = p.pop().map_err(s)?.ok_or("ended")?;
+        b.wait_on(&cs).map_err(s)?;
+        std::thread::sleep(Duration::from_millis(10)); // the trainer's step
+        b.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+    }
+    let cpu = process_cpu_time()
+        .ok_or("no /proc/self/stat")?
+        .saturating_sub(cpu0);
+    let (stats1, wall) = (p.stats(), t0.elapsed());
+    let decode = stats1.decode.busy.saturating_sub(stats0.decode.busy);
+    let waiting = cpu.saturating_sub(decode).as_secs_f64() / wall.as_secs_f64();
+    row(
+        "cpu beside a 10 ms/step consumer (cuda)",
+        &format!("{:.1}% of a core", waiting * 100.0),
+        &format!(
+            "process {:.1}%, decode busy {:.1}% (of a core), {:.2} s",
+            cpu.as_secs_f64() / wall.as_secs_f64() * 100.0,
+            decode.as_secs_f64() / wall.as_secs_f64() * 100.0,
+            wall.as_secs_f64()
+        ),
+        "<= 5% of a core",
+        Some(waiting <= 0.05),
+    );
+    let held = p.pop().map_err(s)?.ok_or("ended")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu0 = process_cpu_time().ok_or("no /proc/self/stat")?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu = process_cpu_time()
+        .ok_or("no /proc/self/stat")?
+        .saturating_sub(cpu0);
+    let share = cpu.as_secs_f64() / t0.elapsed().as_secs_f64();
+    row(
+        "cpu with the consumer stalled (cuda)",
+        &format!("{:.2}% of a core", share * 100.0),
+        "one batch held, every slot filled",
+        "0% (< 1%)",
+        Some(share < 0.01),
+    );
+    drop(held);
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! Token batches from the shard (the small, large, scaling and explore sections): the
+//! pipeline, its knobs, and a consumer that drives it as a trainer would.
+
+use std::time::{Duration, Instant};
+
+use pinring::source::{Order, TokenShards, TokenType, Tokens};
+use pinring::{Config, CuStream, Cuda, CudaOptions, Fence, Pipeline};
+
+use crate::harness::{s, Gpu, Res};
+use crate::report::{context_switches, stats_line};
+use crate::trace::{write_trace, TRACE_DIR};
+
+/// Settings the explore section varies (`None`: the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Knobs {
+    pub threads: Option<usize>,
+    pub host_slots: Option<usize>,
+    pub device_slots: Option<usize>,
+    pub spin: Option<Duration>,
+    /// Copy thread on core 0, decode workers on the other cores.
+    pub pin: bool,
+    /// Batches the source holds (endless when `None`).
+    pub batches: Option<usize>,
+}
+
+/// A pipeline of `b` windows of `t1` tokens at random offsets, widened to i32.
+pub fn token_pipeline(
+    shard: &str,
+    b: usize,
+    t1: u64,
+    threads: Option<usize>,
+) -> Res<Pipeline<Cuda>> {
+    let knobs = Knobs {
+        threads,
+        ..Knobs::default()
+    };
+    token_pipeline_with(shard, b, t1, knobs)
+}
+
+pub fn token_pipeline_with(shard: &str, b: usize, t1: u64, knobs: Knobs) -> Res<Pipeline<Cuda>> {
+    let decoder = Tokens::new(TokenType::I32);
+    let sampler = TokenShards::open([shard])
+        .map_err(s)?
+        .windows(t1)
+        .order(Order::Random { seed: 1 })
+        .build()
+        .map_err(s)?;
+    let mut builder = Config::builder()
+        .batch_size(b)
+        .bytes_per_sample(decoder.sample_bytes(t1))
+        .pop_timeout(Duration::from_secs(20));
+    if let Some(n) = knobs.threads {
+        builder = builder.decode_threads(n);
+    }
+    if let Some(n) = knobs.host_slots {
+        builder = builder.host_slots(n);
+    }
+    if let Some(n) = knobs.device_slots {
+        builder = builder.device_slots(n);
+    }
+    if let Some(n) = knobs.spin {
+        builder = builder.spin(n);
+    }
+    if knobs.pin {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder = builder.copy_core(0).decode_cores(1..cores.max(2));
+    }
+    if std::env::var_os(TRACE_DIR).is_some() {
+        builder = builder.trace(1 << 16);
+    }
+    let config = builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)?;
+    let windows = sampler
+        .iter()
+        .take(knobs.batches.map_or(usize::MAX, |n| n * b));
+    Pipeline::new(config, decoder, windows).map_err(s)
+}
+
+/// Runs a token pipeline as a trainer would consume it (`wait_on` its stream, release
+/// fenced on it) for `n` batches after a warm-up or `secs` seconds, whichever ends
+/// first; returns (batches, seconds, the busiest stage).
+pub fn drive_tokens(
+    gpu: &Gpu,
+    name: &str,
+    p: &mut Pipeline<Cuda>,
+    n: usize,
+    secs: f64,
+) -> Res<(usize, f64, String)> {
+    const WARM: usize = 20;
+    gpu.bind()?;
+    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let cs = CuStream::from(&stream);
+    let mut start = None;
+    let mut count = 0usize;
+    // Diagnostic (PINRING_BENCH_CONSUMER_SPLIT): the consumer's time in pop, wait_on
+    // and release, ns summed after the warm-up.
+    let split = std::env::var_os("PINRING_BENCH_CONSUMER_SPLIT").is_some();
+    let mut spent = [0u128; 3];
+    loop {
+        let t0 = Instant::now();
+        let Some(mut batch) = p.pop().map_err(s)? else {
+            break;
+        };
+        let t1 = Instant::now();
+        batch.wait_on(&cs).map_err(s)?;
+        let t2 = Instant::now();
+        batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+        if split && start.is_some() {
+            let t3 = Instant::now();
+            spent[0] += (t1 - t0).as_nanos();
+            spent[1] += (t2 - t1).as_nanos();
+            spent[2] += (t3 - t2).as_nanos();
+        }
+        if count + 1 == WARM {
+            stream.synchronize().map_err(s)?;
+            start = Some((Instant::now(), p.stats()));
+        }
+        count += 1;
+        if let Some((t0, _)) = &start {
+            if count >= WARM.saturating_add(n) || t0.elapsed().as_secs_f64() >= secs {
+                break;
+            }
+        }
+    }
+    stream.synchronize().map_err(s)?;
+    let (t0, before) = start.ok_or("source ended during the warm-up")?;
+    let wall = t0.elapsed();
+    if split {
+        let n = (count - WARM).max(1) as f64;
+        println!(
+            "SPLIT\t{name}\tper batch: pop {:.2} us, wait_on {:.2} us, release {:.2} us",
+            spent[0] as f64 / n / 1e3,
+            spent[1] as f64 / n / 1e3,
+            spent[2] as f64 / n / 1e3
+        );
+    }
+    let busiest = stats_line(name, &before, &p.stats(), wall);
+    context_switches(name);
+    write_trace(p, name)?;
+    Ok((count - WARM, wall.as_secs_f64(), busiest))
+}
