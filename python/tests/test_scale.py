@@ -3,6 +3,7 @@ number of batches on every rank, and a rank-agnostic state that resumes exactly-
 another world size. Ranks are simulated in one process: one Loader per rank."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -34,10 +35,14 @@ def source(data, rank=0, world=1, seq_len=SEQ, seed=7, order="shuffled"):
 
 
 def take(loader, batches=None):
-    """(epoch, ids) of each batch popped, up to `batches` (all when None); the ids are
+    """(epoch, ids) of each batch popped, up to `batches` (when None: every batch of a
+    loader with `epochs=N`, the rest of the current epoch without a cap); the ids are
     checked against the batch's rows."""
     out = []
-    while batches is None or len(out) < batches:
+    first = loader.epoch
+    while batches is not None or loader.epochs is not None or loader.epoch == first:
+        if batches is not None and len(out) == batches:
+            break
         batch = loader.pop(timeout=BOUND)
         if batch is None:
             break
@@ -59,7 +64,8 @@ def global_order(data, epoch):
 def test_every_batch_names_its_samples_and_its_epoch(data):
     with pinring.Loader(source(data, order="sequential"), batch_size=50, device="cpu", epochs=2) as loader:
         got = take(loader)
-        assert len(loader) == len(got) == 2 * 5  # 217 = 4 x 50 + 17, per epoch
+        assert loader.total_batches == len(got) == 2 * 5  # 217 = 4 x 50 + 17, per epoch
+        assert len(loader) == loader.epoch_batches == 5
     assert [e for e, _ in got] == [0] * 5 + [1] * 5
     assert [len(ids) for _, ids in got] == [50, 50, 50, 50, 17] * 2
     for epoch in (0, 1):
@@ -148,7 +154,7 @@ def test_a_state_resumes_exactly_once_on_another_world_size(
     for rank in range(new_world):
         src = source(data, rank, new_world)
         with pinring.Loader(src, batch_size=new_batch, device="cpu", drop_last=drop_last, epochs=2, state=state) as loader:
-            expected = len(loader)
+            expected = loader.total_batches
             got = take(loader)
             assert len(got) == expected
         counts.append(sum(1 for e, _ in got if e == 0))
@@ -180,7 +186,7 @@ def test_load_state_dict_before_the_first_pop_restarts_from_the_state(data):
     with pinring.Loader(source(data), batch_size=4, device="cpu") as b:
         full = len(b)
         b.load_state_dict(states)  # a list of every rank's state: merged
-        assert len(b) == len(want) < full
+        assert len(b) == full and len(want) < full
         assert take(b) == want
         # A resumed run's own state resumes it again: after the epoch, the next one.
         assert (b.state_dict()["epoch"], b.state_dict()["consumed"]) == (1, 0)
@@ -246,3 +252,48 @@ def test_a_state_of_another_run_or_of_unequal_ranks_is_refused(data, tmp_path):
         first = take(loader, 1)
         refused("before the first pop", loader.load_state_dict, state)
         assert take(loader, 1)[0][1] != first[0][1]
+
+
+def test_load_state_dict_is_atomic_with_a_pop_in_another_thread(data):
+    """Issue 19 item 4: load_state_dict reset `consumed` after releasing its lock, so a pop
+    in another thread that slipped in between was forgotten: state_dict() said 0 consumed
+    while the caller held that batch, and a resume delivered it twice. Two threads start
+    at a barrier, one loading a state and one popping, many times over; whichever wins,
+    the state afterwards must count exactly the batch the popping thread holds."""
+    _, states = consume(data, 1, 4, 3)
+    state = pinring.merge_states(states)
+    outcomes = set()
+    for _ in range(40):
+        loader = pinring.Loader(source(data), batch_size=4, device="cpu", epochs=None)
+        barrier = threading.Barrier(2)
+        done = {}
+
+        def load():
+            barrier.wait(BOUND)
+            try:
+                loader.load_state_dict(state)
+                done["loaded"] = True
+            except pinring.CheckpointError:
+                done["loaded"] = False
+
+        def pop():
+            barrier.wait(BOUND)
+            done["batch"] = loader.pop(timeout=BOUND)
+
+        threads = [threading.Thread(target=load), threading.Thread(target=pop)]
+        for t in threads:
+            t.start()
+        # Keep the GIL busy meanwhile, so that a thread leaving a detached section waits
+        # to re-attach: the window the old code left open between its lock and its reset.
+        while any(t.is_alive() for t in threads):
+            pass
+        batch = done["batch"]
+        got = loader.state_dict()
+        if done["loaded"]:
+            assert got["consumed"] == state["consumed"] + batch.samples, (got, state)
+        else:
+            assert got["consumed"] == batch.samples and batch.seq == 0
+        outcomes.add(done["loaded"])
+        batch.release()
+        loader.close()
+    print(f"outcomes seen (True: the load came first): {sorted(outcomes)}")
