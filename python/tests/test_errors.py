@@ -343,3 +343,17 @@ def test_the_budgets_can_be_raised(shard):
     big = dict(host_budget=4 * 8192, device_budget=2 * 8192)
     with pinring.Loader(src, batch_size=11, epochs=1, **big) as loader:
         assert len(drain(loader)) == 1
+
+
+def test_sampling_errors_speak_of_seq_len_and_samples(tmp_path):
+    """Issue 19 item 17: messages name the Python parameters (seq_len, drop_last=False),
+    not the core's windows and builder calls."""
+    path = write_shard(tmp_path / "s.bin", np.arange(31))  # seq_len 10: 3 samples
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows(path, seq_len=10, world_size=4)
+    assert "seq_len" in str(info.value) and "window" not in str(info.value)
+    src = pinring.TokenWindows(path, seq_len=10)
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.Loader(src, batch_size=4, drop_last=True)
+    text = str(info.value)
+    assert "drop_last=False" in text and "batch_size" in text and "window" not in text

@@ -3,6 +3,7 @@ number of batches on every rank, and a rank-agnostic state that resumes exactly-
 another world size. Ranks are simulated in one process: one Loader per rank."""
 
 import json
+import sys
 import threading
 
 import numpy as np
@@ -257,43 +258,58 @@ def test_a_state_of_another_run_or_of_unequal_ranks_is_refused(data, tmp_path):
 def test_load_state_dict_is_atomic_with_a_pop_in_another_thread(data):
     """Issue 19 item 4: load_state_dict reset `consumed` after releasing its lock, so a pop
     in another thread that slipped in between was forgotten: state_dict() said 0 consumed
-    while the caller held that batch, and a resume delivered it twice. Two threads start
-    at a barrier, one loading a state and one popping, many times over; whichever wins,
-    the state afterwards must count exactly the batch the popping thread holds."""
+    while the caller held that batch, and a resume delivered it twice. One thread loads a
+    state while another pops, many times over; whichever wins, the state afterwards must
+    count exactly the batch the popping thread holds.
+
+    The popping thread starts when the loading one reads its state (a list subclass tells
+    it), so the load usually takes the lock first; the main thread keeps the GIL busy with
+    a long switch interval meanwhile, so that the loading thread, leaving its detached
+    section, waits to re-attach while the pop goes on: the window the old code left open
+    (it lost the batch in about a third of the rounds; none may be lost)."""
     _, states = consume(data, 1, 4, 3)
     state = pinring.merge_states(states)
-    outcomes = set()
-    for _ in range(40):
-        loader = pinring.Loader(source(data), batch_size=4, device="cpu", epochs=None)
-        barrier = threading.Barrier(2)
-        done = {}
+    outcomes = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.02)
+    try:
+        for _ in range(40):
+            loader = pinring.Loader(source(data), batch_size=4, device="cpu", epochs=None)
+            reading = threading.Event()
 
-        def load():
-            barrier.wait(BOUND)
-            try:
-                loader.load_state_dict(state)
-                done["loaded"] = True
-            except pinring.CheckpointError:
-                done["loaded"] = False
+            class Files(list):
+                def __iter__(self):
+                    reading.set()
+                    return super().__iter__()
 
-        def pop():
-            barrier.wait(BOUND)
-            done["batch"] = loader.pop(timeout=BOUND)
+            given = dict(state, files=Files(state["files"]))
+            done = {}
 
-        threads = [threading.Thread(target=load), threading.Thread(target=pop)]
-        for t in threads:
-            t.start()
-        # Keep the GIL busy meanwhile, so that a thread leaving a detached section waits
-        # to re-attach: the window the old code left open between its lock and its reset.
-        while any(t.is_alive() for t in threads):
-            pass
-        batch = done["batch"]
-        got = loader.state_dict()
-        if done["loaded"]:
-            assert got["consumed"] == state["consumed"] + batch.samples, (got, state)
-        else:
-            assert got["consumed"] == batch.samples and batch.seq == 0
-        outcomes.add(done["loaded"])
-        batch.release()
-        loader.close()
-    print(f"outcomes seen (True: the load came first): {sorted(outcomes)}")
+            def load():
+                try:
+                    loader.load_state_dict(given)
+                    done["loaded"] = True
+                except pinring.CheckpointError:
+                    done["loaded"] = False
+
+            def pop():
+                reading.wait(BOUND)
+                done["batch"] = loader.pop(timeout=BOUND)
+
+            threads = [threading.Thread(target=pop), threading.Thread(target=load)]
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                pass
+            batch = done["batch"]
+            got = loader.state_dict()["consumed"]
+            if done["loaded"]:
+                assert got == state["consumed"] + batch.samples, (got, state["consumed"])
+            else:
+                assert got == batch.samples and batch.seq == 0
+            outcomes.append(done["loaded"])
+            batch.release()
+            loader.close()
+    finally:
+        sys.setswitchinterval(interval)
+    print(f"the load came first in {sum(outcomes)} of {len(outcomes)} rounds")

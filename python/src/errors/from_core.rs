@@ -141,6 +141,26 @@ fn message(e: &pinring::Error) -> String {
                 )
             }
         }
+        E::Source(SourceError::EmptyShare {
+            rank,
+            world_size,
+            windows,
+            even_ranks,
+        }) => {
+            let fix = "use fewer ranks, a shorter seq_len or more data";
+            if *even_ranks {
+                format!(
+                    "every rank's share of the epoch is empty: an epoch has {windows} sample(s) \
+                     for {world_size} ranks, and even_ranks=True drops them all to keep the ranks \
+                     equal; {fix}"
+                )
+            } else {
+                format!(
+                    "rank {rank}'s share of the epoch is empty: an epoch has {windows} sample(s) \
+                     for {world_size} ranks; {fix}"
+                )
+            }
+        }
         _ => e.to_string(),
     }
 }
