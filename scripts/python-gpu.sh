@@ -13,7 +13,7 @@
 #                                   summary table last.
 #
 # PYTHON (default python3) is the interpreter whose site-packages hold torch (and cupy).
-# The wheel is abi3 (CPython >= 3.9) for the architecture it is built on. --run exits
+# The wheel is abi3 (CPython >= 3.10) for the architecture it is built on. --run exits
 # non-zero if a test or the example fails (benchmark targets missed are reported, not
 # failures). With $OUT set, the log is copied there. gpu_bench's rows, when
 # .gpu/gpu_check.log has them (scripts/gpu-check.sh --run in the same session), are quoted

@@ -171,17 +171,19 @@ def pinring_batches(args, device, rank, world, state=None, feed=None):
         feed["loader"], feed["ids"] = loader, []
     cuda = device.type == "cuda"
     try:
-        for batch in loader:
-            x = torch.from_dlpack(batch)
-            if feed is not None:
-                feed["ids"].append(batch.sample_ids)
+        # One epoch per `for batch in loader`, until the loader's epochs (or forever).
+        while loader.epochs is None or loader.epoch < loader.epochs:
+            for batch in loader:
+                x = torch.from_dlpack(batch)
+                if feed is not None:
+                    feed["ids"].append(batch.sample_ids)
 
-            def done(batch=batch):
-                # The step is enqueued: reuse of the slot waits for this stream. The cpu
-                # backend has no streams: release() with no fence.
-                batch.release(event=torch.cuda.current_stream() if cuda else None)
+                def done(batch=batch):
+                    # The step is enqueued: reuse of the slot waits for this stream. The
+                    # cpu backend has no streams: release() with no fence.
+                    batch.release(event=torch.cuda.current_stream() if cuda else None)
 
-            yield x, done
+                yield x, done
     finally:
         if rank == 0:
             print(f"pinring stats: {loader.stats()}")

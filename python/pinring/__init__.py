@@ -11,25 +11,30 @@ on the device, never by blocking the host.
     src = pinring.TokenWindows("data/fineweb_train_*.bin", seq_len=1024, dtype="int32",
                                order="shuffled", seed=1337)
     with pinring.Loader(src, batch_size=64, device="cuda:0") as loader:
-        for batch in loader:
-            x = torch.from_dlpack(batch)          # (64, 1025) int32 on cuda:0, zero copy
-            loss = model(x[:, :-1], x[:, 1:]); loss.backward(); opt.step()
-            batch.release(event=torch.cuda.current_stream())
+        for epoch in range(3):
+            for batch in loader:                  # one epoch per iter(loader)
+                x = torch.from_dlpack(batch)      # (64, 1025) int32 on cuda:0, zero copy
+                loss = model(x[:, :-1], x[:, 1:]); loss.backward(); opt.step()
+                batch.release(event=torch.cuda.current_stream())
 
-Importing pinring needs neither torch, numpy nor cupy: their objects are duck-typed.
+Importing pinring needs neither torch, numpy nor cupy: their objects are duck-typed. The
+type stubs (``_pinring.pyi``) are generated from the Rust code.
 """
 
 from ._pinring import (
+    AllSlotsLeased,
     Batch,
     CheckpointError,
     ConfigError,
     CudaError,
     DecodeError,
+    EpochIterator,
     Error,
     FixedRecords,
     Loader,
     PopTimeout,
     SourceError,
+    SourceFileNotFoundError,
     StoppedError,
     TokenWindows,
     __version__,
@@ -37,16 +42,19 @@ from ._pinring import (
 )
 
 __all__ = [
+    "AllSlotsLeased",
     "Batch",
     "CheckpointError",
     "ConfigError",
     "CudaError",
     "DecodeError",
+    "EpochIterator",
     "Error",
     "FixedRecords",
     "Loader",
     "PopTimeout",
     "SourceError",
+    "SourceFileNotFoundError",
     "StoppedError",
     "TokenWindows",
     "__version__",

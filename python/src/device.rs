@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString};
 
-use crate::errors;
+use crate::errors::classes::config;
 
 /// The device a loader asked for, before it is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +59,9 @@ fn parse_str(py: Python<'_>, text: &str) -> PyResult<DeviceRequest> {
             return Ok(DeviceRequest::Cuda(Some(n)));
         }
     }
-    Err(errors::config(
+    Err(config(
         py,
+        "device",
         format!("device {text:?} is not one of {FORMS}"),
     ))
 }
@@ -73,16 +74,18 @@ pub(crate) fn parse(device: &Bound<'_, PyAny>) -> PyResult<DeviceRequest> {
         return parse_str(py, &s.to_cow()?);
     }
     if device.is_instance_of::<PyBool>() {
-        return Err(errors::config(
+        return Err(config(
             py,
+            "device",
             format!("device={} is a bool; give {FORMS}", device.repr()?),
         ));
     }
     if let Ok(i) = device.cast::<PyInt>() {
         return match i.extract::<usize>() {
             Ok(n) => Ok(DeviceRequest::Cuda(Some(n))),
-            Err(_) => Err(errors::config(
+            Err(_) => Err(config(
                 py,
+                "device",
                 format!("device={i} is not a CUDA device ordinal (0 or more)"),
             )),
         };
@@ -94,22 +97,28 @@ pub(crate) fn parse(device: &Bound<'_, PyAny>) -> PyResult<DeviceRequest> {
             None
         } else {
             Some(index.extract::<usize>().map_err(|_| {
-                errors::config(py, format!("device index {index} is not an ordinal"))
+                config(
+                    py,
+                    "device",
+                    format!("device index {index} is not an ordinal"),
+                )
             })?)
         };
         return match (kind.as_str(), index) {
             ("cpu", _) => Ok(DeviceRequest::Cpu),
             ("cuda", n) => Ok(DeviceRequest::Cuda(n)),
-            (other, _) => Err(errors::config(
+            (other, _) => Err(config(
                 py,
+                "device",
                 format!(
                     "device type {other:?} is not supported: pinring runs on \"cpu\" or \"cuda\""
                 ),
             )),
         };
     }
-    Err(errors::config(
+    Err(config(
         py,
+        "device",
         format!(
             "device={} ({}) is not one of {FORMS}",
             device.repr()?,

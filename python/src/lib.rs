@@ -1,32 +1,58 @@
 //! `pinring._pinring`: the compiled half of the `pinring` Python package.
 //!
-//! It wraps the core crate's pipeline for PyTorch trainers: [`loader::Loader`] runs a
-//! `pinring::Pipeline` on the cpu or cuda backend (chosen at run time from `device=`) over
-//! a built-in, all-Rust source ([`source::TokenWindows`], [`source::FixedRecords`]);
-//! [`batch::PyBatch`] is a DLPack producer (through `dlpark`) whose slot is released with a
-//! fence duck-typed from torch or cupy objects. Python code never runs on the pipeline's
-//! threads, and every wait happens with the GIL released. The Python package `pinring`
-//! (`python/pinring/__init__.py`) re-exports everything here.
+//! It wraps the core crate's pipeline for PyTorch trainers, one job per module:
+//! - [`loader`]: `Loader` (a pipeline over a built-in source) and `EpochIterator`;
+//!   [`settings`] turns its arguments into the core's config, [`holder`] shares the
+//!   running pipeline with every batch, [`stats`] reads its counters;
+//! - [`batch`]: `Batch`, a leased slot; [`lease`] is the lease it shares with its DLPack
+//!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
+//!   duck-typed from torch or cupy objects;
+//! - [`source`]: `TokenWindows`, `FixedRecords` and what they share;
+//! - [`dispatch`]: the cpu and cuda backends behind one type each; [`device`]: `device=`;
+//! - [`args`]: checks of plain arguments; [`state`]: the state dict; [`errors`]: the
+//!   exception classes and the mapping of the core's errors onto them;
+//! - [`gil`]: what may block runs with the GIL released, wherever it runs.
+//!
+//! Python code never runs on the pipeline's threads, and every wait (a pop, a lock, a
+//! conservative release, a pipeline's teardown, from a method, a `del`, the garbage
+//! collector or a DLPack deleter) happens with the GIL released. The Python package
+//! `pinring` (`python/pinring/__init__.py`) re-exports everything here; the type stubs
+//! (`python/pinring/_pinring.pyi`) are generated from this code by `src/bin/stub_gen.rs`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use pyo3::prelude::*;
 
+mod args;
 mod batch;
 mod device;
+mod dispatch;
+mod dlpack;
 mod errors;
+mod gil;
+mod holder;
+mod lease;
 mod loader;
+mod release_forms;
+mod settings;
 mod source;
 mod state;
+mod stats;
 
 /// The module `pinring._pinring`.
 #[pymodule]
 fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    errors::register(module)?;
-    module.add_class::<source::TokenWindows>()?;
-    module.add_class::<source::FixedRecords>()?;
+    errors::classes::register(module)?;
+    module.add_class::<source::token_windows::TokenWindows>()?;
+    module.add_class::<source::fixed_records::FixedRecords>()?;
     module.add_class::<loader::Loader>()?;
+    module.add_class::<loader::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;
     module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
+
+pyo3_stub_gen::module_variable!("pinring._pinring", "__version__", &str);
+
+// The stub generator's entry: `src/bin/stub_gen.rs` calls it.
+pyo3_stub_gen::define_stub_info_gatherer!(stub_info);

@@ -1,280 +1,95 @@
-//! `pinring.Loader`: a pipeline of either backend over a built-in source.
+//! `pinring.Loader`: a pipeline of either backend over a built-in source, and
+//! `pinring.EpochIterator`, what `iter(loader)` returns: one epoch's batches.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
+use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
-use pinring::source::{Checkpoint, RecordBytes, Sampler, Samples, Segmented};
-use pinring::{
-    Backend, Config, ConfigBuilder, Cpu, Cuda, CudaOptions, LastBatch, Pipeline, Stats, StopHandle,
-    TryPop,
-};
+use pinring::{Config, Stats};
 
-use crate::batch::{AnyBatch, PyBatch};
+use crate::args;
+use crate::batch::PyBatch;
 use crate::device::{self, Device, DeviceRequest};
-use crate::errors::{self, Kind};
-use crate::source::{self, Row, Spec};
+use crate::dispatch::{AnyBatch, AnyStop};
+use crate::errors::classes::{config, error, Kind};
+use crate::errors::from_core::to_py;
+use crate::gil::detached;
+use crate::holder::{PipelineHolder, Position};
+use crate::settings::{OpenError, Settings, TRACE_SPANS};
+use crate::source::dtype::Row;
+use crate::source::fixed_records::FixedRecords;
+use crate::source::spec::{EpochPlace, Spec};
+use crate::source::token_windows::TokenWindows;
 use crate::state;
+use crate::stats::stats_dict;
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
 const SLICE: Duration = Duration::from_millis(30);
 
-/// A pipeline of either backend.
-#[derive(Debug)]
-pub(crate) enum AnyPipeline {
-    /// The cpu backend.
-    Cpu(Pipeline<Cpu>),
-    /// The cuda backend.
-    Cuda(Pipeline<Cuda>),
-}
-
-impl AnyPipeline {
-    fn pop_for(&mut self, timeout: Duration) -> pinring::Result<Option<AnyBatch>> {
-        Ok(match self {
-            AnyPipeline::Cpu(p) => p.pop_for(timeout)?.map(AnyBatch::Cpu),
-            AnyPipeline::Cuda(p) => p.pop_for(timeout)?.map(AnyBatch::Cuda),
-        })
+/// The spec and row shape of a source object, or a TypeError.
+fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
+    if let Ok(t) = src.cast::<TokenWindows>() {
+        return Ok(t.get().spec());
     }
-
-    /// `Ok(Err(()))` when no batch is ready.
-    fn try_pop(&mut self) -> pinring::Result<Result<Option<AnyBatch>, ()>> {
-        fn map<B: Backend>(
-            t: TryPop<B>,
-            f: impl FnOnce(pinring::Batch<B>) -> AnyBatch,
-        ) -> Result<Option<AnyBatch>, ()> {
-            match t {
-                TryPop::Batch(b) => Ok(Some(f(b))),
-                TryPop::End => Ok(None),
-                TryPop::NotReady => Err(()),
-            }
-        }
-        Ok(match self {
-            AnyPipeline::Cpu(p) => map(p.try_pop()?, AnyBatch::Cpu),
-            AnyPipeline::Cuda(p) => map(p.try_pop()?, AnyBatch::Cuda),
-        })
+    if let Ok(r) = src.cast::<FixedRecords>() {
+        return Ok(r.get().spec());
     }
-
-    fn stats(&self) -> Stats {
-        match self {
-            AnyPipeline::Cpu(p) => p.stats(),
-            AnyPipeline::Cuda(p) => p.stats(),
-        }
-    }
-
-    fn stop_handle(&self) -> AnyStop {
-        match self {
-            AnyPipeline::Cpu(p) => AnyStop::Cpu(p.stop_handle()),
-            AnyPipeline::Cuda(p) => AnyStop::Cuda(p.stop_handle()),
-        }
-    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "src must be a pinring.TokenWindows or pinring.FixedRecords, got {}",
+        src.get_type().name()?
+    )))
 }
 
-/// Stops a pipeline of either backend from any thread.
-#[derive(Debug)]
-enum AnyStop {
-    Cpu(StopHandle<Cpu>),
-    Cuda(StopHandle<Cuda>),
-}
-
-impl AnyStop {
-    fn stop(&self) {
-        match self {
-            AnyStop::Cpu(s) => s.stop(),
-            AnyStop::Cuda(s) => s.stop(),
-        }
-    }
-}
-
-/// The pipeline, shared by the loader and by every batch popped from it (and every view of
-/// those): it is dropped, its threads joined and its memory freed, when the last of them
-/// goes; `close()` stops it at once and drops it then if nothing else holds it.
-#[derive(Debug)]
-pub(crate) struct PipelineHolder {
-    pipeline: Mutex<Option<AnyPipeline>>,
-}
-
-impl PipelineHolder {
-    fn lock(&self) -> MutexGuard<'_, Option<AnyPipeline>> {
-        self.pipeline.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A non-negative, finite number of seconds.
-fn seconds(py: Python<'_>, name: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        errors::config(
-            py,
-            format!("{name} must be a non-negative number of seconds, got {value}"),
-        )
-    })
-}
-
-fn count(py: Python<'_>, name: &str, value: i128) -> PyResult<usize> {
-    usize::try_from(value)
-        .ok()
-        .filter(|&v| v >= 1)
-        .ok_or_else(|| errors::config(py, format!("{name} must be at least 1, got {value}")))
-}
-
-/// `sampler`'s samples from `from` (the start of epoch 0 when `None`) to the end of epoch
-/// `epochs - 1` (endless when `None`).
-fn samples<S: Segmented>(
-    sampler: &Sampler<S>,
-    from: Option<&Checkpoint>,
-    epochs: Option<u64>,
-) -> pinring::Result<Samples<S>> {
-    let samples = match from {
-        None => sampler.iter(),
-        Some(state) => sampler.iter_from_checkpoint(state)?,
-    };
-    Ok(match epochs {
-        Some(end) => samples.until_epoch(end),
-        None => samples,
-    })
-}
-
-/// Starts `spec`'s source on a pipeline of backend `B`, from `from` for `epochs`.
-fn start<B: Backend>(
-    config: Config<B>,
-    spec: &Spec,
-    from: Option<&Checkpoint>,
-    epochs: Option<u64>,
-) -> pinring::Result<Pipeline<B>> {
-    match spec {
-        Spec::Tokens { sampler, decoder } => {
-            Pipeline::new(config, *decoder, samples(sampler, from, epochs)?)
-        }
-        Spec::Records { sampler } => {
-            Pipeline::new(config, RecordBytes, samples(sampler, from, epochs)?)
-        }
-    }
-}
-
-/// The Loader's arguments that shape its pipeline.
-#[derive(Debug, Clone, Copy)]
-struct Settings {
-    row: Row,
-    batch_size: usize,
-    host_slots: usize,
-    device_slots: usize,
-    decode_threads: Option<usize>,
-    drop_last: bool,
-    epochs: Option<u64>,
-}
-
-impl Settings {
-    fn config(&self) -> ConfigBuilder {
-        let b: ConfigBuilder = Config::builder()
-            .batch_size(self.batch_size)
-            .bytes_per_sample(self.row.bytes())
-            .host_slots(self.host_slots)
-            .device_slots(self.device_slots)
-            .last_batch(if self.drop_last {
-                LastBatch::Drop
-            } else {
-                LastBatch::Partial
-            });
-        match self.decode_threads {
-            Some(n) => b.decode_threads(n),
-            None => b,
-        }
-    }
-
-    /// Starts a pipeline on the requested device, from `from` (call without the GIL).
-    fn open_detached(
-        &self,
-        spec: &Spec,
-        request: DeviceRequest,
-        from: Option<&Checkpoint>,
-    ) -> Result<(AnyPipeline, Device), OpenError> {
-        let epochs = self.epochs;
-        match request {
-            DeviceRequest::Cpu => {
-                let config = self.config().build().map_err(OpenError::Config)?;
-                let pipeline =
-                    start(config, spec, from, epochs).map_err(|e| OpenError::Core(e, None))?;
-                Ok((AnyPipeline::Cpu(pipeline), Device::Cpu))
-            }
-            DeviceRequest::Cuda(ordinal) => {
-                let asked = match ordinal {
-                    Some(n) => format!("device=\"cuda:{n}\""),
-                    None => "device=\"cuda\"".to_owned(),
-                };
-                // Sizes are checked before any driver call.
-                self.config().build().map_err(OpenError::Config)?;
-                let opened = (|| -> pinring::Result<_> {
-                    let options = match ordinal {
-                        Some(n) => CudaOptions::ordinal(n),
-                        None => current_cuda()?,
-                    };
-                    let config = self.config().cuda(options).build()?;
-                    start(config, spec, from, epochs)
-                })();
-                let pipeline = opened.map_err(|e| OpenError::Core(e, Some(asked)))?;
-                let ordinal = pipeline.backend().ordinal();
-                Ok((AnyPipeline::Cuda(pipeline), Device::Cuda(ordinal)))
-            }
-        }
-    }
-}
-
-/// Why a pipeline did not start.
-enum OpenError {
-    /// The Loader's sizes were refused.
-    Config(pinring::ConfigError),
-    /// Opening failed, with the device asked for as context.
-    Core(pinring::Error, Option<String>),
-}
-
-impl OpenError {
-    fn into_py_err(self, py: Python<'_>) -> PyErr {
-        match self {
-            OpenError::Config(e) => {
-                // The core names its own settings; say which Loader arguments they are.
-                let text = e
-                    .to_string()
-                    .replace("bytes_per_sample", "bytes per sample")
-                    .replace(
-                        "(raise it with `host_budget`)",
-                        "(use a smaller batch_size or fewer host_slots)",
-                    )
-                    .replace(
-                        "(raise it with `device_budget`)",
-                        "(use a smaller batch_size or fewer device_slots)",
-                    );
-                errors::config(py, format!("invalid Loader arguments: {text}"))
-            }
-            OpenError::Core(e, context) => {
-                errors::to_py_with(py, e, context.as_deref().unwrap_or(""))
-            }
-        }
-    }
-}
-
-/// The CUDA device a bare `"cuda"` means: the one whose context is current on this thread
-/// (as PyTorch leaves it after `torch.cuda.set_device` or any CUDA op), else device 0.
-fn current_cuda() -> pinring::Result<CudaOptions> {
-    // Loads the driver (a clear error without one) and runs cuInit.
-    Cuda::device_count()?;
-    let mut ctx = std::ptr::null_mut();
-    // SAFETY: the driver library is loaded and initialized (device_count succeeded);
-    // cuCtxGetCurrent writes one handle into `ctx`.
-    let result = unsafe { pinring::cudarc::driver::sys::cuCtxGetCurrent(&mut ctx) };
-    Ok(
-        if result == pinring::cudarc::driver::sys::CUresult::CUDA_SUCCESS && !ctx.is_null() {
-            CudaOptions::current()
-        } else {
-            CudaOptions::ordinal(0)
-        },
-    )
-}
-
-/// Feeds batches from a source to the device: decode in Rust threads into a pinned host
-/// ring, copy to device slots on a side stream, hand out `Batch`es in order.
+/// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
+/// copy to device slots on a side stream, hand out `Batch`es in order.
+///
+/// `for batch in loader:` runs one epoch: each `iter(loader)` yields the batches from the
+/// next one to the end of its epoch, and the next `iter(loader)` goes on with the next
+/// epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
+/// goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
+///
+/// Args:
+///     src: a TokenWindows or a FixedRecords.
+///     batch_size: samples per batch (an epoch's last batch may be short, see drop_last).
+///     device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
+///         or torch.device("cuda", N): the primary context of device N, the one PyTorch
+///         uses; "cuda" or torch.device("cuda"): the device whose context is current on
+///         this thread (PyTorch's current device once it touched CUDA), else device 0.
+///     host_slots: batches decode may run ahead in pinned host memory.
+///     device_slots: batches you may hold at once (each a device slot).
+///     decode_threads: the decode pool's threads (None: one per core).
+///     pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
+///     drop_last: drop each epoch's short last batch.
+///     epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
+///         (the default): no cap. Iterating past the cap raises StoppedError.
+///     state: a state_dict() to resume from (of any rank of a run at any world size, or
+///         a list of every rank's).
+///     lease_timeout: seconds a pop() waits while you hold every device slot before it
+///         raises AllSlotsLeased naming the batches never released (a pop can never
+///         succeed then: without this it would hang).
+///     host_budget: most bytes the pinned host ring may take (host_slots × batch bytes).
+///     device_budget: most bytes the device slots may take (device_slots × batch bytes).
+///     trace: a path: record a timeline of every stage (the latest 2**20 spans) and write
+///         it there as Chrome trace JSON at close() (open it in https://ui.perfetto.dev);
+///         write_trace() writes it at any time.
+///     poison_released: a debug mode: a released device slot is filled with a poison
+///         pattern (ordered after its release fence), so a view read after its release
+///         shows out-of-range values instead of the next batch's plausible data. The
+///         environment variable PINRING_POISON_RELEASED=1 turns it on for every loader.
+///
+/// Raises:
+///     ConfigError: an argument is out of range (`e.argument` names it), or a batch does
+///         not fit its budget.
+///     CudaError: no driver, no such device, or a failed driver call.
+///     CheckpointError: `state` is not a state of this source.
+#[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct Loader {
@@ -289,18 +104,14 @@ pub struct Loader {
     spec: Spec,
     device: Device,
     pop_timeout: Option<Duration>,
-    /// The state the pipeline started from; `None`: the start of epoch 0.
-    from: Mutex<Option<Checkpoint>>,
-    /// Samples popped since `from` (a batch holds at least one: 0 means nothing was
-    /// popped). Written under the holder's lock, by `pop`; `load_state_dict` reads it
-    /// under the same lock.
-    consumed: AtomicU64,
+    /// Where `close()` writes the trace.
+    trace: Option<PathBuf>,
 }
 
+/// What one wait slice of `pop` found.
 enum Popped {
     Closed,
     Got(pinring::Result<Option<AnyBatch>>),
-    NotReady,
 }
 
 impl Loader {
@@ -315,72 +126,59 @@ impl Loader {
         self.stop.lock().unwrap_or_else(|e| e.into_inner()).stop();
     }
 
-    /// The state after the batches popped so far.
-    fn checkpoint(&self) -> pinring::Result<Checkpoint> {
-        let from = self.from.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.spec
-            .checkpoint(from.as_ref(), self.consumed.load(Ordering::Acquire))
-    }
-
     fn closed_error(&self, py: Python<'_>) -> PyErr {
-        errors::error(py, Kind::Stopped, "the loader is closed")
+        error(py, Kind::Stopped, "the loader is closed")
+    }
+
+    /// The epoch of the next batch and how many batches it has left.
+    fn place(&self, py: Python<'_>) -> PyResult<EpochPlace> {
+        let running = self.holder.lock_attached(py);
+        let position = &running.position;
+        self.spec
+            .place(position.from.as_ref(), position.batches)
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Writes the trace to `path` (without the GIL); `Ok(None)` when closed.
+    fn write_trace_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<Option<usize>> {
+        let holder = &self.holder;
+        let written = py.detach(|| {
+            let running = holder.lock();
+            let Some(pipeline) = running.pipeline.as_ref() else {
+                return Ok(None);
+            };
+            let file = File::create(&path)?;
+            pipeline.write_trace(BufWriter::new(file)).map(Some)
+        });
+        written.map_err(|e| {
+            let message = format!("could not write the trace to {}: {e}", path.display());
+            if e.kind() == std::io::ErrorKind::Unsupported {
+                config(
+                    py,
+                    "trace",
+                    "tracing is off: make the Loader with trace=PATH to record a timeline",
+                )
+            } else {
+                pyo3::exceptions::PyOSError::new_err(message)
+            }
+        })
     }
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("batches", s.batches)?;
-    d.set_item("bytes", s.bytes)?;
-    for (name, t) in [("source", s.source), ("decode", s.decode), ("copy", s.copy)] {
-        let stage = PyDict::new(py);
-        stage.set_item("busy", t.busy.as_secs_f64())?;
-        stage.set_item("waited", t.waited.as_secs_f64())?;
-        d.set_item(name, stage)?;
-    }
-    d.set_item("consumer_stalls", s.consumer_stalls)?;
-    d.set_item("consumer_stall_time", s.consumer_stall_time.as_secs_f64())?;
-    let slots = |v: Vec<(u64, String)>| -> PyResult<Bound<'py, PyList>> {
-        PyList::new(
-            py,
-            v.into_iter()
-                .map(|(seq, state)| {
-                    PyTuple::new(
-                        py,
-                        [
-                            seq.into_pyobject(py)?.into_any(),
-                            state.into_pyobject(py)?.into_any(),
-                        ],
-                    )
-                })
-                .collect::<PyResult<Vec<_>>>()?,
-        )
-    };
-    let name = |state: &dyn std::fmt::Debug| format!("{state:?}").to_ascii_lowercase();
-    d.set_item(
-        "host_slots",
-        slots(s.host_slots.iter().map(|(q, st)| (*q, name(st))).collect())?,
-    )?;
-    d.set_item(
-        "device_slots",
-        slots(
-            s.device_slots
-                .iter()
-                .map(|(q, st)| (*q, name(st)))
-                .collect(),
-        )?,
-    )?;
-    Ok(d)
-}
-
+#[gen_stub_pymethods]
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = Some(1), state = None))]
+    #[pyo3(signature = (src, batch_size, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        src: &Bound<'_, PyAny>,
+        #[gen_stub(override_type(type_repr = "TokenWindows | FixedRecords"))] src: &Bound<
+            '_,
+            PyAny,
+        >,
         batch_size: i128,
+        #[gen_stub(override_type(type_repr = "str | int | typing.Any | None", imports = ("typing",)))]
         device: Option<&Bound<'_, PyAny>>,
         host_slots: i128,
         device_slots: i128,
@@ -388,45 +186,68 @@ impl Loader {
         pop_timeout: Option<f64>,
         drop_last: bool,
         epochs: Option<i128>,
+        #[gen_stub(override_type(
+            type_repr = "dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None",
+            imports = ("typing",)
+        ))]
         state: Option<&Bound<'_, PyAny>>,
+        lease_timeout: f64,
+        host_budget: i128,
+        device_budget: i128,
+        trace: Option<PathBuf>,
+        poison_released: bool,
     ) -> PyResult<Self> {
-        let (spec, row) = source::spec_of(src)?;
+        let (spec, row) = spec_of(src)?;
         let settings = Settings {
             row,
-            batch_size: count(py, "batch_size", batch_size)?,
-            host_slots: count(py, "host_slots", host_slots)?,
-            device_slots: count(py, "device_slots", device_slots)?,
+            batch_size: args::count(py, "batch_size", batch_size)?,
+            host_slots: args::count(py, "host_slots", host_slots)?,
+            device_slots: args::count(py, "device_slots", device_slots)?,
             decode_threads: decode_threads
-                .map(|n| count(py, "decode_threads", n))
+                .map(|n| args::count(py, "decode_threads", n))
                 .transpose()?,
             drop_last,
             epochs: epochs
-                .map(|e| count(py, "epochs", e).map(|e| e as u64))
+                .map(|e| args::at_least_one(py, "epochs", e))
                 .transpose()?,
+            lease_timeout: args::seconds(py, "lease_timeout", lease_timeout)?,
+            host_budget: args::bytes(py, "host_budget", host_budget)?,
+            device_budget: args::bytes(py, "device_budget", device_budget)?,
+            trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
+            poison_released,
         };
+        const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
         let pop_timeout = pop_timeout
-            .map(|t| seconds(py, "pop_timeout", t))
+            .map(|t| args::seconds(py, "pop_timeout", t))
             .transpose()?;
         let request = match device {
             None => DeviceRequest::Cpu,
             Some(d) => device::parse(d)?,
         };
+        if let Some(path) = &trace {
+            // An unwritable path fails now, not after the run.
+            File::create(path).map_err(|e| {
+                config(
+                    py,
+                    "trace",
+                    format!("trace={}: cannot write there: {e}", path.display()),
+                )
+            })?;
+        }
         // Every rank gets the same number of batches per epoch.
         let spec = spec
             .batched(settings.batch_size as u64, drop_last)
-            .map_err(|e| errors::to_py(py, e))?;
+            .map_err(|e| to_py(py, e))?;
         let from = state.map(state::read).transpose()?;
         if let Some(from) = &from {
-            spec.check(from).map_err(|e| errors::to_py(py, e))?;
+            spec.check(from).map_err(|e| to_py(py, e))?;
         }
         let (pipeline, device) = py
-            .detach(|| settings.open_detached(&spec, request, from.as_ref()))
+            .detach(|| settings.open(&spec, request, from.as_ref()))
             .map_err(|e| e.into_py_err(py))?;
         let stop = pipeline.stop_handle();
         Ok(Loader {
-            holder: Arc::new(PipelineHolder {
-                pipeline: Mutex::new(Some(pipeline)),
-            }),
+            holder: Arc::new(PipelineHolder::new(pipeline, from)),
             stop: Mutex::new(stop),
             closed: AtomicBool::new(false),
             final_stats: Mutex::new(None),
@@ -434,8 +255,7 @@ impl Loader {
             spec,
             device,
             pop_timeout,
-            from: Mutex::new(from),
-            consumed: AtomicU64::new(0),
+            trace,
         })
     }
 
@@ -445,21 +265,44 @@ impl Loader {
     /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
     /// run every rank returns the same state, as long as the ranks popped the same number
     /// of batches; `merge_states` checks that.
+    #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let state = self.checkpoint().map_err(|e| errors::to_py(py, e))?;
-        state::to_dict(py, &state)
+        let state = {
+            let running = self.holder.lock_attached(py);
+            let Position { from, samples, .. } = &running.position;
+            self.spec.checkpoint(from.as_ref(), *samples)
+        };
+        state::to_dict(py, &state.map_err(|e| to_py(py, e))?)
     }
 
-    /// Continues from `state` (a `state_dict()` of any rank of a run at any world size,
-    /// or a list of every rank's): across the consumed part of the saved run and this
-    /// one, every window of the epoch is delivered once, and later epochs are those of an
-    /// uninterrupted run at this loader's world size. Must come before the first pop
-    /// (the pipeline restarts from `state`; `Loader(..., state=state)` avoids the
-    /// restart). A state of another dataset, seq_len, record size, order or seed, or of
-    /// ranks that consumed unequal counts, raises CheckpointError.
-    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Continues from `state`: across the consumed part of the saved run and this one,
+    /// every window of the epoch is delivered once, and later epochs are those of an
+    /// uninterrupted run at this loader's world size.
+    ///
+    /// Args:
+    ///     state: a `state_dict()` of any rank of a run at any world size, or a list of
+    ///         every rank's (merged as `merge_states` does).
+    ///
+    /// Must come before the first pop (the pipeline restarts from `state`;
+    /// `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
+    /// another thread: that pop gets a batch of the old run (and this call raises
+    /// CheckpointError) or of the new one (and `state_dict()` counts it).
+    ///
+    /// Raises:
+    ///     CheckpointError: a state of another dataset, seq_len, record size, order or
+    ///         seed, of ranks that consumed unequal counts, an empty list, or a loader that
+    ///         delivered a batch already.
+    fn load_state_dict(
+        &self,
+        py: Python<'_>,
+        #[gen_stub(override_type(
+            type_repr = "dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]",
+            imports = ("typing",)
+        ))]
+        state: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let state = state::read(state)?;
-        self.spec.check(&state).map_err(|e| errors::to_py(py, e))?;
+        self.spec.check(&state).map_err(|e| to_py(py, e))?;
         let request = match self.device {
             Device::Cpu => DeviceRequest::Cpu,
             Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),
@@ -471,25 +314,27 @@ impl Loader {
             Done,
         }
         let restarted = py.detach(|| {
-            // Hold the pipeline's lock throughout, so that no pop slips in.
-            let mut guard = self.holder.lock();
-            if self.closed.load(Ordering::Acquire) || guard.is_none() {
+            // One lock throughout: no pop slips in between the restart and the new
+            // position, and the position changes with the pipeline.
+            let mut running = self.holder.lock();
+            if self.closed.load(Ordering::Acquire) || running.pipeline.is_none() {
                 return Restart::Closed;
             }
-            if self.consumed.load(Ordering::Acquire) > 0 {
+            if running.position.batches > 0 {
                 return Restart::Popped;
             }
             self.stop();
             // Nothing was popped: the loader alone holds the pipeline. Join it and free
             // its memory before the new one takes the same amount.
-            drop(guard.take());
-            match self
-                .settings
-                .open_detached(&self.spec, request, Some(&state))
-            {
+            drop(running.pipeline.take());
+            match self.settings.open(&self.spec, request, Some(&state)) {
                 Ok((pipeline, _)) => {
                     *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.stop_handle();
-                    *guard = Some(pipeline);
+                    running.pipeline = Some(pipeline);
+                    running.position = Position {
+                        from: Some(state),
+                        ..Position::default()
+                    };
                     Restart::Done
                 }
                 Err(e) => {
@@ -499,95 +344,94 @@ impl Loader {
             }
         });
         match restarted {
-            Restart::Closed => return Err(self.closed_error(py)),
-            Restart::Popped => {
-                return Err(errors::error(
-                    py,
-                    Kind::Checkpoint,
-                    "load_state_dict must come before the first pop: this loader delivered \
-                     batches already (make a new Loader, or pass state= to it)",
-                ))
-            }
-            Restart::Failed(e) => return Err(e.into_py_err(py)),
-            Restart::Done => {}
+            Restart::Closed => Err(self.closed_error(py)),
+            Restart::Popped => Err(error(
+                py,
+                Kind::Checkpoint,
+                "load_state_dict must come before the first pop: this loader delivered \
+                 batches already (make a new Loader, or pass state= to it)",
+            )),
+            Restart::Failed(e) => Err(e.into_py_err(py)),
+            Restart::Done => Ok(()),
         }
-        *self.from.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
-        self.consumed.store(0, Ordering::Release);
-        Ok(())
     }
 
-    /// The next batch, in order; None once every batch was delivered.
+    /// The next batch, in order, across epochs; None once every batch of `epochs` was
+    /// delivered (never with epochs=None).
     ///
     /// Waits with the GIL released, in slices of 30 ms with a signal check between them
-    /// (Ctrl-C raises KeyboardInterrupt at once). `timeout` (seconds; default: the
-    /// loader's `pop_timeout`, else no limit) bounds the wait: past it PopTimeout names the
-    /// stage that is behind. `timeout=0` never waits. A decode or source failure is raised
-    /// once, after every batch before it; then, and after close(), StoppedError.
+    /// (Ctrl-C raises KeyboardInterrupt at once).
+    ///
+    /// Args:
+    ///     timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);
+    ///         0 never waits.
+    ///
+    /// Raises:
+    ///     PopTimeout: no batch within `timeout`; `e.behind` names the stage behind.
+    ///     AllSlotsLeased: you held every device slot for `lease_timeout` seconds.
+    ///     DecodeError, SourceError: a sample failed, raised once, after every batch
+    ///         before it; then StoppedError.
+    ///     StoppedError: the loader is closed or stopped after an error.
     #[pyo3(signature = (timeout = None))]
     fn pop(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyBatch>>> {
         let limit = match timeout {
-            Some(t) => Some(seconds(py, "timeout", t)?),
+            Some(t) => Some(args::seconds(py, "timeout", t)?),
             None => self.pop_timeout,
         };
         let start = Instant::now();
         loop {
             let slice = limit.map_or(SLICE, |l| l.saturating_sub(start.elapsed()).min(SLICE));
             let popped = py.detach(|| {
-                let mut guard = self.holder.lock();
-                match guard.as_mut() {
-                    _ if self.closed.load(Ordering::Acquire) => Popped::Closed,
-                    None => Popped::Closed,
-                    Some(p) => {
-                        let popped = if slice.is_zero() {
-                            match p.try_pop() {
-                                Ok(Ok(b)) => Popped::Got(Ok(b)),
-                                Ok(Err(())) => Popped::NotReady,
-                                Err(e) => Popped::Got(Err(e)),
-                            }
-                        } else {
-                            Popped::Got(p.pop_for(slice))
-                        };
-                        if let Popped::Got(Ok(Some(b))) = &popped {
-                            // Under the lock: load_state_dict sees every pop.
-                            self.consumed
-                                .fetch_add(b.samples() as u64, Ordering::AcqRel);
-                        }
-                        popped
-                    }
+                let mut running = self.holder.lock();
+                if self.closed.load(Ordering::Acquire) {
+                    return Popped::Closed;
                 }
+                let running = &mut *running;
+                let Some(pipeline) = running.pipeline.as_mut() else {
+                    return Popped::Closed;
+                };
+                let popped = pipeline.pop_for(slice);
+                if let Ok(Some(batch)) = &popped {
+                    // Under the lock the batch was popped with: state_dict and
+                    // load_state_dict see every pop.
+                    running.position.samples += batch.samples() as u64;
+                    running.position.batches += 1;
+                }
+                Popped::Got(popped)
             });
-            let behind = match popped {
+            match popped {
                 Popped::Closed => return Err(self.closed_error(py)),
                 Popped::Got(Ok(Some(batch))) => return self.wrap(py, batch).map(Some),
                 Popped::Got(Ok(None)) => return Ok(None),
-                Popped::Got(Err(pinring::Error::PopTimeout { behind, .. })) => Some(behind),
-                Popped::NotReady => None,
+                Popped::Got(Err(pinring::Error::PopTimeout { behind, .. })) => {
+                    let waited = start.elapsed();
+                    if limit.is_some_and(|l| waited >= l) {
+                        return Err(to_py(py, pinring::Error::PopTimeout { waited, behind }));
+                    }
+                }
                 Popped::Got(Err(pinring::Error::Stopped))
                     if self.closed.load(Ordering::Acquire) =>
                 {
                     return Err(self.closed_error(py))
                 }
-                Popped::Got(Err(e)) => return Err(errors::to_py(py, e)),
-            };
-            py.check_signals()?;
-            if let Some(limit) = limit {
-                let waited = start.elapsed();
-                if waited >= limit {
-                    let behind = behind.unwrap_or(pinring::Stage::Source);
-                    return Err(errors::to_py(
-                        py,
-                        pinring::Error::PopTimeout { waited, behind },
-                    ));
-                }
+                Popped::Got(Err(e)) => return Err(to_py(py, e)),
             }
+            py.check_signals()?;
         }
     }
 
-    /// A snapshot of the pipeline's counters (seconds for times) and slot states.
+    /// A snapshot of the pipeline's counters (seconds for times), slot states, and the
+    /// bottleneck verdict: `bottleneck` ("consumer", "source", "decode", "copy",
+    /// "device_slots", "cpu", "hand_off" or "not_yet") and `verdict`, a sentence with the
+    /// figures that say so.
+    #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        // A pop in another thread holds the lock for up to one slice: wait without the GIL.
-        let holder = &self.holder;
-        let live = py.detach(|| holder.lock().as_ref().map(AnyPipeline::stats));
+        let live = self
+            .holder
+            .lock_attached(py)
+            .pipeline
+            .as_ref()
+            .map(|p| p.stats());
         let stats = match live {
             Some(s) => s,
             None => match self
@@ -605,27 +449,55 @@ impl Loader {
         Ok(d)
     }
 
+    /// Writes the timeline recorded so far as Chrome trace JSON (open it in
+    /// https://ui.perfetto.dev or chrome://tracing) and returns how many spans it holds.
+    ///
+    /// Args:
+    ///     path: where to write it (default: the Loader's `trace` path).
+    ///
+    /// Raises:
+    ///     ConfigError: the Loader was made without `trace=`.
+    ///     StoppedError: the loader is closed (close() wrote the trace already).
+    ///     OSError: the file could not be written.
+    #[pyo3(signature = (path = None))]
+    fn write_trace(&self, py: Python<'_>, path: Option<PathBuf>) -> PyResult<usize> {
+        let Some(path) = path.or_else(|| self.trace.clone()) else {
+            return Err(config(
+                py,
+                "trace",
+                "tracing is off: make the Loader with trace=PATH to record a timeline",
+            ));
+        };
+        self.write_trace_to(py, path)?
+            .ok_or_else(|| self.closed_error(py))
+    }
+
     /// Stops the pipeline: a pop blocked in another thread raises StoppedError, and so do
-    /// later pops. Batches still held stay valid and can be released. The pipeline's
-    /// threads are joined and its memory freed now, or, while batches (or views of them)
-    /// are alive, when the last goes. Idempotent.
-    fn close(&self, py: Python<'_>) {
-        self.closed.store(true, Ordering::Release);
+    /// later pops. Writes the trace (with `trace=`). Batches still held stay valid and can
+    /// be released. The pipeline's threads are joined and its memory freed now, or, while
+    /// batches (or views of them) are alive, when the last goes. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let first = !self.closed.swap(true, Ordering::AcqRel);
         self.stop();
+        let written = match (&self.trace, first) {
+            (Some(path), true) => self.write_trace_to(py, path.clone()).map(|_| ()),
+            _ => Ok(()),
+        };
         let holder = &self.holder;
         let stats = py.detach(|| {
-            let mut guard = holder.lock();
-            let stats = guard.as_ref().map(AnyPipeline::stats);
+            let mut running = holder.lock();
+            let stats = running.pipeline.as_ref().map(|p| p.stats());
             // Only this loader holds the pipeline: drop it now (joins its threads).
             // Otherwise the last batch or view holding it drops it.
             if Arc::strong_count(holder) == 1 {
-                drop(guard.take());
+                drop(running.pipeline.take());
             }
             stats
         });
         if let Some(stats) = stats {
             *self.final_stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(stats);
         }
+        written
     }
 
     /// Whether close() was called.
@@ -654,6 +526,7 @@ impl Loader {
 
     /// `(batch_size, cols)`: a full batch's shape.
     #[getter]
+    #[gen_stub(override_return_type(type_repr = "tuple[int, int]"))]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, [self.settings.batch_size, self.settings.row.cols])
     }
@@ -676,10 +549,16 @@ impl Loader {
         self.settings.drop_last
     }
 
-    /// Epochs the run delivers, counted from epoch 0 also when resumed (None: endless).
+    /// Epochs the run delivers, counted from epoch 0 also when resumed (None: no cap).
     #[getter]
     fn epochs(&self) -> Option<u64> {
         self.settings.epochs
+    }
+
+    /// The epoch of the next batch (from 0).
+    #[getter]
+    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.place(py)?.epoch)
     }
 
     /// Samples per epoch for this rank: the same on every rank (the epoch's tail that
@@ -690,41 +569,81 @@ impl Loader {
         self.spec.epoch_len()
     }
 
-    /// Batches per epoch for this rank: the same on every rank.
+    /// Batches per epoch for this rank: the same on every rank (as `len(loader)`).
     #[getter]
     fn epoch_batches(&self) -> u64 {
-        self.spec.epoch_batches().unwrap_or(0)
+        self.spec.epoch_batches()
     }
 
-    /// Batches this loader delivers in all, from its start or the state it resumed from
-    /// (TypeError when endless).
-    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        let from = self.from.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let n = self
+    /// Batches this loader delivers in all, from its start or the state it resumed from;
+    /// None with epochs=None.
+    #[getter]
+    fn total_batches(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        let Some(epochs) = self.settings.epochs else {
+            return Ok(None);
+        };
+        let from = self.holder.lock_attached(py).position.from.clone();
+        let first = self
             .spec
-            .batches_until(from.as_ref(), self.settings.epochs)
-            .map_err(|e| errors::to_py(py, e))?
-            .ok_or_else(|| PyTypeError::new_err("an endless loader (epochs=None) has no len()"))?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            .place(from.as_ref(), 0)
+            .map_err(|e| to_py(py, e))?;
+        if first.epoch >= epochs {
+            return Ok(Some(0));
+        }
+        let later = (epochs - first.epoch - 1).saturating_mul(self.spec.epoch_batches());
+        Ok(Some(first.left.saturating_add(later)))
     }
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
+    /// Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
+    fn __len__(&self) -> usize {
+        usize::try_from(self.spec.epoch_batches()).unwrap_or(usize::MAX)
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBatch>>> {
-        self.pop(py, None)
+    /// The batches from the next one to the end of its epoch; the next `iter()` goes on
+    /// with the next epoch.
+    ///
+    /// Raises:
+    ///     StoppedError: every epoch of `epochs` was delivered.
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
+        let py = slf.py();
+        let loader = slf.get();
+        let place = loader.place(py)?;
+        if let Some(epochs) = loader.settings.epochs {
+            if place.epoch >= epochs {
+                return Err(error(
+                    py,
+                    Kind::Stopped,
+                    format!(
+                        "this loader delivered all {epochs} epoch(s) it was made for \
+                         (epochs={epochs}): iterating it again yields nothing; make it with \
+                         epochs=None (the default, no cap) or a larger epochs"
+                    ),
+                ));
+            }
+        }
+        Ok(EpochIterator {
+            loader: slf.unbind(),
+            epoch: place.epoch,
+        })
     }
 
+    /// Returns the loader itself; leaving the block closes it.
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
 
     /// Closes the loader.
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        #[gen_stub(override_type(type_repr = "typing.Any", imports = ("typing",)))] _args: &Bound<
+            '_,
+            PyTuple,
+        >,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {
@@ -745,8 +664,53 @@ impl Loader {
 
 impl Drop for Loader {
     fn drop(&mut self) {
+        // Never closed: write the trace now, as close() would have.
+        if let (Some(path), false) = (&self.trace, *self.closed.get_mut()) {
+            let holder = &self.holder;
+            detached(move || {
+                let running = holder.lock();
+                if let (Some(pipeline), Ok(file)) = (running.pipeline.as_ref(), File::create(path))
+                {
+                    let _ = pipeline.write_trace(BufWriter::new(file));
+                }
+            });
+        }
         // Nobody can pop any more: stop the threads; the pipeline itself goes with the
-        // last batch or view that holds it.
+        // last batch or view that holds it (with the GIL released, see PipelineHolder).
         self.stop();
+    }
+}
+
+/// One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
+/// loader's next one to the end of that batch's epoch.
+#[gen_stub_pyclass(module = "pinring._pinring")]
+#[pyclass(module = "pinring", frozen)]
+#[derive(Debug)]
+pub struct EpochIterator {
+    loader: Py<Loader>,
+    epoch: u64,
+}
+
+#[gen_stub_pymethods]
+#[pymethods]
+impl EpochIterator {
+    /// The epoch this iterator yields.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Returns the iterator itself.
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next batch of this epoch; StopIteration at its end.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBatch>>> {
+        let loader = self.loader.get();
+        if loader.place(py)?.epoch != self.epoch {
+            return Ok(None);
+        }
+        loader.pop(py, None)
     }
 }

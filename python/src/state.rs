@@ -4,10 +4,12 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
 use pinring::source::{Checkpoint, Fingerprint};
 
-use crate::errors::{self, Kind};
+use crate::errors::classes::{error, Kind};
+use crate::errors::from_core::to_py;
 
 /// The keys of a state dict, in the order `state_dict()` writes them.
 const KEYS: [&str; 14] = [
@@ -28,7 +30,7 @@ const KEYS: [&str; 14] = [
 ];
 
 fn bad(py: Python<'_>, why: impl Into<String>) -> PyErr {
-    errors::error(py, Kind::Checkpoint, why)
+    error(py, Kind::Checkpoint, why)
 }
 
 /// The state as a dict (keys in [`KEYS`] order).
@@ -128,7 +130,7 @@ fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
         world_size: int("world_size")?,
         batch_size: int("batch_size")?,
     };
-    state.order().map_err(|e| errors::to_py(py, e))?;
+    state.order().map_err(|e| to_py(py, e))?;
     Ok(state)
 }
 
@@ -159,7 +161,14 @@ pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> {
                 from_dict(d)
             })
             .collect::<PyResult<Vec<_>>>()?;
-        return Checkpoint::merge(&states).map_err(|e| errors::to_py(py, e));
+        if states.is_empty() {
+            return Err(bad(
+                py,
+                "no state given: an empty list holds no rank's state dict (pass every rank's \
+                 Loader.state_dict(), in rank order, or None to start from the beginning)",
+            ));
+        }
+        return Checkpoint::merge(&states).map_err(|e| to_py(py, e));
     }
     Err(bad(
         py,
@@ -170,12 +179,25 @@ pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> {
     ))
 }
 
-/// `pinring.merge_states(states)`: every rank's `state_dict()`, in rank order, as the one
-/// state they share. Raises CheckpointError when the ranks consumed unequal counts (they
-/// would not resume exactly) or belong to different runs.
+/// Every rank's `Loader.state_dict()`, in rank order, as the one state they share.
+///
+/// Args:
+///     states: a list (or tuple) of every rank's state dict, in rank order.
+///
+/// Returns:
+///     The merged state dict, for `Loader(..., state=...)` or `Loader.load_state_dict`.
+///
+/// Raises:
+///     CheckpointError: the list is empty, an item is not a state dict, the ranks
+///         consumed unequal counts (they would not resume exactly), or the states belong
+///         to different runs.
+#[gen_stub_pyfunction(module = "pinring._pinring")]
 #[pyfunction]
+#[pyo3(signature = (states))]
+#[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
 pub(crate) fn merge_states<'py>(
     py: Python<'py>,
+    #[gen_stub(override_type(type_repr = "typing.Sequence[dict[str, typing.Any]]", imports = ("typing",)))]
     states: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if states.cast::<PyDict>().is_ok() {

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pinring
-from conftest import BOUND, write_shard
+from conftest import BOUND, drain, write_shard
 
 
 def test_the_exception_classes():
@@ -68,11 +68,78 @@ def test_a_truncated_shard(tmp_path):
         pinring.TokenWindows(str(short), seq_len=4)
 
 
-def test_seq_len_longer_than_any_shard(tmp_path):
+def test_seq_len_longer_than_any_shard_names_seq_len_and_the_file(tmp_path):
+    """Issue 19 items 16 and 17: the error names seq_len (not a window of units) and the
+    longest shard, and sets `path`."""
     path = write_shard(tmp_path / "s.bin", np.arange(50))
-    with pytest.raises(pinring.SourceError, match="no window of 51 units fits: the longest file holds 50"):
-        pinring.TokenWindows(path, seq_len=50)
+    short = write_shard(tmp_path / "t.bin", np.arange(20))
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows([short, path], seq_len=50)
+    text = str(info.value)
+    assert info.value.path == path
+    assert "seq_len=50" in text and path in text and "holds 50" in text
+    assert "seq_len=49 or less" in text and "units" not in text
     assert pinring.TokenWindows(path, seq_len=49).epoch_len == 1
+
+
+def test_a_glob_matching_nothing_has_a_path_and_is_a_file_not_found_error(tmp_path):
+    """Issue 19 item 16: `path` is the pattern; the error is also a FileNotFoundError."""
+    pattern = str(tmp_path / "none_*.bin")
+    for make in [lambda: pinring.TokenWindows(pattern, seq_len=8), lambda: pinring.FixedRecords(pattern, 4)]:
+        with pytest.raises(FileNotFoundError) as info:
+            make()
+        assert isinstance(info.value, pinring.SourceError)
+        assert isinstance(info.value, pinring.SourceFileNotFoundError)
+        assert info.value.path == pattern and "no file matches" in str(info.value)
+
+
+def test_a_missing_file_is_also_a_file_not_found_error(tmp_path):
+    """Issue 19 item 16."""
+    missing = str(tmp_path / "nope.bin")
+    for make in [lambda: pinring.TokenWindows(missing, seq_len=8), lambda: pinring.FixedRecords([missing], 4)]:
+        with pytest.raises(FileNotFoundError) as info:
+            make()
+        assert isinstance(info.value, pinring.SourceError) and info.value.path == missing
+        assert info.value.errno == 2 and missing in str(info.value)
+    # Other file problems are SourceErrors, not FileNotFoundErrors.
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows(str(tmp_path), seq_len=8)
+    assert not isinstance(info.value, FileNotFoundError)
+
+
+def test_a_huge_seq_len_says_it_is_too_large(shard):
+    """Issue 19 item 17: seq_len=2**70 used to say "seq_len must be at least 1"."""
+    for seq_len in [2**70, 2**64, 2**31]:
+        with pytest.raises(pinring.ConfigError) as info:
+            pinring.TokenWindows(shard, seq_len=seq_len)
+        text = str(info.value)
+        assert f"seq_len={seq_len} is too large" in text and "at least 1" not in text
+        assert info.value.argument == "seq_len"
+
+
+def write_u32_shard(path, tokens):
+    """A shard of llm.c's LLaMA-3 format: magic 20240801, version 7, u32 tokens."""
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240801, 7, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(header.tobytes() + np.asarray(tokens, dtype="<u4").tobytes())
+    return str(path)
+
+
+def test_uint16_on_a_u32_shard_is_refused_when_the_source_is_made(tmp_path):
+    """Issue 19 item 15: refused by TokenWindows, in Python words, not at the first pop."""
+    path = write_u32_shard(tmp_path / "llama.bin", np.arange(100_000, 100_100))
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.TokenWindows(path, seq_len=9, dtype="uint16")
+    text = str(info.value)
+    assert info.value.argument == "dtype" and info.value.path == path
+    assert 'dtype="uint16"' in text and path in text and '"int32"' in text
+    for rust in ["u16", "u32", "TokenType", "decoder"]:
+        assert rust not in text.replace(path, "PATH"), text
+    src = pinring.TokenWindows(path, seq_len=9, dtype="int32")
+    with pinring.Loader(src, batch_size=2, epochs=1) as loader:
+        first = drain(loader)[0]
+    np.testing.assert_array_equal(first[0], np.arange(100_000, 100_010))
 
 
 def test_a_partial_record(tmp_path):
@@ -166,7 +233,7 @@ def test_pop_timeout_names_the_stage_behind(shard):
             loader.pop()  # the loader's pop_timeout
         assert isinstance(info.value, TimeoutError)
         assert info.value.behind == "consumer" and info.value.waited >= 0.05
-        assert "consumer (all device slots are leased)" in str(info.value)
+        assert "you hold every device slot: release a batch" in str(info.value)
         with pytest.raises(pinring.PopTimeout):
             loader.pop(timeout=0)  # never waits
         with pytest.raises(pinring.ConfigError):
@@ -214,3 +281,79 @@ def test_stats(shard):
     assert set(s["decode"]) == {"busy", "waited"}
     assert len(s["host_slots"]) == 4 and len(s["device_slots"]) == 3
     assert all(isinstance(seq, int) and isinstance(state, str) for seq, state in s["device_slots"])
+
+
+def test_pop_timeout_zero_names_the_real_stage(shard):
+    """Issue 19 item 13: `pop(timeout=0)` said behind="source" whatever held it up."""
+    src = pinring.TokenWindows(shard, seq_len=9)
+    with pinring.Loader(src, batch_size=2, device_slots=1) as loader:
+        held = loader.pop(timeout=BOUND)
+        with pytest.raises(pinring.PopTimeout) as info:
+            loader.pop(timeout=0)
+        assert info.value.behind == "consumer", info.value
+        assert "you hold every device slot" in str(info.value)
+        held.release()
+        assert loader.pop(timeout=BOUND).seq == 1
+
+
+def test_merge_states_of_nothing_is_a_checkpoint_error(shard):
+    """Issue 19 item 14: an empty list is a CheckpointError in Python words (it was a
+    SourceError, an OSError, naming a Rust parameter)."""
+    src = pinring.TokenWindows(shard, seq_len=9)
+    for call in [lambda: pinring.merge_states([]), lambda: pinring.Loader(src, 2, state=[])]:
+        with pytest.raises(pinring.CheckpointError) as info:
+            call()
+        assert not isinstance(info.value, OSError)
+        assert "no state given" in str(info.value) and "state_dict()" in str(info.value)
+    with pinring.Loader(src, 2) as loader:
+        with pytest.raises(pinring.CheckpointError, match="no state given"):
+            loader.load_state_dict(())
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument, needle",
+    [
+        ({"host_budget": 1000}, "host_budget", "over the host_budget of 1000 bytes: raise host_budget"),
+        ({"device_budget": 1000}, "device_budget", "over the device_budget of 1000 bytes: raise device_budget"),
+        ({"device_slots": 5000}, "device_slots", "device_slots=5000 is over the most"),
+        ({"decode_threads": 100_000}, "decode_threads", "decode_threads=100000 is over the most"),
+        ({"host_budget": 0}, "host_budget", "host_budget must be at least 1"),
+    ],
+)
+def test_config_errors_name_the_loader_argument(shard, kwargs, argument, needle):
+    """Issue 20: the core's ConfigError is mapped by its field onto the Loader argument
+    (`e.argument`), in the Loader's words."""
+    src = pinring.TokenWindows(shard, seq_len=99)
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Loader(src, batch_size=8, **kwargs)
+    assert info.value.argument == argument
+    assert needle in str(info.value), str(info.value)
+
+
+def test_the_budgets_can_be_raised(shard):
+    """Issue 20: host_budget and device_budget are Loader arguments; a batch over the
+    default budget fits a raised one."""
+    src = pinring.TokenWindows(shard, seq_len=99)  # 400-byte samples
+    small = dict(host_budget=4 * 4096, device_budget=2 * 4096)  # 4 host, 2 device slots
+    with pinring.Loader(src, batch_size=8, epochs=1, **small) as loader:  # 3200-byte batches
+        assert len(drain(loader)) == 2
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Loader(src, batch_size=11, **small)  # 4400 bytes: two pages a slot
+    assert info.value.argument == "host_budget"
+    big = dict(host_budget=4 * 8192, device_budget=2 * 8192)
+    with pinring.Loader(src, batch_size=11, epochs=1, **big) as loader:
+        assert len(drain(loader)) == 1
+
+
+def test_sampling_errors_speak_of_seq_len_and_samples(tmp_path):
+    """Issue 19 item 17: messages name the Python parameters (seq_len, drop_last=False),
+    not the core's windows and builder calls."""
+    path = write_shard(tmp_path / "s.bin", np.arange(31))  # seq_len 10: 3 samples
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.TokenWindows(path, seq_len=10, world_size=4)
+    assert "seq_len" in str(info.value) and "window" not in str(info.value)
+    src = pinring.TokenWindows(path, seq_len=10)
+    with pytest.raises(pinring.SourceError) as info:
+        pinring.Loader(src, batch_size=4, drop_last=True)
+    text = str(info.value)
+    assert "drop_last=False" in text and "batch_size" in text and "window" not in text

@@ -334,3 +334,142 @@ def test_cupy_consumes_a_batch(shard):
         assert total == int(reference[2 * B : 3 * B].astype(np.int64).sum())
         b.release(event=s)
         assert loader.pop(timeout=BOUND) is not None
+
+
+# Issue 19, items 2, 3 and 8.
+
+
+@pytest.mark.needs_core_change("contract 1: a batch is bound to every stream wait_on names")
+def test_every_declared_stream_is_fenced_by_release_and_by_the_last_view(shard, cycles_per_ms):
+    """Item 2: two consumers view one batch on two streams; the first reads it late (a
+    kernel holds its stream first). Both `release()` without an event and the release
+    when the last view dies must fence the slot on both streams: the slot's next copy
+    waits for the late reader. Only the last declared stream used to be fenced, and the
+    late reader saw the next batch's bytes."""
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    for how in ["release", "last view"]:
+        with pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=1, epochs=None) as loader:
+            epoch_len = loader.epoch_len
+            wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+            for _ in range(20):
+                b = loader.pop(timeout=BOUND)
+                seq = b.seq
+                with torch.cuda.stream(s1):
+                    x1 = torch.from_dlpack(b)  # declares s1
+                    torch.cuda._sleep(cycles_per_ms * 5)  # holds s1: it reads late
+                    w1 = count_wrong(x1, seq, epoch_len)
+                with torch.cuda.stream(s2):
+                    x2 = torch.from_dlpack(b)  # declares s2, last
+                    w2 = count_wrong(x2, seq, epoch_len)
+                if how == "release":
+                    b.release()
+                    del x1, x2
+                else:
+                    del b, x1, x2  # the last holder goes: its release fences
+                with torch.cuda.stream(s1):
+                    wrong += w1
+                with torch.cuda.stream(s2):
+                    wrong += w2
+            torch.cuda.synchronize()
+        assert int(wrong) == 0, f"{how}: {int(wrong)} rows read after the slot was refilled"
+
+
+def test_release_from_another_thread_after_the_per_thread_stream(shard, cycles_per_ms):
+    """Item 3: a thread views a batch on its per-thread default stream (`__dlpack__`
+    stream=2) and reads it late; another thread calls `release()`. The fence must cover
+    the declaring thread's stream (it used to be recorded on the releasing thread's own,
+    idle, per-thread stream, and the slot was refilled under the reader)."""
+    per_thread = torch.cuda.ExternalStream(2)  # cudaStreamPerThread: the calling thread's
+    with pinring.Loader(windows_source(shard), B, device="cuda:0", device_slots=1, epochs=None) as loader:
+        epoch_len = loader.epoch_len
+        results = []
+        for _ in range(10):
+            b = loader.pop(timeout=BOUND)
+            read = threading.Event()
+
+            def reader():
+                with torch.cuda.stream(per_thread):
+                    capsule = b.__dlpack__(stream=2)
+                    x = torch.from_dlpack(capsule)
+                    torch.cuda._sleep(cycles_per_ms * 5)
+                    results.append(count_wrong(x, b.seq, epoch_len))
+                    done = torch.cuda.Event()
+                    done.record()
+                    results.append(done)
+                read.set()
+
+            t = threading.Thread(target=reader)
+            t.start()
+            read.wait(BOUND)
+            b.release()  # from this thread, not the one that declared stream 2
+            t.join(BOUND)
+        nxt = loader.pop(timeout=BOUND)  # the slot's next copy came after the fence
+        nxt.release()
+        for done in results[1::2]:
+            done.synchronize()
+        wrong = sum(int(w) for w in results[0::2])
+    assert wrong == 0, f"{wrong} rows read after the slot was refilled"
+
+
+GIL_CHILD = """
+import ctypes, sys, threading
+import torch, pinring
+
+sys.setswitchinterval(1000)  # the helper below runs only when the GIL is released
+path, mode = sys.argv[1], sys.argv[2]
+libcuda = ctypes.CDLL("libcuda.so.1")
+flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)  # host memory the GPU polls
+stream = torch.cuda.current_stream()
+# The stream waits until the host writes 1 into `flag` (cuStreamWaitValue32, GEQ).
+rc = libcuda.cuStreamWaitValue32_v2(ctypes.c_void_p(stream.cuda_stream), ctypes.c_uint64(flag.data_ptr()), ctypes.c_uint32(1), ctypes.c_uint(0))
+if rc != 0:
+    print("UNSUPPORTED", rc, flush=True)
+    sys.exit(0)
+go = threading.Event()
+
+def helper():
+    go.wait()
+    # Runs only once the main thread released the GIL inside the blocking drop.
+    ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+
+loader = pinring.Loader(pinring.TokenWindows(path, seq_len=127), 8, device="cuda:0", device_slots=2)
+b = loader.pop(timeout=30)
+threading.Thread(target=helper, daemon=True).start()
+if mode == "del":
+    b.__dlpack__(stream=-1)  # nothing declared: the drop is conservative, a context sync
+    go.set()
+    del b
+elif mode == "deleter":
+    x = torch.from_dlpack(b.__dlpack__(stream=-1))  # the tensor holds the lease
+    del b
+    go.set()
+    del x  # torch calls the DLPack deleter: the last holder
+elif mode == "loader":
+    b.release(event=stream)  # fenced behind the wait: the pipeline's teardown waits too
+    del b
+    go.set()
+    del loader  # the last holder of the pipeline
+torch.cuda.synchronize()
+print("DONE", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["del", "deleter", "loader"])
+def test_blocking_drops_release_the_gil(shard, tmp_path, mode):
+    """Item 8: a drop that blocks (an unbound batch's conservative release, by `del` or by
+    a DLPack deleter; the last holder's pipeline teardown) must release the GIL. The GPU
+    here waits for a flag only another Python thread sets: holding the GIL in the drop
+    deadlocks the child (the parent gives up after a bound); releasing it lets the helper
+    run and the drop end. No timing: the helper cannot run at all without the GIL."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "child.py"
+    script.write_text(GIL_CHILD)
+    try:
+        run = subprocess.run([sys.executable, str(script), shard, mode], capture_output=True, text=True, timeout=BOUND * 2)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{mode}: the child deadlocked: a blocking drop held the GIL")
+    if run.stdout.startswith("UNSUPPORTED"):
+        pytest.skip(f"cuStreamWaitValue32 unsupported here: {run.stdout.strip()}")
+    assert run.returncode == 0 and run.stdout.strip().endswith("DONE"), (run.stdout, run.stderr[-2000:])

@@ -136,14 +136,14 @@ def test_epochs_count_and_endless(shard):
     with pinring.Loader(src, batch_size=4, device="cpu", epochs=3) as loader:
         batches = drain(loader)
         # A batch never spans two epochs: 4 + 4 + 2 per epoch.
-        assert len(loader) == 9 and loader.epochs == 3 and loader.epoch_batches == 3
+        assert loader.total_batches == 9 and loader.epochs == 3
+        assert len(loader) == loader.epoch_batches == 3
     assert [len(b) for b in batches] == [4, 4, 2] * 3
     rows = [r for b in batches for r in b]
     assert len(rows) == 30
     np.testing.assert_array_equal(np.array(rows[:10]), np.array(rows[10:20]))
     with pinring.Loader(src, batch_size=4, device="cpu", epochs=None) as loader:
-        with pytest.raises(TypeError):
-            len(loader)
+        assert loader.total_batches is None and len(loader) == 3
         for i in range(30):  # ten epochs, and it keeps going
             b = loader.pop(timeout=BOUND)
             assert b is not None and (b.epoch, b.samples) == (i // 3, [4, 4, 2][i % 3])

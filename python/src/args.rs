@@ -1,0 +1,49 @@
+//! Checks of the plain arguments (counts, sizes, seconds): each names the argument as the
+//! caller wrote it and says what it must be.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+use crate::errors::classes::config;
+
+/// A count of at least 1 that fits `usize`.
+pub(crate) fn count(py: Python<'_>, name: &str, value: i128) -> PyResult<usize> {
+    let at_least_one = at_least_one(py, name, value)?;
+    usize::try_from(at_least_one)
+        .map_err(|_| config(py, name, format!("{name}={value} is too large")))
+}
+
+/// A number of at least 1 that fits `u64`.
+pub(crate) fn at_least_one(py: Python<'_>, name: &str, value: i128) -> PyResult<u64> {
+    if value < 1 {
+        return Err(config(
+            py,
+            name,
+            format!("{name} must be at least 1, got {value}"),
+        ));
+    }
+    u64::try_from(value).map_err(|_| {
+        config(
+            py,
+            name,
+            format!("{name}={value} is too large: at most 2**64 - 1"),
+        )
+    })
+}
+
+/// A byte count of at least 1 that fits `usize`.
+pub(crate) fn bytes(py: Python<'_>, name: &str, value: i128) -> PyResult<usize> {
+    count(py, name, value)
+}
+
+/// A non-negative, finite number of seconds.
+pub(crate) fn seconds(py: Python<'_>, name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        config(
+            py,
+            name,
+            format!("{name} must be a non-negative number of seconds, got {value}"),
+        )
+    })
+}

@@ -1,0 +1,126 @@
+//! The two backends behind one type each: a pipeline, a batch and a stop handle of either
+//! the cpu or the cuda backend, chosen at run time from `device=`.
+
+use std::time::Duration;
+
+use pinring::{Batch, Cpu, Cuda, Pipeline, Stats, StopHandle};
+
+/// A pipeline of either backend.
+#[derive(Debug)]
+pub(crate) enum AnyPipeline {
+    /// The cpu backend.
+    Cpu(Pipeline<Cpu>),
+    /// The cuda backend.
+    Cuda(Pipeline<Cuda>),
+}
+
+impl AnyPipeline {
+    /// [`Pipeline::pop_for`]: `Duration::ZERO` never waits.
+    pub(crate) fn pop_for(&mut self, timeout: Duration) -> pinring::Result<Option<AnyBatch>> {
+        Ok(match self {
+            AnyPipeline::Cpu(p) => p.pop_for(timeout)?.map(AnyBatch::Cpu),
+            AnyPipeline::Cuda(p) => p.pop_for(timeout)?.map(AnyBatch::Cuda),
+        })
+    }
+
+    /// [`Pipeline::stats`].
+    pub(crate) fn stats(&self) -> Stats {
+        match self {
+            AnyPipeline::Cpu(p) => p.stats(),
+            AnyPipeline::Cuda(p) => p.stats(),
+        }
+    }
+
+    /// [`Pipeline::stop_handle`].
+    pub(crate) fn stop_handle(&self) -> AnyStop {
+        match self {
+            AnyPipeline::Cpu(p) => AnyStop::Cpu(p.stop_handle()),
+            AnyPipeline::Cuda(p) => AnyStop::Cuda(p.stop_handle()),
+        }
+    }
+
+    /// [`Pipeline::write_trace`].
+    pub(crate) fn write_trace(&self, out: impl std::io::Write) -> std::io::Result<usize> {
+        match self {
+            AnyPipeline::Cpu(p) => p.write_trace(out),
+            AnyPipeline::Cuda(p) => p.write_trace(out),
+        }
+    }
+}
+
+/// Stops a pipeline of either backend from any thread.
+#[derive(Debug, Clone)]
+pub(crate) enum AnyStop {
+    /// The cpu backend's.
+    Cpu(StopHandle<Cpu>),
+    /// The cuda backend's.
+    Cuda(StopHandle<Cuda>),
+}
+
+impl AnyStop {
+    /// [`StopHandle::stop`].
+    pub(crate) fn stop(&self) {
+        match self {
+            AnyStop::Cpu(s) => s.stop(),
+            AnyStop::Cuda(s) => s.stop(),
+        }
+    }
+}
+
+/// A batch of either backend.
+#[derive(Debug)]
+pub(crate) enum AnyBatch {
+    /// From a cpu-backend pipeline.
+    Cpu(Batch<Cpu>),
+    /// From a cuda-backend pipeline.
+    Cuda(Batch<Cuda>),
+}
+
+/// What a batch says about itself, read once when it is popped.
+#[derive(Debug)]
+pub(crate) struct BatchFacts {
+    /// [`Batch::seq`].
+    pub(crate) seq: u64,
+    /// [`Batch::samples`].
+    pub(crate) samples: usize,
+    /// [`Batch::slot`].
+    pub(crate) slot: usize,
+    /// The slot's address: a host pointer on cpu, a `CUdeviceptr` on cuda.
+    pub(crate) ptr: u64,
+    /// [`Batch::epoch`].
+    pub(crate) epoch: u64,
+    /// [`Batch::sample_ids`].
+    pub(crate) ids: Box<[u64]>,
+}
+
+impl AnyBatch {
+    /// Samples in the batch.
+    pub(crate) fn samples(&self) -> usize {
+        match self {
+            AnyBatch::Cpu(b) => b.samples(),
+            AnyBatch::Cuda(b) => b.samples(),
+        }
+    }
+
+    /// Everything the Python object shows without touching the lease again.
+    pub(crate) fn facts(&self) -> BatchFacts {
+        match self {
+            AnyBatch::Cpu(b) => BatchFacts {
+                seq: b.seq(),
+                samples: b.samples(),
+                slot: b.slot(),
+                ptr: b.device_ptr().as_ptr() as usize as u64,
+                epoch: b.epoch(),
+                ids: b.sample_ids().into(),
+            },
+            AnyBatch::Cuda(b) => BatchFacts {
+                seq: b.seq(),
+                samples: b.samples(),
+                slot: b.slot(),
+                ptr: b.device_ptr(),
+                epoch: b.epoch(),
+                ids: b.sample_ids().into(),
+            },
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The core's [`pinring::Error`] as a Python exception: the class that fits, the attributes a
+//! caller matches on (`seq`, `sample`, `path`, `call`, `code`, `waited`, `behind`,
+//! `leased`), and, where the core's text speaks of Rust, a message in Python's words.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+use pinring::source::{FileProblem, SourceError};
+use pinring::Stage;
+
+use crate::errors::classes::{new_error, obj, Kind};
+
+/// The class a core error maps to.
+fn kind_of(e: &pinring::Error) -> Kind {
+    use pinring::Error as E;
+    match e {
+        E::Config(_) | E::HostMemory { .. } => Kind::Config,
+        E::Decode { .. } | E::DecoderPanic { .. } => Kind::Decode,
+        E::Source(
+            SourceError::CheckpointMismatch { .. }
+            | SourceError::CheckpointPastEpoch { .. }
+            | SourceError::UnequalRanks { .. }
+            | SourceError::BadCheckpointText { .. },
+        ) => Kind::Checkpoint,
+        E::Source(s) if not_found(s) => Kind::SourceNotFound,
+        E::SourcePanic { .. } | E::Source(_) => Kind::Source,
+        E::Backend { .. } | E::Fence(_) => Kind::Cuda,
+        E::PopTimeout { .. } => Kind::PopTimeout,
+        E::AllSlotsLeased { .. } => Kind::AllSlotsLeased,
+        E::Stopped => Kind::Stopped,
+        _ => Kind::Base,
+    }
+}
+
+/// Whether a source error says that a file (or every file of a pattern) is missing.
+fn not_found(e: &SourceError) -> bool {
+    match e {
+        SourceError::NoMatch { .. } => true,
+        SourceError::File {
+            problem: FileProblem::Io(io),
+            ..
+        } => io.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+/// The file (or pattern) a source error is about, where it names one.
+pub(crate) fn source_path(e: &SourceError) -> Option<&Path> {
+    match e {
+        SourceError::File { path, .. } | SourceError::TokenTypeTooNarrow { path, .. } => Some(path),
+        SourceError::NoMatch { pattern } | SourceError::BadPattern { pattern, .. } => Some(pattern),
+        _ => None,
+    }
+}
+
+/// A short name of a pipeline stage, for `PopTimeout.behind` and `stats()`.
+pub(crate) fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Source => "source",
+        Stage::Decode => "decode",
+        Stage::Copy => "copy",
+        Stage::Consumer => "consumer",
+    }
+}
+
+/// What `pop` says when its timeout ran out.
+fn pop_timeout_message(waited: Duration, behind: Stage) -> String {
+    let why = match behind {
+        Stage::Source => "the source is behind: it has not yet produced the next batch's samples",
+        Stage::Decode => {
+            "decoding is behind: the next batch is still being decoded (more decode_threads \
+             may help)"
+        }
+        Stage::Copy => {
+            "the copy is behind: the next batch is decoded but not yet copied into a device slot"
+        }
+        Stage::Consumer => {
+            "you hold every device slot: release a batch (or drop its views) so that the next \
+             one can be copied in, or raise device_slots"
+        }
+    };
+    format!("no batch after {:.3} s: {why}", waited.as_secs_f64())
+}
+
+/// "0", "0 and 1", "0, 1 and 2".
+fn and_list(items: &[u64]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(u64::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
+    }
+}
+
+/// What `pop` says when every device slot is held by batches never released.
+fn all_slots_leased_message(leased: &[(usize, u64)]) -> String {
+    let mut seqs: Vec<u64> = leased.iter().map(|&(_, seq)| seq).collect();
+    seqs.sort_unstable();
+    if let [seq] = seqs[..] {
+        format!(
+            "the only device slot is held by batch {seq} that was never released: release it \
+             (or drop its views), or raise device_slots"
+        )
+    } else {
+        format!(
+            "all {} device slots are held by batches {} that were never released: release them \
+             (or drop their views), or raise device_slots",
+            seqs.len(),
+            and_list(&seqs)
+        )
+    }
+}
+
+/// The message of a core error in Python's words, where they differ from the core's.
+fn message(e: &pinring::Error) -> String {
+    use pinring::Error as E;
+    match e {
+        E::PopTimeout { waited, behind } => pop_timeout_message(*waited, *behind),
+        E::AllSlotsLeased { leased, .. } => all_slots_leased_message(leased),
+        E::Source(SourceError::TooFewForBatches {
+            windows,
+            world_size,
+            batch_size,
+            drop_last,
+        }) => {
+            if *drop_last {
+                format!(
+                    "an epoch of this source has {windows} sample(s), fewer than one full batch \
+                     for each of {world_size} rank(s) (world_size × batch_size = {world_size} × \
+                     {batch_size}): use fewer ranks, a smaller batch_size, a shorter seq_len, \
+                     more data, or drop_last=False"
+                )
+            } else {
+                format!(
+                    "an epoch of this source has {windows} sample(s), fewer than one for each of \
+                     {world_size} ranks: use fewer ranks, a shorter seq_len or more data"
+                )
+            }
+        }
+        E::Source(SourceError::EmptyShare {
+            rank,
+            world_size,
+            windows,
+            even_ranks,
+        }) => {
+            let fix = "use fewer ranks, a shorter seq_len or more data";
+            if *even_ranks {
+                format!(
+                    "every rank's share of the epoch is empty: an epoch has {windows} sample(s) \
+                     for {world_size} ranks, and even_ranks=True drops them all to keep the ranks \
+                     equal; {fix}"
+                )
+            } else {
+                format!(
+                    "rank {rank}'s share of the epoch is empty: an epoch has {windows} sample(s) \
+                     for {world_size} ranks; {fix}"
+                )
+            }
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The attributes a caller matches on.
+fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'py, PyAny>)> {
+    use pinring::Error as E;
+    match e {
+        E::Decode { seq, sample, .. }
+        | E::DecoderPanic { seq, sample, .. }
+        | E::SourcePanic { seq, sample, .. } => {
+            vec![("seq", obj(py, *seq)), ("sample", obj(py, *sample))]
+        }
+        E::Backend { call, .. } => {
+            // The driver's CUresult when a CUDA call failed; 0 for other backend errors.
+            let code = e.driver_error().map_or(0, |d| d.0 as i32);
+            vec![("call", obj(py, *call)), ("code", obj(py, code))]
+        }
+        E::PopTimeout { waited, behind } => vec![
+            ("waited", obj(py, waited.as_secs_f64())),
+            ("behind", obj(py, stage_name(*behind))),
+        ],
+        E::AllSlotsLeased { waited, leased } => vec![
+            ("waited", obj(py, waited.as_secs_f64())),
+            ("behind", obj(py, stage_name(Stage::Consumer))),
+            ("leased", obj(py, leased.clone())),
+        ],
+        E::Source(s) => {
+            let Some(path) = source_path(s) else {
+                return Vec::new();
+            };
+            let path = path.to_string_lossy().into_owned();
+            let mut attrs = vec![("path", obj(py, path))];
+            if not_found(s) {
+                // ENOENT, as OSError's constructor sets it (not `strerror` and `filename`,
+                // which would make str(e) OSError's "[Errno 2] ..." instead of the message).
+                attrs.push(("errno", obj(py, 2)));
+            }
+            attrs
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Maps a core error to its Python exception, with `context` (if not empty) before the
+/// message.
+pub(crate) fn to_py_with(py: Python<'_>, e: pinring::Error, context: &str) -> PyErr {
+    let text = message(&e);
+    let text = if context.is_empty() {
+        text
+    } else {
+        format!("{context}: {text}")
+    };
+    new_error(py, kind_of(&e), text, &attrs(py, &e))
+}
+
+/// Maps a core error to its Python exception.
+pub(crate) fn to_py(py: Python<'_>, e: pinring::Error) -> PyErr {
+    to_py_with(py, e, "")
+}

@@ -1,0 +1,80 @@
+//! The running pipeline, shared by the loader and every batch popped from it (and every
+//! view of those), with the position it has delivered up to.
+
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+
+use pinring::source::Checkpoint;
+
+use crate::dispatch::AnyPipeline;
+use crate::gil::drop_detached;
+
+/// Where the delivered batches leave the run: the state the pipeline started from and what
+/// was popped since.
+#[derive(Debug, Default)]
+pub(crate) struct Position {
+    /// The state the pipeline started from; `None`: the start of epoch 0.
+    pub(crate) from: Option<Checkpoint>,
+    /// Samples popped since `from`.
+    pub(crate) samples: u64,
+    /// Batches popped since `from`.
+    pub(crate) batches: u64,
+}
+
+/// The pipeline and its position, changed together under one lock: a `pop` counts its batch
+/// under the lock it popped it with, and `load_state_dict` swaps pipeline and position in
+/// one step, so neither sees the other half done.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// The pipeline; `None` once dropped by `close()`.
+    pub(crate) pipeline: Option<AnyPipeline>,
+    /// What it has delivered.
+    pub(crate) position: Position,
+}
+
+/// The pipeline, shared by the loader and by every batch popped from it (and every view of
+/// those): it is dropped, its threads joined and its memory freed, when the last of them
+/// goes; `close()` stops it at once and drops it then if nothing else holds it. The drop
+/// happens with the GIL released, wherever the last holder goes.
+#[derive(Debug)]
+pub(crate) struct PipelineHolder {
+    running: Mutex<Running>,
+}
+
+impl PipelineHolder {
+    /// A holder of `pipeline`, started from `from`.
+    pub(crate) fn new(pipeline: AnyPipeline, from: Option<Checkpoint>) -> Self {
+        PipelineHolder {
+            running: Mutex::new(Running {
+                pipeline: Some(pipeline),
+                position: Position {
+                    from,
+                    ..Position::default()
+                },
+            }),
+        }
+    }
+
+    /// The lock, for a thread detached from the interpreter (inside `py.detach`).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lock, waited for with the GIL released (a `pop` in another thread holds it for
+    /// up to one wait slice).
+    pub(crate) fn lock_attached(&self, py: Python<'_>) -> MutexGuard<'_, Running> {
+        self.running
+            .lock_py_attached(py)
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for PipelineHolder {
+    fn drop(&mut self) {
+        let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
+        // Joins the pipeline's threads (and, on cuda, frees its memory): without the GIL.
+        drop_detached(running.pipeline.take());
+    }
+}

@@ -1,0 +1,203 @@
+//! `pinring.FixedRecords`: files that are arrays of fixed-size records.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
+
+use pinring::source::{self, Sampler};
+
+use crate::args;
+use crate::errors::classes::config;
+use crate::errors::from_core::to_py;
+use crate::source::dtype::{Dtype, Row};
+use crate::source::paths::{is_glob, not_a_directory, path_list};
+use crate::source::sampling::Sampling;
+use crate::source::spec::Spec;
+
+/// Fixed-size records from one or more files: each sample is one record of `record_bytes`
+/// bytes, delivered as `uint8`.
+///
+/// Args:
+///     paths: a file's path, a glob with `*` / `?` in the file name, or a list of either
+///         (str or os.PathLike); each file's length must be a multiple of `record_bytes`.
+///     record_bytes: bytes per record (per sample).
+///     order: "sequential"; "shuffled" (a fresh permutation each epoch, from `seed`);
+///         "random" (records drawn at random, from `seed`).
+///     seed: the seed of "shuffled" and "random".
+///     rank: this process's rank: ranks take disjoint shares of every epoch.
+///     world_size: how many ranks share the epoch.
+///     even_ranks: drop the epoch's last `n % world_size` records so every rank has the
+///         same count.
+///     dtype: always "uint8".
+///
+/// Raises:
+///     SourceError: a file is missing (SourceFileNotFoundError), a directory, or not a
+///         whole number of records; `e.path` names it.
+///     ConfigError: an argument is out of range.
+#[gen_stub_pyclass(module = "pinring._pinring")]
+#[pyclass(module = "pinring", frozen)]
+#[derive(Debug)]
+pub struct FixedRecords {
+    spec: Spec,
+    row: Row,
+    files: Vec<String>,
+    records: u64,
+    sampling: Sampling,
+}
+
+/// The files `paths` name, each pattern expanded in order.
+fn record_files(paths: &[PathBuf], record_bytes: usize) -> pinring::Result<Vec<PathBuf>> {
+    let mut all = Vec::new();
+    for p in paths {
+        if is_glob(p) {
+            let matched = source::FixedRecords::glob(p, record_bytes)?;
+            all.extend(matched.files().iter().map(|f| f.path().to_owned()));
+        } else {
+            not_a_directory(p)?;
+            all.push(p.clone());
+        }
+    }
+    Ok(all)
+}
+
+#[gen_stub_pymethods]
+#[pymethods]
+impl FixedRecords {
+    #[new]
+    #[pyo3(signature = (paths, record_bytes, order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, dtype = "uint8"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        #[gen_stub(override_type(
+            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
+            imports = ("os", "typing")
+        ))]
+        paths: &Bound<'_, PyAny>,
+        record_bytes: i128,
+        order: &str,
+        seed: i128,
+        rank: i128,
+        world_size: i128,
+        even_ranks: bool,
+        dtype: &str,
+    ) -> PyResult<Self> {
+        let record_bytes = args::bytes(py, "record_bytes", record_bytes)?;
+        if !dtype.trim().eq_ignore_ascii_case("uint8") {
+            return Err(config(
+                py,
+                "dtype",
+                format!("dtype {dtype:?}: FixedRecords delivers bytes, dtype must be \"uint8\""),
+            ));
+        }
+        let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
+        let paths = path_list(paths)?;
+        let opened = py.detach(|| -> pinring::Result<_> {
+            let records =
+                source::FixedRecords::open(record_files(&paths, record_bytes)?, record_bytes)?;
+            let files = records
+                .files()
+                .iter()
+                .map(|f| f.path().to_string_lossy().into_owned())
+                .collect::<Vec<_>>();
+            let count = records.records();
+            let sampler = sampling.apply(Sampler::builder(records)).build()?;
+            Ok((sampler, files, count))
+        });
+        let (sampler, files, records) = opened.map_err(|e| to_py(py, e))?;
+        Ok(FixedRecords {
+            spec: Spec::Records { sampler },
+            row: Row {
+                cols: record_bytes,
+                dtype: Dtype::Uint8,
+            },
+            files,
+            records,
+            sampling,
+        })
+    }
+
+    /// Bytes per record (per sample).
+    #[getter]
+    fn record_bytes(&self) -> usize {
+        self.row.cols
+    }
+
+    /// Always "uint8".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.row.dtype.name()
+    }
+
+    /// The record files, in the order they are read.
+    #[getter]
+    fn files(&self) -> Vec<String> {
+        self.files.clone()
+    }
+
+    /// Records in all files.
+    #[getter]
+    fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// "sequential", "shuffled" or "random".
+    #[getter]
+    fn order(&self) -> &str {
+        &self.sampling.order
+    }
+
+    /// The seed of "shuffled" and "random".
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.sampling.seed
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.sampling.rank
+    }
+
+    /// Ranks the epoch is split over.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.sampling.world_size
+    }
+
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
+    /// gives every rank the same number of batches, whatever this says.)
+    #[getter]
+    fn even_ranks(&self) -> bool {
+        self.sampling.even_ranks
+    }
+
+    /// Samples per epoch for this rank.
+    #[getter]
+    fn epoch_len(&self) -> u64 {
+        self.spec.epoch_len()
+    }
+
+    /// Samples per epoch for this rank (as `epoch_len`).
+    fn __len__(&self) -> usize {
+        usize::try_from(self.spec.epoch_len()).unwrap_or(usize::MAX)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "FixedRecords({} file(s), {} records of {} bytes, {}, epoch_len={})",
+            self.files.len(),
+            self.records,
+            self.row.cols,
+            self.sampling.describe(),
+            self.spec.epoch_len()
+        )
+    }
+}
+
+impl FixedRecords {
+    /// The source as a loader needs it, and its row shape.
+    pub(crate) fn spec(&self) -> (Spec, Row) {
+        (self.spec.clone(), self.row)
+    }
+}

@@ -1,0 +1,69 @@
+//! The `paths` argument of a source: a path, a glob (`*`, `?` in the file name) or a list
+//! of either, as `str` or `os.PathLike`.
+
+use std::path::{Path, PathBuf};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use pinring::source::SourceError;
+
+use crate::errors::classes::config;
+
+/// The paths and patterns given.
+pub(crate) fn path_list(paths: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
+    let py = paths.py();
+    let one = |p: &Bound<'_, PyAny>| -> PyResult<PathBuf> {
+        p.extract::<PathBuf>().map_err(|_| {
+            config(
+                py,
+                "paths",
+                format!(
+                    "a path must be a str or os.PathLike, got {}",
+                    p.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        })
+    };
+    if paths.is_instance_of::<PyString>() || paths.hasattr("__fspath__")? {
+        return Ok(vec![one(paths)?]);
+    }
+    if paths.is_instance_of::<PyList>() || paths.is_instance_of::<PyTuple>() {
+        return paths.try_iter()?.map(|p| one(&p?)).collect();
+    }
+    Err(config(
+        py,
+        "paths",
+        format!(
+            "paths must be a path, a glob or a list of them, got {}",
+            paths.get_type().name()?
+        ),
+    ))
+}
+
+/// Whether `p` is a pattern.
+pub(crate) fn is_glob(p: &Path) -> bool {
+    p.to_string_lossy().contains(['*', '?'])
+}
+
+/// A directory given where a file belongs: the error names it, with the glob to use.
+pub(crate) fn not_a_directory(p: &Path) -> pinring::Result<()> {
+    if p.is_dir() {
+        let problem = std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            format!(
+                "is a directory, not a file: give a file, a glob such as \"{}/*.bin\", or a list",
+                p.display()
+            ),
+        );
+        return Err(SourceError::File {
+            path: p.to_owned(),
+            problem: problem.into(),
+        }
+        .into());
+    }
+    Ok(())
+}

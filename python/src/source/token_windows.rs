@@ -1,0 +1,300 @@
+//! `pinring.TokenWindows`: windows of llm.c / modded-nanogpt token shards.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
+
+use pinring::source::{SourceError, TokenShards, TokenType, Tokens};
+
+use crate::errors::classes::{config, new_error, obj, Kind};
+use crate::errors::from_core::to_py;
+use crate::source::dtype::{Dtype, Row};
+use crate::source::paths::{is_glob, not_a_directory, path_list};
+use crate::source::sampling::Sampling;
+use crate::source::spec::Spec;
+
+/// Most tokens a shard holds (its header counts them in an i32).
+const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
+
+/// Windows of `seq_len + 1` tokens from llm.c / modded-nanogpt token shards.
+///
+/// Each sample is `seq_len + 1` consecutive tokens (inputs `x[:, :-1]`, targets
+/// `x[:, 1:]`), decoded to `dtype`. Windows start `seq_len` tokens apart, so consecutive
+/// windows share one token and every token but a shard's first is a target exactly once per
+/// epoch (as llm.c does); windows never cross a shard's end. Files are opened, checked and
+/// memory-mapped here; errors name the file.
+///
+/// Args:
+///     paths: a shard's path, a glob with `*` / `?` in the file name, or a list of either
+///         (str or os.PathLike). Shards of u16 tokens (GPT-2) and of u32 tokens (LLaMA-3)
+///         are read.
+///     seq_len: tokens of input per sample; each sample holds `seq_len + 1` tokens.
+///     dtype: the batches' element type: "uint16" (u16 shards only), "int32" or "int64".
+///     order: "sequential"; "shuffled" (a fresh permutation of the windows each epoch, from
+///         `seed`); "random" (windows drawn at any offset, from `seed`).
+///     seed: the seed of "shuffled" and "random".
+///     rank: this process's rank: ranks take disjoint shares of every epoch.
+///     world_size: how many ranks share the epoch.
+///     even_ranks: drop the epoch's last `n % world_size` windows so every rank has the
+///         same count (a Loader always gives every rank the same number of batches).
+///
+/// Raises:
+///     SourceError: a file is missing (SourceFileNotFoundError), a directory, malformed,
+///         or shorter than one window; `e.path` names it.
+///     ConfigError: an argument is out of range, or `dtype` cannot hold a shard's tokens.
+#[gen_stub_pyclass(module = "pinring._pinring")]
+#[pyclass(module = "pinring", frozen)]
+#[derive(Debug)]
+pub struct TokenWindows {
+    spec: Spec,
+    row: Row,
+    seq_len: u64,
+    files: Vec<String>,
+    tokens: u64,
+    sampling: Sampling,
+}
+
+/// The `seq_len` argument: at least 1, and a window of `seq_len + 1` tokens must fit in a
+/// shard.
+fn seq_len_arg(py: Python<'_>, seq_len: i128) -> PyResult<u64> {
+    if seq_len < 1 {
+        return Err(config(
+            py,
+            "seq_len",
+            format!("seq_len must be at least 1, got {seq_len}"),
+        ));
+    }
+    u64::try_from(seq_len)
+        .ok()
+        .filter(|&s| s < MAX_SHARD_TOKENS)
+        .ok_or_else(|| {
+            config(
+                py,
+                "seq_len",
+                format!(
+                    "seq_len={seq_len} is too large: a token shard holds at most \
+                     {MAX_SHARD_TOKENS} tokens, so seq_len is at most {}",
+                    MAX_SHARD_TOKENS - 1
+                ),
+            )
+        })
+}
+
+/// The `dtype` argument.
+fn dtype_arg(py: Python<'_>, dtype: &str) -> PyResult<(TokenType, Dtype)> {
+    Ok(match dtype.trim().to_ascii_lowercase().as_str() {
+        "uint16" | "u16" => (TokenType::U16, Dtype::Uint16),
+        "int32" | "i32" => (TokenType::I32, Dtype::Int32),
+        "int64" | "i64" => (TokenType::I64, Dtype::Int64),
+        _ => {
+            return Err(config(
+                py,
+                "dtype",
+                format!("dtype {dtype:?} is not one of \"uint16\", \"int32\", \"int64\""),
+            ))
+        }
+    })
+}
+
+/// The shards `paths` name, each pattern expanded in order.
+fn open_shards(paths: &[PathBuf]) -> pinring::Result<TokenShards> {
+    let mut shards = Vec::new();
+    for p in paths {
+        if is_glob(p) {
+            shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
+        } else {
+            not_a_directory(p)?;
+            shards.extend(TokenShards::open([p])?.shards().iter().cloned());
+        }
+    }
+    TokenShards::from_shards(shards)
+}
+
+/// What opening the source can refuse, in Python's words where the core speaks of Rust.
+fn open_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
+    match e {
+        pinring::Error::Source(SourceError::TokenTypeTooNarrow { path, .. }) => new_error(
+            py,
+            Kind::Config,
+            format!(
+                "dtype=\"{}\" cannot hold the tokens of {}: it is a shard of 32-bit tokens \
+                 (llm.c's LLaMA-3 format); use dtype=\"int32\" or \"int64\"",
+                dtype.name(),
+                path.display()
+            ),
+            &[
+                ("argument", obj(py, "dtype")),
+                ("path", obj(py, path.to_string_lossy().into_owned())),
+            ],
+        ),
+        other => to_py(py, other),
+    }
+}
+
+/// The error for a `seq_len` longer than every shard: a SourceError naming the longest.
+fn too_long(py: Python<'_>, shards: &TokenShards, seq_len: u64) -> PyErr {
+    let longest = shards.shards().iter().max_by_key(|s| s.len());
+    let (path, tokens) = longest.map_or((String::new(), 0), |s| {
+        (s.path().to_string_lossy().into_owned(), s.len())
+    });
+    new_error(
+        py,
+        Kind::Source,
+        format!(
+            "seq_len={seq_len} is too long: a sample takes seq_len + 1 = {} tokens, but the \
+             longest shard, {path}, holds {tokens}; use seq_len={} or less",
+            seq_len + 1,
+            tokens.saturating_sub(1)
+        ),
+        &[("path", obj(py, path))],
+    )
+}
+
+#[gen_stub_pymethods]
+#[pymethods]
+impl TokenWindows {
+    #[new]
+    #[pyo3(signature = (paths, seq_len, dtype = "int32", order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        #[gen_stub(override_type(
+            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
+            imports = ("os", "typing")
+        ))]
+        paths: &Bound<'_, PyAny>,
+        seq_len: i128,
+        dtype: &str,
+        order: &str,
+        seed: i128,
+        rank: i128,
+        world_size: i128,
+        even_ranks: bool,
+    ) -> PyResult<Self> {
+        let seq_len = seq_len_arg(py, seq_len)?;
+        let window = seq_len + 1;
+        let (ty, dtype) = dtype_arg(py, dtype)?;
+        let cols = usize::try_from(window)
+            .ok()
+            .filter(|c| c.checked_mul(dtype.itemsize()).is_some())
+            .ok_or_else(|| config(py, "seq_len", format!("seq_len={seq_len} is too large")))?;
+        let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
+        let paths = path_list(paths)?;
+        let shards = py
+            .detach(|| -> pinring::Result<_> {
+                let shards = open_shards(&paths)?;
+                shards.check_token_type(ty)?;
+                Ok(shards)
+            })
+            .map_err(|e| open_error(py, e, dtype))?;
+        let files = shards
+            .shards()
+            .iter()
+            .map(|s| s.path().to_string_lossy().into_owned())
+            .collect::<Vec<_>>();
+        let tokens = shards.tokens();
+        if !shards.shards().iter().any(|s| s.len() as u64 >= window) {
+            return Err(too_long(py, &shards, seq_len));
+        }
+        let sampler = py
+            .detach(|| sampling.apply(shards.windows(window)).build())
+            .map_err(|e| to_py(py, e))?;
+        Ok(TokenWindows {
+            spec: Spec::Tokens {
+                sampler,
+                decoder: Tokens::new(ty),
+            },
+            row: Row { cols, dtype },
+            seq_len,
+            files,
+            tokens,
+            sampling,
+        })
+    }
+
+    /// Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
+    #[getter]
+    fn seq_len(&self) -> u64 {
+        self.seq_len
+    }
+
+    /// The decoded element type: "uint16", "int32" or "int64".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.row.dtype.name()
+    }
+
+    /// The shard files, in the order they are read.
+    #[getter]
+    fn files(&self) -> Vec<String> {
+        self.files.clone()
+    }
+
+    /// Tokens in all shards.
+    #[getter]
+    fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// "sequential", "shuffled" or "random".
+    #[getter]
+    fn order(&self) -> &str {
+        &self.sampling.order
+    }
+
+    /// The seed of "shuffled" and "random".
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.sampling.seed
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.sampling.rank
+    }
+
+    /// Ranks the epoch is split over.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.sampling.world_size
+    }
+
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
+    /// gives every rank the same number of batches, whatever this says.)
+    #[getter]
+    fn even_ranks(&self) -> bool {
+        self.sampling.even_ranks
+    }
+
+    /// Samples per epoch for this rank.
+    #[getter]
+    fn epoch_len(&self) -> u64 {
+        self.spec.epoch_len()
+    }
+
+    /// Samples per epoch for this rank (as `epoch_len`).
+    fn __len__(&self) -> usize {
+        usize::try_from(self.spec.epoch_len()).unwrap_or(usize::MAX)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TokenWindows({} file(s), {} tokens, seq_len={}, dtype='{}', {}, epoch_len={})",
+            self.files.len(),
+            self.tokens,
+            self.seq_len,
+            self.row.dtype.name(),
+            self.sampling.describe(),
+            self.spec.epoch_len()
+        )
+    }
+}
+
+impl TokenWindows {
+    /// The source as a loader needs it, and its row shape.
+    pub(crate) fn spec(&self) -> (Spec, Row) {
+        (self.spec.clone(), self.row)
+    }
+}
