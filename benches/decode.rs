@@ -1,29 +1,36 @@
 //! The token decoders alone, on one thread: how fast a window of a `u16` shard becomes a
 //! sample of wider tokens in memory (the decode pool's work per sample, without the
-//! pipeline around it).
+//! pipeline around it). A small timing harness, not criterion: it reports throughput by
+//! this process's CPU time as well as by wall time, since on a shared machine other
+//! processes' load moves wall time far more than CPU time.
 //!
 //! ```text
-//! cargo bench -p pinring-benches --bench decode
+//! cargo bench -p pinring-benches --bench decode            # every row
+//! cargo bench -p pinring-benches --bench decode -- small   # rows whose name holds "small"
 //! ```
 //!
 //! A synthetic `u16` shard of 32 Mi tokens (64 MiB, written to the temp dir and read once,
-//! so it sits in the page cache) and windows at random offsets:
+//! so that it sits in the page cache) and windows at random offsets:
 //!
-//! - `decode/large`: a batch of 64 windows of 131073 tokens (`T = 128 Ki`), 32 MiB as i32;
-//! - `decode/small`: a batch of 16 windows of 4097 tokens (`T = 4096`), 256 KiB as i32;
+//! - `large`: batches of 64 windows of 131073 tokens (`T = 128 Ki`), 32 MiB as i32;
+//! - `small`: batches of 16 windows of 4097 tokens (`T = 4096`), 256 KiB as i32;
 //!
 //! each with [`Tokens`] as `i32` and `i64` and [`NextToken`] as `i32`. One iteration
-//! decodes the whole batch into one reused buffer; criterion's throughput is the bytes
-//! written (the batch's size), so GiB/s compares across rows.
+//! decodes a whole batch into one reused buffer (ordinary memory, not pinned). Each row
+//! runs for `PINRING_BENCH_SECONDS` (default 1) five times; the median of the five is
+//! printed, in GiB/s of bytes written (the batch's size) per CPU second and per wall
+//! second.
 
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::time::Instant;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pinring::source::{NextToken, Order, ShardWriter, SplitMix64, TokenShards, TokenType, Tokens};
 use pinring::Decode;
+use pinring_benches::{median, process_cpu_time};
 
 const SHARD_TOKENS: u64 = 32 << 20;
+const REPEATS: usize = 5;
 
 struct Shard(PathBuf);
 
@@ -53,11 +60,49 @@ impl Drop for Shard {
     }
 }
 
-fn bench(c: &mut Criterion) {
+/// Runs `batch` for `seconds` `REPEATS` times; prints the medians of bytes per CPU second
+/// and per wall second.
+fn row(name: &str, bytes: usize, seconds: f64, mut batch: impl FnMut()) {
+    for _ in 0..3 {
+        batch(); // warm the caches and the output buffer
+    }
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        let (c0, t0) = (process_cpu_time(), Instant::now());
+        let mut n = 0u64;
+        while t0.elapsed().as_secs_f64() < seconds {
+            batch();
+            n += 1;
+        }
+        let (c1, t1) = (process_cpu_time(), t0.elapsed());
+        let gib = (n as f64 * bytes as f64) / f64::from(1u32 << 30);
+        let cpu_s = match (c0, c1) {
+            (Some(a), Some(b)) if b > a => (b - a).as_secs_f64(),
+            _ => f64::NAN,
+        };
+        cpu.push(gib / cpu_s);
+        wall.push(gib / t1.as_secs_f64());
+    }
+    println!(
+        "{name:<28} {:>7.2} GiB/s per CPU second   {:>7.2} GiB/s per wall second",
+        median(&mut cpu),
+        median(&mut wall)
+    );
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let seconds = std::env::var("PINRING_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
     let shard = Shard::new();
     let shards = TokenShards::open([&shard.0]).expect("open the shard");
-    let mut group = c.benchmark_group("decode");
-    for (name, batch, window) in [("large", 64usize, 131_073u64), ("small", 16, 4097)] {
+    for (size, batch, window) in [("large", 64usize, 131_073u64), ("small", 16, 4097)] {
         let windows: Vec<_> = shards
             .clone()
             .windows(window)
@@ -68,34 +113,32 @@ fn bench(c: &mut Criterion) {
             .take(batch)
             .collect();
         for ty in [TokenType::I32, TokenType::I64] {
+            let name = format!("decode/{size}/Tokens/{ty}");
+            if !wanted(&name) {
+                continue;
+            }
             let decoder = Tokens::new(ty);
             let sample = decoder.sample_bytes(window);
             let mut out = vec![0u8; batch * sample];
-            group.throughput(Throughput::Bytes(out.len() as u64));
-            group.bench_function(BenchmarkId::new(format!("{name}/Tokens"), ty), |b| {
-                b.iter(|| {
-                    for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
-                        decoder.decode(w.clone(), o).expect("decode");
-                    }
-                    black_box(&out);
-                })
-            });
-        }
-        let decoder = NextToken::new(TokenType::I32);
-        let sample = decoder.sample_bytes(window);
-        let mut out = vec![0u8; batch * sample];
-        group.throughput(Throughput::Bytes(out.len() as u64));
-        group.bench_function(BenchmarkId::new(format!("{name}/NextToken"), "i32"), |b| {
-            b.iter(|| {
+            row(&name, out.len(), seconds, || {
                 for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
                     decoder.decode(w.clone(), o).expect("decode");
                 }
                 black_box(&out);
-            })
+            });
+        }
+        let name = format!("decode/{size}/NextToken/i32");
+        if !wanted(&name) {
+            continue;
+        }
+        let decoder = NextToken::new(TokenType::I32);
+        let sample = decoder.sample_bytes(window);
+        let mut out = vec![0u8; batch * sample];
+        row(&name, out.len(), seconds, || {
+            for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
+                decoder.decode(w.clone(), o).expect("decode");
+            }
+            black_box(&out);
         });
     }
-    group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);
