@@ -10,7 +10,7 @@
 
 use super::shard::TokenShard;
 use super::token_type::TokenType;
-use super::widen::{widen_into, widen_tail, TooLargeForI32, Widening};
+use super::widen::{raw_start, widen_in_place, widen_into, TooLargeForI32, Widening};
 use crate::decode::Decode;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
@@ -102,9 +102,10 @@ impl Decode for Tokens {
         }
         let widening = widening(&window, self.ty)?;
         // The file's tokens into the tail of the sample, then widened forward over it.
-        let raw = need - window.byte_len();
-        window.read_into(&mut out[raw..])?;
-        widen_tail(out, widening).map_err(|e| too_large(&window, 0, e))
+        let bytes = window.byte_len();
+        let raw = raw_start(out, bytes, window.shard().offset_of(window.start()));
+        window.read_into(&mut out[raw..raw + bytes])?;
+        widen_in_place(out, raw, widening).map_err(|e| too_large(&window, 0, e))
     }
 }
 
@@ -213,16 +214,17 @@ impl Decode for NextToken {
             window
                 .shard()
                 .read_token_runs((start, inputs), (start + 1, targets))?;
-            widen_tail(inputs, widening).map_err(|e| too_large(&window, 0, e))?;
-            return widen_tail(targets, widening).map_err(|e| too_large(&window, 1, e));
+            widen_in_place(inputs, 0, widening).map_err(|e| too_large(&window, 0, e))?;
+            return widen_in_place(targets, 0, widening).map_err(|e| too_large(&window, 1, e));
         }
         // One read of the T + 1 tokens into the tail of the targets' half (it has room:
         // T·b ≥ (T + 1)·w when b ≥ 2w); the inputs' tokens 0..T are widened from there
         // into their own half, then the targets' 1..=T, the read's tail, in place.
-        let raw = t * b - n * w;
-        window.read_into(&mut targets[raw..])?;
+        let bytes = window.byte_len();
+        let raw = raw_start(targets, bytes, window.shard().offset_of(window.start()));
+        window.read_into(&mut targets[raw..raw + bytes])?;
         widen_into(&targets[raw..raw + t * w], inputs, widening)
             .map_err(|e| too_large(&window, 0, e))?;
-        widen_tail(targets, widening).map_err(|e| too_large(&window, 1, e))
+        widen_in_place(targets, raw + w, widening).map_err(|e| too_large(&window, 1, e))
     }
 }

@@ -197,7 +197,7 @@ impl TokenShard {
     }
 
     /// The byte offset of token `i` in the file.
-    fn offset_of(&self, i: usize) -> u64 {
+    pub(crate) fn offset_of(&self, i: usize) -> u64 {
         SHARD_HEADER_BYTES as u64 + i as u64 * self.format.token_bytes() as u64
     }
 }
