@@ -15,7 +15,9 @@
 //! - `large`: batches of 64 windows of 131073 tokens (`T = 128 Ki`), 32 MiB as i32;
 //! - `small`: batches of 16 windows of 4097 tokens (`T = 4096`), 256 KiB as i32;
 //!
-//! each with [`Tokens`] as `i32` and `i64` and [`NextToken`] as `i32`. One iteration
+//! each with [`Tokens`] as `i32` and `i64` and [`NextToken`] as `i32`; and the same
+//! windows of a `u32` shard (LLaMA-3's format, 32 Mi tokens) as `i32`, where nothing
+//! widens (`u32/...`). One iteration
 //! decodes a whole batch into one reused buffer (ordinary memory, not pinned). Each row
 //! runs for `PINRING_BENCH_SECONDS` (default 1) five times; the median of the five is
 //! printed, in GiB/s of bytes written (the batch's size) per CPU second and per wall
@@ -25,7 +27,9 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use pinring::source::{NextToken, Order, ShardWriter, SplitMix64, TokenShards, TokenType, Tokens};
+use pinring::source::{
+    NextToken, Order, ShardToken, ShardWriter, SplitMix64, TokenShards, TokenType, Tokens,
+};
 use pinring::Decode;
 use pinring_benches::{median, process_cpu_time};
 
@@ -35,16 +39,18 @@ const REPEATS: usize = 5;
 struct Shard(PathBuf);
 
 impl Shard {
-    fn new() -> Self {
-        let path =
-            std::env::temp_dir().join(format!("pinring-bench-decode-{}.bin", std::process::id()));
+    /// A shard of random `T` tokens below `vocab`.
+    fn new<T: ShardToken + TryFrom<u64>>(vocab: u64) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "pinring-bench-decode-{}-{vocab}.bin",
+            std::process::id()
+        ));
         let mut rng = SplitMix64::new(7);
-        let mut writer = ShardWriter::create(&path).expect("create the shard");
-        let mut chunk = vec![0u16; 1 << 16];
-        for _ in 0..SHARD_TOKENS / chunk.len() as u64 {
-            for t in &mut chunk {
-                *t = rng.below(50257) as u16;
-            }
+        let mut writer = ShardWriter::<T>::create_as(&path).expect("create the shard");
+        let mut chunk = Vec::with_capacity(1 << 16);
+        for _ in 0..SHARD_TOKENS >> 16 {
+            chunk.clear();
+            chunk.extend((0..1 << 16).filter_map(|_| T::try_from(rng.below(vocab)).ok()));
             writer.write(&chunk).expect("write the shard");
         }
         writer.finish().expect("finish the shard");
@@ -84,7 +90,7 @@ fn row(name: &str, bytes: usize, seconds: f64, mut batch: impl FnMut()) {
         wall.push(gib / t1.as_secs_f64());
     }
     println!(
-        "{name:<28} {:>7.2} GiB/s per CPU second   {:>7.2} GiB/s per wall second",
+        "{name:<32} {:>6.2} GiB/s per CPU second  {:>6.2} GiB/s per wall second",
         median(&mut cpu),
         median(&mut wall)
     );
@@ -100,9 +106,20 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
-    let shard = Shard::new();
-    let shards = TokenShards::open([&shard.0]).expect("open the shard");
-    for (size, batch, window) in [("large", 64usize, 131_073u64), ("small", 16, 4097)] {
+    let (gpt2, llama) = (Shard::new::<u16>(50257), Shard::new::<u32>(128_256));
+    let rows = [
+        ("large", &gpt2, 64usize, 131_073u64),
+        ("small", &gpt2, 16, 4097),
+        ("u32/large", &llama, 64, 131_073),
+        ("u32/small", &llama, 16, 4097),
+    ];
+    for (size, shard, batch, window) in rows {
+        let shards = TokenShards::open([&shard.0]).expect("open the shard");
+        let types: &[TokenType] = if size.starts_with("u32") {
+            &[TokenType::I32]
+        } else {
+            &[TokenType::I32, TokenType::I64]
+        };
         let windows: Vec<_> = shards
             .clone()
             .windows(window)
@@ -112,7 +129,7 @@ fn main() {
             .iter()
             .take(batch)
             .collect();
-        for ty in [TokenType::I32, TokenType::I64] {
+        for &ty in types {
             let name = format!("decode/{size}/Tokens/{ty}");
             if !wanted(&name) {
                 continue;
