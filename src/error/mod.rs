@@ -134,7 +134,7 @@ pub enum Error {
 
     /// A data source could not be opened (the file and what is wrong with it) or read (a
     /// file that changed under the loader: from `pop`, with the batch and sample it hit),
-    /// or a sampler was set up wrong; see [`SourceError`](source::SourceError).
+    /// or a sampler was set up wrong; see [`SourceError`].
     #[error(transparent)]
     Source(#[from] SourceError),
 }
@@ -289,7 +289,7 @@ impl Error {
 ///
 /// A pipeline reports a message as [`Error::Decode`] and a source error as
 /// [`Error::Source`], with the batch and sample it hit
-/// ([`SourceError::Read`](source::SourceError::Read)'s `at`). `?` turns a
+/// ([`SourceError::Read`]'s `at`). `?` turns a
 /// [`SourceError`] into a `DecodeError`, so a decoder of your own that reads a window's
 /// bytes passes a changed file on as the built-in decoders do.
 ///

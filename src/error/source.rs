@@ -225,8 +225,14 @@ impl FileProblem {
 ///
 /// A source checks its file after every read (its size, modification time and links, as
 /// the system reports them for the open file once the read is done), so a sample is
-/// never built from bytes of a file that changed while it was read; what the checks can
-/// and cannot see is in `ARCHITECTURE.md` ("Files that change under the loader").
+/// never built from bytes of a file that changed while it was read. What the check cannot
+/// see (`ARCHITECTURE.md`, "Files that change under the loader", has the details): a
+/// same-size rewrite that leaves the modification time as it was (within one timestamp
+/// tick of the previous write, on coarse-timestamp filesystems); writes through another
+/// process's shared mapping until the page is made writable; a rename over or deletion of
+/// a file with another hard link, or on an NFS client that keeps a deleted open file (the
+/// loader then reads the file it opened, whole); and a change is found at the next read
+/// of that file, not when it happens.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadProblem {

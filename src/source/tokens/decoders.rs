@@ -137,7 +137,7 @@ fn too_large(window: &Window<TokenShard>, from: usize, e: TooLargeForI32) -> Dec
 /// the sample is
 /// the `T` inputs (tokens `0..T`) followed by the `T` targets (tokens `1..=T`), each as
 /// [`TokenType`], so a batch is a `[B, 2, T]` array. Reads shards of either
-/// [`ShardFormat`] (see [`TokenType`] for `u32` shards). [`split`](Self::split) cuts a
+/// [`ShardFormat`](crate::source::ShardFormat) (see [`TokenType`] for `u32` shards). [`split`](Self::split) cuts a
 /// sample's bytes back into the two halves.
 ///
 /// ```

@@ -17,7 +17,7 @@ use crate::source::sampling::segmented::{Segmented, WindowSpec};
 use crate::source::sampling::window::Window;
 
 /// One or more token shards, in order: the token source for a
-/// [`Sampler`](crate::source::Sampler), whose windows are `Window<TokenShard>`.
+/// [`Sampler`], whose windows are `Window<TokenShard>`.
 ///
 /// ```
 /// use pinring::source::{write_shard, Order, TokenShards};
