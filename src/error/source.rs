@@ -244,7 +244,8 @@ pub enum ReadProblem {
         /// Its length when it was opened.
         opened: u64,
     },
-    /// Its size or modification time changed since it was opened: it was written to.
+    /// Its size or modification time changed since it was opened: it was written to (a
+    /// `touch` that moves the time counts too).
     #[error("it was written to since it was opened (now {len} bytes, {opened} when opened; its modification time {})", if *modified { "changed" } else { "is the same" })]
     Rewritten {
         /// Its length now, in bytes.
