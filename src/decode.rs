@@ -12,7 +12,9 @@ use crate::error::DecodeError;
 /// staging copy: these are the bytes the copy thread sends to the device.
 ///
 /// A returned [`DecodeError`] or a panic stops the pipeline; the consumer's next `pop`
-/// after the batches already built reports it with the batch's sequence and sample index.
+/// after the batches already built reports it with the batch's sequence and sample index
+/// (a `DecodeError` that carries a [`SourceError`](crate::source::SourceError), such as a
+/// file that changed under the loader, as [`Error::Source`](crate::Error::Source)).
 pub trait Decode: Send + Sync + 'static {
     /// What the source iterator yields.
     type Sample: Send + 'static;

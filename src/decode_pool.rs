@@ -99,11 +99,7 @@ impl<D: Decode> DecodeWork<D> {
                 let result = catch_unwind(AssertUnwindSafe(|| self.decoder.decode(sample, out)));
                 let error = match result {
                     Ok(Ok(())) => continue,
-                    Ok(Err(e)) => Error::Decode {
-                        seq: k,
-                        sample: j,
-                        message: e.0,
-                    },
+                    Ok(Err(e)) => e.into_error(k, j),
                     Err(payload) => Error::DecoderPanic {
                         seq: k,
                         sample: j,

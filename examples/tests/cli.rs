@@ -485,14 +485,16 @@ fn make_shard_writes_each_format_in_place() {
     assert_eq!(std::fs::read(dir.path().join("a.bin")).unwrap(), first);
     let shard = TokenShard::open(dir.path().join("a.bin")).unwrap();
     assert_eq!((shard.format(), shard.len()), (ShardFormat::U16, 10000));
-    assert!((0..10000).all(|i| shard.token(i).unwrap() < 50257));
+    assert!((0..10000).all(|i| shard.token(i).unwrap().unwrap() < 50257));
 
     // u32 (llm.c's LLaMA-3 format), with --flag=value.
     let run = dir.run("make_shard", &["--u32", "b.bin", "20000", "--vocab=200000"]);
     assert!(run.ok(), "{run:#?}");
     let shard = TokenShard::open(dir.path().join("b.bin")).unwrap();
     assert_eq!((shard.format(), shard.len()), (ShardFormat::U32, 20000));
-    let tokens: Vec<u32> = (0..20000).map(|i| shard.token(i).unwrap()).collect();
+    let tokens: Vec<u32> = (0..20000)
+        .map(|i| shard.token(i).unwrap().unwrap())
+        .collect();
     assert!(tokens.iter().all(|&t| t < 200_000));
     assert!(tokens.iter().any(|&t| t > u32::from(u16::MAX)));
     // Nothing else is left in the folder (no temporary file).
@@ -613,7 +615,7 @@ fn train_tokens_errors_name_the_real_cause() {
         ),
         (
             vec![&shard, "--seq", "5000"],
-            "no window of 5001 units fits",
+            "no window of 5001 tokens fits: the longest file, shard.bin, holds 5000 tokens",
         ),
         (
             vec!["llama.bin", "--seq", "4", "--dtype", "u16"],

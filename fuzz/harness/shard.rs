@@ -1,6 +1,7 @@
 //! The `shard` property: arbitrary bytes as a token-shard file (of either format: `u16`
 //! or `u32` tokens) give either the error the format's documented checks name (a
-//! `SourceError::File` for this file with the right `FileProblem`) or a shard whose every
+//! `SourceError::File` for this file with the right `FileProblem`, or the token format's
+//! `ShardProblem` inside it) or a shard whose every
 //! token reads back as the file's bytes; samplers over it yield only windows inside it,
 //! with the file's tokens and the id and epoch that name them; the token decoders write
 //! exactly those tokens, refuse a type that cannot hold one (u16 from a u32 shard, i32
@@ -13,8 +14,8 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use pinring::source::{
-    FileProblem, NextToken, Order, Sampler, ShardFormat, SourceError, TokenShard, TokenShards,
-    TokenType, Tokens, SHARD_HEADER_BYTES, SHARD_MAGIC,
+    FileProblem, NextToken, Order, Sampler, ShardFormat, ShardProblem, SourceError, TokenShard,
+    TokenShards, TokenType, Tokens, Window, SHARD_HEADER_BYTES, SHARD_MAGIC,
 };
 use pinring::{Decode, Error};
 
@@ -164,34 +165,44 @@ impl<'a> Arbitrary<'a> for ShardInput {
 }
 
 /// What the documented checks of `TokenShard::open` say about `file`.
-fn expected_problem(file: &[u8]) -> Option<FileProblem> {
+#[derive(Debug)]
+enum Expected {
+    /// A problem of any file.
+    Empty,
+    /// A problem of a token shard.
+    Shard(ShardProblem),
+}
+
+/// What the documented checks of `TokenShard::open` say about `file`.
+fn expected_problem(file: &[u8]) -> Option<Expected> {
     let len = file.len() as u64;
     let header = SHARD_HEADER_BYTES as u64;
     if len == 0 {
-        return Some(FileProblem::Empty);
+        return Some(Expected::Empty);
     }
+    let shard = |p| Some(Expected::Shard(p));
     if len < header {
-        return Some(FileProblem::TruncatedHeader {
+        return shard(ShardProblem::TruncatedHeader {
             len,
             needed: header,
         });
     }
     let word = |i: usize| i32::from_le_bytes(file[i * 4..i * 4 + 4].try_into().unwrap());
     let Some(format) = ShardFormat::from_magic(word(0)) else {
-        return Some(FileProblem::BadMagic {
+        return shard(ShardProblem::BadMagic {
             found: word(0),
             expected: SHARD_MAGIC,
         });
     };
     if word(1) != format.version() {
-        return Some(FileProblem::BadVersion {
+        return shard(ShardProblem::BadVersion {
             found: word(1),
             expected: format.version(),
         });
     }
     let count = word(2);
     if count <= 0 {
-        return Some(FileProblem::BadTokenCount {
+        return shard(ShardProblem::BadTokenCount {
             count: i64::from(count),
         });
     }
@@ -199,10 +210,10 @@ fn expected_problem(file: &[u8]) -> Option<FileProblem> {
     let width = format.token_bytes() as u64;
     let needed = header + width * count;
     if needed > len {
-        return Some(FileProblem::TokensBeyondFile { count, needed, len });
+        return shard(ShardProblem::TokensBeyondFile { count, needed, len });
     }
     if len > needed {
-        return Some(FileProblem::TrailingBytes {
+        return shard(ShardProblem::TrailingBytes {
             count,
             extra: len - needed,
             token_bytes: width,
@@ -211,53 +222,10 @@ fn expected_problem(file: &[u8]) -> Option<FileProblem> {
     None
 }
 
-fn same_problem(a: &FileProblem, b: &FileProblem) -> bool {
-    use FileProblem as P;
-    match (a, b) {
-        (P::Empty, P::Empty) => true,
-        (
-            P::TruncatedHeader { len, needed },
-            P::TruncatedHeader {
-                len: l2,
-                needed: n2,
-            },
-        ) => (len, needed) == (l2, n2),
-        (
-            P::BadMagic { found, expected },
-            P::BadMagic {
-                found: f2,
-                expected: e2,
-            },
-        )
-        | (
-            P::BadVersion { found, expected },
-            P::BadVersion {
-                found: f2,
-                expected: e2,
-            },
-        ) => (found, expected) == (f2, e2),
-        (P::BadTokenCount { count }, P::BadTokenCount { count: c2 }) => count == c2,
-        (
-            P::TokensBeyondFile { count, needed, len },
-            P::TokensBeyondFile {
-                count: c2,
-                needed: n2,
-                len: l2,
-            },
-        ) => (count, needed, len) == (c2, n2, l2),
-        (
-            P::TrailingBytes {
-                count,
-                extra,
-                token_bytes,
-            },
-            P::TrailingBytes {
-                count: c2,
-                extra: e2,
-                token_bytes: t2,
-            },
-        ) => (count, extra, token_bytes) == (c2, e2, t2),
-        _ => false,
+fn same_problem(got: &FileProblem, want: &Expected) -> bool {
+    match want {
+        Expected::Empty => matches!(got, FileProblem::Empty),
+        Expected::Shard(want) => got.format_problem::<ShardProblem>() == Some(want),
     }
 }
 
@@ -347,15 +315,21 @@ pub fn check(input: &ShardInput, file: &TempFile) -> Result<Reached, String> {
             tokens.len()
         ));
     }
-    if shard.token_bytes() != &input.file[SHARD_HEADER_BYTES..] {
-        return Err("token_bytes differ from the file".into());
+    let shard = Arc::new(shard);
+    let whole =
+        Window::new(shard.clone(), 0, tokens.len()).ok_or("no window of the whole shard")?;
+    match whole.read_bytes() {
+        Ok(bytes) if bytes == input.file[SHARD_HEADER_BYTES..] => {}
+        other => {
+            return Err(format!(
+                "the whole shard reads {other:?}, not the file's tokens"
+            ))
+        }
     }
     for (i, &t) in tokens.iter().enumerate() {
-        if shard.token(i) != Some(t) {
-            return Err(format!(
-                "token {i} reads {:?}, the file has {t}",
-                shard.token(i)
-            ));
+        let got = shard.token(i).map_err(|e| format!("token {i}: {e}"))?;
+        if got != Some(t) {
+            return Err(format!("token {i} reads {got:?}, the file has {t}"));
         }
     }
     for i in [
@@ -364,11 +338,12 @@ pub fn check(input: &ShardInput, file: &TempFile) -> Result<Reached, String> {
         usize::MAX / 2 + 1,
         usize::MAX,
     ] {
-        if shard.token(i).is_some() {
-            return Err(format!("token {i} past the end reads {:?}", shard.token(i)));
+        let got = shard.token(i).map_err(|e| format!("token {i}: {e}"))?;
+        if got.is_some() {
+            return Err(format!("token {i} past the end reads {got:?}"));
         }
     }
-    check_sampler(input, Arc::new(shard), &tokens)
+    check_sampler(input, shard, &tokens)
 }
 
 /// Builds the input's sampler over the shard; checks its verdict and its windows.
@@ -377,6 +352,8 @@ fn check_sampler(
     shard: Arc<TokenShard>,
     tokens: &[u32],
 ) -> Result<Reached, String> {
+    let file_path = shard.path().to_path_buf();
+    let file_path = file_path.as_path();
     let shards = TokenShards::from_shards([shard]).map_err(|e| format!("from_shards: {e}"))?;
     let mut builder = Sampler::builder(shards)
         .window(input.window)
@@ -399,9 +376,18 @@ fn check_sampler(
                 Error::Source(SourceError::BadRank { rank, world_size }) => {
                     *rank >= *world_size && *world_size == input.world_size
                 }
-                // No window fits in the file.
-                Error::Source(SourceError::NoWindows { window, longest }) => {
-                    *window == w && *longest == n && w > n
+                // No window fits in the file, which is named, in tokens.
+                Error::Source(SourceError::NoWindows {
+                    window,
+                    longest,
+                    unit,
+                    path: p,
+                }) => {
+                    *window == w
+                        && *longest == n
+                        && w > n
+                        && *unit == "tokens"
+                        && p.as_deref() == Some(file_path)
                 }
                 // Windows fit, but this rank's share of the epoch is empty.
                 Error::Source(SourceError::EmptyShare {
@@ -451,8 +437,9 @@ fn check_sampler(
                 return Err(format!("window {start}+{len} outside the shard of {n}"));
             }
             let want = &tokens[start as usize..(start + len) as usize];
-            if window.to_vec() != want {
-                return Err(format!("window at {start} has the wrong tokens"));
+            match window.to_vec() {
+                Ok(got) if got == want => {}
+                other => return Err(format!("window at {start} reads {other:?}")),
             }
             if input.order == Order::Sequential {
                 let g = input.rank + i as u64 * input.world_size;
@@ -503,11 +490,7 @@ fn check_sampler(
 
 /// The token decoders write exactly the window's tokens, refuse a type that cannot hold
 /// one, and reject a wrong size.
-fn check_decoders(
-    window: &pinring::source::TokenWindow,
-    want: &[u32],
-    ty: TokenType,
-) -> Result<(), String> {
+fn check_decoders(window: &Window<TokenShard>, want: &[u32], ty: TokenType) -> Result<(), String> {
     let read = |out: &[u8]| -> Vec<u64> {
         out.chunks_exact(ty.bytes())
             .map(|c| {

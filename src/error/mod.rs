@@ -132,8 +132,9 @@ pub enum Error {
     #[error("fence rejected: {0}")]
     Fence(String),
 
-    /// A data source could not be opened (the file and what is wrong with it), or a
-    /// sampler was set up wrong; see [`SourceError`](source::SourceError).
+    /// A data source could not be opened (the file and what is wrong with it) or read (a
+    /// file that changed under the loader: from `pop`, with the batch and sample it hit),
+    /// or a sampler was set up wrong; see [`SourceError`].
     #[error(transparent)]
     Source(#[from] SourceError),
 }
@@ -283,24 +284,81 @@ impl Error {
     }
 }
 
-/// What a decoder returns when a sample cannot be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError(pub String);
+/// What a decoder returns when a sample cannot be decoded: a message, or the
+/// [`SourceError`] of a file that could not be read (it changed under the loader, say).
+///
+/// A pipeline reports a message as [`Error::Decode`] and a source error as
+/// [`Error::Source`], with the batch and sample it hit
+/// ([`SourceError::Read`]'s `at`). `?` turns a
+/// [`SourceError`] into a `DecodeError`, so a decoder of your own that reads a window's
+/// bytes passes a changed file on as the built-in decoders do.
+///
+/// ```
+/// use pinring::DecodeError;
+/// let e = DecodeError::new("token 70000 does not fit u16");
+/// assert_eq!((e.to_string().as_str(), e.source_error().is_none()), ("token 70000 does not fit u16", true));
+/// ```
+#[derive(Debug)]
+pub struct DecodeError {
+    message: String,
+    source: Option<Box<SourceError>>,
+}
 
 impl DecodeError {
     /// A decode error with this message.
     pub fn new(message: impl Into<String>) -> Self {
-        DecodeError(message.into())
+        DecodeError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The message (for a source error, its text).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The source error, when the sample's file could not be read.
+    pub fn source_error(&self) -> Option<&SourceError> {
+        self.source.as_deref()
+    }
+
+    /// The pipeline's error for this failure on sample `sample` of batch `seq`:
+    /// [`Error::Source`] (its read placed there) or [`Error::Decode`].
+    pub(crate) fn into_error(self, seq: u64, sample: usize) -> Error {
+        match self.source {
+            Some(source) => Error::Source(source.at_sample(seq, sample)),
+            None => Error::Decode {
+                seq,
+                sample,
+                message: self.message,
+            },
+        }
+    }
+}
+
+impl From<SourceError> for DecodeError {
+    fn from(source: SourceError) -> Self {
+        DecodeError {
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        }
     }
 }
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for DecodeError {}
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Shorthand for results with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

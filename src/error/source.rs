@@ -1,14 +1,15 @@
-//! What can go wrong opening a data source or setting up a sampler.
+//! What can go wrong opening a data source, reading it, or setting up a sampler: the
+//! problems every format shares. A format's own problems (a token shard's header, ...)
+//! live with the format and ride in [`FileProblem::Format`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::source::TokenType;
-use crate::source::{ShardFormat, SHARD_MAGIC_U32};
-
-/// A data source could not be opened, or a sampler was set up wrong.
+/// A data source could not be opened or read, or a sampler was set up wrong.
 ///
 /// Reached through [`Error::Source`](crate::Error::Source). Every file problem names the
-/// file; match on [`FileProblem`] to tell the cases apart.
+/// file; match on [`FileProblem`] to tell the cases apart, and on [`ReadProblem`] for a
+/// file that changed under the loader. [`path`](Self::path) gives the file (or pattern) an
+/// error is about, whatever the variant.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {
@@ -19,6 +20,24 @@ pub enum SourceError {
         path: PathBuf,
         /// What is wrong with it.
         problem: FileProblem,
+    },
+    /// A file that opened fine failed while a sample was read from it: it changed under
+    /// the loader (shrank, was written to, replaced or deleted), or the system could not
+    /// read it. A pipeline reports it from `pop`, after the batches before it, with the
+    /// batch and sample it hit ([`at`](Self::Read::at)).
+    #[error(
+        "{}: {problem}{}{}",
+        path.display(),
+        at.map_or_else(String::new, |a| format!(" (batch {}, sample {})", a.seq, a.sample)),
+        if problem.is_change() { CHANGED_FIX } else { "" }
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        problem: ReadProblem,
+        /// The batch and sample being decoded, when a pipeline reports it.
+        at: Option<SampleAt>,
     },
     /// A pattern given to a `glob` constructor matched no file.
     #[error("no file matches `{pattern}`")]
@@ -49,13 +68,18 @@ pub enum SourceError {
         world_size: u64,
     },
     /// No segment (file) of the source is long enough for a single window, so an epoch
-    /// is empty.
-    #[error("no window of {window} units fits: the longest file holds {longest}")]
+    /// is empty. Names the longest file, measured in the format's units.
+    #[error("{}", no_windows(*window, *longest, unit, path.as_deref()))]
     NoWindows {
-        /// Units (tokens or records) per window.
+        /// Units per window.
         window: u64,
         /// Units in the longest segment.
         longest: u64,
+        /// What the units are, plural: `"tokens"`, `"records"` (`"units"` for a source
+        /// that does not say; see [`Segmented::unit_name`](crate::source::Segmented::unit_name)).
+        unit: &'static str,
+        /// The longest segment's file, when the source's segments are files.
+        path: Option<PathBuf>,
     },
     /// The source has windows, but this rank's share of an epoch is empty: there are
     /// fewer windows than ranks (or [`even_ranks`](crate::source::SamplerBuilder::even_ranks)
@@ -70,22 +94,6 @@ pub enum SourceError {
         windows: u64,
         /// Whether `even_ranks` was set.
         even_ranks: bool,
-    },
-    /// A decoder's token type cannot hold the tokens a shard stores: `u16` output from a
-    /// shard of `u32` tokens. Found up front by
-    /// [`TokenShards::check_token_type`](crate::source::TokenShards::check_token_type).
-    #[error(
-        "{}: holds {format} tokens, which the decoder's {ty} cannot hold: decode it as i32 \
-         or i64",
-        path.display()
-    )]
-    TokenTypeTooNarrow {
-        /// The first shard whose tokens do not fit.
-        path: PathBuf,
-        /// That shard's format.
-        format: ShardFormat,
-        /// The decoder's token type.
-        ty: TokenType,
     },
     /// With a [`batch_size`](crate::source::SamplerBuilder::batch_size), an epoch has too few
     /// windows to give every rank a batch: fewer than `world_size × batch_size` with
@@ -141,10 +149,12 @@ pub enum SourceError {
         positions: Vec<(u64, u64)>,
     },
     /// A checkpoint's text form (or a field of it) could not be read.
-    #[error("bad checkpoint text (line {line}): {why}")]
+    #[error("{}", bad_text(*line, *column, why))]
     BadCheckpointText {
         /// The line, from 1 (0: a field of a checkpoint value, not a line of text).
         line: usize,
+        /// The column, from 1 (0 with line 0).
+        column: usize,
         /// What is wrong.
         why: String,
     },
@@ -159,86 +169,25 @@ pub enum SourceError {
 }
 
 /// What is wrong with one file. Carried by [`SourceError::File`], which names the file.
+///
+/// The variants are those of every format; what a format itself demands (a token shard's
+/// header, say) is [`Format`](Self::Format), the format's own problem type, which
+/// [`format_problem`](Self::format_problem) gives back.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FileProblem {
-    /// The system could not open, read, map or write it.
+    /// The system could not open, read or write it.
     #[error("{0}")]
     Io(#[from] std::io::Error),
     /// The path names a directory, not a file.
     #[error("is a directory, not a file: name the files in it, or a pattern such as `DIR/*.bin`")]
     IsDirectory,
-    /// The path names something other than a regular file (a device, a pipe, a socket),
-    /// which cannot be memory-mapped.
-    #[error("not a regular file (a device, pipe or socket): sources memory-map plain files")]
+    /// The path names something other than a regular file (a device, a pipe, a socket).
+    #[error("not a regular file (a device, pipe or socket): sources read plain files")]
     NotAFile,
     /// The file has no bytes at all.
     #[error("file is empty (0 bytes)")]
     Empty,
-    /// The file is shorter than the header.
-    #[error("truncated header: the file has {len} bytes, a header needs {needed}")]
-    TruncatedHeader {
-        /// The file's length in bytes.
-        len: u64,
-        /// Bytes the header takes.
-        needed: u64,
-    },
-    /// The header's magic number is neither llm.c format's.
-    #[error(
-        "wrong magic number {found}: not a token shard (llm.c's shards start with {expected} \
-         for u16 tokens or {SHARD_MAGIC_U32} for u32 tokens)"
-    )]
-    BadMagic {
-        /// The magic found.
-        found: i32,
-        /// The u16 format's magic, [`SHARD_MAGIC`](crate::source::SHARD_MAGIC) (the u32 format's
-        /// is [`SHARD_MAGIC_U32`](crate::source::SHARD_MAGIC_U32)).
-        expected: i32,
-    },
-    /// The header's version is not the one this crate reads for the header's magic.
-    #[error("unsupported version {found} for {} (expected {expected})", version_context(*expected))]
-    BadVersion {
-        /// The version found.
-        found: i32,
-        /// The version this crate reads for the magic found:
-        /// [`SHARD_VERSION`](crate::source::SHARD_VERSION) for u16 shards,
-        /// [`SHARD_VERSION_U32`](crate::source::SHARD_VERSION_U32) for u32 shards.
-        expected: i32,
-    },
-    /// The header's token count is zero or negative (or, when writing, too large).
-    #[error("bad token count {count} in the header: it must be in 1..=2147483647")]
-    BadTokenCount {
-        /// The count found (or asked for).
-        count: i64,
-    },
-    /// The header promises more tokens than the file holds.
-    #[error(
-        "token count {count} is beyond the file: it needs {needed} bytes, the file has {len}{}",
-        width_hint_short(*count, *needed, *len)
-    )]
-    TokensBeyondFile {
-        /// The header's token count.
-        count: u64,
-        /// Bytes header plus tokens take.
-        needed: u64,
-        /// The file's length in bytes.
-        len: u64,
-    },
-    /// The file holds bytes past the tokens the header counts. When the file is exactly
-    /// the size of the counted tokens at another width, the message says so: a shard of
-    /// `u32` tokens behind a `u16` header is the usual cause.
-    #[error(
-        "{extra} trailing bytes after the {count} tokens the header counts{}",
-        width_hint_trailing(*count, *extra, *token_bytes)
-    )]
-    TrailingBytes {
-        /// The header's token count.
-        count: u64,
-        /// Bytes past the last token.
-        extra: u64,
-        /// Bytes per token of the header's format (2 or 4).
-        token_bytes: u64,
-    },
     /// The file's length is not a whole number of records.
     #[error("length {len} is not a multiple of the record size {record_bytes}")]
     PartialRecord {
@@ -253,7 +202,92 @@ pub enum FileProblem {
         /// The file's length in bytes.
         len: u64,
     },
+    /// The file is not what its format demands: the format's own problem (for llm.c token
+    /// shards a `ShardProblem`: a bad header, a size that does not match it, ...). Get it
+    /// back with [`format_problem`](Self::format_problem).
+    #[error(transparent)]
+    Format(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
+
+impl FileProblem {
+    /// The format's own problem, when this is a [`Format`](Self::Format) problem of type
+    /// `P` (`file_problem.format_problem::<ShardProblem>()` for a token shard).
+    pub fn format_problem<P: std::error::Error + 'static>(&self) -> Option<&P> {
+        match self {
+            FileProblem::Format(problem) => problem.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// What went wrong reading a sample from a file that opened fine: it changed under the
+/// loader, or the system could not read it. Carried by [`SourceError::Read`].
+///
+/// A source checks its file after every read (its size, modification time and links, as
+/// the system reports them for the open file once the read is done), so a sample is
+/// never built from bytes of a file that changed while it was read. What the check cannot
+/// see (`ARCHITECTURE.md`, "Files that change under the loader", has the details): a
+/// same-size rewrite that leaves the modification time as it was (within one timestamp
+/// tick of the previous write, on coarse-timestamp filesystems); writes through another
+/// process's shared mapping until the page is made writable; a rename over or deletion of
+/// a file with another hard link, or on an NFS client that keeps a deleted open file (the
+/// loader then reads the file it opened, whole); and a change is found at the next read
+/// of that file, not when it happens.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadProblem {
+    /// The file is shorter than when it was opened: truncated, or being rewritten.
+    #[error("it shrank to {len} bytes from the {opened} it had when opened (truncated, or being rewritten)")]
+    Shrank {
+        /// Its length now, in bytes.
+        len: u64,
+        /// Its length when it was opened.
+        opened: u64,
+    },
+    /// Its size or modification time changed since it was opened: it was written to (a
+    /// `touch` that moves the time counts too).
+    #[error("it was written to since it was opened (now {len} bytes, {opened} when opened; its modification time {})", if *modified { "changed" } else { "is the same" })]
+    Rewritten {
+        /// Its length now, in bytes.
+        len: u64,
+        /// Its length when it was opened.
+        opened: u64,
+        /// Whether its modification time changed.
+        modified: bool,
+    },
+    /// Its path names another file now: it was replaced (renamed over, or deleted and
+    /// written anew). The loader had been reading the file it opened.
+    #[error("it was replaced: the path names another file now")]
+    Replaced,
+    /// It was deleted: its path names no file now.
+    #[error("it was deleted")]
+    Removed,
+    /// The system could not read it.
+    #[error("it could not be read: {0}")]
+    Io(std::io::Error),
+}
+
+impl ReadProblem {
+    /// Whether the file changed under the loader (every problem but [`Io`](Self::Io)).
+    pub fn is_change(&self) -> bool {
+        !matches!(self, ReadProblem::Io(_))
+    }
+}
+
+/// Where a failed read happened in a pipeline: the batch (its sequence number) and the
+/// sample's index in it. Set on [`SourceError::Read`] when the pipeline reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SampleAt {
+    /// Sequence number of the batch that could not be built.
+    pub seq: u64,
+    /// Index of the sample within that batch.
+    pub sample: usize,
+}
+
+/// What to do about a file that changed under the loader.
+const CHANGED_FIX: &str =
+    ": a file must not change while a loader reads it; write new data under a \
+     new name (or to a temporary name renamed into place once the loader is stopped)";
 
 impl SourceError {
     /// A [`SourceError::File`] for `path`.
@@ -271,6 +305,55 @@ impl SourceError {
             _ => None,
         }
     }
+
+    /// The file (or pattern) the error is about: the file of [`File`](Self::File) and
+    /// [`Read`](Self::Read), the longest file of [`NoWindows`](Self::NoWindows), the
+    /// pattern of [`NoMatch`](Self::NoMatch) and [`BadPattern`](Self::BadPattern); `None`
+    /// for the others (and for `NoWindows` over a source without files).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            SourceError::File { path, .. } | SourceError::Read { path, .. } => Some(path),
+            SourceError::NoMatch { pattern } | SourceError::BadPattern { pattern, .. } => {
+                Some(pattern)
+            }
+            SourceError::NoWindows { path, .. } => path.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The error with the batch and sample a pipeline was decoding: sets
+    /// [`Read`](Self::Read)'s `at`; the other variants carry no place and stay as they are.
+    pub(crate) fn at_sample(self, seq: u64, sample: usize) -> Self {
+        match self {
+            SourceError::Read { path, problem, .. } => SourceError::Read {
+                path,
+                problem,
+                at: Some(SampleAt { seq, sample }),
+            },
+            other => other,
+        }
+    }
+}
+
+/// The message of [`SourceError::BadCheckpointText`].
+fn bad_text(line: usize, column: usize, why: &str) -> String {
+    if line == 0 {
+        format!("bad checkpoint: {why}")
+    } else {
+        format!("bad checkpoint text (line {line}, column {column}): {why}")
+    }
+}
+
+/// The message of [`SourceError::NoWindows`].
+fn no_windows(window: u64, longest: u64, unit: &str, path: Option<&Path>) -> String {
+    let longest_file = match path {
+        Some(p) => format!("the longest file, {},", p.display()),
+        None => "the longest segment".to_owned(),
+    };
+    format!(
+        "no window of {window} {unit} fits: {longest_file} holds {longest} {unit}; use a \
+         shorter window (a smaller sequence length) or longer files"
+    )
 }
 
 /// The rest of a [`SourceError::EmptyShare`] message.
@@ -319,60 +402,4 @@ fn unequal_ranks(positions: &[(u64, u64)]) -> String {
         one global position describes them all",
         each.join(", ")
     )
-}
-
-/// The format a [`FileProblem::BadVersion`]'s expected version belongs to.
-fn version_context(expected: i32) -> String {
-    match [ShardFormat::U16, ShardFormat::U32]
-        .into_iter()
-        .find(|f| f.version() == expected)
-    {
-        Some(f) => format!("a {} shard (magic {})", f.describe(), f.magic()),
-        None => "this shard".to_owned(),
-    }
-}
-
-/// The token width the file's data would have if each counted token took the same
-/// number of bytes, when that is a plausible width other than the header's.
-fn other_width(count: u64, data: u64, token_bytes: u64) -> Option<u64> {
-    if count == 0 || data % count != 0 {
-        return None;
-    }
-    let width = data / count;
-    (matches!(width, 1 | 2 | 4 | 8) && width != token_bytes).then_some(width)
-}
-
-fn width_hint(width: u64, token_bytes: u64) -> String {
-    format!(
-        "; the file holds exactly {width} bytes per counted token, where the header's format \
-         has {token_bytes}: were the tokens written {}-bit? (u16 tokens go with magic {} and \
-         version {}, u32 tokens with magic {} and version {})",
-        width * 8,
-        ShardFormat::U16.magic(),
-        ShardFormat::U16.version(),
-        ShardFormat::U32.magic(),
-        ShardFormat::U32.version(),
-    )
-}
-
-/// The token-width hint of a [`FileProblem::TrailingBytes`] message, or nothing.
-fn width_hint_trailing(count: u64, extra: u64, token_bytes: u64) -> String {
-    count
-        .checked_mul(token_bytes)
-        .and_then(|d| d.checked_add(extra))
-        .and_then(|data| other_width(count, data, token_bytes))
-        .map_or_else(String::new, |w| width_hint(w, token_bytes))
-}
-
-/// The token-width hint of a [`FileProblem::TokensBeyondFile`] message, or nothing.
-fn width_hint_short(count: u64, needed: u64, len: u64) -> String {
-    let header = crate::source::SHARD_HEADER_BYTES as u64;
-    let (Some(tokens), Some(data)) = (needed.checked_sub(header), len.checked_sub(header)) else {
-        return String::new();
-    };
-    if count == 0 || tokens % count != 0 || data == 0 {
-        return String::new();
-    }
-    other_width(count, data, tokens / count)
-        .map_or_else(String::new, |w| width_hint(w, tokens / count))
 }

@@ -5,10 +5,11 @@
 //!
 //! Token shards are llm.c's `.bin` files, of `u16` tokens (its GPT-2 format) or `u32`
 //! tokens (its LLaMA-3 format); [`TokenShard`] reads both and [`ShardFormat`] says which a
-//! file is. Both window types, [`TokenWindow`] and [`RecordWindow`], give their place as
-//! [`start`](TokenWindow::start) and [`len`](TokenWindow::len), in their units (tokens,
-//! records), their stable [`id`](TokenWindow::id) (the same on every rank, world size,
-//! seed and epoch) and the [`epoch`](TokenWindow::epoch) they were drawn for.
+//! file is. Their windows, `Window<TokenShard>`, and those of files of fixed-size records,
+//! `Window<RecordFile>`, are one generic [`Window`]: its place as
+//! [`start`](Window::start) and [`len`](Window::len), in the file's units (tokens,
+//! records), its stable [`id`](Window::id) (the same on every rank, world size, seed and
+//! epoch) and the [`epoch`](Window::epoch) it was drawn for.
 //!
 //! For data-parallel training, [`SamplerBuilder::shard`] gives each rank a disjoint share
 //! of every epoch and [`SamplerBuilder::batch_size`] makes the shares equal in whole
@@ -18,8 +19,17 @@
 //! once across the two runs ([`Sampler`] has the details and an example).
 //!
 //! Sources plug into the pipeline through the sampler's iterator, which yields small
-//! descriptors — a shared handle on a memory-mapped file and an offset — and a decoder,
-//! which does the copying and widening on the decode pool, straight into the pinned slot:
+//! descriptors — a shared handle on an open file and an offset — and a decoder, which
+//! reads the file and widens its tokens on the decode pool, straight into the pinned slot.
+//! Files are read by position, never through a memory map: a file that shrinks, is
+//! rewritten or is replaced while a loader reads it is a [`SourceError::Read`] from `pop`
+//! (after the batches before it), naming the file, the batch and the sample; never a
+//! crash.
+//!
+//! The layout: each format is a folder that owns its files, problems and decoders
+//! (`tokens/`, `records/`), and what every format uses is shared: `sampling/` (the
+//! [`Sampler`], its iterator and arithmetic, [`Order`], [`Checkpoint`], [`Segmented`] and
+//! [`Window`]) and `files/` (opening regular files, patterns, positioned reads).
 //!
 //! ```
 //! use pinring::source::{write_shard, NextToken, Order, TokenShards, TokenType};
@@ -56,34 +66,31 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
-mod checkpoint;
-mod decoders;
+mod files;
+mod sampling;
 
-mod fixed_records;
-mod fs;
-mod glob;
-mod order;
-mod rng;
-mod sampler;
-mod sampler_builder;
-mod sampler_inner;
-mod samples;
-mod segmented;
-mod shard_writer;
-mod token_shards;
+/// Declares each format's folder and re-exports what its `mod.rs` exports: a format is
+/// registered by one line here.
+macro_rules! formats {
+    ($($format:ident),* $(,)?) => {
+        $(
+            mod $format;
+            pub use $format::*;
+        )*
+    };
+}
 
-pub use crate::error::source::{FileProblem, SourceError};
-pub use checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
-pub use decoders::{NextToken, RecordBytes, TokenType, Tokens};
-pub use fixed_records::{FixedRecords, RecordFile, RecordWindow};
-pub use order::Order;
-pub use rng::{epoch_key, mix64, SplitMix64};
-pub use sampler::Sampler;
-pub use sampler_builder::SamplerBuilder;
-pub use samples::{Position, Samples};
-pub use segmented::{Identified, Segmented, WindowSpec};
-pub use shard_writer::{write_shard, write_shard_u32, ShardToken, ShardWriter};
-pub use token_shards::{
-    ShardFormat, TokenShard, TokenShards, TokenWindow, SHARD_HEADER_BYTES, SHARD_MAGIC,
-    SHARD_MAGIC_U32, SHARD_VERSION, SHARD_VERSION_U32,
-};
+formats! {
+    records,
+    tokens,
+}
+
+pub use crate::error::source::{FileProblem, ReadProblem, SampleAt, SourceError};
+pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
+pub use sampling::order::Order;
+pub use sampling::rng::{epoch_key, mix64, SplitMix64};
+pub use sampling::sampler::Sampler;
+pub use sampling::sampler_builder::SamplerBuilder;
+pub use sampling::samples::{Position, Samples};
+pub use sampling::segmented::{Identified, Segmented, WindowSpec};
+pub use sampling::window::{SegmentFile, Window};

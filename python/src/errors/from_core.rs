@@ -48,11 +48,7 @@ fn not_found(e: &SourceError) -> bool {
 
 /// The file (or pattern) a source error is about, where it names one.
 pub(crate) fn source_path(e: &SourceError) -> Option<&Path> {
-    match e {
-        SourceError::File { path, .. } | SourceError::TokenTypeTooNarrow { path, .. } => Some(path),
-        SourceError::NoMatch { pattern } | SourceError::BadPattern { pattern, .. } => Some(pattern),
-        _ => None,
-    }
+    e.path()
 }
 
 /// A short name of a pipeline stage, for `PopTimeout.behind` and `stats()`.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
-use pinring::source::{SourceError, TokenShards, TokenType, Tokens};
+use pinring::source::{ShardProblem, SourceError, TokenShards, TokenType, Tokens};
 
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
@@ -114,20 +114,27 @@ fn open_shards(paths: &[PathBuf]) -> pinring::Result<TokenShards> {
 /// What opening the source can refuse, in Python's words where the core speaks of Rust.
 fn open_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
     match e {
-        pinring::Error::Source(SourceError::TokenTypeTooNarrow { path, .. }) => new_error(
-            py,
-            Kind::Config,
-            format!(
-                "dtype=\"{}\" cannot hold the tokens of {}: it is a shard of 32-bit tokens \
+        pinring::Error::Source(SourceError::File { path, problem })
+            if matches!(
+                problem.format_problem::<ShardProblem>(),
+                Some(ShardProblem::TokenTypeTooNarrow { .. })
+            ) =>
+        {
+            new_error(
+                py,
+                Kind::Config,
+                format!(
+                    "dtype=\"{}\" cannot hold the tokens of {}: it is a shard of 32-bit tokens \
                  (llm.c's LLaMA-3 format); use dtype=\"int32\" or \"int64\"",
-                dtype.name(),
-                path.display()
-            ),
-            &[
-                ("argument", obj(py, "dtype")),
-                ("path", obj(py, path.to_string_lossy().into_owned())),
-            ],
-        ),
+                    dtype.name(),
+                    path.display()
+                ),
+                &[
+                    ("argument", obj(py, "dtype")),
+                    ("path", obj(py, path.to_string_lossy().into_owned())),
+                ],
+            )
+        }
         other => to_py(py, other),
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::checkpoint::{Checkpoint, Fingerprint};
 use super::order::Order;
-use super::sampler_builder::SamplerBuilder;
 use super::sampler_inner::Inner;
 use super::samples::{Position, Samples};
 use super::segmented::{Segmented, WindowSpec};
@@ -28,7 +27,7 @@ use crate::error::Result;
 /// Each epoch has a global order of `N` windows ([`grid_windows`](Self::grid_windows)):
 /// the grid for [`Order::Sequential`], a permutation of it for [`Order::Shuffled`], `N`
 /// draws for [`Order::Random`]. An epoch uses its first `M` positions
-/// ([`epoch_windows`](Self::epoch_windows); see [`SamplerBuilder::batch_size`] for `M`)
+/// ([`epoch_windows`](Self::epoch_windows); see [`SamplerBuilder::batch_size`](crate::source::SamplerBuilder::batch_size) for `M`)
 /// and drops the tail. Rank `r` of `W` takes positions `r, r + W, r + 2W, …` below `M`
 /// (interleaved by sample), so that once every rank has consumed `k` samples, the
 /// consumed windows are exactly positions `0..W·k` of the epoch's order. That global
@@ -37,8 +36,8 @@ use crate::error::Result;
 /// # Ids
 ///
 /// Every window a sampler yields carries its stable id and its epoch
-/// ([`TokenWindow::id`](super::TokenWindow::id),
-/// [`TokenWindow::epoch`](super::TokenWindow::epoch)): see [`WindowSpec::id`].
+/// ([`Window::id`](crate::source::Window::id),
+/// [`Window::epoch`](crate::source::Window::epoch)): see [`WindowSpec::id`].
 ///
 /// ```
 /// use pinring::source::{Order, Position, Sampler, TokenShards};
@@ -134,6 +133,7 @@ impl<S> fmt::Debug for Sampler<S> {
             .field("rank", &i.rank)
             .field("world_size", &i.world)
             .field("batch_size", &i.batch)
+            .field("even_ranks", &i.even_ranks)
             .field("drop_last", &i.drop_last)
             .field("windows", &i.windows)
             .field("epoch_windows", &i.epoch_windows)
@@ -143,22 +143,6 @@ impl<S> fmt::Debug for Sampler<S> {
 }
 
 impl<S: Segmented> Sampler<S> {
-    /// A builder over `source`: windows of 1 unit, stride = window, sequential, rank 0
-    /// of 1, no batch size.
-    pub fn builder(source: S) -> SamplerBuilder<S> {
-        SamplerBuilder {
-            source,
-            window: 1,
-            stride: None,
-            order: Order::Sequential,
-            rank: 0,
-            world_size: 1,
-            even_ranks: false,
-            batch_size: None,
-            drop_last: true,
-        }
-    }
-
     /// The source.
     pub fn source(&self) -> &S {
         &self.inner.source
@@ -189,15 +173,21 @@ impl<S: Segmented> Sampler<S> {
         self.inner.world
     }
 
-    /// The batch size set with [`SamplerBuilder::batch_size`], if any.
+    /// The batch size set with [`SamplerBuilder::batch_size`](crate::source::SamplerBuilder::batch_size), if any.
     pub fn batch_size(&self) -> Option<u64> {
         self.inner.batch
     }
 
     /// Whether an epoch drops what does not fill whole batches on every rank
-    /// ([`SamplerBuilder::drop_last`]; matters only with a batch size).
+    /// ([`SamplerBuilder::drop_last`](crate::source::SamplerBuilder::drop_last); matters only with a batch size).
     pub fn drop_last(&self) -> bool {
         self.inner.drop_last
+    }
+
+    /// Whether the ranks' epochs are made equal without a batch size
+    /// ([`SamplerBuilder::even_ranks`](crate::source::SamplerBuilder::even_ranks)).
+    pub fn even_ranks(&self) -> bool {
+        self.inner.even_ranks
     }
 
     /// Grid windows in the whole source: `N`, the positions of each epoch's order (every
@@ -207,19 +197,19 @@ impl<S: Segmented> Sampler<S> {
     }
 
     /// Positions each epoch uses over all ranks together: `M` (see
-    /// [`SamplerBuilder::batch_size`]); the other `N - M` are dropped.
+    /// [`SamplerBuilder::batch_size`](crate::source::SamplerBuilder::batch_size)); the other `N - M` are dropped.
     pub fn epoch_windows(&self) -> u64 {
         self.inner.epoch_windows
     }
 
     /// Samples per epoch for this rank (at least 1). Equal on every rank when a batch
-    /// size or [`even_ranks`](SamplerBuilder::even_ranks) is set.
+    /// size or [`even_ranks`](crate::source::SamplerBuilder::even_ranks) is set.
     pub fn epoch_len(&self) -> u64 {
         self.inner.len
     }
 
     /// Batches per epoch for this rank, the same on every rank: `epoch_len / B` with
-    /// [`drop_last`](SamplerBuilder::drop_last), `⌈epoch_len / B⌉` without (the last one
+    /// [`drop_last`](crate::source::SamplerBuilder::drop_last), `⌈epoch_len / B⌉` without (the last one
     /// short). `None` without a batch size.
     pub fn epoch_batches(&self) -> Option<u64> {
         self.inner.batch.map(|b| self.inner.len.div_ceil(b))
@@ -342,7 +332,7 @@ impl<S: Segmented> Sampler<S> {
     /// (capped at the epoch's used windows `M`; counts past this rank's share of the
     /// epoch go on into the next epochs), so every rank makes the same checkpoint when
     /// the ranks consumed the same count, as data-parallel training keeps them (with a
-    /// batch size, or [`even_ranks`](SamplerBuilder::even_ranks), the ranks' shares are
+    /// batch size, or [`even_ranks`](crate::source::SamplerBuilder::even_ranks), the ranks' shares are
     /// equal; without, the ranks with the smaller share end their epoch one sample
     /// early, and [`Checkpoint::merge`] refuses the ranks' differing states there).
     /// A finished epoch is the next one's start: (`epoch + 1`, consumed 0).
@@ -439,9 +429,9 @@ impl<S: Segmented> Sampler<S> {
     ///
     /// In the checkpoint's epoch, the rest of its order, positions `c..N` (`c` its
     /// `consumed`), is split as a fresh epoch is: the ranks use `c..M'` with
-    /// `M' = c + ⌊(N - c) / (W'·B')⌋ · W'·B'` with [`drop_last`](SamplerBuilder::drop_last)
+    /// `M' = c + ⌊(N - c) / (W'·B')⌋ · W'·B'` with [`drop_last`](crate::source::SamplerBuilder::drop_last)
     /// (`c + ⌊(N - c) / W'⌋ · W'` without it, or with
-    /// [`even_ranks`](SamplerBuilder::even_ranks) and no batch size; `N` with neither),
+    /// [`even_ranks`](crate::source::SamplerBuilder::even_ranks) and no batch size; `N` with neither),
     /// and rank `r'` takes positions `c + r', c + r' + W', …` below `M'`. So across the
     /// saved run's consumed part and the new run every position up to `M'` is delivered
     /// exactly once (fewer than `W'·B'` dropped, from the tail), and every later epoch is
@@ -523,5 +513,14 @@ impl<S: Segmented> IntoIterator for Sampler<S> {
 
     fn into_iter(self) -> Samples<S> {
         self.iter()
+    }
+}
+
+impl<S> Samples<S> {
+    /// The sampler this iterator walks.
+    pub fn sampler(&self) -> Sampler<S> {
+        Sampler {
+            inner: self.inner.clone(),
+        }
     }
 }

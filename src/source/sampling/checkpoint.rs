@@ -1,8 +1,9 @@
 //! Checkpoints: where a run stands in its epoch, counted over all ranks together, and what
 //! a sampler needs to check before it resumes from one.
 
-use std::fmt::Write as _;
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 use super::order::Order;
 use crate::error::source::SourceError;
@@ -10,6 +11,13 @@ use crate::error::Result;
 
 /// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler
 /// refuses a checkpoint of another version.
+///
+/// The rule: it goes up by one whenever a field is added, removed, renamed or changes
+/// meaning, or the sampling changes which window a position or an id stands for (the
+/// orders, the shares of the ranks, the grid), so that an old checkpoint is refused by
+/// name instead of resuming at the wrong place. It does not change for anything else.
+/// The text form ([`Checkpoint::to_text`]) and the Python state dict carry it as
+/// `version`.
 ///
 /// ```
 /// use pinring::source::{write_shard, TokenShards, CHECKPOINT_VERSION};
@@ -24,7 +32,7 @@ use crate::error::Result;
 pub const CHECKPOINT_VERSION: u32 = 1;
 
 /// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name and
-/// size, in the sampler's order. Made by [`Segmented::fingerprint`](super::Segmented).
+/// size, in the sampler's order. Made by [`Segmented::fingerprint`](crate::source::Segmented).
 ///
 /// Files are named by their *file name* (the last component of the path, `train_000.bin`),
 /// not by the path as given: a checkpoint must resume on another machine or cluster, where
@@ -46,11 +54,12 @@ pub const CHECKPOINT_VERSION: u32 = 1;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Fingerprint {
     /// The source's format: `"u16"` or `"u32"` for token shards of one width
     /// (`"u16+u32"` when both are mixed), `"records"` for fixed-size records, `"custom"`
-    /// for a [`Segmented`](super::Segmented) source that does not say.
+    /// for a [`Segmented`](crate::source::Segmented) source that does not say.
     pub format: String,
     /// Bytes per record for `"records"`; 0 otherwise.
     pub record_bytes: u64,
@@ -146,20 +155,24 @@ impl Fingerprint {
 /// pipelines — not merely decoded or in flight), plus what a sampler checks before it
 /// resumes from it.
 ///
-/// Plain data: integers and strings (and lists of them), so that a Python layer can turn
-/// it into a dict that `torch.save` and JSON hold; [`to_text`](Self::to_text) and
-/// [`from_text`](Self::from_text) give a stable text form for Rust callers.
+/// Plain data: integers and strings (and lists of them). Through serde it is one flat
+/// record of the keys `version`, `format`, `record_bytes`, `files`, `sizes` (the
+/// dataset's [`Fingerprint`]), `window`, `stride`, `order`, `seed`, `windows`, `epoch`,
+/// `consumed`, `world_size` and `batch_size`, read back strictly (no key missing, none
+/// unknown, as many sizes as files, a known order): [`to_text`](Self::to_text) and
+/// [`from_text`](Self::from_text) give it as JSON, and the Python layer as the dict that
+/// `torch.save` and `json` hold.
 ///
-/// Made by [`Sampler::checkpoint`](super::Sampler::checkpoint) (or
-/// [`checkpoint_after`](super::Sampler::checkpoint_after), after a resume) from the count
+/// Made by [`Sampler::checkpoint`](crate::source::Sampler::checkpoint) (or
+/// [`checkpoint_after`](crate::source::Sampler::checkpoint_after), after a resume) from the count
 /// of samples this rank consumed; in a data-parallel run whose ranks pop in step, every
 /// rank makes the same checkpoint ([`merge`](Self::merge) checks that). A sampler of any
 /// rank and world size resumes from it with
-/// [`iter_from_checkpoint`](super::Sampler::iter_from_checkpoint) if the dataset, window,
+/// [`iter_from_checkpoint`](crate::source::Sampler::iter_from_checkpoint) if the dataset, window,
 /// stride, order and seed are the same; the world size and batch size may change.
 ///
 /// `consumed` is a global position `c` in the epoch's order (see
-/// [`Sampler`](super::Sampler)): positions `0..c` were delivered and consumed, and a
+/// [`Sampler`](crate::source::Sampler)): positions `0..c` were delivered and consumed, and a
 /// resumed run delivers the rest of the epoch from `c` on.
 ///
 /// ```
@@ -179,7 +192,8 @@ impl Fingerprint {
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "Fields", try_from = "Fields")]
 pub struct Checkpoint {
     /// The layout's version: [`CHECKPOINT_VERSION`] when made by this crate.
     pub version: u32,
@@ -228,6 +242,7 @@ impl Checkpoint {
         Order::from_name(&self.order, self.seed).ok_or_else(|| {
             SourceError::BadCheckpointText {
                 line: 0,
+                column: 0,
                 why: format!(
                     "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
                     self.order
@@ -339,10 +354,8 @@ impl Checkpoint {
             .or_else(|| num("the batch size", self.batch_size, other.batch_size))
     }
 
-    /// A stable, line-based text form: a first line `pinring-checkpoint 1`, then one
-    /// `key value` line per field, and one `file SIZE NAME` line per file (the name to
-    /// the end of the line, with `\`, newline and carriage return escaped as `\\`, `\n`
-    /// and `\r`). [`from_text`](Self::from_text) reads it back.
+    /// The text form: the serde record (see [`Checkpoint`]) as JSON, one key a line.
+    /// [`from_text`](Self::from_text) reads it back.
     ///
     /// ```
     /// use pinring::source::{write_shard, Order, TokenShards};
@@ -352,165 +365,160 @@ impl Checkpoint {
     /// let state = TokenShards::open([dir.join("train_000.bin")])?.windows(11)
     ///     .order(Order::Shuffled { seed: 1337 }).shard(1, 2).batch_size(8).build()?
     ///     .checkpoint(0, 16);
-    /// assert_eq!(state.to_text(), "\
-    /// pinring-checkpoint 1
-    /// format u16
-    /// record_bytes 0
-    /// window 11
-    /// stride 10
-    /// order shuffled
-    /// seed 1337
-    /// windows 100
-    /// epoch 0
-    /// consumed 32
-    /// world_size 2
-    /// batch_size 8
-    /// file 3026 train_000.bin
-    /// ");
+    /// assert_eq!(state.to_text(), r#"{
+    ///   "version": 1,
+    ///   "format": "u16",
+    ///   "record_bytes": 0,
+    ///   "files": [
+    ///     "train_000.bin"
+    ///   ],
+    ///   "sizes": [
+    ///     3026
+    ///   ],
+    ///   "window": 11,
+    ///   "stride": 10,
+    ///   "order": "shuffled",
+    ///   "seed": 1337,
+    ///   "windows": 100,
+    ///   "epoch": 0,
+    ///   "consumed": 32,
+    ///   "world_size": 2,
+    ///   "batch_size": 8
+    /// }"#);
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn to_text(&self) -> String {
-        let mut s = format!("pinring-checkpoint {}\n", self.version);
-        let mut line = |k: &str, v: &dyn std::fmt::Display| {
-            let _ = writeln!(s, "{k} {v}");
-        };
-        line("format", &escape(&self.dataset.format));
-        line("record_bytes", &self.dataset.record_bytes);
-        line("window", &self.window);
-        line("stride", &self.stride);
-        line("order", &escape(&self.order));
-        line("seed", &self.seed);
-        line("windows", &self.windows);
-        line("epoch", &self.epoch);
-        line("consumed", &self.consumed);
-        line("world_size", &self.world_size);
-        line("batch_size", &self.batch_size);
-        for (name, size) in self.dataset.files.iter().zip(&self.dataset.sizes) {
-            line("file", &format_args!("{size} {}", escape(name)));
-        }
-        s
+        serde_json::to_string_pretty(self)
+            .expect("a checkpoint is integers and strings, which always serialize")
     }
 
-    /// Reads the form [`to_text`](Self::to_text) writes. Anything else — an unknown or
-    /// repeated key, a missing field, a number that does not parse — is
-    /// [`SourceError::BadCheckpointText`] naming the line. (A checkpoint of another
-    /// version reads; a sampler then refuses it.)
+    /// Reads the form [`to_text`](Self::to_text) writes. Anything else — not JSON, a key
+    /// missing, unknown or given twice, a value of the wrong type, more files than sizes,
+    /// an unknown order — is [`SourceError::BadCheckpointText`] naming the line and
+    /// column. A checkpoint of another [`CHECKPOINT_VERSION`] reads if its keys do (a
+    /// sampler then refuses it); if they do not, the error says which version it is.
     ///
     /// ```
     /// use pinring::source::{Checkpoint, SourceError};
     /// use pinring::Error;
-    /// let err = Checkpoint::from_text("pinring-checkpoint 1\nformat u16\nwindow ten\n").unwrap_err();
+    /// let err = Checkpoint::from_text("{\n  \"version\": 1,\n  \"window\": \"ten\"\n}").unwrap_err();
     /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })));
-    /// assert_eq!(err.to_string(), "bad checkpoint text (line 3): window \"ten\": invalid digit found in string");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "bad checkpoint text (line 3, column 17): invalid type: string \"ten\", expected u64"
+    /// );
     /// ```
     pub fn from_text(text: &str) -> Result<Checkpoint> {
-        let bad = |line: usize, why: String| SourceError::BadCheckpointText { line, why };
-        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-        let version = match lines.next() {
-            Some((_, l)) if l.starts_with("pinring-checkpoint ") => {
-                let v = &l["pinring-checkpoint ".len()..];
-                v.parse::<u32>()
-                    .map_err(|e| bad(1, format!("version {v:?}: {e}")))?
-            }
-            _ => return Err(bad(1, "does not start with `pinring-checkpoint`".into()).into()),
-        };
-        let mut strings: [Option<String>; 2] = [None, None];
-        let mut nums: [Option<u64>; 9] = [None; 9];
-        const NUMS: [&str; 9] = [
-            "record_bytes",
-            "window",
-            "stride",
-            "seed",
-            "windows",
-            "epoch",
-            "consumed",
-            "world_size",
-            "batch_size",
-        ];
-        let mut dataset = Fingerprint::default();
-        for (n, l) in lines {
-            if l.is_empty() {
-                continue;
-            }
-            let (key, value) = l
-                .split_once(' ')
-                .ok_or_else(|| bad(n, format!("no value in {l:?}")))?;
-            let parse = |v: &str| {
-                v.parse::<u64>()
-                    .map_err(|e| bad(n, format!("{key} {v:?}: {e}")))
+        serde_json::from_str(text).map_err(|e| {
+            let (line, column) = (e.line(), e.column());
+            let message = e.to_string();
+            let bare = message
+                .strip_suffix(&format!(" at line {line} column {column}"))
+                .unwrap_or(&message);
+            let why = match text_version(text) {
+                Some(v) if v != CHECKPOINT_VERSION => format!(
+                    "a checkpoint of version {v}, which this build (version \
+                     {CHECKPOINT_VERSION}) cannot read: {bare}"
+                ),
+                _ if text.starts_with("pinring-checkpoint ") => format!(
+                    "the line form of earlier builds (`pinring-checkpoint 1`), which is no \
+                     longer read: the text form is JSON ({bare})"
+                ),
+                _ => bare.to_owned(),
             };
-            if key == "file" {
-                let (size, name) = value
-                    .split_once(' ')
-                    .ok_or_else(|| bad(n, "a file line is `file SIZE NAME`".into()))?;
-                dataset.sizes.push(parse(size)?);
-                dataset
-                    .files
-                    .push(unescape(name).map_err(|why| bad(n, why))?);
-            } else if let Some(i) = ["format", "order"].iter().position(|&k| k == key) {
-                if strings[i].is_some() {
-                    return Err(bad(n, format!("{key} given twice")).into());
-                }
-                strings[i] = Some(unescape(value).map_err(|why| bad(n, why))?);
-            } else if let Some(i) = NUMS.iter().position(|&k| k == key) {
-                if nums[i].is_some() {
-                    return Err(bad(n, format!("{key} given twice")).into());
-                }
-                nums[i] = Some(parse(value)?);
-            } else {
-                return Err(bad(n, format!("unknown key {key:?}")).into());
-            }
-        }
-        let end = text.lines().count() + 1;
-        let missing = |k: &str| bad(end, format!("no {k} line"));
-        let [format, order] = strings;
-        dataset.format = format.ok_or_else(|| missing("format"))?;
-        let mut num = |i: usize| nums[i].take().ok_or_else(|| missing(NUMS[i]));
-        dataset.record_bytes = num(0)?;
-        Ok(Checkpoint {
-            version,
-            window: num(1)?,
-            stride: num(2)?,
-            order: order.ok_or_else(|| missing("order"))?,
-            seed: num(3)?,
-            windows: num(4)?,
-            epoch: num(5)?,
-            consumed: num(6)?,
-            world_size: num(7)?,
-            batch_size: num(8)?,
-            dataset,
+            SourceError::BadCheckpointText { line, column, why }.into()
         })
     }
 }
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
-        }
+/// The `version` key of a checkpoint's text, when it is JSON with one.
+fn text_version(text: &str) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: u32,
     }
-    out
+    serde_json::from_str::<Versioned>(text)
+        .ok()
+        .map(|v| v.version)
 }
 
-fn unescape(s: &str) -> std::result::Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('\\') => out.push('\\'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            other => return Err(format!("bad escape `\\{}` in {s:?}", other.unwrap_or(' '))),
+/// A [`Checkpoint`]'s serde form: one flat record of plain values (what JSON and a Python
+/// dict hold), read strictly.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    version: u32,
+    format: String,
+    record_bytes: u64,
+    files: Vec<String>,
+    sizes: Vec<u64>,
+    window: u64,
+    stride: u64,
+    order: String,
+    seed: u64,
+    windows: u64,
+    epoch: u64,
+    consumed: u64,
+    world_size: u64,
+    batch_size: u64,
+}
+
+impl From<Checkpoint> for Fields {
+    fn from(c: Checkpoint) -> Self {
+        Fields {
+            version: c.version,
+            format: c.dataset.format,
+            record_bytes: c.dataset.record_bytes,
+            files: c.dataset.files,
+            sizes: c.dataset.sizes,
+            window: c.window,
+            stride: c.stride,
+            order: c.order,
+            seed: c.seed,
+            windows: c.windows,
+            epoch: c.epoch,
+            consumed: c.consumed,
+            world_size: c.world_size,
+            batch_size: c.batch_size,
         }
     }
-    Ok(out)
+}
+
+impl TryFrom<Fields> for Checkpoint {
+    type Error = String;
+
+    fn try_from(f: Fields) -> Result<Self, String> {
+        if f.files.len() != f.sizes.len() {
+            return Err(format!(
+                "`files` names {} file(s) but `sizes` gives {} size(s)",
+                f.files.len(),
+                f.sizes.len()
+            ));
+        }
+        if Order::from_name(&f.order, f.seed).is_none() {
+            return Err(format!(
+                "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
+                f.order
+            ));
+        }
+        Ok(Checkpoint {
+            version: f.version,
+            dataset: Fingerprint {
+                format: f.format,
+                record_bytes: f.record_bytes,
+                files: f.files,
+                sizes: f.sizes,
+            },
+            window: f.window,
+            stride: f.stride,
+            order: f.order,
+            seed: f.seed,
+            windows: f.windows,
+            epoch: f.epoch,
+            consumed: f.consumed,
+            world_size: f.world_size,
+            batch_size: f.batch_size,
+        })
+    }
 }

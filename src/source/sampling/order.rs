@@ -1,8 +1,5 @@
 //! [`Order`]: the order in which an epoch visits windows.
 
-#[cfg(doc)]
-use super::{checkpoint::Checkpoint, rng::SplitMix64};
-
 /// The order in which an epoch visits windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
@@ -12,7 +9,7 @@ pub enum Order {
     Sequential,
     /// The same window grid, in a fresh order each epoch: a Fisher–Yates shuffle
     /// (Durstenfeld's: for `i` from `n-1` down to 1, swap `i` with
-    /// [`below`](SplitMix64::below)`(i+1)`) of the `n` grid windows, drawn from
+    /// [`below`](crate::source::SplitMix64::below)`(i+1)`) of the `n` grid windows, drawn from
     /// `SplitMix64::new(epoch_key(seed, epoch))`. The whole epoch's permutation is held
     /// (4 bytes a window while the grid has fewer than 2^32 windows, 8 above).
     Shuffled {
@@ -31,7 +28,7 @@ pub enum Order {
 }
 
 impl Order {
-    /// The order's name, as a [`Checkpoint`] records it: `"sequential"`, `"shuffled"` or
+    /// The order's name, as a [`Checkpoint`](crate::source::Checkpoint) records it: `"sequential"`, `"shuffled"` or
     /// `"random"`.
     ///
     /// ```

@@ -1,16 +1,16 @@
 //! The source side of sampling: [`Segmented`] sources, the [`WindowSpec`] a sampler asks
 //! them for, and the [`Identified`] windows they give back.
 
-use super::checkpoint::Fingerprint;
-#[cfg(doc)]
-use super::{checkpoint::Checkpoint, order::Order, sampler::Sampler};
+use std::path::Path;
 
-/// A source the [`Sampler`] can cut into windows: a list of segments (files), each a run
+use super::checkpoint::Fingerprint;
+
+/// A source the [`Sampler`](crate::source::Sampler) can cut into windows: a list of segments (files), each a run
 /// of units (tokens, records). Windows never cross a segment's end.
 ///
-/// [`TokenShards`](super::TokenShards) and [`FixedRecords`](super::FixedRecords) implement
-/// it; implement it for your own format to get the same sampling, sharding, ids and
-/// resume:
+/// [`TokenShards`](crate::source::TokenShards) and
+/// [`FixedRecords`](crate::source::FixedRecords) implement it; implement it for your own
+/// format to get the same sampling, sharding, ids and resume:
 ///
 /// ```
 /// use pinring::source::{Fingerprint, Identified, Order, Sampler, Segmented, WindowSpec};
@@ -66,12 +66,26 @@ pub trait Segmented: Send + Sync + 'static {
 
     /// The descriptor of the window `spec` places: `spec.len` units from `spec.start` of
     /// segment `spec.segment`, carrying its stable id and the epoch it was drawn for
-    /// (which [`TokenWindow::id`](super::TokenWindow::id) and
-    /// [`epoch`](super::TokenWindow::epoch) give back). The sampler only asks for windows
-    /// that lie inside the segment: `spec.start + spec.len <= units(spec.segment)`.
+    /// (which [`Window::id`](crate::source::Window::id) and
+    /// [`epoch`](crate::source::Window::epoch) give back). The sampler only asks for
+    /// windows that lie inside the segment: `spec.start + spec.len <= units(spec.segment)`.
     fn window(&self, spec: WindowSpec) -> Self::Window;
 
-    /// What identifies the dataset in a [`Checkpoint`]: format, file names and sizes.
+    /// What a unit is called, plural, for messages: `"tokens"`, `"records"`. The default
+    /// is `"units"`.
+    fn unit_name(&self) -> &'static str {
+        "units"
+    }
+
+    /// The file segment `segment` is, if the segments are files: messages name it (the
+    /// longest file when no window fits, say). The default is `None`.
+    fn segment_path(&self, segment: usize) -> Option<&Path> {
+        let _ = segment;
+        None
+    }
+
+    /// What identifies the dataset in a [`Checkpoint`](crate::source::Checkpoint): format,
+    /// file names and sizes.
     /// The default names segment `i` `"segment i"`, with its units as its size, and the
     /// format `"custom"`: override it so that a checkpoint of another dataset of the
     /// same lengths is refused.
@@ -85,7 +99,7 @@ pub trait Segmented: Send + Sync + 'static {
     }
 }
 
-/// One window the [`Sampler`] asks a [`Segmented`] source for: where it lies, its stable
+/// One window the [`Sampler`](crate::source::Sampler) asks a [`Segmented`] source for: where it lies, its stable
 /// id, and the epoch it is drawn for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WindowSpec {
@@ -97,18 +111,19 @@ pub struct WindowSpec {
     pub len: u64,
     /// Its stable id: its index in the dataset's fixed enumeration, the same whatever
     /// the order's seed, the epoch, the rank and the world size. For the grid orders
-    /// ([`Order::Sequential`], [`Order::Shuffled`]) the grid index `g`: window `g` of the
-    /// concatenated segments' grids, in segment order. For [`Order::Random`] the index
-    /// of its start among all possible starts of all segments, in segment order (so ids
-    /// then number starts, not grid windows). See [`Sampler::by_id`].
+    /// ([`Order::Sequential`](crate::source::Order::Sequential),
+    /// [`Order::Shuffled`](crate::source::Order::Shuffled)) the grid index `g`: window `g`
+    /// of the concatenated segments' grids, in segment order. For
+    /// [`Order::Random`](crate::source::Order::Random) the index of its start among all
+    /// possible starts of all segments, in segment order (so ids then number starts, not
+    /// grid windows). See [`Sampler::by_id`](crate::source::Sampler::by_id).
     pub id: u64,
-    /// The epoch it was drawn for (0 for [`Sampler::by_id`]).
+    /// The epoch it was drawn for (0 for [`Sampler::by_id`](crate::source::Sampler::by_id)).
     pub epoch: u64,
 }
 
 /// A sample that knows its stable id and the epoch it was drawn for: the windows a
-/// [`Sampler`] yields ([`TokenWindow`](super::TokenWindow),
-/// [`RecordWindow`](super::RecordWindow)), so that code generic over a decoder's
+/// [`Sampler`](crate::source::Sampler) yields ([`Window`](crate::source::Window)), so that code generic over a decoder's
 /// [`Sample`](crate::Decode::Sample) can record which samples a batch holds.
 pub trait Identified {
     /// The stable id ([`WindowSpec::id`]).

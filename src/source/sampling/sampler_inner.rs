@@ -1,4 +1,4 @@
-//! The state a [`Sampler`](super::Sampler) and its iterators share: the window grid of
+//! The state a [`Sampler`](crate::source::Sampler) and its iterators share: the window grid of
 //! the source, each rank's share of an epoch, and the arithmetic of positions and
 //! checkpoints over them.
 
@@ -17,6 +17,8 @@ pub(super) struct Inner<S> {
     /// The batch size, if set.
     pub(super) batch: Option<u64>,
     pub(super) drop_last: bool,
+    /// Whether `even_ranks` was set (kept for [`to_builder`](crate::source::Sampler::to_builder)).
+    pub(super) even_ranks: bool,
     /// Each epoch (or the rest of a resumed one) uses a multiple of this many positions:
     /// `world·batch` (batch size, drop_last), `world` (batch size, or even_ranks) or 1.
     pub(super) grain: u64,

@@ -1,5 +1,5 @@
-//! [`Samples`]: the iterator over a [`Sampler`]'s windows, the [`Position`] it stands at,
-//! and the buffer of an epoch's shuffled order.
+//! [`Samples`]: the iterator over a [`Sampler`](crate::source::Sampler)'s windows, the
+//! [`Position`] it stands at, and the buffer of an epoch's shuffled order.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::checkpoint::Checkpoint;
 use super::order::Order;
 use super::rng::{epoch_key, mix64, SplitMix64};
-use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::{Segmented, WindowSpec};
 
@@ -64,11 +63,11 @@ fn fisher_yates<T>(v: &mut [T], rng: &mut SplitMix64) {
     }
 }
 
-/// The samples of a [`Sampler`], in order, from a [`Position`] or a [`Checkpoint`].
-/// Endless, unless made by [`Sampler::epoch`] or bounded with
+/// The samples of a [`Sampler`](crate::source::Sampler), in order, from a [`Position`] or a [`Checkpoint`].
+/// Endless, unless made by [`Sampler::epoch`](crate::source::Sampler::epoch) or bounded with
 /// [`until_epoch`](Self::until_epoch). Each item is the source's cheap window descriptor.
 pub struct Samples<S> {
-    inner: Arc<Inner<S>>,
+    pub(super) inner: Arc<Inner<S>>,
     pos: Position,
     /// Global position where the current epoch's part starts: 0, or a resumed
     /// checkpoint's `consumed` in its epoch.
@@ -164,15 +163,8 @@ impl<S: Segmented> Samples<S> {
         self.pos
     }
 
-    /// The sampler this iterator walks.
-    pub fn sampler(&self) -> Sampler<S> {
-        Sampler {
-            inner: self.inner.clone(),
-        }
-    }
-
     /// Samples left before [`until_epoch`](Self::until_epoch)'s end or the end of
-    /// [`Sampler::epoch`]'s epoch; `None` when endless (or beyond `u64`).
+    /// [`Sampler::epoch`](crate::source::Sampler::epoch)'s epoch; `None` when endless (or beyond `u64`).
     fn remaining(&self) -> Option<u64> {
         let here = self.len.saturating_sub(self.pos.index);
         match (self.only_epoch, self.end_epoch) {

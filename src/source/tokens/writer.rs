@@ -7,9 +7,8 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-#[cfg(doc)]
-use super::token_shards::TokenShard;
-use super::token_shards::{ShardFormat, SHARD_HEADER_BYTES};
+use super::format::{ShardFormat, SHARD_HEADER_BYTES};
+use super::problem::ShardProblem;
 use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 
@@ -53,7 +52,7 @@ impl ShardToken for u32 {
 /// ([`ShardFormat::U32`]), and [`create_as`](Self::create_as) either, by type.
 ///
 /// The file is written in place: a writer dropped unfinished leaves a file whose count is
-/// 0, which [`TokenShard::open`] rejects. To never leave a partial file at the final
+/// 0, which [`TokenShard::open`](crate::source::TokenShard::open) rejects. To never leave a partial file at the final
 /// name, write to a temporary name in the same directory and rename it after `finish`
 /// (as the `make_shard` example does).
 ///
@@ -66,7 +65,7 @@ impl ShardToken for u32 {
 /// writer.write(&[70_000])?;
 /// assert_eq!(writer.finish()?, 4);
 /// let shard = TokenShard::open(&path)?;
-/// assert_eq!((shard.format(), shard.len(), shard.token(3)), (ShardFormat::U32, 4, Some(70_000)));
+/// assert_eq!((shard.format(), shard.len(), shard.token(3)?), (ShardFormat::U32, 4, Some(70_000)));
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
@@ -128,13 +127,13 @@ impl<T: ShardToken> ShardWriter<T> {
     }
 
     /// Appends `tokens`. More than `i32::MAX` tokens in all is
-    /// [`FileProblem::BadTokenCount`], and writes nothing.
+    /// [`ShardProblem::BadTokenCount`], and writes nothing.
     pub fn write(&mut self, tokens: &[T]) -> Result<()> {
         let count = self.count + tokens.len() as u64;
         if count > i32::MAX as u64 {
             return Err(SourceError::file(
                 &self.path,
-                FileProblem::BadTokenCount {
+                ShardProblem::BadTokenCount {
                     count: count as i64,
                 },
             )
@@ -160,11 +159,11 @@ impl<T: ShardToken> ShardWriter<T> {
     }
 
     /// Writes the header's count and flushes; returns the token count. A shard of no
-    /// tokens is [`FileProblem::BadTokenCount`] (the reader would refuse it).
+    /// tokens is [`ShardProblem::BadTokenCount`] (the reader would refuse it).
     pub fn finish(mut self) -> Result<u64> {
         if self.count == 0 {
             return Err(
-                SourceError::file(&self.path, FileProblem::BadTokenCount { count: 0 }).into(),
+                SourceError::file(&self.path, ShardProblem::BadTokenCount { count: 0 }).into(),
             );
         }
         let io = |path: &Path, e| SourceError::file(path, FileProblem::Io(e));
@@ -185,7 +184,7 @@ impl<T: ShardToken> ShardWriter<T> {
 /// # let path = std::env::temp_dir().join(format!("pinring-write-doc-{}.bin", std::process::id()));
 /// pinring::source::write_shard(&path, &[50256, 1, 2])?;
 /// let shard = pinring::source::TokenShard::open(&path)?;
-/// assert_eq!((shard.len(), shard.token(0)), (3, Some(50256)));
+/// assert_eq!((shard.len(), shard.token(0)?), (3, Some(50256)));
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
@@ -201,7 +200,7 @@ pub fn write_shard(path: impl AsRef<Path>, tokens: &[u16]) -> Result<()> {
 /// # let path = std::env::temp_dir().join(format!("pinring-write32-doc-{}.bin", std::process::id()));
 /// write_shard_u32(&path, &[128_000, 1, 2])?;
 /// let shard = TokenShard::open(&path)?;
-/// assert_eq!((shard.format(), shard.token(0)), (ShardFormat::U32, Some(128_000)));
+/// assert_eq!((shard.format(), shard.token(0)?), (ShardFormat::U32, Some(128_000)));
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```

@@ -1,5 +1,6 @@
 //! [`SamplerBuilder`]: a [`Sampler`]'s settings, checked against its source by
-//! [`build`](SamplerBuilder::build).
+//! [`build`](SamplerBuilder::build); [`Sampler::builder`] and [`Sampler::to_builder`],
+//! which make one.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,18 +12,19 @@ use super::segmented::Segmented;
 use crate::error::source::SourceError;
 use crate::error::Result;
 
-/// Builds a [`Sampler`]; see [`Sampler::builder`].
+/// Builds a [`Sampler`]; see [`Sampler::builder`] (a fresh one) and
+/// [`Sampler::to_builder`] (one with a sampler's settings).
 #[must_use]
 pub struct SamplerBuilder<S> {
-    pub(super) source: S,
-    pub(super) window: u64,
-    pub(super) stride: Option<u64>,
-    pub(super) order: Order,
-    pub(super) rank: u64,
-    pub(super) world_size: u64,
-    pub(super) even_ranks: bool,
-    pub(super) batch_size: Option<u64>,
-    pub(super) drop_last: bool,
+    source: S,
+    window: u64,
+    stride: Option<u64>,
+    order: Order,
+    rank: u64,
+    world_size: u64,
+    even_ranks: bool,
+    batch_size: Option<u64>,
+    drop_last: bool,
 }
 
 impl<S> fmt::Debug for SamplerBuilder<S> {
@@ -37,6 +39,62 @@ impl<S> fmt::Debug for SamplerBuilder<S> {
             .field("batch_size", &self.batch_size)
             .field("drop_last", &self.drop_last)
             .finish_non_exhaustive()
+    }
+}
+
+impl<S: Segmented> Sampler<S> {
+    /// A builder over `source`: windows of 1 unit, stride = window, sequential, rank 0
+    /// of 1, no batch size.
+    pub fn builder(source: S) -> SamplerBuilder<S> {
+        SamplerBuilder {
+            source,
+            window: 1,
+            stride: None,
+            order: Order::Sequential,
+            rank: 0,
+            world_size: 1,
+            even_ranks: false,
+            batch_size: None,
+            drop_last: true,
+        }
+    }
+
+    /// A builder with every setting of this sampler (its source, window, stride, order,
+    /// rank and world size, `even_ranks`, batch size and `drop_last`): change what differs
+    /// and [`build`](SamplerBuilder::build) again. Its `build` gives a sampler equal to this
+    /// one.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-tobuilder-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?;
+    /// let sampler = TokenShards::open([dir.join("a.bin")])?
+    ///     .windows(11).order(Order::Shuffled { seed: 5 }).shard(1, 3).even_ranks(true).build()?;
+    /// // The same sampler, cut into batches of 4 on every rank.
+    /// let batched = sampler.to_builder().batch_size(4).build()?;
+    /// assert_eq!((batched.window(), batched.order(), batched.rank(), batched.even_ranks()),
+    ///            (11, Order::Shuffled { seed: 5 }, 1, true));
+    /// assert_eq!((batched.batch_size(), batched.epoch_batches()), (Some(4), Some(8)));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn to_builder(&self) -> SamplerBuilder<S>
+    where
+        S: Clone,
+    {
+        let i = &*self.inner;
+        SamplerBuilder {
+            source: i.source.clone(),
+            window: i.window,
+            stride: Some(i.stride),
+            order: i.order,
+            rank: i.rank,
+            world_size: i.world,
+            even_ranks: i.even_ranks,
+            batch_size: i.batch,
+            drop_last: i.drop_last,
+        }
     }
 }
 
@@ -164,12 +222,16 @@ impl<S: Segmented> SamplerBuilder<S> {
         let segments = self.source.segments();
         let mut cum_windows = Vec::with_capacity(segments + 1);
         let mut cum_starts = Vec::with_capacity(segments + 1);
-        let (mut windows, mut starts, mut longest) = (0u64, 0u64, 0u64);
+        let (mut windows, mut starts) = (0u64, 0u64);
+        // The longest segment, as (units, segment): the one a "no window fits" names.
+        let mut longest = (0u64, 0usize);
         cum_windows.push(0);
         cum_starts.push(0);
         for s in 0..segments {
             let units = self.source.units(s);
-            longest = longest.max(units);
+            if units > longest.0 {
+                longest = (units, s);
+            }
             if units >= window {
                 windows = windows.saturating_add((units - window) / stride + 1);
                 starts = starts.saturating_add(units - window + 1);
@@ -178,7 +240,13 @@ impl<S: Segmented> SamplerBuilder<S> {
             cum_starts.push(starts);
         }
         if windows == 0 {
-            return Err(SourceError::NoWindows { window, longest }.into());
+            return Err(SourceError::NoWindows {
+                window,
+                longest: longest.0,
+                unit: self.source.unit_name(),
+                path: self.source.segment_path(longest.1).map(|p| p.to_owned()),
+            }
+            .into());
         }
         let grain = match batch {
             Some(b) if self.drop_last => world.saturating_mul(b),
@@ -196,6 +264,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             world,
             batch,
             drop_last: self.drop_last,
+            even_ranks: self.even_ranks,
             grain,
             cum_windows,
             cum_starts,

@@ -1,0 +1,6 @@
+//! What every format that reads files shares: opening regular files and reading them by
+//! position, with the check that they did not change under the loader
+//! ([`source_file`]), and file-name patterns ([`glob`]).
+
+pub(crate) mod glob;
+pub(crate) mod source_file;

@@ -1,0 +1,127 @@
+//! [`RecordFile`]: one file of fixed-size records, checked when opened and read by position.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::error::source::{FileProblem, SourceError};
+use crate::error::Result;
+use crate::source::files::source_file::SourceFile;
+use crate::source::sampling::window::SegmentFile;
+
+/// One file of fixed-size records, checked when opened.
+///
+/// Its records are read with positioned reads of the open file, straight into the
+/// caller's buffer, never through a memory map: a file that shrinks, is rewritten or is
+/// replaced while a loader reads it is a [`SourceError::Read`] naming it, never a crash.
+pub struct RecordFile {
+    file: SourceFile,
+    record_bytes: usize,
+    records: usize,
+}
+
+impl fmt::Debug for RecordFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordFile")
+            .field("path", &self.file.path())
+            .field("record_bytes", &self.record_bytes)
+            .field("records", &self.records)
+            .finish()
+    }
+}
+
+impl RecordFile {
+    /// Opens `path` as records of `record_bytes` bytes. An empty file is
+    /// [`FileProblem::Empty`]; a length that is not a whole number of records is
+    /// [`FileProblem::PartialRecord`]; a directory is [`FileProblem::IsDirectory`]; all
+    /// name the file.
+    pub fn open(path: impl AsRef<Path>, record_bytes: usize) -> Result<Self> {
+        let path = path.as_ref();
+        if record_bytes == 0 {
+            return Err(SourceError::Zero("record_bytes").into());
+        }
+        let fail = |problem: FileProblem| SourceError::file(path, problem);
+        let file = SourceFile::open(path).map_err(fail)?;
+        let len = file.len();
+        if len == 0 {
+            return Err(fail(FileProblem::Empty).into());
+        }
+        let Ok(bytes) = usize::try_from(len) else {
+            return Err(fail(FileProblem::TooLarge { len }).into());
+        };
+        if bytes % record_bytes != 0 {
+            return Err(fail(FileProblem::PartialRecord {
+                len,
+                record_bytes: record_bytes as u64,
+            })
+            .into());
+        }
+        Ok(RecordFile {
+            file,
+            record_bytes,
+            records: bytes / record_bytes,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    /// Records in the file (at least 1).
+    pub fn len(&self) -> usize {
+        self.records
+    }
+
+    /// Always `false`: an empty file does not open.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// The file's size in bytes, as opened.
+    pub fn file_bytes(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// Record `i`'s bytes, read from the file; `None` past the end. A file that changed
+    /// since it was opened is [`SourceError::Read`].
+    ///
+    /// ```
+    /// use pinring::source::RecordFile;
+    /// # let path = std::env::temp_dir().join(format!("pinring-record-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, b"abcdef").unwrap();
+    /// let file = RecordFile::open(&path, 2)?;
+    /// assert_eq!((file.record(1)?, file.record(3)?), (Some(b"cd".to_vec()), None));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn record(&self, i: usize) -> Result<Option<Vec<u8>>, SourceError> {
+        if i >= self.records {
+            return Ok(None);
+        }
+        let mut bytes = vec![0; self.record_bytes];
+        self.read_records(i, &mut bytes)?;
+        Ok(Some(bytes))
+    }
+
+    /// Reads the bytes of records from `first` on into `out` (inside the file: the
+    /// callers check), then checks that the file did not change.
+    pub(crate) fn read_records(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError> {
+        self.file
+            .read_exact_at(first as u64 * self.record_bytes as u64, out)
+    }
+}
+
+impl SegmentFile for RecordFile {
+    fn units(&self) -> u64 {
+        self.records as u64
+    }
+
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}

@@ -1,0 +1,186 @@
+//! [`Window`]: a run of units in one file, the sample descriptor the file formats yield,
+//! and [`SegmentFile`], the file it lies in.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::segmented::{Identified, WindowSpec};
+
+/// A file that is one segment of a source: a run of units (tokens, records) that
+/// [`Window`]s are cut from. [`TokenShard`](crate::source::TokenShard) and
+/// [`RecordFile`](crate::source::RecordFile) are.
+pub trait SegmentFile: Send + Sync + 'static {
+    /// Units in the file.
+    fn units(&self) -> u64;
+
+    /// The file's path.
+    fn path(&self) -> &Path;
+}
+
+/// A window of `len` consecutive units from `start` of one file `F`: the sample
+/// descriptor the sampler yields for the file formats — `Window<TokenShard>` for
+/// [`TokenShards`](crate::source::TokenShards) (units are tokens),
+/// `Window<RecordFile>` for [`FixedRecords`](crate::source::FixedRecords) (records).
+///
+/// Cheap to make and move: a shared handle on the open file, [`start`](Self::start) and
+/// [`len`](Self::len) in the file's units, its stable [`id`](Self::id) and the
+/// [`epoch`](Self::epoch) it was drawn for. Each format adds its own reads
+/// (`Window<TokenShard>::to_vec`, `Window<RecordFile>::read_bytes`, ...); its decoders
+/// read it straight into the batch.
+///
+/// ```
+/// use std::sync::Arc;
+/// use pinring::source::{write_shard, TokenShard, Window};
+/// # let path = std::env::temp_dir().join(format!("pinring-window-doc-{}.bin", std::process::id()));
+/// write_shard(&path, &[1, 2, 3, 4])?;
+/// let w = Window::new(Arc::new(TokenShard::open(&path)?), 1, 2).unwrap();
+/// assert_eq!((w.start(), w.len(), w.id(), w.epoch()), (1, 2, 0, 0));
+/// let w = w.with_id(7).with_epoch(2);
+/// assert_eq!((w.id(), w.epoch(), w.to_vec()?), (7, 2, vec![2, 3]));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+pub struct Window<F> {
+    file: Arc<F>,
+    start: usize,
+    len: usize,
+    id: u64,
+    epoch: u64,
+}
+
+impl<F> Clone for Window<F> {
+    fn clone(&self) -> Self {
+        Window {
+            file: self.file.clone(),
+            ..*self
+        }
+    }
+}
+
+impl<F: SegmentFile> fmt::Debug for Window<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Window")
+            .field("file", &self.file.path())
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("id", &self.id)
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+impl<F: SegmentFile> Window<F> {
+    /// The `len` units from `start` of `file`, or `None` if they do not all lie in it.
+    /// Its id and epoch are 0 until set with [`with_id`](Self::with_id) and
+    /// [`with_epoch`](Self::with_epoch) (the sampler sets both).
+    pub fn new(file: Arc<F>, start: usize, len: usize) -> Option<Self> {
+        let end = start.checked_add(len)?;
+        (u64::try_from(end).ok()? <= file.units()).then_some(Window {
+            file,
+            start,
+            len,
+            id: 0,
+            epoch: 0,
+        })
+    }
+
+    /// The window `spec` places in `file`, clamped into the file: the sampler asks only
+    /// for windows inside it, and should a caller ask otherwise, the window is moved and
+    /// cut to fit rather than panicking.
+    pub(crate) fn placed(file: Arc<F>, spec: WindowSpec) -> Self {
+        let n = usize::try_from(file.units()).unwrap_or(usize::MAX);
+        let len = usize::try_from(spec.len).unwrap_or(n).min(n);
+        let start = usize::try_from(spec.start).unwrap_or(n).min(n - len);
+        Window {
+            file,
+            start,
+            len,
+            id: spec.id,
+            epoch: spec.epoch,
+        }
+    }
+}
+
+impl<F> Window<F> {
+    /// The window with id `id`.
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The window with epoch `epoch`.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The window's stable id: its index in the dataset's fixed enumeration, the same
+    /// whatever the seed, epoch, rank and world size (see [`WindowSpec::id`]). For the
+    /// grid orders ([`Order::Sequential`](crate::source::Order::Sequential),
+    /// [`Order::Shuffled`](crate::source::Order::Shuffled)) it is the grid index: window
+    /// `g` of the files' grids in file order (with records' default window of one, the
+    /// record's index over all files). For [`Order::Random`](crate::source::Order::Random)
+    /// it numbers window *starts*: the index of its start among every possible start of
+    /// every file, in file order. [`Sampler::by_id`](crate::source::Sampler::by_id) maps
+    /// an id back to its window.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-id-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 41])?; // windows of 11 at stride 10: 4
+    /// write_shard(dir.join("b.bin"), &[0; 21])?; // 2 more: ids 4 and 5
+    /// let shards = TokenShards::glob(dir.join("*.bin"))?;
+    /// let sampler = shards.clone().windows(11).order(Order::Shuffled { seed: 9 }).build()?;
+    /// let mut ids: Vec<u64> = sampler.epoch(5).map(|w| w.id()).collect();
+    /// ids.sort();
+    /// assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
+    /// let w = sampler.by_id(4).unwrap();
+    /// assert_eq!((w.file().path().ends_with("b.bin"), w.start()), (true, 0));
+    /// // Random order: 31 + 11 possible starts; id 35 is b.bin's start 4.
+    /// let random = shards.windows(11).order(Order::Random { seed: 9 }).build()?;
+    /// assert_eq!(random.id_count(), 42);
+    /// assert_eq!(random.by_id(35).unwrap().start(), 4);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The epoch the sampler drew the window for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The file the window lies in.
+    pub fn file(&self) -> &Arc<F> {
+        &self.file
+    }
+
+    /// The first unit's index in the file.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Units in the window.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window has no units.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<F> Identified for Window<F> {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}

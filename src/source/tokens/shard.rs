@@ -1,0 +1,213 @@
+//! [`TokenShard`]: one llm.c `.bin` token shard, checked when opened and read by position.
+//!
+//! Both of llm.c's formats ([`ShardFormat`]) read the same way; [`TokenShard::format`] says
+//! which a file is. To write them: [`write_shard`](crate::source::write_shard) /
+//! [`ShardWriter::create`](crate::source::ShardWriter::create) for `u16` tokens,
+//! [`write_shard_u32`](crate::source::write_shard_u32) /
+//! [`ShardWriter::create_u32`](crate::source::ShardWriter::create_u32) for `u32` tokens.
+
+use std::fmt;
+use std::path::Path;
+
+use super::format::{ShardFormat, SHARD_HEADER_BYTES, SHARD_MAGIC};
+use super::problem::ShardProblem;
+use crate::error::source::{FileProblem, SourceError};
+use crate::error::Result;
+use crate::source::files::source_file::SourceFile;
+use crate::source::sampling::window::SegmentFile;
+
+/// One token shard of either format, checked when opened.
+///
+/// Its tokens are read with positioned reads of the open file, straight into the caller's
+/// buffer (a decoder's: the pinned slot), never through a memory map: a shard that shrinks,
+/// is rewritten or is replaced while a loader reads it is a
+/// [`SourceError::Read`] naming it, never a crash (see
+/// [`ReadProblem`](crate::source::ReadProblem) for what is found).
+pub struct TokenShard {
+    file: SourceFile,
+    format: ShardFormat,
+    tokens: usize,
+}
+
+impl fmt::Debug for TokenShard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenShard")
+            .field("path", &self.file.path())
+            .field("format", &self.format)
+            .field("tokens", &self.tokens)
+            .finish()
+    }
+}
+
+impl TokenShard {
+    /// Opens and checks the shard at `path`, of either [`ShardFormat`].
+    ///
+    /// Every malformed file is a [`SourceError::File`] naming it: with the
+    /// [`FileProblem`] [`IsDirectory`](FileProblem::IsDirectory),
+    /// [`NotAFile`](FileProblem::NotAFile) or [`Empty`](FileProblem::Empty), or a
+    /// [`FileProblem::Format`] holding the [`ShardProblem`]:
+    /// [`TruncatedHeader`](ShardProblem::TruncatedHeader),
+    /// [`BadMagic`](ShardProblem::BadMagic) (neither format's),
+    /// [`BadVersion`](ShardProblem::BadVersion) (not the version that goes with the
+    /// magic), [`BadTokenCount`](ShardProblem::BadTokenCount) (0 or negative),
+    /// [`TokensBeyondFile`](ShardProblem::TokensBeyondFile) or
+    /// [`TrailingBytes`](ShardProblem::TrailingBytes) (llm.c demands the exact size too;
+    /// both say so when the file's size fits the counted tokens at another width).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let fail = |problem: FileProblem| SourceError::file(path, problem);
+        let file = SourceFile::open(path).map_err(fail)?;
+        let len = file.len();
+        let header = SHARD_HEADER_BYTES as u64;
+        if len == 0 {
+            return Err(fail(FileProblem::Empty).into());
+        }
+        if len < header {
+            return Err(fail(ShardProblem::TruncatedHeader {
+                len,
+                needed: header,
+            }
+            .into())
+            .into());
+        }
+        if usize::try_from(len).is_err() {
+            return Err(fail(FileProblem::TooLarge { len }).into());
+        }
+        let mut words = [0u8; 12];
+        file.read_exact_at(0, &mut words)?;
+        let word = |i: usize| i32::from_le_bytes([words[i], words[i + 1], words[i + 2], words[i + 3]]);
+        let (magic, version, count) = (word(0), word(4), word(8));
+        let Some(format) = ShardFormat::from_magic(magic) else {
+            return Err(fail(
+                ShardProblem::BadMagic {
+                    found: magic,
+                    expected: SHARD_MAGIC,
+                }
+                .into(),
+            )
+            .into());
+        };
+        if version != format.version() {
+            return Err(fail(
+                ShardProblem::BadVersion {
+                    found: version,
+                    expected: format.version(),
+                }
+                .into(),
+            )
+            .into());
+        }
+        if count <= 0 {
+            return Err(fail(
+                ShardProblem::BadTokenCount {
+                    count: i64::from(count),
+                }
+                .into(),
+            )
+            .into());
+        }
+        let count = count as u64;
+        let width = format.token_bytes() as u64;
+        // At most 1024 + 4 × (2^31 - 1): no overflow.
+        let needed = header + width * count;
+        if needed > len {
+            return Err(fail(ShardProblem::TokensBeyondFile { count, needed, len }.into()).into());
+        }
+        if len > needed {
+            return Err(fail(
+                ShardProblem::TrailingBytes {
+                    count,
+                    extra: len - needed,
+                    token_bytes: width,
+                }
+                .into(),
+            )
+            .into());
+        }
+        Ok(TokenShard {
+            file,
+            format,
+            tokens: count as usize,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The file's format: the width of its tokens.
+    pub fn format(&self) -> ShardFormat {
+        self.format
+    }
+
+    /// Tokens in the shard (at least 1).
+    pub fn len(&self) -> usize {
+        self.tokens
+    }
+
+    /// Always `false`: a shard with no tokens does not open.
+    pub fn is_empty(&self) -> bool {
+        self.tokens == 0
+    }
+
+    /// The file's size in bytes (header and tokens), as opened.
+    pub fn file_bytes(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// Token `i` (a `u16` shard's widened to `u32`), read from the file; `None` past the
+    /// end. A file that changed since it was opened is [`SourceError::Read`].
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShard};
+    /// # let path = std::env::temp_dir().join(format!("pinring-token-doc-{}.bin", std::process::id()));
+    /// write_shard(&path, &[50256, 1, 2])?;
+    /// let shard = TokenShard::open(&path)?;
+    /// assert_eq!((shard.token(0)?, shard.token(3)?), (Some(50256), None));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn token(&self, i: usize) -> Result<Option<u32>, SourceError> {
+        if i >= self.tokens {
+            return Ok(None);
+        }
+        let mut bytes = [0u8; 4];
+        let width = self.format.token_bytes();
+        self.read_tokens(i, &mut bytes[..width])?;
+        Ok(Some(u32::from_le_bytes(bytes)))
+    }
+
+    /// Reads the little-endian bytes of tokens from `first` on into `out` (a whole number
+    /// of tokens, inside the shard: the callers check), then checks that the file did not
+    /// change (see [`SourceFile::read_exact_at`]).
+    pub(crate) fn read_tokens(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError> {
+        self.file.read_exact_at(self.offset_of(first), out)
+    }
+
+    /// As [`read_tokens`](Self::read_tokens) for two runs of tokens, with one check of the
+    /// file after both.
+    pub(crate) fn read_token_runs(
+        &self,
+        (first_a, a): (usize, &mut [u8]),
+        (first_b, b): (usize, &mut [u8]),
+    ) -> Result<(), SourceError> {
+        self.file
+            .read_exact_at_each([(self.offset_of(first_a), a), (self.offset_of(first_b), b)])
+    }
+
+    /// The byte offset of token `i` in the file.
+    pub(crate) fn offset_of(&self, i: usize) -> u64 {
+        SHARD_HEADER_BYTES as u64 + i as u64 * self.format.token_bytes() as u64
+    }
+}
+
+impl SegmentFile for TokenShard {
+    fn units(&self) -> u64 {
+        self.tokens as u64
+    }
+
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}

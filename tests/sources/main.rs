@@ -1,0 +1,12 @@
+//! Data sources through the public API, by topic: the shard format, malformed files,
+//! the sampler, resume, the decoders through real pipelines, checkpoints, and files that
+//! change under a running loader.
+
+mod changed_files;
+mod checkpoint;
+mod decoders;
+mod format;
+mod helpers;
+mod malformed;
+mod resume;
+mod sampler;
