@@ -51,7 +51,6 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.needs_core_change("contract 4: a changed file is Error::Source naming it, never SIGBUS")
 @pytest.mark.parametrize("mode", ["truncate", "replace"])
 def test_a_shard_changed_mid_run_is_a_source_error_naming_it(tmp_path, mode):
     path = write_shard(tmp_path / "train_000.bin", np.arange(2_000_000) % 60000)
