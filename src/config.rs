@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-use crate::backend::{Backend, Cpu};
+use crate::backend::contract::Backend;
+use crate::backend::cpu::Cpu;
+#[cfg(feature = "cuda")]
+use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::error::ConfigError;
+use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,14 +18,6 @@ pub enum LastBatch {
     /// Drop it: every delivered batch is full.
     Drop,
 }
-
-/// Alignment of each host slot in the ring without huge pages (one page).
-pub(crate) const PAGE: usize = 4096;
-/// Alignment of each host slot with huge pages (2 MiB).
-pub(crate) const HUGE_PAGE: usize = 2 << 20;
-/// Alignment of each device slot: a page, as the host ring's slots (without huge pages),
-/// so that consecutive slots lie alike on both sides and a run of them copies in one piece.
-pub(crate) const DEVICE_ALIGN: usize = PAGE;
 
 /// A validated pipeline configuration. Build one with [`Config::builder`].
 ///
@@ -119,11 +115,6 @@ impl<B: Backend> Config<B> {
     pub fn bytes_per_sample(&self) -> usize {
         self.sample_bytes
     }
-    /// Bytes each sample takes in a slot.
-    #[deprecated(note = "renamed to `bytes_per_sample`, as the builder's setter")]
-    pub fn sample_bytes(&self) -> usize {
-        self.sample_bytes
-    }
     /// Bytes of a full batch.
     pub fn batch_bytes(&self) -> usize {
         self.batch_bytes
@@ -163,11 +154,6 @@ impl<B: Backend> Config<B> {
     /// How long a waiting thread spins before it parks (see [`ConfigBuilder::spin`]).
     pub fn spin(&self) -> Duration {
         self.spin
-    }
-    /// Whether waiting threads spin at all: 0 when [`spin`](Self::spin) is zero, else 1.
-    #[deprecated(note = "waits spin for a time now: use `spin`")]
-    pub fn spin_before_park(&self) -> u32 {
-        u32::from(!self.spin.is_zero())
     }
     /// What happens to a short last batch.
     pub fn last_batch(&self) -> LastBatch {
@@ -353,18 +339,6 @@ impl<B: Backend> ConfigBuilder<B> {
         self.spin = spin;
         self
     }
-    /// `spin_before_park(0)` parks at once (as `spin(Duration::ZERO)`); any other count
-    /// keeps the default spin time. Waits are bounded by time now, not by a count of
-    /// checks: use [`spin`](Self::spin).
-    #[deprecated(note = "waits spin for a time now: use `spin(Duration)`")]
-    pub fn spin_before_park(mut self, checks: u32) -> Self {
-        self.spin = if checks == 0 {
-            Duration::ZERO
-        } else {
-            Config::DEFAULT_SPIN
-        };
-        self
-    }
     /// What to do with a short last batch (default: deliver it).
     pub fn last_batch(mut self, mode: LastBatch) -> Self {
         self.last_batch = mode;
@@ -448,6 +422,12 @@ impl<B: Backend> ConfigBuilder<B> {
             poison_released: self.poison_released,
             backend: options,
         }
+    }
+
+    /// Switches to the cuda backend: shorthand for `.backend::<Cuda>(options)`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(self, options: CudaOptions) -> ConfigBuilder<Cuda> {
+        self.backend::<Cuda>(options)
     }
 
     /// Checks every value and returns the config, or the first [`ConfigError`] found.

@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use crate::backend::private::{CopyRole, CopyRun};
-use crate::backend::Backend;
+use crate::backend::contract::{Backend, CopyRole, CopyRun};
 use crate::control::Control;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
 use crate::park::Waited;
 use crate::ready_ring::{Sender, Token};
-use crate::slot::{HostSlots, Progress};
+use crate::slot::host::{HostSlots, Progress};
 use crate::stats::nanos;
 use crate::sync::{native, Arc, Instant};
 use crate::trace::{Kind, Track};

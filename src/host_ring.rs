@@ -6,8 +6,15 @@
 
 use memmap2::{MmapMut, MmapOptions};
 
-use crate::config::PAGE;
 use crate::error::{Error, Result};
+
+/// Alignment of each host slot in the ring without huge pages (one page).
+pub(crate) const PAGE: usize = 4096;
+/// Alignment of each host slot with huge pages (2 MiB).
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+/// Alignment of each device slot: a page, as the host ring's slots (without huge pages),
+/// so that consecutive slots lie alike on both sides and a run of them copies in one piece.
+pub(crate) const DEVICE_ALIGN: usize = PAGE;
 
 /// The pinned-memory ring of host slots (internal: reachable from no public path).
 #[derive(Debug)]

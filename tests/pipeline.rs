@@ -225,7 +225,7 @@ fn kernel_reads_slot_after_release(fenced: bool) -> bool {
     // Never leave the gate closed: a conservative fence (an unbound drop anywhere in the
     // process) synchronizes every CpuStream, this one too.
     open.store(true, Ordering::Release);
-    stream.synchronize();
+    stream.synchronize().unwrap();
     check_batch(second.bytes(), 1, PER, SAMPLE, PER);
     second.release(Fence::Sync).unwrap();
     intact.load(Ordering::Acquire)

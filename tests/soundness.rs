@@ -125,7 +125,7 @@ fn held_kernel(
     gate.arrived(1);
     let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
     gate.open();
-    stream.synchronize();
+    stream.synchronize().unwrap();
     let second = waiter.join().unwrap();
     check_batch(second.bytes(), 1, PER, SAMPLE, PER);
     (intact.load(Ordering::Acquire), copied_early)
@@ -144,7 +144,7 @@ fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
             stream.record(&event);
             batch.release(Fence::Event(&event)).unwrap();
             idle.record(&event);
-            idle.synchronize(); // the later record has completed
+            idle.synchronize().unwrap(); // the later record has completed
         },
         |_| {},
     );
@@ -188,7 +188,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     let second = p.pop().unwrap().unwrap();
     assert_eq!(second.slot(), 0);
     second.release(Fence::Stream(&idle)).unwrap();
-    idle.synchronize();
+    idle.synchronize().unwrap();
     // Lease 2: its copy is ready once lease 1's copy ran and its fence completed. It must
     // not complete while the kernel of lease 0 is held.
     let third = p.pop().unwrap().unwrap();
@@ -201,7 +201,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     gate.arrived(1);
     let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
     gate.open();
-    busy.synchronize();
+    busy.synchronize().unwrap();
     let third = waiter.join().unwrap();
     check_batch(third.bytes(), 2, PER, SAMPLE, PER);
     assert!(

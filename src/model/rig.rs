@@ -10,7 +10,8 @@ use crate::config::{Config, LastBatch};
 use crate::decode::Decode;
 use crate::error::DecodeError;
 use crate::host_ring::HostRing;
-use crate::pipeline::{assemble, Parts, Pipeline, StopHandle};
+use crate::pipeline::start::{assemble, Parts};
+use crate::pipeline::{Pipeline, StopHandle};
 use crate::sync::{mutation, native, suppress_wakes, Arc, Mutation};
 use crate::Batch;
 

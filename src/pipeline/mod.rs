@@ -1,16 +1,14 @@
 //! The pipeline: hands batches to the consumer in sequence order, says what holds it up,
 //! and stops cleanly. `start.rs` wires the parts and starts the threads.
 
-mod start;
+pub(crate) mod start;
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-#[cfg(all(test, pinring_loom))]
-pub(crate) use start::{assemble, Parts};
-
-use crate::backend::{Backend, Cpu};
+use crate::backend::contract::Backend;
+use crate::backend::cpu::Cpu;
 use crate::batch::Batch;
 use crate::control::Control;
 use crate::device_side::DeviceSide;
@@ -18,7 +16,8 @@ use crate::error::{Error, Result, Stage};
 use crate::host_ring::HugePages;
 use crate::park::Waited;
 use crate::ready_ring::{Receiver, Token};
-use crate::slot::{DeviceState, HostSlots, HostState};
+use crate::slot::host::HostSlots;
+use crate::slot::stamp::{DeviceState, HostState};
 use crate::stats::{nanos, Stats};
 use crate::sync::{native, Arc, Instant};
 use crate::trace::{Kind, Track};

@@ -1,8 +1,7 @@
 //! Wiring: one constructor assembles a pipeline's parts, for [`Pipeline::new`] (which
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
-use crate::backend::private::{CopyRole, CopyWaker, Layout};
-use crate::backend::Backend;
+use crate::backend::contract::{Backend, CopyRole, CopyWaker, Layout};
 use crate::config::Config;
 use crate::control::Control;
 use crate::copy_thread::Copier;
@@ -14,7 +13,8 @@ use crate::feeder::Feeder;
 use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
 use crate::ready_ring::ready_ring;
-use crate::slot::{DeviceSlots, HostSlots, Samples};
+use crate::slot::device::DeviceSlots;
+use crate::slot::host::{HostSlots, SampleCells};
 use crate::sync::{native, Arc};
 use crate::trace::Trace;
 
@@ -62,6 +62,7 @@ where
         host_slots,
         device_slots,
         shutdown_timeout: config.shutdown_timeout,
+        poison_released: config.poison_released,
     };
     let backend = B::open(
         &config.backend,
@@ -81,13 +82,14 @@ where
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
         .min(config.batch_size);
     let host = Arc::new(HostSlots::new(host_slots, config.batch_size, per_item));
-    let cells = Arc::new(Samples::new(host_slots, config.batch_size));
+    let cells = Arc::new(SampleCells::new(host_slots, config.batch_size));
     let device = Arc::new(DeviceSide {
         backend,
         slots: DeviceSlots::new(device_slots, config.batch_size),
         copier,
         sample_bytes: config.sample_bytes,
         trace,
+        poison: config.poison_released,
     });
     let (sender, receiver) = ready_ring(device_slots);
     let pipeline = Pipeline {

@@ -4,9 +4,10 @@
 use crate::park::ParkSlot;
 use crate::sync::UnsafeCell;
 
+use super::host::HostSlots;
 use super::ids::SlotIds;
+use super::index::DeviceIdx;
 use super::stamp::{DeviceState, Stamp};
-use super::{DeviceIdx, HostSlots};
 
 /// One device slot's protocol state.
 #[derive(Debug)]
