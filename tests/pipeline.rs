@@ -745,3 +745,73 @@ fn pop_for_bounds_one_call_and_the_pipeline_goes_on() {
     }
     assert!(p.pop_for(BOUND).unwrap().is_none());
 }
+
+/// Issue 19 item 13: `pop_for(Duration::ZERO)` never waits, and names the stage really
+/// behind: with every device slot leased, the consumer. Before, it went into the wait
+/// (spinning up to the spin time) and reported what it had waited.
+#[test]
+fn a_zero_pop_for_never_waits_and_names_the_consumer_when_every_slot_is_leased() {
+    let config = Config::builder()
+        .batch_size(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
+    for _ in 0..3 {
+        match p.pop_for(Duration::ZERO) {
+            Err(Error::PopTimeout {
+                behind: pinring::Stage::Consumer,
+                waited,
+            }) => assert_eq!(waited, Duration::ZERO),
+            other => panic!("expected a consumer timeout without a wait, got {other:?}"),
+        }
+    }
+    drop(held);
+    // The batch a zero pop finds ready, it returns.
+    let start = std::time::Instant::now();
+    let next = loop {
+        match p.pop_for(Duration::ZERO) {
+            Ok(Some(batch)) => break batch,
+            Err(Error::PopTimeout { .. }) => assert!(start.elapsed() < BOUND, "no batch came"),
+            other => panic!("expected batch 2, got {other:?}"),
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(next.seq(), 2);
+}
+
+/// Issue 19 item 17: the `PopTimeout` text reads well for every stage. Before, it was
+/// "no batch after 50ms: the consumer (all device slots are leased) stage is behind".
+#[test]
+fn pop_timeout_texts_read_well_for_every_stage() {
+    use pinring::Stage;
+    let text = |behind| {
+        Error::PopTimeout {
+            waited: Duration::from_millis(50),
+            behind,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        text(Stage::Source),
+        "no batch after 50ms: the source has not produced the next batch's samples yet"
+    );
+    assert_eq!(
+        text(Stage::Decode),
+        "no batch after 50ms: the decode workers have not finished the next batch yet"
+    );
+    assert_eq!(
+        text(Stage::Copy),
+        "no batch after 50ms: the next batch is decoded but its copy to the device has not \
+         completed"
+    );
+    assert_eq!(
+        text(Stage::Consumer),
+        "no batch after 50ms: the device slot it needs is held by a batch not yet released \
+         (release or drop one to let it in)"
+    );
+    // The stage's own name stays short (bindings and Stats use it).
+    assert_eq!(Stage::Consumer.to_string(), "consumer");
+}

@@ -266,15 +266,23 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     match p.pop() {
-        Err(Error::AllSlotsLeased { leased, waited }) => {
+        Err(Error::AllSlotsLeased {
+            leased,
+            waited,
+            device_slots,
+        }) => {
             assert_eq!(leased, [(0, 0), (1, 1)]);
+            assert_eq!(device_slots, 2);
             assert!(waited >= Duration::from_millis(50));
         }
         other => panic!("expected AllSlotsLeased, got {other:?}"),
     }
     let text = p.pop().unwrap_err().to_string();
     assert!(
-        text.contains("slot 0 holds batch 0") && text.contains("slot 1 holds batch 1"),
+        text.starts_with(
+            "all 2 device slots are held by batches 0 and 1 that were never released: \
+             release them (or drop them), or raise device_slots"
+        ),
         "{text}"
     );
     // Released, the pipeline goes on where it was.
@@ -292,7 +300,14 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
     std::mem::forget(p.pop().unwrap().unwrap());
-    assert!(matches!(p.pop(), Err(Error::AllSlotsLeased { .. })));
+    let text = p.pop().unwrap_err().to_string();
+    assert!(
+        text.starts_with(
+            "the only device slot is held by batch 0, which was never released: release it \
+             (or drop it), or raise device_slots"
+        ),
+        "{text}"
+    );
 
     // The default is bounded.
     assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
@@ -302,6 +317,51 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
         .build()
         .unwrap();
     assert_eq!(config.lease_timeout(), Config::DEFAULT_LEASE_TIMEOUT);
+}
+
+/// Issue 19 item 6: the lease clock runs across consecutive `pop_for` calls. A caller that
+/// waits in short slices (the Python binding waits in 30 ms ones) with every device slot
+/// held gets `AllSlotsLeased` once the lease timeout has passed over all of them; before,
+/// each call restarted the clock, so the loop got `PopTimeout` forever (here: until the
+/// bound, then the test fails).
+#[test]
+fn the_lease_clock_runs_across_short_pop_for_calls() {
+    let lease_timeout = Duration::from_millis(40);
+    let config = Config::builder()
+        .batch_size(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .lease_timeout(lease_timeout)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
+    let start = Instant::now();
+    let mut slices = 0u32;
+    let error = loop {
+        match p.pop_for(Duration::from_millis(2)) {
+            Err(Error::PopTimeout { .. }) => slices += 1,
+            other => break other,
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "{slices} pop_for slices and still no AllSlotsLeased"
+        );
+    };
+    match error {
+        Err(Error::AllSlotsLeased {
+            leased,
+            waited,
+            device_slots: 2,
+        }) => {
+            assert_eq!(leased, [(0, 0), (1, 1)]);
+            assert!(waited >= lease_timeout, "{waited:?}");
+        }
+        other => panic!("expected AllSlotsLeased, got {other:?}"),
+    }
+    // Released, the next pop goes on (and the clock starts over for the next batch).
+    drop(held);
+    assert_eq!(p.pop_for(BOUND).unwrap().unwrap().seq(), 2);
 }
 
 /// Item 10: more decode threads than a pipeline supports is a `ConfigError` that says why.

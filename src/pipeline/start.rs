@@ -102,6 +102,7 @@ where
         finished: None,
         pop_timeout: config.pop_timeout,
         lease_timeout: config.lease_timeout,
+        lease_clock: None,
         shutdown_timeout: config.shutdown_timeout,
         decode_threads: config.decode_threads,
         copy_thread: None,
