@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{byte, check_batch, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND};
 use pinring::{
-    Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, LastBatch,
-    Pipeline, TryPop,
+    Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
+    LastBatch, Pipeline, TryPop,
 };
 
 const SAMPLE: usize = 96;
@@ -814,4 +814,49 @@ fn pop_timeout_texts_read_well_for_every_stage() {
     );
     // The stage's own name stays short (bindings and Stats use it).
     assert_eq!(Stage::Consumer.to_string(), "consumer");
+}
+
+/// Issue 19 item 12: once `pop` has returned the end, `stats()` shows no copy in flight:
+/// the copy thread retires the last copies before it hands out the end. Here the last
+/// copy waits behind a release fence held at a gate while the source ends; before, the
+/// copy thread handed out the end at once and left the last host slot IN_FLIGHT for good.
+#[test]
+fn stats_after_the_end_show_no_copy_in_flight() {
+    const PER: usize = 2;
+    let config = builder(PER).device_slots(1).host_slots(4).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..2 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let gate = Gate::new();
+    let first = p.pop().unwrap().unwrap();
+    {
+        let gate = gate.clone();
+        stream.enqueue(move || gate.pass());
+    }
+    gate.arrived(1);
+    first.release(Fence::Stream(&stream)).unwrap();
+    // Batch 1's copy is enqueued behind the held fence; its token comes before it runs.
+    let second = p.pop().unwrap().unwrap();
+    // The source has ended (END on batch 2's host slot) while that copy still waits.
+    let start = std::time::Instant::now();
+    while !p
+        .stats()
+        .host_slots
+        .iter()
+        .any(|&(seq, state)| (seq, state) == (2, HostState::End))
+    {
+        assert!(start.elapsed() < BOUND, "the source did not end");
+        std::thread::yield_now();
+    }
+    gate.open();
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    second.release(Fence::Sync).unwrap();
+    assert!(p.pop().unwrap().is_none());
+    let in_flight: Vec<_> = (p.stats().host_slots.into_iter())
+        .filter(|&(_, state)| state == HostState::InFlight)
+        .collect();
+    assert!(
+        in_flight.is_empty(),
+        "still in flight after the end: {in_flight:?}"
+    );
+    stream.synchronize().unwrap();
 }

@@ -215,6 +215,14 @@ pub trait Ops: Sized {
     /// ahead of the copies it has seen complete.
     fn completed(&self, role: &CopyRole) -> Result<u64>;
 
+    /// Copy thread, at the end of the stream (END or FAILED), before it waits for the
+    /// copies in flight to complete: nothing more will be enqueued. A device that moves
+    /// only when a thread waits on it (the model device) runs them here; real devices
+    /// complete them on their own (the default does nothing).
+    fn finish_copies(&self, role: &CopyRole) {
+        let _ = role;
+    }
+
     /// Time the backend's copy engine has spent moving bytes, where the backend can
     /// tell (the cpu backend's copies run on a thread of its own); `None` where the
     /// copies run on hardware it does not time.

@@ -681,6 +681,13 @@ impl Ops for Model {
         Ok(dev.lock().completed)
     }
 
+    /// Steps the device until every copy enqueued has run (the copy thread waits for them
+    /// at the end of the stream; this device moves only when a thread waits on it).
+    fn finish_copies(&self, _: &CopyRole) {
+        self.device
+            .step_until(|_, state| state.completed == state.enqueued);
+    }
+
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
