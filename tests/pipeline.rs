@@ -860,3 +860,142 @@ fn stats_after_the_end_show_no_copy_in_flight() {
     );
     stream.synchronize().unwrap();
 }
+
+/// A batch bound to two streams, read by a "kernel" on the first (a long op, then a read
+/// of the slot), released on the second (`release`) or dropped (`drop`): whether the
+/// kernel saw its own batch. The next batch reuses the slot (one device slot).
+fn reader_on_the_first_of_two_streams_sees_its_batch(release: bool) -> bool {
+    const PER: usize = 2;
+    let config = builder(PER).device_slots(1).host_slots(2).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..2 * PER as u64).unwrap();
+    let (reading, other) = (CpuStream::new(), CpuStream::new());
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&reading).unwrap();
+    first.wait_on(&reading).unwrap(); // bound once, whatever the calls
+    first.wait_on(&other).unwrap();
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    let intact = Arc::new(AtomicBool::new(false));
+    {
+        let intact = intact.clone();
+        reading.sleep(Duration::from_millis(30));
+        reading.enqueue(move || {
+            // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
+            // unfenced, the copy thread may be writing them, the bug this test shows (the
+            // bytes are plain u8, any value is valid).
+            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let ok = (0..PER).all(|j| {
+                bytes[j * SAMPLE..(j + 1) * SAMPLE]
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == byte(j as u64, i))
+            });
+            intact.store(ok, Ordering::Release);
+        });
+    }
+    if release {
+        first.release(Fence::Stream(&other)).unwrap();
+    } else {
+        drop(first);
+    }
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!(second.slot(), 0);
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    reading.synchronize().unwrap();
+    second.release(Fence::Sync).unwrap();
+    intact.load(Ordering::Acquire)
+}
+
+/// Issue 19 item 2: every stream a batch was bound to is fenced, by `release` and by the
+/// drop. Before, only the last stream `wait_on` was called with was remembered: released on
+/// the second stream (or dropped), the next copy overwrote the slot while the kernel on the
+/// first had yet to read it (the long op stands in for a long kernel; fenced, the order
+/// no longer depends on it).
+#[test]
+fn a_reader_on_the_first_of_two_bound_streams_is_fenced_by_release_and_by_drop() {
+    assert!(
+        reader_on_the_first_of_two_streams_sees_its_batch(true),
+        "release on the second stream let the next copy in before the first stream's read"
+    );
+    assert!(
+        reader_on_the_first_of_two_streams_sees_its_batch(false),
+        "the drop let the next copy in before the first stream's read"
+    );
+}
+
+/// Issue 19 item 5, poison mode: a slot released with `Fence::Sync` (the caller promises
+/// the device is done) is filled with 0xFF by the release itself, so a view kept past the
+/// release reads -1 / 0xFF... instead of the batch. Without the mode, it keeps the
+/// batch's bytes (until the next copy), the silent mistake the mode shows. Before, the
+/// setting was stored only.
+#[test]
+fn poison_mode_fills_a_slot_released_with_a_sync_fence() {
+    const PER: usize = 2;
+    for poison in [true, false] {
+        let config = builder(PER).poison_released(poison).build().unwrap();
+        assert_eq!(config.poison_released(), poison);
+        // One batch: nothing copies into the slot after it.
+        let mut p = Pipeline::new(config, decoder(), 0..PER as u64).unwrap();
+        let batch = p.pop().unwrap().unwrap();
+        check_batch(batch.bytes(), 0, PER, SAMPLE, PER);
+        let (ptr, len) = (batch.device_ptr().as_ptr(), batch.len());
+        batch.release(Fence::Sync).unwrap();
+        // SAFETY: `len` bytes of device slot 0, alive as long as the pipeline; the fill was
+        // made by the release on this thread, and nothing copies into the slot again.
+        let kept = unsafe { std::slice::from_raw_parts(ptr, len) };
+        if poison {
+            assert!(kept.iter().all(|&b| b == 0xFF), "not poisoned: {kept:?}");
+            let first = i32::from_le_bytes(kept[..4].try_into().unwrap());
+            assert_eq!(first, -1);
+        } else {
+            check_batch(kept, 0, PER, SAMPLE, PER);
+        }
+        assert!(p.pop().unwrap().is_none());
+    }
+}
+
+/// Issue 19 item 5, poison mode, stream-ordered: a slot released on a stream is poisoned
+/// only once the stream's work before the release is done (held here at a gate: the slot
+/// still holds its batch), and before the slot's next copy, not deferred to it: batch 1
+/// (one sample) is copied into the poisoned slot, and the part of the slot it does not
+/// cover reads the pattern. Before, it still read batch 0's second sample.
+#[test]
+fn poison_mode_fills_a_released_slot_after_its_fence_and_before_its_next_copy() {
+    const PER: usize = 2;
+    let config = builder(PER)
+        .device_slots(1)
+        .host_slots(2)
+        .poison_released(true)
+        .build()
+        .unwrap();
+    // Batch 0 has two samples, batch 1 one.
+    let mut p = Pipeline::new(config, decoder(), 0..3u64).unwrap();
+    let stream = CpuStream::new();
+    let gate = Gate::new();
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&stream).unwrap();
+    let ptr = first.device_ptr().as_ptr();
+    {
+        let gate = gate.clone();
+        stream.enqueue(move || gate.pass());
+    }
+    gate.arrived(1);
+    first.release(Fence::Stream(&stream)).unwrap();
+    // SAFETY: two samples of device slot 0, alive as long as the pipeline. The poison fill
+    // and the next copy both wait for the fence on `stream`, held at the gate: nothing
+    // writes the slot while this view is read.
+    let kept = unsafe { std::slice::from_raw_parts(ptr, PER * SAMPLE) };
+    check_batch(kept, 0, PER, SAMPLE, PER);
+    gate.open();
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!((second.seq(), second.samples(), second.slot()), (1, 1, 0));
+    check_batch(second.bytes(), 1, 1, SAMPLE, PER);
+    // SAFETY: as above; batch 1's copy has completed (`bytes` waited for it) and nothing
+    // writes the slot while batch 1 is leased.
+    let kept = unsafe { std::slice::from_raw_parts(ptr, PER * SAMPLE) };
+    assert!(
+        kept[SAMPLE..].iter().all(|&b| b == 0xFF),
+        "the slot past batch 1 was not poisoned before its copy"
+    );
+    second.release(Fence::Sync).unwrap();
+    stream.synchronize().unwrap();
+}

@@ -495,3 +495,61 @@ fn pool_child() {
         }
     }
 }
+
+/// Issue 19 item 7: a closure that panics on a `CpuStream` is an error on that stream, not
+/// a hang: `synchronize` returns it, a batch whose slot was fenced on the stream is still
+/// copied and readable (`Batch::bytes` returns), and the pipeline reports the error at
+/// the next batch instead of waiting forever. Before, the panic killed the stream's
+/// thread: `synchronize` and every wait on the stream hung (here: the child is killed at
+/// the bound). In a process of its own: a failed user stream is marked by every
+/// conservative fence in the process while it lives.
+#[test]
+fn a_panicking_stream_closure_is_an_error_on_its_stream_not_a_hang() {
+    let (passed, text) = common::run_child("panicking_stream_child", &[]);
+    assert!(
+        passed && text.contains("PANICKING_STREAM_CHILD done"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "run by a_panicking_stream_closure_is_an_error_on_its_stream_not_a_hang"]
+fn panicking_stream_child() {
+    const PER: usize = 2;
+    let config = Config::builder()
+        .batch_size(PER)
+        .bytes_per_sample(8)
+        .device_slots(1)
+        .pop_timeout(BOUND)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..3 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&stream).unwrap();
+    stream.enqueue(|| panic!("a kernel bug"));
+    first.release(Fence::Stream(&stream)).unwrap();
+    let error = stream.synchronize().unwrap_err();
+    assert!(
+        error.to_string().contains("panicked: a kernel bug"),
+        "{error}"
+    );
+    // Batch 1 reuses the slot fenced on the failed stream: it is copied all the same.
+    let second = p.pop().unwrap().unwrap();
+    check_batch(second.bytes(), 1, PER, 8, PER);
+    drop(second);
+    // The pipeline saw its copy stream wait on the failed stream: an error, not a hang.
+    match p.pop() {
+        Err(Error::Backend { message, .. }) => {
+            assert!(message.contains("a kernel bug"), "{message}")
+        }
+        other => panic!("expected the stream's failure, got {other:?}"),
+    }
+    // Later work on the stream still runs (and the stream stays failed).
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    stream.enqueue(move || flag.store(true, Ordering::Release));
+    assert!(stream.synchronize().is_err());
+    assert!(ran.load(Ordering::Acquire));
+    println!("PANICKING_STREAM_CHILD done");
+}
