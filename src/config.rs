@@ -8,6 +8,7 @@ use crate::backend::cpu::Cpu;
 use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::error::ConfigError;
 use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
+use crate::slot::ids::SlotIds;
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,6 +51,11 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) trace: usize,
     pub(crate) poison_released: bool,
+    /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
+    /// sample type's size when the pipeline starts).
+    pub(crate) host_budget: usize,
+    /// Bytes of the sample ids every host and device slot keeps (one u64 a sample).
+    pub(crate) id_bytes: usize,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -179,6 +185,14 @@ impl<B: Backend> Config<B> {
     pub fn trace_spans(&self) -> usize {
         self.trace
     }
+    /// Bytes of host memory the pipeline keeps beside its ring for the samples'
+    /// bookkeeping that does not depend on the sample type: the ids of every host and
+    /// device slot's samples (8 bytes a sample). The sample cells (one per sample per host
+    /// slot, each the size of the decoder's sample) come on top when the pipeline starts;
+    /// both count in the host budget and against the memory available.
+    pub fn bookkeeping_bytes(&self) -> usize {
+        self.id_bytes
+    }
     /// Bytes of host memory the pipeline pins: its host ring, `host_slots` slots of
     /// [`host_stride`](Self::host_stride) bytes (mapped and pre-faulted before the first
     /// batch).
@@ -244,15 +258,27 @@ impl<B: Backend> std::fmt::Display for Config<B> {
             kib(self.device_stride),
             self.device_slots
         )?;
+        writeln!(
+            f,
+            "  bookkeeping: {:.1} MiB of sample ids, plus {} sample cells (each the size of \
+             the decoder's sample), in the host budget",
+            mib(self.id_bytes),
+            self.host_slots.saturating_mul(self.batch_size)
+        )?;
         write!(
             f,
-            "  decode threads: {}; spin {} us; trace {}",
+            "  decode threads: {}; spin {} us; trace {}{}",
             self.decode_threads,
             self.spin.as_micros(),
             if self.trace == 0 {
                 "off".to_string()
             } else {
                 format!("{} spans ({:.1} MiB)", self.trace, mib(self.trace * 40))
+            },
+            if self.poison_released {
+                "; released slots poisoned"
+            } else {
+                ""
             }
         )
     }
@@ -373,7 +399,10 @@ impl<B: Backend> ConfigBuilder<B> {
         self.shutdown_timeout = timeout;
         self
     }
-    /// Most bytes the host ring may take (default 16 GiB).
+    /// Most bytes of host memory the pipeline may take (default 16 GiB): its host ring and
+    /// the bookkeeping of its samples (their ids and, once the decoder's sample type is
+    /// known at [`Pipeline::new`](crate::Pipeline::new), one cell per sample per host
+    /// slot; see [`Config::bookkeeping_bytes`]).
     pub fn host_budget(mut self, bytes: usize) -> Self {
         self.host_budget = bytes;
         self
@@ -506,10 +535,19 @@ impl<B: Backend> ConfigBuilder<B> {
         let host_bytes = host_stride
             .checked_mul(self.host_slots)
             .ok_or(ConfigError::Overflow("host_slots × batch_bytes"))?;
-        if host_bytes > self.host_budget {
+        let id_bytes = SlotIds::bytes(self.host_slots, samples)
+            .zip(SlotIds::bytes(self.device_slots, samples))
+            .and_then(|(host, device)| host.checked_add(device))
+            .ok_or(ConfigError::Overflow("batch_size × slots (the sample ids)"))?;
+        let host_total = host_bytes
+            .checked_add(id_bytes)
+            .ok_or(ConfigError::Overflow(
+                "batch_bytes × host_slots + the sample ids",
+            ))?;
+        if host_total > self.host_budget {
             return Err(ConfigError::OverBudget {
-                what: "the host ring",
-                bytes: host_bytes,
+                what: "the host ring and the sample ids",
+                bytes: host_total,
                 budget: self.host_budget,
                 knob: "host_budget",
             });
@@ -567,6 +605,8 @@ impl<B: Backend> ConfigBuilder<B> {
             shutdown_timeout: self.shutdown_timeout,
             trace: self.trace,
             poison_released: self.poison_released || poison_from_env(),
+            host_budget: self.host_budget,
+            id_bytes,
             backend: self.backend,
             decode_item_samples: None,
         })

@@ -97,12 +97,14 @@ fn size_products_that_overflow() {
 fn budgets() {
     match err(base().bytes_per_sample(1 << 20).host_budget(1 << 20)) {
         ConfigError::OverBudget {
-            what: "the host ring",
+            what: "the host ring and the sample ids",
             bytes,
             budget,
             knob: "host_budget",
         } => {
-            assert_eq!((bytes, budget), (4 * (4 << 20), 1 << 20))
+            // The ring, and 8 bytes of id per sample and per slot for 4 host and 2 device
+            // slots.
+            assert_eq!((bytes, budget), (4 * (4 << 20) + 6 * 5 * 8, 1 << 20))
         }
         other => panic!("{other:?}"),
     }

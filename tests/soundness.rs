@@ -553,3 +553,94 @@ fn panicking_stream_child() {
     assert!(ran.load(Ordering::Acquire));
     println!("PANICKING_STREAM_CHILD done");
 }
+
+/// Issue 19 item 10: the samples' bookkeeping counts in the host budget. Every host and
+/// device slot keeps 8 bytes of id per sample, which the config counts beside the ring;
+/// every host slot keeps one cell per sample of the decoder's sample type, which
+/// `Pipeline::new` counts before it allocates or starts anything. Before, only the ring
+/// counted: both configs here started.
+#[test]
+fn per_sample_bookkeeping_counts_in_the_host_budget() {
+    const BATCH: usize = 1 << 16;
+    // The ids: 6 slots × (2^16 + 1) × 8 bytes = 3 MiB, over a 1 MiB budget the ring
+    // (4 × 64 KiB) fits in.
+    let over = Config::builder()
+        .batch_size(BATCH)
+        .bytes_per_sample(1)
+        .host_budget(1 << 20)
+        .build()
+        .unwrap_err();
+    match over {
+        ConfigError::OverBudget {
+            bytes,
+            budget,
+            knob: "host_budget",
+            ..
+        } => assert_eq!((bytes, budget), (4 * BATCH + 6 * (BATCH + 1) * 8, 1 << 20)),
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+    // The cells: 4 × 2^16 samples of 256 bytes (and more) = 64 MiB, over a 16 MiB budget
+    // the ring and the ids fit in.
+    let config = Config::builder()
+        .batch_size(BATCH)
+        .bytes_per_sample(1)
+        .host_budget(16 << 20)
+        .build()
+        .unwrap();
+    assert!(config.to_string().contains("sample cells"), "{config}");
+    let decoder = pinring::decode_fn(|_: [u8; 256], _: &mut [u8]| Ok(()));
+    match Pipeline::new(config, decoder, std::iter::repeat([0u8; 256])) {
+        Err(Error::Config(ConfigError::OverBudget {
+            bytes,
+            budget,
+            knob: "host_budget",
+            ..
+        })) => assert!(
+            bytes > budget && bytes >= 4 * BATCH * 256,
+            "{bytes} {budget}"
+        ),
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+}
+
+/// Issue 19 item 10, as reported: `FixedRecords` of 1-byte records in batches of 2^27
+/// (about 20 GiB of sample cells beside a 512 MiB ring) is a budget error before anything
+/// is allocated; before, the allocation aborted the process. And bookkeeping past the
+/// memory the machine has (with the budget lifted) is `HostMemory`, up front.
+#[test]
+fn a_huge_batch_of_tiny_records_is_a_budget_error_not_an_abort() {
+    use pinring::source::{FixedRecords, RecordBytes, Sampler};
+    let path =
+        std::env::temp_dir().join(format!("pinring-tiny-records-{}.bin", std::process::id()));
+    std::fs::write(&path, vec![7u8; 4096]).unwrap();
+    let sampler = Sampler::builder(FixedRecords::open([&path], 1).unwrap())
+        .build()
+        .unwrap();
+    let config = Config::builder()
+        .batch_size(1 << 27)
+        .bytes_per_sample(1)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    match Pipeline::new(config, RecordBytes, sampler.iter()) {
+        Err(Error::Config(ConfigError::OverBudget {
+            knob: "host_budget",
+            ..
+        })) => {}
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+    // Lifted budget: the machine's memory is the limit (1 KiB samples: 512 GiB of cells).
+    let config = Config::builder()
+        .batch_size(1 << 27)
+        .bytes_per_sample(1)
+        .host_budget(usize::MAX)
+        .build()
+        .unwrap();
+    let decoder = pinring::decode_fn(|_: [u8; 1024], _: &mut [u8]| Ok(()));
+    match Pipeline::new(config, decoder, std::iter::repeat([0u8; 1024])) {
+        Err(Error::HostMemory { bytes, available }) => assert!(bytes as u64 > available),
+        other => panic!("expected HostMemory, got {other:?}"),
+    }
+    assert!(start.elapsed() < BOUND);
+    std::fs::remove_file(&path).unwrap();
+}

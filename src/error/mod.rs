@@ -64,13 +64,14 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// The host ring does not fit in the memory this machine has available.
+    /// The host ring and the samples' bookkeeping do not fit in the memory this machine
+    /// has available.
     #[error(
-        "the host ring needs {bytes} bytes, but this machine has {available} bytes available \
-         (MemAvailable): use fewer host_slots or smaller batches"
+        "the host ring and the samples' bookkeeping need {bytes} bytes, but this machine has \
+         {available} bytes available (MemAvailable): use fewer host_slots or smaller batches"
     )]
     HostMemory {
-        /// Bytes the ring needs.
+        /// Bytes the ring and the bookkeeping need.
         bytes: usize,
         /// Bytes the system reports available.
         available: u64,

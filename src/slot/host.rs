@@ -68,6 +68,14 @@ impl<S> std::fmt::Debug for SampleCells<S> {
 }
 
 impl<S> SampleCells<S> {
+    /// Bytes the cells of `host_slots` slots of `per_batch` samples take; `None` past
+    /// `usize::MAX`.
+    pub(crate) fn bytes(host_slots: usize, per_batch: usize) -> Option<usize> {
+        host_slots
+            .checked_mul(per_batch)?
+            .checked_mul(std::mem::size_of::<UnsafeCell<Option<S>>>())
+    }
+
     pub(crate) fn new(host_slots: usize, per_batch: usize) -> Self {
         SampleCells {
             cells: (0..host_slots * per_batch)
@@ -106,6 +114,12 @@ unsafe impl Sync for HostSlots {}
 unsafe impl Send for HostSlots {}
 
 impl HostSlots {
+    /// Bytes the protocol state of `host_slots` slots takes, beside their ids (see
+    /// `SlotIds::bytes`).
+    pub(crate) fn state_bytes(host_slots: usize) -> Option<usize> {
+        host_slots.checked_mul(std::mem::size_of::<HostSlot>())
+    }
+
     /// Slot `h` starts FREE(h), for batch `h`.
     pub(crate) fn new(host_slots: usize, per_batch: usize, per_item: usize) -> Self {
         HostSlots {
