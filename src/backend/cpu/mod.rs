@@ -1,36 +1,7 @@
-//! The cpu backend: device slots in ordinary memory, asynchronous on purpose.
-//!
-//! A [`CpuStream`] is a thread executing an ordered queue of operations; a [`CpuEvent`]
-//! is recorded on a stream and completes when the stream reaches the record, with CUDA's
-//! meaning (a wait waits for the record that was latest when the wait was made; see
-//! `event.rs`). Copies run on the backend's own copy stream, so ordering bugs in the
-//! protocol show up as wrong bytes in CI. Delays and failures can be injected through
-//! [`CpuOptions`]. It also serves CPU-only training: a batch's [`bytes`](crate::Batch::bytes)
-//! are its device slot.
-//!
-//! Release fences: `Fence::Stream(s)` records the slot's fence event on `s`;
-//! `Fence::Event(e)` captures `e`'s latest record; `Fence::Sync` captures nothing. A batch
-//! bound with `wait_on` is also fenced on each bound stream the fence does not name (one
-//! record of the slot's fence event there). A batch dropped unbound (or bound to more
-//! streams than it keeps) is fenced conservatively but without blocking: the fence records
-//! a marker on every live [`CpuStream`](crate::CpuStream), and the slot's next copy waits
-//! for all of them (stream-side), so it is safe even inside a stream's own closure.
-//!
-//! A closure that panics on a stream is an error on that stream (`failure.rs`): the stream
-//! goes on, its later records carry the failure, and a slot fenced on one of them fails
-//! the pipeline when its next copy waits for it.
-//!
-//! Poison mode ([`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released)):
-//! a slot released with `Fence::Sync` is filled with 0xFF at once, by the releasing thread
-//! (the caller promised the device is done); any other release hands the fill to the slot's
-//! own poison stream (a thread per device slot, started only in this mode), which waits
-//! for the captured fence, fills the slot and records the fence the next copy waits for.
-//! So a late fence delays only its own slot's fill and reuse. The cost: one memset of the
-//! slot per release, a hop to the poison stream's thread, and D more threads.
-//!
-//! The backend's teardown waits, up to the pipeline's shutdown timeout, for its copy stream
-//! and every release fence still pending; past it, it leaks the device memory and the
-//! host ring (a stream still running may touch them) rather than free them under it.
+//! The cpu backend: device slots in ordinary memory, asynchronous on purpose. Its behaviour
+//! is documented on [`Cpu`](crate::Cpu), the public face of this module; `stream.rs`,
+//! `event.rs`, `fence.rs` and `failure.rs` hold its streams, events, captured fences and
+//! stream failures.
 
 pub(crate) mod event;
 mod failure;
@@ -95,7 +66,39 @@ impl CpuDevicePtr {
     }
 }
 
-/// The cpu backend's device side of one pipeline.
+/// The cpu backend: device slots in ordinary memory, asynchronous on purpose.
+///
+/// A [`CpuStream`](crate::CpuStream) is a thread executing an ordered queue of operations;
+/// a [`CpuEvent`](crate::CpuEvent) is recorded on a stream and completes when the stream
+/// reaches the record, with CUDA's meaning (a wait waits for the record that was latest
+/// when the wait was made). Copies run on the backend's own copy stream, so ordering bugs
+/// in the protocol show up as wrong bytes in CI. Delays and failures can be injected
+/// through [`CpuOptions`]. It also serves CPU-only training: a batch's
+/// [`bytes`](crate::Batch::bytes) are its device slot.
+///
+/// Release fences: `Fence::Stream(s)` records the slot's fence event on `s`;
+/// `Fence::Event(e)` captures `e`'s latest record; `Fence::Sync` captures nothing. A batch
+/// bound with `wait_on` is also fenced on each bound stream the fence does not name (one
+/// record of the slot's fence event there). A batch dropped unbound (or bound to more
+/// streams than it keeps) is fenced conservatively but without blocking: the fence records
+/// a marker on every live [`CpuStream`](crate::CpuStream), and the slot's next copy waits
+/// for all of them (stream-side), so it is safe even inside a stream's own closure.
+///
+/// A closure that panics on a stream is an error on that stream: the stream
+/// goes on, its later records carry the failure, and a slot fenced on one of them fails
+/// the pipeline when its next copy waits for it.
+///
+/// Poison mode ([`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released)):
+/// a slot released with `Fence::Sync` is filled with 0xFF at once, by the releasing thread
+/// (the caller promised the device is done); any other release hands the fill to the slot's
+/// own poison stream (a thread per device slot, started only in this mode), which waits
+/// for the captured fence, fills the slot and records the fence the next copy waits for.
+/// So a late fence delays only its own slot's fill and reuse. The cost: one memset of the
+/// slot per release, a hop to the poison stream's thread, and D more threads.
+///
+/// The backend's teardown waits, up to the pipeline's shutdown timeout, for its copy stream
+/// and every release fence still pending; past it, it leaks the device memory and the
+/// host ring (a stream still running may touch them) rather than free them under it.
 pub struct Cpu {
     ring: Arc<HostRing>,
     /// Device slots, `device_slots × device_stride` bytes; touched only through `device`.
