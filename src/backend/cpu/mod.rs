@@ -84,9 +84,10 @@ impl CpuDevicePtr {
 /// a marker on every live [`CpuStream`](crate::CpuStream), and the slot's next copy waits
 /// for all of them (stream-side), so it is safe even inside a stream's own closure.
 ///
-/// A closure that panics on a stream is an error on that stream: the stream
-/// goes on, its later records carry the failure, and a slot fenced on one of them fails
-/// the pipeline when its next copy waits for it.
+/// A closure that panics on a stream is an error on that stream: the stream goes on, its
+/// later records carry the failure, and a slot fenced on one of them fails the pipeline
+/// when its next copy waits for it ([`CpuStream::synchronize`](crate::CpuStream::synchronize)
+/// returns it). A conservative fence marks a failed stream too, while it lives.
 ///
 /// Poison mode ([`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released)):
 /// a slot released with `Fence::Sync` is filled with 0xFF at once, by the releasing thread
