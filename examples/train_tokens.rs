@@ -57,7 +57,7 @@ struct Args {
     /// The seed of the shuffle or the random offsets.
     #[arg(long, value_name = "S", default_value_t = 0)]
     seed: u64,
-    /// Batches to stream.
+    /// Batches to stream (exactly: an epoch's short last batch counts as one).
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
     batches: u64,
     /// Decode threads [default: one per core].
@@ -224,11 +224,21 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);
     }
-    if args.trace.is_some() {
-        builder = builder.trace(TRACE_SPANS);
-    }
-    let trace = args.trace.as_deref();
+    // The trace file is created before the run, so that a path that cannot be written ends
+    // the run before it starts, not after.
+    let trace = match &args.trace {
+        Some(path) => {
+            builder = builder.trace(TRACE_SPANS);
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+            Some((path.as_path(), file))
+        }
+        None => None,
+    };
     let sample_bytes = plan.sample_bytes;
+    let batches = args.batches;
+    // Enough samples for `batches` batches (more batches when epochs end in short ones:
+    // `drive` stops at `batches`).
     let samples = sampler.iter().take(plan.samples);
     let epoch_len = sampler.epoch_len();
     let header = |config_bytes: usize, device: &str| {
@@ -249,9 +259,8 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
             say!("{config}");
             // Stand-in for the training step: wait (host-side) until the batch is on the
             // device. A trainer would `wait_on` its stream and release fenced on it instead.
-            return drive(Pipeline::new(config, decoder, samples)?, trace, |batch| {
-                batch.synchronize()
-            });
+            let pipeline = Pipeline::new(config, decoder, samples)?;
+            return drive(pipeline, batches, trace, |batch| batch.synchronize());
         }
         #[cfg(not(feature = "cuda"))]
         {
@@ -268,27 +277,36 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
     header(config.batch_bytes(), "the cpu backend");
     say!("{config}");
     let mut checksum = 0u64;
-    drive(Pipeline::new(config, decoder, samples)?, trace, |batch| {
-        // Stand-in for the training step: touch one value of every sample.
-        for sample in batch.bytes().chunks_exact(sample_bytes) {
-            checksum = checksum.wrapping_add(u64::from(sample[0]));
-        }
-        Ok(())
-    })?;
+    drive(
+        Pipeline::new(config, decoder, samples)?,
+        batches,
+        trace,
+        |batch| {
+            // Stand-in for the training step: touch one value of every sample.
+            for sample in batch.bytes().chunks_exact(sample_bytes) {
+                checksum = checksum.wrapping_add(u64::from(sample[0]));
+            }
+            Ok(())
+        },
+    )?;
     say!("checksum {checksum}");
     Ok(())
 }
 
-/// Pops every batch, hands it to `step`, releases it; prints the rate and the stats and
-/// writes the trace.
+/// Pops `limit` batches (fewer if the source ends first), hands each to `step`, releases
+/// it; prints the rate and the stats and writes the trace into its file.
 fn drive<B: Backend>(
     mut pipeline: Pipeline<B>,
-    trace: Option<&std::path::Path>,
+    limit: u64,
+    trace: Option<(&std::path::Path, std::fs::File)>,
     mut step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let mut batches = 0u64;
-    while let Some(batch) = pipeline.pop()? {
+    while batches < limit {
+        let Some(batch) = pipeline.pop()? else {
+            break;
+        };
         step(&batch)?;
         batches += 1;
         // The step is finished with the batch (it synchronised), so no fence is needed.
@@ -303,10 +321,9 @@ fn drive<B: Backend>(
         stats.throughput(elapsed) / (1u64 << 30) as f64,
     );
     say!("{stats}");
-    if let Some(path) = trace {
-        let written = std::fs::File::create(path)
-            .map(std::io::BufWriter::new)
-            .and_then(|file| pipeline.write_trace(file))
+    if let Some((path, file)) = trace {
+        let written = pipeline
+            .write_trace(std::io::BufWriter::new(file))
             .map_err(|e| format!("--trace {}: {e}", path.display()))?;
         say!(
             "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",

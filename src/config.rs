@@ -2,8 +2,13 @@
 
 use std::time::Duration;
 
-use crate::backend::{Backend, Cpu};
+use crate::backend::contract::Backend;
+use crate::backend::cpu::Cpu;
+#[cfg(feature = "cuda")]
+use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::error::ConfigError;
+use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
+use crate::slot::ids::SlotIds;
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,14 +19,6 @@ pub enum LastBatch {
     /// Drop it: every delivered batch is full.
     Drop,
 }
-
-/// Alignment of each host slot in the ring without huge pages (one page).
-pub(crate) const PAGE: usize = 4096;
-/// Alignment of each host slot with huge pages (2 MiB).
-pub(crate) const HUGE_PAGE: usize = 2 << 20;
-/// Alignment of each device slot: a page, as the host ring's slots (without huge pages),
-/// so that consecutive slots lie alike on both sides and a run of them copies in one piece.
-pub(crate) const DEVICE_ALIGN: usize = PAGE;
 
 /// A validated pipeline configuration. Build one with [`Config::builder`].
 ///
@@ -54,6 +51,11 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) trace: usize,
     pub(crate) poison_released: bool,
+    /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
+    /// sample type's size when the pipeline starts).
+    pub(crate) host_budget: usize,
+    /// Bytes of the sample ids every host and device slot keeps (one u64 a sample).
+    pub(crate) id_bytes: usize,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -119,11 +121,6 @@ impl<B: Backend> Config<B> {
     pub fn bytes_per_sample(&self) -> usize {
         self.sample_bytes
     }
-    /// Bytes each sample takes in a slot.
-    #[deprecated(note = "renamed to `bytes_per_sample`, as the builder's setter")]
-    pub fn sample_bytes(&self) -> usize {
-        self.sample_bytes
-    }
     /// Bytes of a full batch.
     pub fn batch_bytes(&self) -> usize {
         self.batch_bytes
@@ -164,11 +161,6 @@ impl<B: Backend> Config<B> {
     pub fn spin(&self) -> Duration {
         self.spin
     }
-    /// Whether waiting threads spin at all: 0 when [`spin`](Self::spin) is zero, else 1.
-    #[deprecated(note = "waits spin for a time now: use `spin`")]
-    pub fn spin_before_park(&self) -> u32 {
-        u32::from(!self.spin.is_zero())
-    }
     /// What happens to a short last batch.
     pub fn last_batch(&self) -> LastBatch {
         self.last_batch
@@ -193,6 +185,14 @@ impl<B: Backend> Config<B> {
     pub fn trace_spans(&self) -> usize {
         self.trace
     }
+    /// Bytes of host memory the pipeline keeps beside its ring for the samples'
+    /// bookkeeping that does not depend on the sample type: the ids of every host and
+    /// device slot's samples (8 bytes a sample). The sample cells (one per sample per host
+    /// slot, each the size of the decoder's sample) come on top when the pipeline starts;
+    /// both count in the host budget and against the memory available.
+    pub fn bookkeeping_bytes(&self) -> usize {
+        self.id_bytes
+    }
     /// Bytes of host memory the pipeline pins: its host ring, `host_slots` slots of
     /// [`host_stride`](Self::host_stride) bytes (mapped and pre-faulted before the first
     /// batch).
@@ -205,7 +205,8 @@ impl<B: Backend> Config<B> {
         self.device_stride * self.device_slots
     }
     /// Whether released device slots are filled with a poison pattern (see
-    /// [`ConfigBuilder::poison_released`]).
+    /// [`ConfigBuilder::poison_released`]; also on when `PINRING_POISON_RELEASED=1` was set
+    /// when the config was built).
     pub fn poison_released(&self) -> bool {
         self.poison_released
     }
@@ -257,15 +258,27 @@ impl<B: Backend> std::fmt::Display for Config<B> {
             kib(self.device_stride),
             self.device_slots
         )?;
+        writeln!(
+            f,
+            "  bookkeeping: {:.1} MiB of sample ids, plus {} sample cells (each the size of \
+             the decoder's sample), in the host budget",
+            mib(self.id_bytes),
+            self.host_slots.saturating_mul(self.batch_size)
+        )?;
         write!(
             f,
-            "  decode threads: {}; spin {} us; trace {}",
+            "  decode threads: {}; spin {} us; trace {}{}",
             self.decode_threads,
             self.spin.as_micros(),
             if self.trace == 0 {
                 "off".to_string()
             } else {
                 format!("{} spans ({:.1} MiB)", self.trace, mib(self.trace * 40))
+            },
+            if self.poison_released {
+                "; released slots poisoned"
+            } else {
+                ""
             }
         )
     }
@@ -353,18 +366,6 @@ impl<B: Backend> ConfigBuilder<B> {
         self.spin = spin;
         self
     }
-    /// `spin_before_park(0)` parks at once (as `spin(Duration::ZERO)`); any other count
-    /// keeps the default spin time. Waits are bounded by time now, not by a count of
-    /// checks: use [`spin`](Self::spin).
-    #[deprecated(note = "waits spin for a time now: use `spin(Duration)`")]
-    pub fn spin_before_park(mut self, checks: u32) -> Self {
-        self.spin = if checks == 0 {
-            Duration::ZERO
-        } else {
-            Config::DEFAULT_SPIN
-        };
-        self
-    }
     /// What to do with a short last batch (default: deliver it).
     pub fn last_batch(mut self, mode: LastBatch) -> Self {
         self.last_batch = mode;
@@ -398,7 +399,10 @@ impl<B: Backend> ConfigBuilder<B> {
         self.shutdown_timeout = timeout;
         self
     }
-    /// Most bytes the host ring may take (default 16 GiB).
+    /// Most bytes of host memory the pipeline may take (default 16 GiB): its host ring and
+    /// the bookkeeping of its samples (their ids and, once the decoder's sample type is
+    /// known at [`Pipeline::new`](crate::Pipeline::new), one cell per sample per host
+    /// slot; see [`Config::bookkeeping_bytes`]).
     pub fn host_budget(mut self, bytes: usize) -> Self {
         self.host_budget = bytes;
         self
@@ -418,9 +422,21 @@ impl<B: Backend> ConfigBuilder<B> {
         self.trace = spans;
         self
     }
-    /// A debug mode: every released device slot is filled with a poison pattern on the
-    /// device, ordered after its release fence, so that a view read after its release
-    /// shows out-of-range values instead of plausible data (default off).
+    /// A debug mode for the most likely mistake, a view of a batch kept and read after the
+    /// batch's release: every released device slot is filled with a poison pattern on the
+    /// device, ordered after its release fence (and before the slot's next copy), so that
+    /// such a view reads out-of-range values instead of plausible data from another batch
+    /// (default off; the environment variable `PINRING_POISON_RELEASED=1` turns it on for
+    /// every config built).
+    ///
+    /// The pattern: every byte 0xFF, so integers read -1 (int8 to int64) or their largest
+    /// value (uint8 255, uint16 65,535, ...: beyond any vocabulary), floats NaN.
+    ///
+    /// Cost, on: one fill of the slot (`device_stride` bytes) per batch, on the device: a
+    /// device-memory write beside the copies (cuda: three more driver calls per release on
+    /// the releasing thread, `cuStreamWaitEvent`, `cuMemsetD8Async`, `cuEventRecord`; cpu:
+    /// a memset of the slot, by the releasing thread for `Fence::Sync`, else by the slot's
+    /// own poison thread, one per device slot). Off: one branch per release.
     pub fn poison_released(mut self, on: bool) -> Self {
         self.poison_released = on;
         self
@@ -448,6 +464,12 @@ impl<B: Backend> ConfigBuilder<B> {
             poison_released: self.poison_released,
             backend: options,
         }
+    }
+
+    /// Switches to the cuda backend: shorthand for `.backend::<Cuda>(options)`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(self, options: CudaOptions) -> ConfigBuilder<Cuda> {
+        self.backend::<Cuda>(options)
     }
 
     /// Checks every value and returns the config, or the first [`ConfigError`] found.
@@ -513,10 +535,19 @@ impl<B: Backend> ConfigBuilder<B> {
         let host_bytes = host_stride
             .checked_mul(self.host_slots)
             .ok_or(ConfigError::Overflow("host_slots × batch_bytes"))?;
-        if host_bytes > self.host_budget {
+        let id_bytes = SlotIds::bytes(self.host_slots, samples)
+            .zip(SlotIds::bytes(self.device_slots, samples))
+            .and_then(|(host, device)| host.checked_add(device))
+            .ok_or(ConfigError::Overflow("batch_size × slots (the sample ids)"))?;
+        let host_total = host_bytes
+            .checked_add(id_bytes)
+            .ok_or(ConfigError::Overflow(
+                "batch_bytes × host_slots + the sample ids",
+            ))?;
+        if host_total > self.host_budget {
             return Err(ConfigError::OverBudget {
-                what: "the host ring",
-                bytes: host_bytes,
+                what: "the host ring and the sample ids",
+                bytes: host_total,
                 budget: self.host_budget,
                 knob: "host_budget",
             });
@@ -573,11 +604,21 @@ impl<B: Backend> ConfigBuilder<B> {
             lease_timeout: self.lease_timeout,
             shutdown_timeout: self.shutdown_timeout,
             trace: self.trace,
-            poison_released: self.poison_released,
+            poison_released: self.poison_released || poison_from_env(),
+            host_budget: self.host_budget,
+            id_bytes,
             backend: self.backend,
             decode_item_samples: None,
         })
     }
+}
+
+/// The environment variable that turns the poison mode on for every config built.
+const POISON_ENV: &str = "PINRING_POISON_RELEASED";
+
+/// Whether `PINRING_POISON_RELEASED=1` is set.
+fn poison_from_env() -> bool {
+    std::env::var_os(POISON_ENV).is_some_and(|v| v == "1")
 }
 
 fn nonzero(n: usize, field: &'static str) -> Result<usize, ConfigError> {

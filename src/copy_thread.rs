@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use crate::backend::private::{CopyRole, CopyRun};
-use crate::backend::Backend;
+use crate::backend::contract::{Backend, CopyRole, CopyRun};
 use crate::control::Control;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
 use crate::park::Waited;
 use crate::ready_ring::{Sender, Token};
-use crate::slot::{HostSlots, Progress};
+use crate::slot::host::{HostSlots, Progress};
 use crate::stats::nanos;
 use crate::sync::{native, Arc, Instant};
 use crate::trace::{Kind, Track};
@@ -113,6 +112,14 @@ impl<B: Backend> Copier<B> {
                 return;
             }
         };
+        // At the end of the stream, the copies still in flight complete and their host
+        // slots are freed before the last token goes out: after the end nothing is left in
+        // flight (what `Pipeline::stats` shows). Not after a backend failure, whose
+        // completions may never come.
+        let outcome = outcome.and_then(|token| {
+            self.retire_all(&mut retired, next)?;
+            Ok(token)
+        });
         let token = match outcome {
             Ok(token) => token,
             Err(error) => {
@@ -238,6 +245,36 @@ impl<B: Backend> Copier<B> {
         match failure {
             None => Ok(run.end()),
             Some(error) => Err((k + delivered as u64, error)),
+        }
+    }
+
+    /// Frees the host slot of every copy in flight, oldest first, waiting for each to
+    /// complete; returns early (leaving them) if the pipeline is stopped.
+    fn retire_all(&self, retired: &mut u64, next: u64) -> Result<()> {
+        let (control, device, role) = (&*self.control, &*self.device, &self.role);
+        let polled = !device.backend.notifies_copy_done(role);
+        if *retired < next {
+            device.backend.finish_copies(role);
+        }
+        loop {
+            self.retire(retired, next)?;
+            if *retired == next {
+                return Ok(());
+            }
+            let done_before = *retired;
+            // A failed completion query ends the wait; the next `retire` reports it.
+            let progress =
+                || (device.backend.completed(role)).map_or(true, |done| done > done_before);
+            let deadline = if polled {
+                Instant::now().checked_add(POLL)
+            } else {
+                None
+            };
+            let waited =
+                (control.copier).wait(control.spin(), deadline, progress, || control.stopped());
+            if waited == Waited::Stopped {
+                return Ok(());
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use crate::error::DecodeError;
 /// Turns one sample into bytes, written straight into its range of a pinned host slot.
 ///
 /// `decode` runs on the pipeline's rayon pool, many samples at once, so it takes `&self`.
-/// `out` is exactly [`Config::sample_bytes`](crate::Config::sample_bytes) long and holds
+/// `out` is exactly [`Config::bytes_per_sample`](crate::Config::bytes_per_sample) long and holds
 /// stale bytes from an earlier batch: write every byte the consumer will read. There is no
 /// staging copy: these are the bytes the copy thread sends to the device.
 ///

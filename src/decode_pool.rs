@@ -17,7 +17,7 @@ use crate::decode::Decode;
 use crate::error::{panic_message, Error};
 use crate::host_ring::HostRing;
 use crate::park::Waited;
-use crate::slot::{HostSlots, Progress, Samples};
+use crate::slot::host::{HostSlots, Progress, SampleCells};
 use crate::sync::{native, Arc, AtomicU64, Ordering};
 use crate::trace::{Kind, Track};
 
@@ -25,7 +25,7 @@ use crate::trace::{Kind, Track};
 pub(crate) struct DecodeWork<D: Decode> {
     pub(crate) control: Arc<Control>,
     pub(crate) slots: Arc<HostSlots>,
-    pub(crate) samples: Arc<Samples<D::Sample>>,
+    pub(crate) samples: Arc<SampleCells<D::Sample>>,
     pub(crate) ring: native::Arc<HostRing>,
     pub(crate) decoder: D,
     pub(crate) sample_bytes: usize,
@@ -38,7 +38,7 @@ impl<D: Decode> DecodeWork<D> {
     pub(crate) fn new(
         control: Arc<Control>,
         slots: Arc<HostSlots>,
-        samples: Arc<Samples<D::Sample>>,
+        samples: Arc<SampleCells<D::Sample>>,
         ring: native::Arc<HostRing>,
         decoder: D,
         sample_bytes: usize,

@@ -4,10 +4,9 @@
 
 use std::fmt;
 
-use crate::backend::private::CopyRole;
-use crate::backend::Backend;
+use crate::backend::contract::{Backend, CopyRole};
 use crate::park::ParkSlot;
-use crate::slot::DeviceSlots;
+use crate::slot::device::DeviceSlots;
 use crate::sync::native;
 use crate::trace::Trace;
 
@@ -21,6 +20,9 @@ pub(crate) struct DeviceSide<B: Backend> {
     pub(crate) sample_bytes: usize,
     /// The timeline, when tracing is on (releases record spans in it).
     pub(crate) trace: Option<native::Arc<Trace>>,
+    /// Poison mode: each release fills its slot with the poison pattern, on the device,
+    /// after its fence (`ConfigBuilder::poison_released`).
+    pub(crate) poison: bool,
 }
 
 impl<B: Backend> Drop for DeviceSide<B> {

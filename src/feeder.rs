@@ -13,7 +13,7 @@ use crate::control::Control;
 use crate::decode::Decode;
 use crate::error::{panic_message, Error};
 use crate::park::Waited;
-use crate::slot::{HostSlots, Samples};
+use crate::slot::host::{HostSlots, SampleCells};
 use crate::sync::{native, Arc};
 use crate::trace::{Kind, Track};
 
@@ -22,7 +22,7 @@ use crate::trace::{Kind, Track};
 pub(crate) struct Feeder<D: Decode, I> {
     pub(crate) control: Arc<Control>,
     pub(crate) slots: Arc<HostSlots>,
-    pub(crate) samples: Arc<Samples<D::Sample>>,
+    pub(crate) samples: Arc<SampleCells<D::Sample>>,
     pub(crate) source: I,
     pub(crate) per_batch: usize,
     pub(crate) last_batch: LastBatch,

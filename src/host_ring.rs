@@ -6,8 +6,15 @@
 
 use memmap2::{MmapMut, MmapOptions};
 
-use crate::config::PAGE;
 use crate::error::{Error, Result};
+
+/// Alignment of each host slot in the ring without huge pages (one page).
+pub(crate) const PAGE: usize = 4096;
+/// Alignment of each host slot with huge pages (2 MiB).
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+/// Alignment of each device slot: a page, as the host ring's slots (without huge pages),
+/// so that consecutive slots lie alike on both sides and a run of them copies in one piece.
+pub(crate) const DEVICE_ALIGN: usize = PAGE;
 
 /// The pinned-memory ring of host slots (internal: reachable from no public path).
 #[derive(Debug)]
@@ -50,14 +57,16 @@ impl HostRing {
     /// Maps `slots` slots of `stride` bytes each (`stride` a multiple of the page size).
     ///
     /// The mapping is pre-faulted (so that no decode takes a page fault), which for a
-    /// large ring takes a while: a ring larger than the memory the system has available is
-    /// refused up front with [`Error::HostMemory`] instead.
-    pub(crate) fn new(slots: usize, stride: usize, huge: bool) -> Result<Self> {
+    /// large ring takes a while: a ring that, with the `bookkeeping` bytes the pipeline
+    /// allocates beside it, is larger than the memory the system has available is refused
+    /// up front with [`Error::HostMemory`] instead.
+    pub(crate) fn new(slots: usize, stride: usize, huge: bool, bookkeeping: usize) -> Result<Self> {
         let len = slots * stride;
         if let Some(available) = available_memory() {
-            if len as u64 > available {
+            let needed = len.saturating_add(bookkeeping);
+            if needed as u64 > available {
                 return Err(Error::HostMemory {
-                    bytes: len,
+                    bytes: needed,
                     available,
                 });
             }

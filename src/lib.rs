@@ -32,7 +32,7 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
-pub mod backend;
+mod backend;
 mod batch;
 mod config;
 mod control;
@@ -57,10 +57,20 @@ mod stats;
 mod sync;
 mod trace;
 
-pub use backend::{Backend, Cpu, CpuDevicePtr, CpuEvent, CpuOptions, CpuStream};
+pub use backend::contract::Backend;
+pub use backend::cpu::event::CpuEvent;
+pub use backend::cpu::stream::CpuStream;
+pub use backend::cpu::{Cpu, CpuDevicePtr, CpuOptions};
 #[cfg(feature = "cuda")]
-pub use backend::{CuEvent, CuStream, Cuda, CudaDevice, CudaOptions};
-pub use batch::{Batch, Fence, ReleaseError};
+pub use backend::cuda::backend::Cuda;
+#[cfg(feature = "cuda")]
+pub use backend::cuda::handles::{CuEvent, CuStream};
+#[cfg(feature = "cuda")]
+pub use backend::cuda::options::{CudaDevice, CudaOptions};
+pub use backend::fence::Fence;
+#[cfg(feature = "cuda")]
+pub use batch::cuda::BatchView;
+pub use batch::{Batch, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
 /// and [`Batch::view_on`](crate::Batch) (feature `cuda`).
@@ -70,7 +80,7 @@ pub use decode::{decode_fn, Decode, DecodeFn};
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
-pub use slot::{DeviceState, HostState};
+pub use slot::stamp::{DeviceState, HostState};
 pub use stats::{Bottleneck, StageTimes, Stats};
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,

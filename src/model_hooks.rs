@@ -14,18 +14,21 @@
 
 use std::fmt;
 
-pub use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
+pub use crate::backend::bound::BoundStreams;
+pub use crate::backend::contract::{
+    Backend, CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops, POISON_BYTE,
+};
 pub use crate::host_ring::HostRing;
-pub use crate::slot::{DeviceIdx, HostIdx};
+pub use crate::slot::index::{DeviceIdx, HostIdx};
 pub use crate::sync::mocked::suppress_wakes;
 
 use crate::config::Config;
 use crate::decode::Decode;
 use crate::error::Result;
-use crate::pipeline::{Parts, Pipeline};
+use crate::pipeline::start::Parts;
+use crate::pipeline::Pipeline;
 use crate::ready_ring::Token;
 use crate::sync::native::Arc;
-use crate::Backend;
 
 /// Host slot `h`'s position in the ring.
 pub fn host_index(h: HostIdx) -> usize {
@@ -94,7 +97,7 @@ where
         feeder,
         decode,
         copier,
-    } = crate::pipeline::assemble(&config, decoder, samples)?;
+    } = crate::pipeline::start::assemble(&config, decoder, samples)?;
     Ok(Stages {
         pipeline,
         feeder: Stage(Box::new(move || feeder.run())),

@@ -29,6 +29,13 @@ pub(crate) type Sender = spsc::Producer<Token>;
 /// The consumer's end.
 pub(crate) type Receiver = spsc::Consumer<Token>;
 
+/// Bytes the ready ring of a pipeline with `device_slots` device slots takes.
+pub(crate) fn ready_ring_bytes(device_slots: usize) -> Option<usize> {
+    device_slots
+        .checked_add(1)?
+        .checked_mul(std::mem::size_of::<Token>())
+}
+
 /// A ready ring for `device_slots` device slots.
 pub(crate) fn ready_ring(device_slots: usize) -> (Sender, Receiver) {
     spsc::channel(device_slots + 1)

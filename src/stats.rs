@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::slot::{DeviceState, HostState};
+use crate::slot::stamp::{DeviceState, HostState};
 // std's atomics in both builds: statistics order nothing, and models need not explore them.
 use crate::sync::native::{AtomicU64, Ordering};
 
@@ -375,7 +375,9 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::stats::{Bottleneck, StageTimes, Stats};
 
     /// Stats over one second: `stalled`, `source`, `decode` (summed over 4 threads),
     /// `copy` busy, and the copy thread's wait for device slots, in ms.

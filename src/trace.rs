@@ -306,7 +306,7 @@ fn nanos_since(origin: Instant, now: Instant) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::trace::{Kind, Trace, Track};
 
     #[test]
     fn ring_keeps_the_latest_spans() {

@@ -1,5 +1,7 @@
 //! Every invalid `Config` value gives its documented `ConfigError`; never a panic.
 
+mod common;
+
 use pinring::{Config, ConfigBuilder, ConfigError, Error, Pipeline};
 
 fn base() -> ConfigBuilder {
@@ -95,12 +97,14 @@ fn size_products_that_overflow() {
 fn budgets() {
     match err(base().bytes_per_sample(1 << 20).host_budget(1 << 20)) {
         ConfigError::OverBudget {
-            what: "the host ring",
+            what: "the host ring and the sample ids",
             bytes,
             budget,
             knob: "host_budget",
         } => {
-            assert_eq!((bytes, budget), (4 * (4 << 20), 1 << 20))
+            // The ring, and 8 bytes of id per sample and per slot for 4 host and 2 device
+            // slots.
+            assert_eq!((bytes, budget), (4 * (4 << 20) + 6 * 5 * 8, 1 << 20))
         }
         other => panic!("{other:?}"),
     }
@@ -179,4 +183,30 @@ fn defaults_are_documented_ones_and_a_valid_config_starts() {
     });
     let mut p = Pipeline::new(c, decoder, [1u8; 8]).unwrap();
     assert_eq!(p.pop().unwrap().unwrap().bytes(), &[1; 256][..]);
+}
+
+/// Issue 19 item 5: `PINRING_POISON_RELEASED=1` turns the poison mode on for every config
+/// built (other values leave it as the builder says). In processes of their own: the
+/// environment is the whole process's.
+#[test]
+fn the_poison_environment_variable_turns_the_mode_on() {
+    for (value, expect) in [("1", "true"), ("0", "false"), ("", "false")] {
+        let (passed, text) =
+            common::run_child("poison_env_child", &[("PINRING_POISON_RELEASED", value)]);
+        assert!(passed, "{text}");
+        assert!(
+            text.contains(&format!("POISON_ENV_CHILD {expect}")),
+            "PINRING_POISON_RELEASED={value:?}: {text}"
+        );
+    }
+    if std::env::var_os("PINRING_POISON_RELEASED").is_none() {
+        assert!(!base().build().unwrap().poison_released(), "off by default");
+    }
+}
+
+#[test]
+#[ignore = "run by the_poison_environment_variable_turns_the_mode_on"]
+fn poison_env_child() {
+    let config = base().build().unwrap();
+    println!("POISON_ENV_CHILD {}", config.poison_released());
 }

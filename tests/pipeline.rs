@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{byte, check_batch, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND};
 use pinring::{
-    Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, LastBatch,
-    Pipeline, TryPop,
+    Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
+    LastBatch, Pipeline, TryPop,
 };
 
 const SAMPLE: usize = 96;
@@ -225,7 +225,7 @@ fn kernel_reads_slot_after_release(fenced: bool) -> bool {
     // Never leave the gate closed: a conservative fence (an unbound drop anywhere in the
     // process) synchronizes every CpuStream, this one too.
     open.store(true, Ordering::Release);
-    stream.synchronize();
+    stream.synchronize().unwrap();
     check_batch(second.bytes(), 1, PER, SAMPLE, PER);
     second.release(Fence::Sync).unwrap();
     intact.load(Ordering::Acquire)
@@ -744,4 +744,258 @@ fn pop_for_bounds_one_call_and_the_pipeline_goes_on() {
         b.release(Fence::Sync).unwrap();
     }
     assert!(p.pop_for(BOUND).unwrap().is_none());
+}
+
+/// Issue 19 item 13: `pop_for(Duration::ZERO)` never waits, and names the stage really
+/// behind: with every device slot leased, the consumer. Before, it went into the wait
+/// (spinning up to the spin time) and reported what it had waited.
+#[test]
+fn a_zero_pop_for_never_waits_and_names_the_consumer_when_every_slot_is_leased() {
+    let config = Config::builder()
+        .batch_size(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
+    for _ in 0..3 {
+        match p.pop_for(Duration::ZERO) {
+            Err(Error::PopTimeout {
+                behind: pinring::Stage::Consumer,
+                waited,
+            }) => assert_eq!(waited, Duration::ZERO),
+            other => panic!("expected a consumer timeout without a wait, got {other:?}"),
+        }
+    }
+    drop(held);
+    // The batch a zero pop finds ready, it returns.
+    let start = std::time::Instant::now();
+    let next = loop {
+        match p.pop_for(Duration::ZERO) {
+            Ok(Some(batch)) => break batch,
+            Err(Error::PopTimeout { .. }) => assert!(start.elapsed() < BOUND, "no batch came"),
+            other => panic!("expected batch 2, got {other:?}"),
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(next.seq(), 2);
+}
+
+/// Issue 19 item 17: the `PopTimeout` text reads well for every stage. Before, it was
+/// "no batch after 50ms: the consumer (all device slots are leased) stage is behind".
+#[test]
+fn pop_timeout_texts_read_well_for_every_stage() {
+    use pinring::Stage;
+    let text = |behind| {
+        Error::PopTimeout {
+            waited: Duration::from_millis(50),
+            behind,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        text(Stage::Source),
+        "no batch after 50ms: the source has not produced the next batch's samples yet"
+    );
+    assert_eq!(
+        text(Stage::Decode),
+        "no batch after 50ms: the decode workers have not finished the next batch yet"
+    );
+    assert_eq!(
+        text(Stage::Copy),
+        "no batch after 50ms: the next batch is decoded but its copy to the device has not \
+         completed"
+    );
+    assert_eq!(
+        text(Stage::Consumer),
+        "no batch after 50ms: the device slot it needs is held by a batch not yet released \
+         (release or drop one to let it in)"
+    );
+    // The stage's own name stays short (bindings and Stats use it).
+    assert_eq!(Stage::Consumer.to_string(), "consumer");
+}
+
+/// Issue 19 item 12: once `pop` has returned the end, `stats()` shows no copy in flight:
+/// the copy thread retires the last copies before it hands out the end. Here the last
+/// copy waits behind a release fence held at a gate while the source ends; before, the
+/// copy thread handed out the end at once and left the last host slot IN_FLIGHT for good.
+#[test]
+fn stats_after_the_end_show_no_copy_in_flight() {
+    const PER: usize = 2;
+    let config = builder(PER).device_slots(1).host_slots(4).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..2 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let gate = Gate::new();
+    let first = p.pop().unwrap().unwrap();
+    {
+        let gate = gate.clone();
+        stream.enqueue(move || gate.pass());
+    }
+    gate.arrived(1);
+    first.release(Fence::Stream(&stream)).unwrap();
+    // Batch 1's copy is enqueued behind the held fence; its token comes before it runs.
+    let second = p.pop().unwrap().unwrap();
+    // The source has ended (END on batch 2's host slot) while that copy still waits.
+    let start = std::time::Instant::now();
+    while !p
+        .stats()
+        .host_slots
+        .iter()
+        .any(|&(seq, state)| (seq, state) == (2, HostState::End))
+    {
+        assert!(start.elapsed() < BOUND, "the source did not end");
+        std::thread::yield_now();
+    }
+    gate.open();
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    second.release(Fence::Sync).unwrap();
+    assert!(p.pop().unwrap().is_none());
+    let in_flight: Vec<_> = (p.stats().host_slots.into_iter())
+        .filter(|&(_, state)| state == HostState::InFlight)
+        .collect();
+    assert!(
+        in_flight.is_empty(),
+        "still in flight after the end: {in_flight:?}"
+    );
+    stream.synchronize().unwrap();
+}
+
+/// A batch bound to two streams, read by a "kernel" on the first (a long op, then a read
+/// of the slot), released on the second (`release`) or dropped (`drop`): whether the
+/// kernel saw its own batch. The next batch reuses the slot (one device slot).
+fn reader_on_the_first_of_two_streams_sees_its_batch(release: bool) -> bool {
+    const PER: usize = 2;
+    let config = builder(PER).device_slots(1).host_slots(2).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..2 * PER as u64).unwrap();
+    let (reading, other) = (CpuStream::new(), CpuStream::new());
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&reading).unwrap();
+    first.wait_on(&reading).unwrap(); // bound once, whatever the calls
+    first.wait_on(&other).unwrap();
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    let intact = Arc::new(AtomicBool::new(false));
+    {
+        let intact = intact.clone();
+        reading.sleep(Duration::from_millis(30));
+        reading.enqueue(move || {
+            // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
+            // unfenced, the copy thread may be writing them, the bug this test shows (the
+            // bytes are plain u8, any value is valid).
+            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let ok = (0..PER).all(|j| {
+                bytes[j * SAMPLE..(j + 1) * SAMPLE]
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == byte(j as u64, i))
+            });
+            intact.store(ok, Ordering::Release);
+        });
+    }
+    if release {
+        first.release(Fence::Stream(&other)).unwrap();
+    } else {
+        drop(first);
+    }
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!(second.slot(), 0);
+    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    reading.synchronize().unwrap();
+    second.release(Fence::Sync).unwrap();
+    intact.load(Ordering::Acquire)
+}
+
+/// Issue 19 item 2: every stream a batch was bound to is fenced, by `release` and by the
+/// drop. Before, only the last stream `wait_on` was called with was remembered: released on
+/// the second stream (or dropped), the next copy overwrote the slot while the kernel on the
+/// first had yet to read it (the long op stands in for a long kernel; fenced, the order
+/// no longer depends on it).
+#[test]
+fn a_reader_on_the_first_of_two_bound_streams_is_fenced_by_release_and_by_drop() {
+    assert!(
+        reader_on_the_first_of_two_streams_sees_its_batch(true),
+        "release on the second stream let the next copy in before the first stream's read"
+    );
+    assert!(
+        reader_on_the_first_of_two_streams_sees_its_batch(false),
+        "the drop let the next copy in before the first stream's read"
+    );
+}
+
+/// Issue 19 item 5, poison mode: a slot released with `Fence::Sync` (the caller promises
+/// the device is done) is filled with 0xFF by the release itself, so a view kept past the
+/// release reads -1 / 0xFF... instead of the batch. Without the mode, it keeps the
+/// batch's bytes (until the next copy), the silent mistake the mode shows. Before, the
+/// setting was stored only.
+#[test]
+fn poison_mode_fills_a_slot_released_with_a_sync_fence() {
+    const PER: usize = 2;
+    for poison in [true, false] {
+        let config = builder(PER).poison_released(poison).build().unwrap();
+        assert_eq!(config.poison_released(), poison);
+        // One batch: nothing copies into the slot after it.
+        let mut p = Pipeline::new(config, decoder(), 0..PER as u64).unwrap();
+        let batch = p.pop().unwrap().unwrap();
+        check_batch(batch.bytes(), 0, PER, SAMPLE, PER);
+        let (ptr, len) = (batch.device_ptr().as_ptr(), batch.len());
+        batch.release(Fence::Sync).unwrap();
+        // SAFETY: `len` bytes of device slot 0, alive as long as the pipeline; the fill was
+        // made by the release on this thread, and nothing copies into the slot again.
+        let kept = unsafe { std::slice::from_raw_parts(ptr, len) };
+        if poison {
+            assert!(kept.iter().all(|&b| b == 0xFF), "not poisoned: {kept:?}");
+            let first = i32::from_le_bytes(kept[..4].try_into().unwrap());
+            assert_eq!(first, -1);
+        } else {
+            check_batch(kept, 0, PER, SAMPLE, PER);
+        }
+        assert!(p.pop().unwrap().is_none());
+    }
+}
+
+/// Issue 19 item 5, poison mode, stream-ordered: a slot released on a stream is poisoned
+/// only once the stream's work before the release is done (held here at a gate: the slot
+/// still holds its batch), and before the slot's next copy, not deferred to it: batch 1
+/// (one sample) is copied into the poisoned slot, and the part of the slot it does not
+/// cover reads the pattern. Before, it still read batch 0's second sample.
+#[test]
+fn poison_mode_fills_a_released_slot_after_its_fence_and_before_its_next_copy() {
+    const PER: usize = 2;
+    let config = builder(PER)
+        .device_slots(1)
+        .host_slots(2)
+        .poison_released(true)
+        .build()
+        .unwrap();
+    // Batch 0 has two samples, batch 1 one.
+    let mut p = Pipeline::new(config, decoder(), 0..3u64).unwrap();
+    let stream = CpuStream::new();
+    let gate = Gate::new();
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&stream).unwrap();
+    let ptr = first.device_ptr().as_ptr();
+    {
+        let gate = gate.clone();
+        stream.enqueue(move || gate.pass());
+    }
+    gate.arrived(1);
+    first.release(Fence::Stream(&stream)).unwrap();
+    // SAFETY: two samples of device slot 0, alive as long as the pipeline. The poison fill
+    // and the next copy both wait for the fence on `stream`, held at the gate: nothing
+    // writes the slot while this view is read.
+    let kept = unsafe { std::slice::from_raw_parts(ptr, PER * SAMPLE) };
+    check_batch(kept, 0, PER, SAMPLE, PER);
+    gate.open();
+    let second = p.pop().unwrap().unwrap();
+    assert_eq!((second.seq(), second.samples(), second.slot()), (1, 1, 0));
+    check_batch(second.bytes(), 1, 1, SAMPLE, PER);
+    // SAFETY: as above; batch 1's copy has completed (`bytes` waited for it) and nothing
+    // writes the slot while batch 1 is leased.
+    let kept = unsafe { std::slice::from_raw_parts(ptr, PER * SAMPLE) };
+    assert!(
+        kept[SAMPLE..].iter().all(|&b| b == 0xFF),
+        "the slot past batch 1 was not poisoned before its copy"
+    );
+    second.release(Fence::Sync).unwrap();
+    stream.synchronize().unwrap();
 }

@@ -125,7 +125,7 @@ fn held_kernel(
     gate.arrived(1);
     let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
     gate.open();
-    stream.synchronize();
+    stream.synchronize().unwrap();
     let second = waiter.join().unwrap();
     check_batch(second.bytes(), 1, PER, SAMPLE, PER);
     (intact.load(Ordering::Acquire), copied_early)
@@ -144,7 +144,7 @@ fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
             stream.record(&event);
             batch.release(Fence::Event(&event)).unwrap();
             idle.record(&event);
-            idle.synchronize(); // the later record has completed
+            idle.synchronize().unwrap(); // the later record has completed
         },
         |_| {},
     );
@@ -188,7 +188,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     let second = p.pop().unwrap().unwrap();
     assert_eq!(second.slot(), 0);
     second.release(Fence::Stream(&idle)).unwrap();
-    idle.synchronize();
+    idle.synchronize().unwrap();
     // Lease 2: its copy is ready once lease 1's copy ran and its fence completed. It must
     // not complete while the kernel of lease 0 is held.
     let third = p.pop().unwrap().unwrap();
@@ -201,7 +201,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     gate.arrived(1);
     let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
     gate.open();
-    busy.synchronize();
+    busy.synchronize().unwrap();
     let third = waiter.join().unwrap();
     check_batch(third.bytes(), 2, PER, SAMPLE, PER);
     assert!(
@@ -266,15 +266,23 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     match p.pop() {
-        Err(Error::AllSlotsLeased { leased, waited }) => {
+        Err(Error::AllSlotsLeased {
+            leased,
+            waited,
+            device_slots,
+        }) => {
             assert_eq!(leased, [(0, 0), (1, 1)]);
+            assert_eq!(device_slots, 2);
             assert!(waited >= Duration::from_millis(50));
         }
         other => panic!("expected AllSlotsLeased, got {other:?}"),
     }
     let text = p.pop().unwrap_err().to_string();
     assert!(
-        text.contains("slot 0 holds batch 0") && text.contains("slot 1 holds batch 1"),
+        text.starts_with(
+            "all 2 device slots are held by batches 0 and 1 that were never released: \
+             release them (or drop them), or raise device_slots"
+        ),
         "{text}"
     );
     // Released, the pipeline goes on where it was.
@@ -292,7 +300,14 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
     std::mem::forget(p.pop().unwrap().unwrap());
-    assert!(matches!(p.pop(), Err(Error::AllSlotsLeased { .. })));
+    let text = p.pop().unwrap_err().to_string();
+    assert!(
+        text.starts_with(
+            "the only device slot is held by batch 0, which was never released: release it \
+             (or drop it), or raise device_slots"
+        ),
+        "{text}"
+    );
 
     // The default is bounded.
     assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
@@ -302,6 +317,51 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
         .build()
         .unwrap();
     assert_eq!(config.lease_timeout(), Config::DEFAULT_LEASE_TIMEOUT);
+}
+
+/// Issue 19 item 6: the lease clock runs across consecutive `pop_for` calls. A caller that
+/// waits in short slices (the Python binding waits in 30 ms ones) with every device slot
+/// held gets `AllSlotsLeased` once the lease timeout has passed over all of them; before,
+/// each call restarted the clock, so the loop got `PopTimeout` forever (here: until the
+/// bound, then the test fails).
+#[test]
+fn the_lease_clock_runs_across_short_pop_for_calls() {
+    let lease_timeout = Duration::from_millis(40);
+    let config = Config::builder()
+        .batch_size(1)
+        .bytes_per_sample(8)
+        .device_slots(2)
+        .lease_timeout(lease_timeout)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
+    let start = Instant::now();
+    let mut slices = 0u32;
+    let error = loop {
+        match p.pop_for(Duration::from_millis(2)) {
+            Err(Error::PopTimeout { .. }) => slices += 1,
+            other => break other,
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "{slices} pop_for slices and still no AllSlotsLeased"
+        );
+    };
+    match error {
+        Err(Error::AllSlotsLeased {
+            leased,
+            waited,
+            device_slots: 2,
+        }) => {
+            assert_eq!(leased, [(0, 0), (1, 1)]);
+            assert!(waited >= lease_timeout, "{waited:?}");
+        }
+        other => panic!("expected AllSlotsLeased, got {other:?}"),
+    }
+    // Released, the next pop goes on (and the clock starts over for the next batch).
+    drop(held);
+    assert_eq!(p.pop_for(BOUND).unwrap().unwrap().seq(), 2);
 }
 
 /// Item 10: more decode threads than a pipeline supports is a `ConfigError` that says why.
@@ -434,4 +494,153 @@ fn pool_child() {
             println!("POOL_CHILD started (limit not reached)");
         }
     }
+}
+
+/// Issue 19 item 7: a closure that panics on a `CpuStream` is an error on that stream, not
+/// a hang: `synchronize` returns it, a batch whose slot was fenced on the stream is still
+/// copied and readable (`Batch::bytes` returns), and the pipeline reports the error at
+/// the next batch instead of waiting forever. Before, the panic killed the stream's
+/// thread: `synchronize` and every wait on the stream hung (here: the child is killed at
+/// the bound). In a process of its own: a failed user stream is marked by every
+/// conservative fence in the process while it lives.
+#[test]
+fn a_panicking_stream_closure_is_an_error_on_its_stream_not_a_hang() {
+    let (passed, text) = common::run_child("panicking_stream_child", &[]);
+    assert!(
+        passed && text.contains("PANICKING_STREAM_CHILD done"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "run by a_panicking_stream_closure_is_an_error_on_its_stream_not_a_hang"]
+fn panicking_stream_child() {
+    const PER: usize = 2;
+    let config = Config::builder()
+        .batch_size(PER)
+        .bytes_per_sample(8)
+        .device_slots(1)
+        .pop_timeout(BOUND)
+        .build()
+        .unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..3 * PER as u64).unwrap();
+    let stream = CpuStream::new();
+    let mut first = p.pop().unwrap().unwrap();
+    first.wait_on(&stream).unwrap();
+    stream.enqueue(|| panic!("a kernel bug"));
+    first.release(Fence::Stream(&stream)).unwrap();
+    let error = stream.synchronize().unwrap_err();
+    assert!(
+        error.to_string().contains("panicked: a kernel bug"),
+        "{error}"
+    );
+    // Batch 1 reuses the slot fenced on the failed stream: it is copied all the same.
+    let second = p.pop().unwrap().unwrap();
+    check_batch(second.bytes(), 1, PER, 8, PER);
+    drop(second);
+    // The pipeline saw its copy stream wait on the failed stream: an error, not a hang.
+    match p.pop() {
+        Err(Error::Backend { message, .. }) => {
+            assert!(message.contains("a kernel bug"), "{message}")
+        }
+        other => panic!("expected the stream's failure, got {other:?}"),
+    }
+    // Later work on the stream still runs (and the stream stays failed).
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    stream.enqueue(move || flag.store(true, Ordering::Release));
+    assert!(stream.synchronize().is_err());
+    assert!(ran.load(Ordering::Acquire));
+    println!("PANICKING_STREAM_CHILD done");
+}
+
+/// Issue 19 item 10: the samples' bookkeeping counts in the host budget. Every host and
+/// device slot keeps 8 bytes of id per sample, which the config counts beside the ring;
+/// every host slot keeps one cell per sample of the decoder's sample type, which
+/// `Pipeline::new` counts before it allocates or starts anything. Before, only the ring
+/// counted: both configs here started.
+#[test]
+fn per_sample_bookkeeping_counts_in_the_host_budget() {
+    const BATCH: usize = 1 << 16;
+    // The ids: 6 slots × (2^16 + 1) × 8 bytes = 3 MiB, over a 1 MiB budget the ring
+    // (4 × 64 KiB) fits in.
+    let over = Config::builder()
+        .batch_size(BATCH)
+        .bytes_per_sample(1)
+        .host_budget(1 << 20)
+        .build()
+        .unwrap_err();
+    match over {
+        ConfigError::OverBudget {
+            bytes,
+            budget,
+            knob: "host_budget",
+            ..
+        } => assert_eq!((bytes, budget), (4 * BATCH + 6 * (BATCH + 1) * 8, 1 << 20)),
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+    // The cells: 4 × 2^16 samples of 256 bytes (and more) = 64 MiB, over a 16 MiB budget
+    // the ring and the ids fit in.
+    let config = Config::builder()
+        .batch_size(BATCH)
+        .bytes_per_sample(1)
+        .host_budget(16 << 20)
+        .build()
+        .unwrap();
+    assert!(config.to_string().contains("sample cells"), "{config}");
+    let decoder = pinring::decode_fn(|_: [u8; 256], _: &mut [u8]| Ok(()));
+    match Pipeline::new(config, decoder, std::iter::repeat([0u8; 256])) {
+        Err(Error::Config(ConfigError::OverBudget {
+            bytes,
+            budget,
+            knob: "host_budget",
+            ..
+        })) => assert!(
+            bytes > budget && bytes >= 4 * BATCH * 256,
+            "{bytes} {budget}"
+        ),
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+}
+
+/// Issue 19 item 10, as reported: `FixedRecords` of 1-byte records in batches of 2^27
+/// (about 20 GiB of sample cells beside a 512 MiB ring) is a budget error before anything
+/// is allocated; before, the allocation aborted the process. And bookkeeping past the
+/// memory the machine has (with the budget lifted) is `HostMemory`, up front.
+#[test]
+fn a_huge_batch_of_tiny_records_is_a_budget_error_not_an_abort() {
+    use pinring::source::{FixedRecords, RecordBytes, Sampler};
+    let path =
+        std::env::temp_dir().join(format!("pinring-tiny-records-{}.bin", std::process::id()));
+    std::fs::write(&path, vec![7u8; 4096]).unwrap();
+    let sampler = Sampler::builder(FixedRecords::open([&path], 1).unwrap())
+        .build()
+        .unwrap();
+    let config = Config::builder()
+        .batch_size(1 << 27)
+        .bytes_per_sample(1)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    match Pipeline::new(config, RecordBytes, sampler.iter()) {
+        Err(Error::Config(ConfigError::OverBudget {
+            knob: "host_budget",
+            ..
+        })) => {}
+        other => panic!("expected the host budget, got {other:?}"),
+    }
+    // Lifted budget: the machine's memory is the limit (1 KiB samples: 512 GiB of cells).
+    let config = Config::builder()
+        .batch_size(1 << 27)
+        .bytes_per_sample(1)
+        .host_budget(usize::MAX)
+        .build()
+        .unwrap();
+    let decoder = pinring::decode_fn(|_: [u8; 1024], _: &mut [u8]| Ok(()));
+    match Pipeline::new(config, decoder, std::iter::repeat([0u8; 1024])) {
+        Err(Error::HostMemory { bytes, available }) => assert!(bytes as u64 > available),
+        other => panic!("expected HostMemory, got {other:?}"),
+    }
+    assert!(start.elapsed() < BOUND);
+    std::fs::remove_file(&path).unwrap();
 }

@@ -645,3 +645,72 @@ fn train_tokens_errors_name_the_real_cause() {
         assert_eq!(run.code, Some(2), "{run:#?}");
     }
 }
+
+/// Issue 19 item 18: `--batches N` streams exactly N batches, also when epochs end in
+/// short batches (here 624 windows an epoch, batches of 5: before, 301 for 300) and when a
+/// rank's share of an epoch is smaller than a batch (`--world 64`: 10 windows a rank,
+/// batches of 16; before, 32 batches of at most 10 for 20).
+#[test]
+fn train_tokens_streams_exactly_the_batches_asked_for() {
+    let dir = TempDir::new("train-count");
+    let shard = small_shard(&dir);
+    for (args, want) in [
+        (vec!["--seq", "8", "--batch", "5", "--batches", "300"], 300),
+        (
+            vec![
+                "--seq",
+                "8",
+                "--batch",
+                "16",
+                "--batches",
+                "20",
+                "--world",
+                "64",
+            ],
+            20,
+        ),
+    ] {
+        let mut args: Vec<&str> = args;
+        args.extend(["--order", "seq", "--threads", "1", &shard]);
+        let run = dir.run("train_tokens", &args);
+        assert!(run.ok(), "{run:#?}");
+        assert!(
+            run.stdout.contains(&format!("\n{want} batches in ")),
+            "train_tokens {args:?}: expected {want} batches: {run:#?}"
+        );
+    }
+}
+
+/// Issue 19 item 18: `--trace` to a path that cannot be written ends the run before it
+/// starts (nothing streamed), with the path in the message. Before, the whole run went by
+/// and only then failed.
+#[test]
+fn train_tokens_trace_to_an_unwritable_path_fails_before_the_run() {
+    let dir = TempDir::new("train-trace");
+    let shard = small_shard(&dir);
+    let trace = dir.path().join("no-such-folder").join("trace.json");
+    let trace = trace.to_str().unwrap();
+    let run = dir.run(
+        "train_tokens",
+        &["--seq", "8", "--batches", "5", "--trace", trace, &shard],
+    );
+    run.assert_refused("train_tokens --trace into a missing folder");
+    assert!(run.stderr.contains(trace), "{run:#?}");
+    assert!(!run.stdout.contains("batches in"), "it ran first: {run:#?}");
+    // A writable path gets the trace.
+    let run = dir.run(
+        "train_tokens",
+        &[
+            "--seq",
+            "8",
+            "--batches",
+            "5",
+            "--trace",
+            "trace.json",
+            &shard,
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+    assert!(json.starts_with('{') || json.starts_with('['), "{json}");
+}

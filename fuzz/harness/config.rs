@@ -324,10 +324,7 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
     let host_budget = input.host_budget.unwrap_or(DEFAULT_BUDGET);
     let device_budget = input.device_budget.unwrap_or(DEFAULT_BUDGET);
     if batch_bytes != 0 {
-        match batch_bytes
-            .checked_next_multiple_of(align)
-            .and_then(|s| s.checked_mul(host_slots))
-        {
+        match host_bytes(batch_bytes, align, host_slots, device_slots, samples) {
             None => v.push(Violation::Overflow),
             Some(bytes) if bytes > host_budget => v.push(Violation::OverBudget("host_budget")),
             Some(_) => {}
@@ -361,6 +358,25 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
         device_budget,
         align,
     }
+}
+
+/// Host memory a config counts in its host budget: the ring, and 8 bytes of sample id per
+/// sample and one per slot, for every host and device slot.
+fn host_bytes(
+    batch_bytes: usize,
+    align: usize,
+    host_slots: usize,
+    device_slots: usize,
+    samples: usize,
+) -> Option<usize> {
+    let ring = batch_bytes
+        .checked_next_multiple_of(align)?
+        .checked_mul(host_slots)?;
+    let ids = samples
+        .checked_add(1)?
+        .checked_mul(host_slots.checked_add(device_slots)?)?
+        .checked_mul(8)?;
+    ring.checked_add(ids)
 }
 
 /// Whether `error` is justified by the input: it names a violation the model found.
@@ -405,9 +421,13 @@ fn justified(error: &ConfigError, m: &Model, input: &ConfigInput, cores: Option<
         } => {
             let (actual, given) = match *knob {
                 "host_budget" => (
-                    m.batch_bytes
-                        .checked_next_multiple_of(m.align)
-                        .and_then(|s| s.checked_mul(m.host_slots)),
+                    host_bytes(
+                        m.batch_bytes,
+                        m.align,
+                        m.host_slots,
+                        m.device_slots,
+                        m.samples,
+                    ),
                     m.host_budget,
                 ),
                 "device_budget" => (
@@ -494,9 +514,17 @@ fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
     if stride % m.align != 0 || stride < c.batch_bytes() || stride - c.batch_bytes() >= m.align {
         return fail("host stride is not the batch rounded up to the page");
     }
-    match stride.checked_mul(c.host_slots()) {
-        Some(bytes) if bytes <= m.host_budget => {}
-        _ => return fail("host ring over its budget"),
+    match host_bytes(
+        c.batch_bytes(),
+        m.align,
+        c.host_slots(),
+        c.device_slots(),
+        m.samples,
+    ) {
+        Some(bytes)
+            if bytes <= m.host_budget
+                && bytes == stride * c.host_slots() + c.bookkeeping_bytes() => {}
+        _ => return fail("host ring and sample ids over their budget"),
     }
     if c.device_stride() != c.batch_bytes().next_multiple_of(DEVICE_ALIGN) {
         return fail("device stride is not the batch rounded up to the page");
@@ -559,8 +587,23 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
             out.fill(id as u8);
             Ok(())
         });
-        let mut pipeline =
-            Pipeline::new(config, decoder, 0..samples).map_err(|e| format!("start: {e}"))?;
+        let cells = (config.host_slots() * config.batch_size())
+            .saturating_mul(std::mem::size_of::<Option<u32>>());
+        let counted = (config.host_stride() * config.host_slots())
+            .saturating_add(config.bookkeeping_bytes())
+            .saturating_add(cells);
+        let mut pipeline = match Pipeline::new(config, decoder, 0..samples) {
+            Ok(pipeline) => pipeline,
+            // The sample cells (sized by the sample type, known only here) count in the
+            // host budget too: a start over it is refused before anything is allocated.
+            Err(pinring::Error::Config(ConfigError::OverBudget {
+                knob: "host_budget",
+                bytes,
+                budget,
+                ..
+            })) if bytes > budget && bytes >= counted => return Ok(()),
+            Err(e) => return Err(format!("start: {e}")),
+        };
         match pipeline.pop() {
             Ok(Some(batch)) => drop(batch),
             Ok(None) => {}

@@ -800,7 +800,7 @@ impl Run<'_> {
             }
         }
         self.drop_pipeline()?;
-        self.stream.synchronize();
+        self.stream.synchronize().map_err(|e| e.to_string())?;
         let failures = self.stream_failures.lock().unwrap();
         if let Some(first) = failures.first() {
             return Err(first.clone());
@@ -817,7 +817,7 @@ fn release(held: Held, form: FenceForm, stream: &CpuStream, expected: &[u8]) -> 
     let result = match form {
         FenceForm::Sync | FenceForm::EventFresh => {
             if held.stream_reads {
-                stream.synchronize();
+                stream.synchronize().map_err(|e| e.to_string())?;
             }
             if form == FenceForm::Sync {
                 held.batch.release(Fence::Sync)

@@ -14,7 +14,12 @@
 //!
 //! Release fences are captured as the cuda backend captures them: per slot, FENCE(d)
 //! recorded on the caller's stream (`Fence::Stream`), or on the slot's fence stream after
-//! it waits on the caller's event (`Fence::Event`); `Fence::Sync` records nothing.
+//! it waits on the caller's event (`Fence::Event`); `Fence::Sync` records nothing. A batch
+//! bound to streams the fence does not name links each of them into the slot's fence
+//! stream (LINK(d) recorded there, waited on), which then records FENCE(d). In poison mode
+//! a release enqueues the slot's fill on its fence stream after FENCE(d), then records
+//! FENCE(d) again; a fill that runs while a kernel reading the slot is queued fails the
+//! model ("invariant 2").
 //!
 //! The device guarantees these checks, each failing the model with a message that names
 //! the invariant:
@@ -36,12 +41,12 @@ use std::sync::Arc;
 
 use loom::sync::{Mutex, MutexGuard};
 // What implementing the crate's private backend trait takes (the trait changes with the
-// crate: `Ops`'s methods below follow its declaration in src/backend/mod.rs).
+// crate: `Ops`'s methods below follow its declaration in src/backend/contract.rs).
 use pinring::model_hooks::{
-    device_index, host_index, CopyFailed, CopyRole, CopyRun, CopyWaker, DeviceIdx, HostRing,
-    Layout, Ops,
+    device_index, host_index, Backend, BoundStreams, CopyFailed, CopyRole, CopyRun, CopyWaker,
+    DeviceIdx, HostRing, Layout, Ops, POISON_BYTE,
 };
-use pinring::{Backend, Fence, Result};
+use pinring::Result;
 
 use crate::mutation::{mutation, Mutation};
 
@@ -115,6 +120,8 @@ enum Op {
     },
     /// A kernel reading device slot `d`, which must hold batch `seq`.
     Read { d: usize, seq: u64 },
+    /// The poison mode's fill of device slot `d`.
+    Poison { d: usize },
 }
 
 #[derive(Debug)]
@@ -122,7 +129,8 @@ struct State {
     /// Stream 0 is the copy stream, streams 1..=D the per-slot fence streams; user
     /// streams follow.
     streams: Vec<VecDeque<Op>>,
-    /// READY(d) at `d`, COPIED(h) at `D + h`, FENCE(d) at `D + H + d`; user events after.
+    /// READY(d) at `d`, COPIED(h) at `D + h`, FENCE(d) at `D + H + d`, LINK(d) at
+    /// `2D + H + d`; user events after.
     events: Vec<Records>,
     /// The batch each device slot holds, as far as the device has run.
     holds: Vec<Option<u64>>,
@@ -142,7 +150,6 @@ struct State {
     enqueued: u64,
     /// Records a seeded [`Mutation::PublishBeforeRecord`] put off: the releasing thread
     /// makes them at its next device call.
-    /// Each is (releasing thread, stream, device slot) of a FENCE record.
     deferred: Vec<(loom::thread::ThreadId, usize, usize)>,
 }
 
@@ -180,6 +187,10 @@ impl Device {
 
     fn fence(&self, d: usize) -> usize {
         self.layout.device_slots + self.layout.host_slots + d
+    }
+
+    fn link(&self, d: usize) -> usize {
+        2 * self.layout.device_slots + self.layout.host_slots + d
     }
 
     fn fence_stream(&self, d: usize) -> usize {
@@ -221,25 +232,15 @@ impl Device {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let me = loom::thread::current().id();
         while let Some(i) = state.deferred.iter().position(|&(t, _, _)| t == me) {
-            let (_, stream, d) = state.deferred.swap_remove(i);
-            Self::record(&mut state, stream, self.fence(d));
-            state.fences_recorded[d] += 1;
+            let (_, stream, event) = state.deferred.swap_remove(i);
+            Self::record(&mut state, stream, event);
+            if let Some(d) = event.checked_sub(self.fence(0)) {
+                if d < self.layout.device_slots {
+                    state.fences_recorded[d] += 1;
+                }
+            }
         }
         state
-    }
-
-    /// Records slot `d`'s FENCE on `stream`, the release fence the copy stream will wait on
-    /// (every capture that records one comes here). With the seeded
-    /// [`Mutation::PublishBeforeRecord`], the record is put off to the releasing thread's
-    /// next device call, after the release has published the fence.
-    fn record_fence(&self, state: &mut State, stream: usize, d: usize) {
-        if mutation() == Mutation::PublishBeforeRecord {
-            let me = loom::thread::current().id();
-            state.deferred.push((me, stream, d));
-        } else {
-            Self::record(state, stream, self.fence(d));
-            state.fences_recorded[d] += 1;
-        }
     }
 
     fn record(state: &mut State, stream: usize, event: usize) -> u64 {
@@ -362,6 +363,18 @@ impl Device {
                     None => false,
                 }
             }
+            Op::Poison { d } => {
+                if let Some(rseq) = Self::queued_read(state, self.first_user_stream(), d) {
+                    self.violated(format!(
+                        "invariant 2: the poison of device slot {d} runs while a kernel \
+                         reading batch {rseq} there is still queued"
+                    ));
+                    return false;
+                }
+                state.memory[d].fill(POISON_BYTE);
+                state.holds[d] = None;
+                false
+            }
             Op::Read { d, seq } => {
                 let holds = state.holds[d];
                 if holds != Some(seq) {
@@ -372,6 +385,18 @@ impl Device {
                 false
             }
         }
+    }
+
+    /// A kernel queued on a user stream (from `first_user`) that reads device slot `d`: the
+    /// batch it reads.
+    fn queued_read(state: &State, first_user: usize, d: usize) -> Option<u64> {
+        state.streams[first_user..]
+            .iter()
+            .flatten()
+            .find_map(|op| match *op {
+                Op::Read { d: rd, seq } if rd == d => Some(seq),
+                _ => None,
+            })
     }
 
     /// Runs the first runnable op under the lock: `None` if none is, else whether a copy
@@ -430,6 +455,40 @@ impl Device {
         }
     }
 
+    /// Makes slot `d`'s fence stream wait for everything queued so far on each stream in
+    /// `streams` (LINK(d) recorded there, its record waited on).
+    fn link_streams(&self, state: &mut State, d: usize, streams: impl Iterator<Item = usize>) {
+        let (link, fence_stream) = (self.link(d), self.fence_stream(d));
+        for stream in streams {
+            let epoch = Self::record(state, stream, link);
+            state.streams[fence_stream].push_back(Op::Wait { event: link, epoch });
+        }
+    }
+
+    /// Records FENCE(d) on `stream` (or, under the seeded [`Mutation::PublishBeforeRecord`],
+    /// puts the record off past the publish).
+    fn record_fence(&self, state: &mut State, d: usize, stream: usize) {
+        if mutation() == Mutation::PublishBeforeRecord {
+            // Seeded bug: the fence is published first and recorded later.
+            state
+                .deferred
+                .push((loom::thread::current().id(), stream, self.fence(d)));
+        } else {
+            Self::record(state, stream, self.fence(d));
+            state.fences_recorded[d] += 1;
+        }
+    }
+
+    /// Steps the device until every stream but the copy stream has drained (as the cuda
+    /// backend's context synchronize).
+    fn drain_user_streams(&self) {
+        self.step_until(|_, state| {
+            state.streams[COPY_STREAM + 1..]
+                .iter()
+                .all(VecDeque::is_empty)
+        });
+    }
+
     /// Counts a release of slot `d` (invariant 3: once per lease).
     fn released(&self, state: &mut State, d: usize, recorded: bool) {
         let (leases, releases) = (state.leases[d], state.releases[d]);
@@ -451,6 +510,12 @@ impl Device {
 pub(crate) struct ModelStream {
     device: Arc<Device>,
     id: usize,
+}
+
+impl PartialEq for ModelStream {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
 }
 
 impl ModelStream {
@@ -517,7 +582,7 @@ impl Ops for Model {
         let (d, h) = (layout.device_slots, layout.host_slots);
         let state = State {
             streams: (0..1 + d).map(|_| VecDeque::new()).collect(),
-            events: (0..2 * d + h).map(|_| Records::default()).collect(),
+            events: (0..3 * d + h).map(|_| Records::default()).collect(),
             holds: vec![None; d],
             memory: vec![vec![0; layout.batch_bytes]; d],
             leases: vec![0; d],
@@ -550,17 +615,20 @@ impl Ops for Model {
         }
         let dev = &*self.device;
         let mut state = dev.lock();
-        let d = device_index(d);
-        let (captured, recorded) = (state.fences_captured[d], state.fences_recorded[d]);
+        let (captured, recorded) = (
+            state.fences_captured[device_index(d)],
+            state.fences_recorded[device_index(d)],
+        );
         if recorded < captured {
             drop(state);
             dev.violated(format!(
-                "invariant 2: the copy stream waits on slot {d}'s release fence before it was \
-                 recorded ({recorded} of {captured} records made)"
+                "invariant 2: the copy stream waits on slot {}'s release fence before it was \
+                 recorded ({recorded} of {captured} records made)",
+                device_index(d)
             ));
             return Ok(());
         }
-        let event = dev.fence(d);
+        let event = dev.fence(device_index(d));
         let epoch = state.events[event].latest;
         state.streams[COPY_STREAM].push_back(Op::Wait { event, epoch });
         Ok(())
@@ -620,6 +688,13 @@ impl Ops for Model {
         Ok(dev.lock().completed)
     }
 
+    /// Steps the device until every copy enqueued has run (the copy thread waits for them
+    /// at the end of the stream; this device moves only when a thread waits on it).
+    fn finish_copies(&self, _: &CopyRole) {
+        self.device
+            .step_until(|_, state| state.completed == state.enqueued);
+    }
+
     fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
@@ -638,33 +713,80 @@ impl Ops for Model {
         Ok(())
     }
 
-    fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<ModelFence> {
+    fn capture_sync(&self, d: DeviceIdx) -> ModelFence {
         let dev = &*self.device;
-        let d = device_index(d);
         let mut state = dev.lock();
-        let recorded = match fence {
-            Fence::Sync => false,
-            Fence::Stream(stream) => {
-                dev.record_fence(&mut state, stream.id, d);
-                true
-            }
-            Fence::Event(event) => {
-                let epoch = state.events[event.0].latest;
-                let fence_stream = dev.fence_stream(d);
-                state.streams[fence_stream].push_back(Op::Wait {
-                    event: event.0,
-                    epoch,
-                });
-                dev.record_fence(&mut state, fence_stream, d);
-                true
-            }
-        };
-        dev.released(&mut state, d, recorded);
-        Ok(ModelFence { recorded })
+        dev.released(&mut state, device_index(d), false);
+        ModelFence { recorded: false }
     }
 
-    fn capture_binding(&self, d: DeviceIdx, stream: ModelStream) -> ModelFence {
-        self.capture(d, Fence::Stream(&stream))
+    /// FENCE(d) on `stream`, or, with other bound streams, on slot d's fence stream after
+    /// it is linked to `stream` and to each of them.
+    fn capture_stream(
+        &self,
+        d: DeviceIdx,
+        stream: &ModelStream,
+        bound: &BoundStreams<ModelStream>,
+    ) -> Result<ModelFence> {
+        let dev = &*self.device;
+        if bound.overflowed() {
+            dev.drain_user_streams();
+        }
+        let d = device_index(d);
+        let mut state = dev.lock();
+        let others: Vec<usize> = bound
+            .iter()
+            .filter(|b| !bound.overflowed() && b.id != stream.id)
+            .map(|b| b.id)
+            .collect();
+        if others.is_empty() {
+            dev.record_fence(&mut state, d, stream.id);
+        } else {
+            dev.link_streams(&mut state, d, std::iter::once(stream.id).chain(others));
+            dev.record_fence(&mut state, d, dev.fence_stream(d));
+        }
+        dev.released(&mut state, d, true);
+        Ok(ModelFence { recorded: true })
+    }
+
+    /// Slot d's fence stream waits on `event`'s latest record and on every bound stream,
+    /// then records FENCE(d).
+    fn capture_event(
+        &self,
+        d: DeviceIdx,
+        event: &ModelEvent,
+        bound: &BoundStreams<ModelStream>,
+    ) -> Result<ModelFence> {
+        let dev = &*self.device;
+        if bound.overflowed() {
+            dev.drain_user_streams();
+        }
+        let d = device_index(d);
+        let mut state = dev.lock();
+        if !bound.overflowed() {
+            dev.link_streams(&mut state, d, bound.iter().map(|b| b.id));
+        }
+        let epoch = state.events[event.0].latest;
+        let fence_stream = dev.fence_stream(d);
+        state.streams[fence_stream].push_back(Op::Wait {
+            event: event.0,
+            epoch,
+        });
+        dev.record_fence(&mut state, d, fence_stream);
+        dev.released(&mut state, d, true);
+        Ok(ModelFence { recorded: true })
+    }
+
+    fn capture_bound(&self, d: DeviceIdx, bound: &BoundStreams<ModelStream>) -> ModelFence {
+        if bound.overflowed() {
+            return self.capture_conservative(d);
+        }
+        let first = bound
+            .iter()
+            .next()
+            .expect("a bound batch has a stream")
+            .clone();
+        self.capture_stream(d, &first, bound)
             .expect("the model's capture never fails")
     }
 
@@ -672,14 +794,31 @@ impl Ops for Model {
     /// with no fence (as the cuda backend's context synchronize).
     fn capture_conservative(&self, d: DeviceIdx) -> ModelFence {
         let dev = &*self.device;
-        dev.step_until(|_, state| {
-            state.streams[COPY_STREAM + 1..]
-                .iter()
-                .all(VecDeque::is_empty)
-        });
+        dev.drain_user_streams();
         let mut state = dev.lock();
         dev.released(&mut state, device_index(d), false);
         ModelFence { recorded: false }
+    }
+
+    /// On slot d's fence stream: waits for FENCE(d) (when recorded), fills the slot,
+    /// records FENCE(d) again (as the cuda backend does).
+    fn poison(&self, d: DeviceIdx, fence: ModelFence) -> ModelFence {
+        let dev = &*self.device;
+        let d = device_index(d);
+        let mut state = dev.lock();
+        let fence_stream = dev.fence_stream(d);
+        if fence.recorded {
+            let event = dev.fence(d);
+            let epoch = state.events[event].latest;
+            state.streams[fence_stream].push_back(Op::Wait { event, epoch });
+        } else {
+            // The release captured nothing; the fill's record is what the copy now waits
+            // for (counted as captured, for the invariant-2 check in `wait_fence`).
+            state.fences_captured[d] += 1;
+        }
+        state.streams[fence_stream].push_back(Op::Poison { d });
+        dev.record_fence(&mut state, d, fence_stream);
+        ModelFence { recorded: true }
     }
 
     fn device_ptr(&self, d: DeviceIdx) -> ModelDevicePtr {

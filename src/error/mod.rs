@@ -64,13 +64,14 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
-    /// The host ring does not fit in the memory this machine has available.
+    /// The host ring and the samples' bookkeeping do not fit in the memory this machine
+    /// has available.
     #[error(
-        "the host ring needs {bytes} bytes, but this machine has {available} bytes available \
-         (MemAvailable): use fewer host_slots or smaller batches"
+        "the host ring and the samples' bookkeeping need {bytes} bytes, but this machine has \
+         {available} bytes available (MemAvailable): use fewer host_slots or smaller batches"
     )]
     HostMemory {
-        /// Bytes the ring needs.
+        /// Bytes the ring and the bookkeeping need.
         bytes: usize,
         /// Bytes the system reports available.
         available: u64,
@@ -97,7 +98,7 @@ pub enum Error {
     },
 
     /// `pop` waited for the configured pop timeout and no batch came.
-    #[error("no batch after {waited:?}: the {behind} stage is behind")]
+    #[error("no batch after {waited:?}: {}", behind.holding_up())]
     PopTimeout {
         /// How long `pop` waited.
         waited: Duration,
@@ -105,18 +106,19 @@ pub enum Error {
         behind: Stage,
     },
 
-    /// `pop` waited for the lease timeout while every device slot was leased by batches
-    /// already handed out: it cannot go on until one of them is released (or dropped).
-    #[error(
-        "no batch after {waited:?}: every device slot is leased ({}): release or drop a \
-         batch before popping more, or raise device_slots",
-        leased_list(leased)
-    )]
+    /// `pop` waited for the lease timeout (over consecutive calls) while the device slot
+    /// the next batch needs was leased by a batch already handed out: it cannot go on until
+    /// that batch is released (or dropped). The text reads like "all 2 device slots are
+    /// held by batches 0 and 1 that were never released: release them (or drop them), or
+    /// raise device_slots".
+    #[error("{}", all_slots_leased(*waited, leased, *device_slots))]
     AllSlotsLeased {
-        /// How long `pop` waited.
+        /// How long pops waited for the next batch (over consecutive calls).
         waited: Duration,
-        /// The leased slots and the batch each holds, as (slot, sequence).
+        /// The leased slots and the batch each holds, as (slot, sequence), in slot order.
         leased: Vec<(usize, u64)>,
+        /// The pipeline's device slots (all of them are leased when `leased` has as many).
+        device_slots: usize,
     },
 
     /// A pinring bug: an internal invariant did not hold. Please report it.
@@ -240,23 +242,70 @@ pub enum Stage {
     Consumer,
 }
 
+impl Stage {
+    /// What holds up the next batch when this stage is behind, as a clause.
+    fn holding_up(self) -> &'static str {
+        match self {
+            Stage::Source => "the source has not produced the next batch's samples yet",
+            Stage::Decode => "the decode workers have not finished the next batch yet",
+            Stage::Copy => "the next batch is decoded but its copy to the device has not completed",
+            Stage::Consumer => {
+                "the device slot it needs is held by a batch not yet released (release or \
+                 drop one to let it in)"
+            }
+        }
+    }
+}
+
 impl fmt::Display for Stage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Stage::Source => "source",
             Stage::Decode => "decode",
             Stage::Copy => "copy",
-            Stage::Consumer => "consumer (all device slots are leased)",
+            Stage::Consumer => "consumer",
         })
     }
 }
 
-fn leased_list(leased: &[(usize, u64)]) -> String {
-    let list: Vec<String> = leased
-        .iter()
-        .map(|(slot, seq)| format!("slot {slot} holds batch {seq}"))
-        .collect();
-    list.join(", ")
+/// The text of [`Error::AllSlotsLeased`].
+fn all_slots_leased(waited: Duration, leased: &[(usize, u64)], device_slots: usize) -> String {
+    let batches = join_and(leased.iter().map(|(_, seq)| seq.to_string()));
+    let one = leased.len() == 1;
+    let held = if one && device_slots == 1 {
+        format!("the only device slot is held by batch {batches}, which was never released")
+    } else if leased.len() == device_slots {
+        format!(
+            "all {device_slots} device slots are held by batches {batches} that were never \
+             released"
+        )
+    } else {
+        let slots = join_and(leased.iter().map(|(slot, _)| slot.to_string()));
+        let (slot_s, are, batch_es, were, needs) = if one {
+            ("", "is", "", "was", "it")
+        } else {
+            ("s", "are", "es", "were", "one of them")
+        };
+        format!(
+            "device slot{slot_s} {slots} of {device_slots} {are} held by batch{batch_es} \
+             {batches} that {were} never released, and the next batch needs {needs} \
+             (batches come in order)"
+        )
+    };
+    let them = if one { "it" } else { "them" };
+    format!(
+        "{held}: release {them} (or drop {them}), or raise device_slots (pop waited {waited:?})"
+    )
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_and(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    match items.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 fn too_many_why(field: &str) -> &'static str {

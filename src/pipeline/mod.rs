@@ -1,16 +1,14 @@
 //! The pipeline: hands batches to the consumer in sequence order, says what holds it up,
 //! and stops cleanly. `start.rs` wires the parts and starts the threads.
 
-mod start;
+pub(crate) mod start;
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-#[cfg(pinring_loom)]
-pub(crate) use start::{assemble, Parts};
-
-use crate::backend::{Backend, Cpu};
+use crate::backend::contract::Backend;
+use crate::backend::cpu::Cpu;
 use crate::batch::Batch;
 use crate::control::Control;
 use crate::device_side::DeviceSide;
@@ -18,7 +16,8 @@ use crate::error::{Error, Result, Stage};
 use crate::host_ring::HugePages;
 use crate::park::Waited;
 use crate::ready_ring::{Receiver, Token};
-use crate::slot::{DeviceState, HostSlots, HostState};
+use crate::slot::host::HostSlots;
+use crate::slot::stamp::{DeviceState, HostState};
 use crate::stats::{nanos, Stats};
 use crate::sync::{native, Arc, Instant};
 use crate::trace::{Kind, Track};
@@ -59,6 +58,11 @@ pub struct Pipeline<B: Backend = Cpu> {
     finished: Option<Finished>,
     pop_timeout: Option<Duration>,
     lease_timeout: Duration,
+    /// The lease clock: since when pops have waited for batch `.0` (the first pop that
+    /// found it not ready). It runs across calls (a loop of short `pop_for`s, the Python
+    /// binding's waits in slices) and restarts only when another batch is awaited or a
+    /// lease check finds the wait not held up by a lease.
+    lease_clock: Option<(u64, Instant)>,
     shutdown_timeout: Duration,
     /// Decode workers in the pool (for [`Stats`]).
     decode_threads: usize,
@@ -114,7 +118,11 @@ impl<B: Backend> Pipeline<B> {
 
     /// As [`pop`](Self::pop), waiting at most `timeout` for this call (whatever the
     /// configured pop timeout): then [`Error::PopTimeout`]. A loop of short `pop_for`s is
-    /// how a caller that must stay responsive (to signals, say) waits.
+    /// how a caller that must stay responsive (to signals, say) waits: the lease timeout
+    /// counts from the first of them that found no batch, so the loop still ends in
+    /// [`Error::AllSlotsLeased`] when every device slot stays held. `pop_for(Duration::ZERO)`
+    /// never waits: it returns the next batch if it is ready, else `PopTimeout` naming the
+    /// stage that holds it up.
     pub fn pop_for(&mut self, timeout: Duration) -> Result<Option<Batch<B>>> {
         self.pop_within(Some(timeout))
     }
@@ -138,9 +146,23 @@ impl<B: Backend> Pipeline<B> {
             return Ok(done);
         }
         let start = Instant::now();
+        let since = match self.lease_clock {
+            Some((next, since)) if next == self.next => since,
+            _ => {
+                self.lease_clock = Some((self.next, start));
+                start
+            }
+        };
+        if timeout == Some(Duration::ZERO) {
+            // Never waits: the stage behind, as it stands.
+            return Err(Error::PopTimeout {
+                waited: Duration::ZERO,
+                behind: self.behind(),
+            });
+        }
         // A timeout too long to add to now (say `Duration::MAX`) is no deadline at all.
         let deadline = timeout.and_then(|t| start.checked_add(t));
-        let mut lease_check = start.checked_add(self.lease_timeout);
+        let mut lease_check = since.checked_add(self.lease_timeout);
         let control = &*self.control;
         let ready = &mut self.ready;
         let mut token = None;
@@ -166,15 +188,22 @@ impl<B: Backend> Pipeline<B> {
                 break waited;
             }
             let now = Instant::now();
+            if lease_check.is_some_and(|check| now >= check) {
+                if let Some(leased) = leases_blocking(&self.device, self.next) {
+                    self.note_stall(now.saturating_duration_since(start));
+                    return Err(Error::AllSlotsLeased {
+                        waited: now.saturating_duration_since(since),
+                        leased,
+                        device_slots: self.device.slots.len(),
+                    });
+                }
+                // Not held up by a lease: the clock starts again.
+                self.lease_clock = Some((self.next, now));
+                lease_check = now.checked_add(self.lease_timeout);
+            }
             if deadline.is_some_and(|d| now >= d) {
                 break Waited::TimedOut;
             }
-            if let Some(leased) = leases_blocking(&self.device, self.next) {
-                let waited = now.saturating_duration_since(start);
-                self.note_stall(waited);
-                return Err(Error::AllSlotsLeased { waited, leased });
-            }
-            lease_check = now.checked_add(self.lease_timeout);
         };
         self.note_stall(start.elapsed());
         match outcome {

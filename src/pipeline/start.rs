@@ -1,20 +1,20 @@
 //! Wiring: one constructor assembles a pipeline's parts, for [`Pipeline::new`] (which
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
-use crate::backend::private::{CopyRole, CopyWaker, Layout};
-use crate::backend::Backend;
+use crate::backend::contract::{Backend, CopyRole, CopyWaker, Layout};
 use crate::config::Config;
 use crate::control::Control;
 use crate::copy_thread::Copier;
 use crate::decode::Decode;
 use crate::decode_pool::{self, DecodeWork};
 use crate::device_side::DeviceSide;
-use crate::error::{Error, Result};
+use crate::error::{ConfigError, Error, Result};
 use crate::feeder::Feeder;
 use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
-use crate::ready_ring::ready_ring;
-use crate::slot::{DeviceSlots, HostSlots, Samples};
+use crate::ready_ring::{ready_ring, ready_ring_bytes};
+use crate::slot::device::DeviceSlots;
+use crate::slot::host::{HostSlots, SampleCells};
 use crate::sync::{native, Arc};
 use crate::trace::Trace;
 
@@ -26,6 +26,38 @@ use super::Pipeline;
 /// workers; a batch of 64 samples of 512 KiB is 64 items (a sample larger than this is an
 /// item of its own).
 const ITEM_BYTES: usize = 512 << 10;
+
+/// Bytes of host memory a pipeline keeps beside its ring for its bookkeeping, now that
+/// the backend and the sample type are known: the sample ids (counted by the config), one
+/// sample cell per sample per host slot, every slot's protocol state and the ready ring.
+/// Checked against the host budget, as the config checked the ring and the ids; nothing is
+/// allocated or started before.
+fn bookkeeping<B: Backend, S>(config: &Config<B>) -> Result<usize, ConfigError> {
+    let (h, d) = (config.host_slots, config.device_slots);
+    let overflow = ConfigError::Overflow("batch_size × host_slots (the sample cells)");
+    let bookkeeping = [
+        Some(config.id_bytes),
+        SampleCells::<S>::bytes(h, config.batch_size),
+        HostSlots::state_bytes(h),
+        DeviceSlots::<B::Captured>::state_bytes(d),
+        ready_ring_bytes(d),
+    ]
+    .into_iter()
+    .try_fold(0usize, |sum, part| sum.checked_add(part?))
+    .ok_or(overflow.clone())?;
+    let total = (config.host_stride * h)
+        .checked_add(bookkeeping)
+        .ok_or(overflow)?;
+    if total > config.host_budget {
+        return Err(ConfigError::OverBudget {
+            what: "the host ring and the samples' bookkeeping (their ids and cells)",
+            bytes: total,
+            budget: config.host_budget,
+            knob: "host_budget",
+        });
+    }
+    Ok(bookkeeping)
+}
 
 /// A pipeline and its stages, not yet running.
 pub(crate) struct Parts<B: Backend, D: Decode, I> {
@@ -49,10 +81,12 @@ where
     I: IntoIterator<Item = D::Sample>,
 {
     let (host_slots, device_slots) = (config.host_slots, config.device_slots);
+    let bookkeeping = bookkeeping::<B, D::Sample>(config)?;
     let ring = native::Arc::new(HostRing::new(
         host_slots,
         config.host_stride,
         config.huge_pages,
+        bookkeeping,
     )?);
     let copier = native::Arc::new(ParkSlot::new());
     let layout = Layout {
@@ -62,6 +96,7 @@ where
         host_slots,
         device_slots,
         shutdown_timeout: config.shutdown_timeout,
+        poison_released: config.poison_released,
     };
     let backend = B::open(
         &config.backend,
@@ -81,13 +116,14 @@ where
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
         .min(config.batch_size);
     let host = Arc::new(HostSlots::new(host_slots, config.batch_size, per_item));
-    let cells = Arc::new(Samples::new(host_slots, config.batch_size));
+    let cells = Arc::new(SampleCells::new(host_slots, config.batch_size));
     let device = Arc::new(DeviceSide {
         backend,
         slots: DeviceSlots::new(device_slots, config.batch_size),
         copier,
         sample_bytes: config.sample_bytes,
         trace,
+        poison: config.poison_released,
     });
     let (sender, receiver) = ready_ring(device_slots);
     let pipeline = Pipeline {
@@ -100,6 +136,7 @@ where
         finished: None,
         pop_timeout: config.pop_timeout,
         lease_timeout: config.lease_timeout,
+        lease_clock: None,
         shutdown_timeout: config.shutdown_timeout,
         decode_threads: config.decode_threads,
         copy_thread: None,

@@ -4,9 +4,10 @@
 use crate::park::ParkSlot;
 use crate::sync::UnsafeCell;
 
+use super::host::HostSlots;
 use super::ids::SlotIds;
+use super::index::DeviceIdx;
 use super::stamp::{DeviceState, Stamp};
-use super::{DeviceIdx, HostSlots};
 
 /// One device slot's protocol state.
 #[derive(Debug)]
@@ -33,6 +34,12 @@ pub(crate) struct DeviceSlots<F> {
 unsafe impl<F: Send> Sync for DeviceSlots<F> {}
 
 impl<F> DeviceSlots<F> {
+    /// Bytes the protocol state of `device_slots` slots takes (stamps and fence cells),
+    /// beside their ids (see `SlotIds::bytes`).
+    pub(crate) fn state_bytes(device_slots: usize) -> Option<usize> {
+        device_slots.checked_mul(std::mem::size_of::<DeviceSlot<F>>())
+    }
+
     /// Slot `d` starts FREE(d), for batch `d`; batches of up to `per_batch` samples.
     pub(crate) fn new(device_slots: usize, per_batch: usize) -> Self {
         DeviceSlots {

@@ -12,8 +12,8 @@ use crate::park::ParkSlot;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 
 use super::ids::SlotIds;
+use super::index::HostIdx;
 use super::stamp::{HostState, Stamp};
-use super::HostIdx;
 
 /// One host slot's protocol state.
 #[derive(Debug)]
@@ -49,7 +49,7 @@ pub(crate) struct HostSlots {
 
 /// The samples gathered for each host slot, one cell per sample: written by the feeder
 /// while the slot is FILLING, each taken by the one decode worker whose item holds it.
-pub(crate) struct Samples<S> {
+pub(crate) struct SampleCells<S> {
     cells: Box<[UnsafeCell<Option<S>>]>,
     per_batch: usize,
 }
@@ -57,19 +57,27 @@ pub(crate) struct Samples<S> {
 // SAFETY: cell `h * per_batch + j` is touched only by host slot `h`'s owner under the slot
 // protocol (the feeder while FILLING, then the worker whose item holds sample `j`);
 // `S: Send` lets samples move from the feeder to the workers.
-unsafe impl<S: Send> Sync for Samples<S> {}
+unsafe impl<S: Send> Sync for SampleCells<S> {}
 
-impl<S> std::fmt::Debug for Samples<S> {
+impl<S> std::fmt::Debug for SampleCells<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Samples")
+        f.debug_struct("SampleCells")
             .field("per_batch", &self.per_batch)
             .finish()
     }
 }
 
-impl<S> Samples<S> {
+impl<S> SampleCells<S> {
+    /// Bytes the cells of `host_slots` slots of `per_batch` samples take; `None` past
+    /// `usize::MAX`.
+    pub(crate) fn bytes(host_slots: usize, per_batch: usize) -> Option<usize> {
+        host_slots
+            .checked_mul(per_batch)?
+            .checked_mul(std::mem::size_of::<UnsafeCell<Option<S>>>())
+    }
+
     pub(crate) fn new(host_slots: usize, per_batch: usize) -> Self {
-        Samples {
+        SampleCells {
             cells: (0..host_slots * per_batch)
                 .map(|_| UnsafeCell::new(None))
                 .collect(),
@@ -106,6 +114,12 @@ unsafe impl Sync for HostSlots {}
 unsafe impl Send for HostSlots {}
 
 impl HostSlots {
+    /// Bytes the protocol state of `host_slots` slots takes, beside their ids (see
+    /// `SlotIds::bytes`).
+    pub(crate) fn state_bytes(host_slots: usize) -> Option<usize> {
+        host_slots.checked_mul(std::mem::size_of::<HostSlot>())
+    }
+
     /// Slot `h` starts FREE(h), for batch `h`.
     pub(crate) fn new(host_slots: usize, per_batch: usize, per_item: usize) -> Self {
         HostSlots {
@@ -170,7 +184,7 @@ impl HostSlots {
     pub(crate) unsafe fn begin_fill<'a, S>(
         &'a self,
         k: u64,
-        samples: &'a Samples<S>,
+        samples: &'a SampleCells<S>,
     ) -> Filling<'a, S> {
         let slot = self.slot(k);
         slot.stamp.publish(k, HostState::Filling);
@@ -220,7 +234,7 @@ impl HostSlots {
         &'a self,
         k: u64,
         c: usize,
-        samples: &'a Samples<S>,
+        samples: &'a SampleCells<S>,
     ) -> Option<Item<'a, S>> {
         let slot = self.slot(k);
         // SAFETY: the slot is DECODING(k) (the caller's Acquire load): the feeder wrote
@@ -271,7 +285,7 @@ impl HostSlots {
 #[derive(Debug)]
 pub(crate) struct Filling<'a, S> {
     slots: &'a HostSlots,
-    samples: &'a Samples<S>,
+    samples: &'a SampleCells<S>,
     k: u64,
 }
 
@@ -331,7 +345,7 @@ impl<S> Filling<'_, S> {
 #[derive(Debug)]
 pub(crate) struct Item<'a, S> {
     slots: &'a HostSlots,
-    samples: &'a Samples<S>,
+    samples: &'a SampleCells<S>,
     k: u64,
     first: usize,
     end: usize,

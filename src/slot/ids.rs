@@ -37,6 +37,15 @@ impl std::fmt::Debug for SlotIds {
 unsafe impl Sync for SlotIds {}
 
 impl SlotIds {
+    /// Bytes the ids and epochs of `slots` slots of `per_batch` samples take (one u64 a
+    /// sample, one a slot); `None` past `usize::MAX`.
+    pub(crate) fn bytes(slots: usize, per_batch: usize) -> Option<usize> {
+        per_batch
+            .checked_add(1)?
+            .checked_mul(slots)?
+            .checked_mul(std::mem::size_of::<u64>())
+    }
+
     pub(crate) fn new(slots: usize, per_batch: usize) -> Self {
         SlotIds {
             ids: (0..slots * per_batch).map(|_| UnsafeCell::new(0)).collect(),

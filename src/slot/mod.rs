@@ -16,21 +16,8 @@
 //! Device slot `d` serves batches `d, d + D, ...`:
 //! `FREE(d) → COPYING(k) → LEASED(k) → RELEASED(k) → COPYING(k + D) → ...`.
 
-mod device;
-mod host;
-mod ids;
-mod stamp;
-
-pub(crate) use device::DeviceSlots;
-pub(crate) use host::{HostSlots, Progress, Samples};
-pub use stamp::{DeviceState, HostState};
-
-/// Index of a host slot (`seq % H`). A type of its own so that it cannot be swapped with a
-/// device slot's index, and one only this crate can make: the backend operations take
-/// slot indices of these types, so no code outside the crate can call them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct HostIdx(pub(crate) usize);
-
-/// Index of a device slot (`seq % D`); see [`HostIdx`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DeviceIdx(pub(crate) usize);
+pub(crate) mod device;
+pub(crate) mod host;
+pub(crate) mod ids;
+pub(crate) mod index;
+pub(crate) mod stamp;

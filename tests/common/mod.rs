@@ -137,3 +137,41 @@ impl Decode for GatedDecoder {
         self.inner.decode(g, out)
     }
 }
+
+/// Runs this test binary's ignored test `name` in a process of its own, with `env` set,
+/// and returns whether it passed and what it printed. A child that runs past [`BOUND`] is
+/// killed and counts as failed (it hung). For tests that change process-wide state (the
+/// environment, a stream that failed) or that would hang the whole binary before a fix.
+pub fn run_child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test binary starts");
+    let start = std::time::Instant::now();
+    let mut hung = false;
+    while child.try_wait().expect("the child's status").is_none() {
+        if start.elapsed() > BOUND {
+            let _ = child.kill();
+            hung = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("the child's output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && !hung, text)
+}

@@ -7,7 +7,9 @@
 //! - `seeds.rs`: the two damacy patterns (deferred release; dedicated copy stream);
 //! - `soundness.rs`: the soundness issue's CUDA items (the view's stream, the context's
 //!   settings, streams that cannot be fenced, a bounded teardown);
-//! - `lifecycle.rs`: drops, devices, contexts, a CUDA fault reaching the consumer.
+//! - `lifecycle.rs`: drops, devices, contexts, a CUDA fault reaching the consumer;
+//! - `reliability.rs`: the reliability issue's CUDA items (every bound stream fenced, the
+//!   poison mode and its cost, no completion thread left by a failed open).
 //!
 //! Checks that break the context (a fault) or need a process setting (a locked-memory
 //! limit, a kernel that outlives the pipeline) run in a process of their own.
@@ -19,6 +21,7 @@ mod own_process;
 
 mod fences;
 mod lifecycle;
+mod reliability;
 mod seeds;
 mod soundness;
 

@@ -179,7 +179,7 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
             ("waited", obj(py, waited.as_secs_f64())),
             ("behind", obj(py, stage_name(*behind))),
         ],
-        E::AllSlotsLeased { waited, leased } => vec![
+        E::AllSlotsLeased { waited, leased, .. } => vec![
             ("waited", obj(py, waited.as_secs_f64())),
             ("behind", obj(py, stage_name(Stage::Consumer))),
             ("leased", obj(py, leased.clone())),

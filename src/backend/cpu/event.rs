@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use super::failure::Origin;
 use crate::sync::native::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Records of one event.
@@ -17,6 +18,8 @@ struct Records {
     latest: u64,
     /// Epochs recorded whose signal has not run yet (few: one per queued record).
     pending: Vec<u64>,
+    /// Where the latest record was made (`None`: never recorded).
+    latest_origin: Option<Origin>,
 }
 
 /// One event's state, shared by its handles and the streams that signal or wait on it.
@@ -33,6 +36,7 @@ impl EventState {
             records: Mutex::new(Records {
                 latest: 0,
                 pending: Vec::with_capacity(8),
+                latest_origin: None,
             }),
             completed: Condvar::new(),
         }
@@ -42,18 +46,26 @@ impl EventState {
         self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the next epoch, pending until [`complete`](Self::complete)d.
-    pub(crate) fn record(&self) -> u64 {
+    /// Takes the next epoch, pending until [`complete`](Self::complete)d, for a record made
+    /// at `origin`.
+    pub(crate) fn record(&self, origin: Origin) -> u64 {
         let mut r = self.lock();
         r.latest += 1;
         let epoch = r.latest;
         r.pending.push(epoch);
+        r.latest_origin = Some(origin);
         epoch
     }
 
     /// The latest record's epoch (what a wait made now waits for).
     pub(crate) fn latest(&self) -> u64 {
         self.lock().latest
+    }
+
+    /// The latest record's epoch and where it was made.
+    pub(crate) fn latest_record(&self) -> (u64, Option<Origin>) {
+        let r = self.lock();
+        (r.latest, r.latest_origin.clone())
     }
 
     /// Completes `epoch` (run by the stream it was recorded on).
@@ -80,6 +92,27 @@ impl EventState {
         let mut r = self.lock();
         while !Self::is_done(&r, epoch) {
             r = self.completed.wait(r).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// One record to wait for: an event's epoch, and where it was made (`None` for an event
+/// never recorded: nothing to wait for).
+#[derive(Debug, Clone)]
+pub(crate) struct Mark {
+    pub(crate) event: Arc<EventState>,
+    pub(crate) epoch: u64,
+    pub(crate) origin: Option<Origin>,
+}
+
+impl Mark {
+    /// The latest record of `event` as it stands now.
+    pub(crate) fn latest(event: &Arc<EventState>) -> Self {
+        let (epoch, origin) = event.latest_record();
+        Mark {
+            event: event.clone(),
+            epoch,
+            origin,
         }
     }
 }

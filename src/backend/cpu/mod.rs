@@ -1,42 +1,27 @@
-//! The cpu backend: device slots in ordinary memory, asynchronous on purpose.
-//!
-//! A [`CpuStream`] is a thread executing an ordered queue of operations; a [`CpuEvent`]
-//! is recorded on a stream and completes when the stream reaches the record, with CUDA's
-//! meaning (a wait waits for the record that was latest when the wait was made; see
-//! `event.rs`). Copies run on the backend's own copy stream, so ordering bugs in the
-//! protocol show up as wrong bytes in CI. Delays and failures can be injected through
-//! [`CpuOptions`]. It also serves CPU-only training: a batch's [`bytes`](crate::Batch::bytes)
-//! are its device slot.
-//!
-//! Release fences: `Fence::Stream(s)` records the slot's fence event on `s`;
-//! `Fence::Event(e)` captures `e`'s latest record; `Fence::Sync` captures nothing. A batch
-//! dropped unbound is fenced conservatively but without blocking: the fence records a
-//! marker on every live [`CpuStream`], and the slot's next copy waits for all of them
-//! (stream-side), so it is safe even inside a stream's own closure.
-//!
-//! The backend's teardown waits, up to the pipeline's shutdown timeout, for its copy stream
-//! and every release fence still pending; past it, it leaks the device memory and the
-//! host ring (a stream still running may touch them) rather than free them under it.
+//! The cpu backend: device slots in ordinary memory, asynchronous on purpose. Its behaviour
+//! is documented on [`Cpu`](crate::Cpu), the public face of this module; `stream.rs`,
+//! `event.rs`, `fence.rs` and `failure.rs` hold its streams, events, captured fences and
+//! stream failures.
 
-mod event;
+pub(crate) mod event;
+mod failure;
 mod fence;
-mod stream;
+pub(crate) mod stream;
 
 use std::fmt;
 use std::time::Duration;
 
-pub use event::CpuEvent;
-pub use stream::CpuStream;
-
-use self::fence::CpuFence;
-use self::stream::Op;
-use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
-use crate::backend::Backend;
+use self::event::{CpuEvent, Mark};
+use self::fence::{CpuBinding, CpuFence};
+use self::stream::{CpuStream, Op};
+use crate::backend::bound::BoundStreams;
+use crate::backend::contract::{
+    Backend, CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops, POISON_BYTE,
+};
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
-use crate::slot::DeviceIdx;
+use crate::slot::index::DeviceIdx;
 use crate::sync::native::{Arc, AtomicU64, Instant, Ordering};
-use crate::Fence;
 
 /// Faults and delays the cpu backend injects, for tests.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +66,40 @@ impl CpuDevicePtr {
     }
 }
 
-/// The cpu backend's device side of one pipeline.
+/// The cpu backend: device slots in ordinary memory, asynchronous on purpose.
+///
+/// A [`CpuStream`](crate::CpuStream) is a thread executing an ordered queue of operations;
+/// a [`CpuEvent`](crate::CpuEvent) is recorded on a stream and completes when the stream
+/// reaches the record, with CUDA's meaning (a wait waits for the record that was latest
+/// when the wait was made). Copies run on the backend's own copy stream, so ordering bugs
+/// in the protocol show up as wrong bytes in CI. Delays and failures can be injected
+/// through [`CpuOptions`]. It also serves CPU-only training: a batch's
+/// [`bytes`](crate::Batch::bytes) are its device slot.
+///
+/// Release fences: `Fence::Stream(s)` records the slot's fence event on `s`;
+/// `Fence::Event(e)` captures `e`'s latest record; `Fence::Sync` captures nothing. A batch
+/// bound with `wait_on` is also fenced on each bound stream the fence does not name (one
+/// record of the slot's fence event there). A batch dropped unbound (or bound to more
+/// streams than it keeps) is fenced conservatively but without blocking: the fence records
+/// a marker on every live [`CpuStream`](crate::CpuStream), and the slot's next copy waits
+/// for all of them (stream-side), so it is safe even inside a stream's own closure.
+///
+/// A closure that panics on a stream is an error on that stream: the stream goes on, its
+/// later records carry the failure, and a slot fenced on one of them fails the pipeline
+/// when its next copy waits for it ([`CpuStream::synchronize`](crate::CpuStream::synchronize)
+/// returns it). A conservative fence marks a failed stream too, while it lives.
+///
+/// Poison mode ([`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released)):
+/// a slot released with `Fence::Sync` is filled with 0xFF at once, by the releasing thread
+/// (the caller promised the device is done); any other release hands the fill to the slot's
+/// own poison stream (a thread per device slot, started only in this mode), which waits
+/// for the captured fence, fills the slot and records the fence the next copy waits for.
+/// So a late fence delays only its own slot's fill and reuse. The cost: one memset of the
+/// slot per release, a hop to the poison stream's thread, and D more threads.
+///
+/// The backend's teardown waits, up to the pipeline's shutdown timeout, for its copy stream
+/// and every release fence still pending; past it, it leaks the device memory and the
+/// host ring (a stream still running may touch them) rather than free them under it.
 pub struct Cpu {
     ring: Arc<HostRing>,
     /// Device slots, `device_slots × device_stride` bytes; touched only through `device`.
@@ -94,8 +112,11 @@ pub struct Cpu {
     /// Batches copied so far (a prefix count): stored (Release) by the copy stream after
     /// each run's copies, loaded (Acquire) by the copy thread.
     completed: Arc<AtomicU64>,
-    /// Per-slot events a `Fence::Stream` release records on the caller's stream.
+    /// Per-slot events a release records on the caller's stream and on bound streams.
     fences: Box<[CpuEvent]>,
+    /// Poison mode only (else empty): per slot, the stream that fills it once its release
+    /// fence completes, and the event recorded after the fill.
+    poison: Box<[(CpuStream, CpuEvent)]>,
     options: CpuOptions,
     /// xorshift state for injected delays; Relaxed (copy thread only, orders nothing).
     rng: AtomicU64,
@@ -139,14 +160,29 @@ impl Cpu {
         self.ready[d.0].synchronize();
     }
 
-    fn wait_op(fence: CpuFence, push: impl Fn(Op)) {
-        match fence {
-            CpuFence::Nothing => {}
-            CpuFence::One(event, epoch) => push(Op::Wait { event, epoch }),
-            CpuFence::All(marks) => {
-                for (event, epoch) in marks {
-                    push(Op::Wait { event, epoch });
-                }
+    /// A record of slot `d`'s fence event on `stream`.
+    fn mark_on(&self, d: DeviceIdx, stream: &CpuStream) -> Mark {
+        stream.record_mark(&self.fences[d.0].0)
+    }
+
+    /// Adds to `fence` a record on every bound stream but `skip`, or, when the batch was
+    /// bound to more streams than it kept, the conservative fence.
+    fn fence_bound(
+        &self,
+        d: DeviceIdx,
+        fence: &mut CpuFence,
+        bound: &BoundStreams<CpuBinding>,
+        skip: Option<&CpuStream>,
+    ) {
+        if bound.overflowed() {
+            CpuStream::mark_all_user_streams()
+                .into_iter()
+                .for_each(|mark| fence.push(mark));
+            return;
+        }
+        for CpuBinding(stream) in bound.iter() {
+            if !skip.is_some_and(|s| s.same_stream(stream)) {
+                fence.push(self.mark_on(d, stream));
             }
         }
     }
@@ -155,12 +191,14 @@ impl Cpu {
 impl Drop for Cpu {
     fn drop(&mut self) {
         // Every copy and every release fence handed to the copy stream (the pipeline hands
-        // it the fences still pending before this) must be done before the memory goes.
+        // it the fences still pending before this, poison fills included) must be done
+        // before the memory goes.
         let deadline = Instant::now().checked_add(self.layout.shutdown_timeout);
         let drained = match deadline {
             Some(deadline) => self.copy_stream.synchronize_until(deadline),
             None => {
-                self.copy_stream.synchronize();
+                // A failed stream is drained all the same: its error is the pipeline's.
+                let _ = self.copy_stream.synchronize();
                 true
             }
         };
@@ -182,7 +220,7 @@ impl Backend for Cpu {
 
 impl Ops for Cpu {
     type Captured = CpuFence;
-    type Binding = CpuStream;
+    type Binding = CpuBinding;
 
     fn open(
         options: &CpuOptions,
@@ -192,12 +230,21 @@ impl Ops for Cpu {
     ) -> Result<Self> {
         let mut memory = vec![0u8; layout.device_stride * layout.device_slots];
         let device = memory.as_mut_ptr();
-        let copy_stream =
-            CpuStream::spawn("pinring-cpucopy", Some(waker)).map_err(|e| Error::Spawn {
-                thread: "cpu copy stream",
+        let spawn = |name, waker| {
+            CpuStream::spawn(name, waker).map_err(|e| Error::Spawn {
+                thread: "cpu stream",
                 source: Box::new(e),
-            })?;
+            })
+        };
+        let copy_stream = spawn("pinring-cpucopy", Some(waker))?;
         let events = |n: usize| (0..n).map(|_| CpuEvent::new()).collect::<Box<[_]>>();
+        let poison = if layout.poison_released {
+            (0..layout.device_slots)
+                .map(|_| Ok((spawn("pinring-poison", None)?, CpuEvent::new())))
+                .collect::<Result<Box<[_]>>>()?
+        } else {
+            Box::new([])
+        };
         Ok(Cpu {
             ring,
             memory,
@@ -207,6 +254,7 @@ impl Ops for Cpu {
             ready: events(layout.device_slots),
             completed: Arc::new(AtomicU64::new(0)),
             fences: events(layout.device_slots),
+            poison,
             options: options.clone(),
             rng: AtomicU64::new(options.seed | 1),
         })
@@ -217,7 +265,9 @@ impl Ops for Cpu {
     }
 
     fn wait_fence(&self, _: &CopyRole, _d: DeviceIdx, fence: CpuFence) -> Result<()> {
-        Self::wait_op(fence, |op| self.copy_stream.push(op));
+        fence
+            .into_marks()
+            .for_each(|mark| self.copy_stream.wait_mark(mark));
         Ok(())
     }
 
@@ -269,14 +319,25 @@ impl Ops for Cpu {
         Some(self.copy_stream.copy_time())
     }
 
+    /// The copy count, or the failure of the copy stream: it waited on a release fence
+    /// recorded on a stream that had failed (a closure that panicked there).
     fn completed(&self, _: &CopyRole) -> Result<u64> {
+        if let Some(why) = self.copy_stream.failure() {
+            return Err(Error::Backend {
+                call: "cpu copy stream",
+                message: format!(
+                    "a device slot was released fenced on a stream that failed: {why}"
+                ),
+                source: None,
+            });
+        }
         // Acquire: pairs with the copy stream's Release store after the copies.
         Ok(self.completed.load(Ordering::Acquire))
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream) -> Result<CpuStream> {
+    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream) -> Result<CpuBinding> {
         stream.wait_event(&self.ready[d.0]);
-        Ok(stream.clone())
+        Ok(CpuBinding(stream.clone()))
     }
 
     fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
@@ -284,26 +345,73 @@ impl Ops for Cpu {
         Ok(())
     }
 
-    fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<CpuFence> {
-        Ok(match fence {
-            Fence::Sync => CpuFence::Nothing,
-            Fence::Event(event) => CpuFence::One(event.0.clone(), event.0.latest()),
-            Fence::Stream(stream) => {
-                let event = &self.fences[d.0].0;
-                CpuFence::One(event.clone(), stream.record_state(event))
-            }
-        })
+    fn capture_sync(&self, _d: DeviceIdx) -> CpuFence {
+        CpuFence::nothing()
     }
 
-    fn capture_binding(&self, d: DeviceIdx, stream: CpuStream) -> CpuFence {
-        let event = &self.fences[d.0].0;
-        CpuFence::One(event.clone(), stream.record_state(event))
+    fn capture_stream(
+        &self,
+        d: DeviceIdx,
+        stream: &CpuStream,
+        bound: &BoundStreams<CpuBinding>,
+    ) -> Result<CpuFence> {
+        let mut fence = CpuFence::nothing();
+        self.fence_bound(d, &mut fence, bound, Some(stream));
+        fence.push(self.mark_on(d, stream));
+        Ok(fence)
+    }
+
+    fn capture_event(
+        &self,
+        d: DeviceIdx,
+        event: &CpuEvent,
+        bound: &BoundStreams<CpuBinding>,
+    ) -> Result<CpuFence> {
+        let mut fence = CpuFence::nothing();
+        self.fence_bound(d, &mut fence, bound, None);
+        fence.push(Mark::latest(&event.0));
+        Ok(fence)
+    }
+
+    fn capture_bound(&self, d: DeviceIdx, bound: &BoundStreams<CpuBinding>) -> CpuFence {
+        let mut fence = CpuFence::nothing();
+        self.fence_bound(d, &mut fence, bound, None);
+        fence
     }
 
     /// A marker recorded on every live [`CpuStream`]: the slot's next copy waits for all of
     /// them (stream-side; the host never blocks).
     fn capture_conservative(&self, _d: DeviceIdx) -> CpuFence {
-        CpuFence::All(CpuStream::mark_all_user_streams())
+        let mut fence = CpuFence::nothing();
+        CpuStream::mark_all_user_streams()
+            .into_iter()
+            .for_each(|mark| fence.push(mark));
+        fence
+    }
+
+    /// With nothing to wait for (`Fence::Sync`), fills the slot here and now; otherwise
+    /// hands the fill to the slot's poison stream, after the fence.
+    fn poison(&self, d: DeviceIdx, fence: CpuFence) -> CpuFence {
+        let (dst, len) = (self.slot_ptr(d.0), self.layout.device_stride);
+        if fence.is_empty() {
+            // SAFETY: `dst..dst + len` is device slot d. Its lease is the caller's and not
+            // yet given back, so no copy into it can be enqueued; with no fence captured the
+            // caller promised no device work reads it.
+            unsafe { std::ptr::write_bytes(dst, POISON_BYTE, len) };
+            return fence;
+        }
+        let Some((stream, filled)) = self.poison.get(d.0) else {
+            return fence; // not opened in poison mode: leave the slot as it is
+        };
+        fence.into_marks().for_each(|mark| stream.wait_mark(mark));
+        stream.push(Op::Fill {
+            dst,
+            len,
+            byte: POISON_BYTE,
+        });
+        let mut poisoned = CpuFence::nothing();
+        poisoned.push(stream.record_mark(&filled.0));
+        poisoned
     }
 
     fn device_ptr(&self, d: DeviceIdx) -> CpuDevicePtr {

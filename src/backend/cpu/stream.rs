@@ -3,10 +3,13 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use super::event::{CpuEvent, EventState};
-use crate::backend::private::CopyWaker;
+use super::event::{CpuEvent, EventState, Mark};
+use super::failure::{Origin, StreamFailure};
+use crate::backend::contract::CopyWaker;
+use crate::error::{panic_message, Error, Result};
 use crate::sync::native::{
     sleep, Arc, AtomicU64, Builder, Condvar, Instant, Mutex, MutexGuard, Ordering, Weak,
 };
@@ -21,8 +24,11 @@ pub(super) enum Op {
     },
     /// Completes `epoch` of `event`.
     Signal { event: Arc<EventState>, epoch: u64 },
-    /// Holds the stream until `epoch` of `event` has completed.
-    Wait { event: Arc<EventState>, epoch: u64 },
+    /// Holds the stream until `mark` has completed (and fails the stream if the mark was
+    /// made after its own stream failed).
+    Wait { mark: Mark },
+    /// Fills `len` bytes at `dst` with `byte` (the poison mode's fill of a device slot).
+    Fill { dst: *mut u8, len: usize, byte: u8 },
     /// Marks batches before `upto` copied: stores it in `counter` (Release: the copies
     /// before it in the stream are done) and wakes the copy thread.
     Complete { counter: Arc<AtomicU64>, upto: u64 },
@@ -32,14 +38,17 @@ pub(super) enum Op {
     Call(Box<dyn FnOnce() + Send>),
 }
 
-// SAFETY: the raw pointers in `Copy` point into the host ring and device slots, which
-// outlive the copy stream's queue (the backend drains it, or leaks both, before freeing
-// them), and the slot protocol gives the stream exclusive use of both ranges while the op
-// is queued. Every other variant is `Send`.
+// SAFETY: the raw pointers in `Copy` and `Fill` point into the host ring and device slots,
+// which outlive the streams' queues (the backend drains the copy stream, which waits on
+// every poison fill through the slots' fences, or leaks both, before freeing them), and
+// the slot protocol gives the stream exclusive use of the ranges while the op is queued.
+// Every other variant is `Send`.
 unsafe impl Send for Op {}
 
 struct Queue {
     ops: VecDeque<Op>,
+    /// Ops pushed so far: the next op's index.
+    pushed: u64,
     /// An op was taken from `ops` and has not finished.
     running: bool,
     /// Every handle is gone: the thread ends once the queue drains.
@@ -56,6 +65,17 @@ struct StreamState {
     on_signal: Option<CopyWaker>,
     /// Nanoseconds this stream spent in copies; Relaxed (a statistic, orders nothing).
     copy_ns: AtomicU64,
+    /// The stream's first failure (a closure that panicked, or a wait on a failed record).
+    failure: Arc<StreamFailure>,
+}
+
+impl Queue {
+    /// Appends `op`; returns its index.
+    fn push(&mut self, op: Op) -> u64 {
+        self.ops.push_back(op);
+        self.pushed += 1;
+        self.pushed - 1
+    }
 }
 
 /// A cpu-backend stream: a thread running the operations enqueued on it, in order (the
@@ -104,12 +124,14 @@ impl CpuStream {
         let state = Arc::new(StreamState {
             queue: Mutex::new(Queue {
                 ops: VecDeque::with_capacity(64),
+                pushed: 0,
                 running: false,
                 closed: false,
             }),
             cv: Condvar::new(),
             on_signal,
             copy_ns: AtomicU64::new(0),
+            failure: Arc::new(StreamFailure::default()),
         });
         let thread_state = state.clone();
         Builder::new()
@@ -130,8 +152,13 @@ impl CpuStream {
 
     pub(super) fn push(&self, op: Op) {
         let state = &self.handle.state;
-        lock(&state.queue).ops.push_back(op);
+        lock(&state.queue).push(op);
         state.cv.notify_all();
+    }
+
+    /// Whether `other` is a handle to this same stream.
+    pub(super) fn same_stream(&self, other: &CpuStream) -> bool {
+        Arc::ptr_eq(&self.handle, &other.handle)
     }
 
     /// Enqueues `f`, to run on the stream thread after everything enqueued before it.
@@ -146,17 +173,29 @@ impl CpuStream {
 
     /// Records `event` here: it completes once everything enqueued so far has run.
     pub fn record(&self, event: &CpuEvent) {
-        self.record_state(&event.0);
+        self.record_mark(&event.0);
     }
 
-    /// Records `event` here; returns the record's epoch.
-    pub(super) fn record_state(&self, event: &Arc<EventState>) -> u64 {
-        let epoch = event.record();
-        self.push(Op::Signal {
+    /// Records `event` here; returns the record, to wait for.
+    pub(super) fn record_mark(&self, event: &Arc<EventState>) -> Mark {
+        let state = &self.handle.state;
+        let mut queue = lock(&state.queue);
+        let origin = Origin {
+            failure: state.failure.clone(),
+            op: queue.pushed,
+        };
+        let epoch = event.record(origin.clone());
+        queue.push(Op::Signal {
             event: event.clone(),
             epoch,
         });
-        epoch
+        drop(queue);
+        state.cv.notify_all();
+        Mark {
+            event: event.clone(),
+            epoch,
+            origin: Some(origin),
+        }
     }
 
     /// A new event recorded here.
@@ -167,25 +206,40 @@ impl CpuStream {
     }
 
     /// Makes later work on this stream wait for `event`'s latest record as of this call
-    /// (stream-side).
+    /// (stream-side). A record made by a stream that had failed fails this stream too.
     pub fn wait_event(&self, event: &CpuEvent) {
-        self.wait_epoch(&event.0, event.0.latest());
+        self.wait_mark(Mark::latest(&event.0));
     }
 
-    pub(super) fn wait_epoch(&self, event: &Arc<EventState>, epoch: u64) {
-        self.push(Op::Wait {
-            event: event.clone(),
-            epoch,
-        });
+    /// Makes later work on this stream wait for `mark` (stream-side).
+    pub(super) fn wait_mark(&self, mark: Mark) {
+        self.push(Op::Wait { mark });
     }
 
-    /// Blocks until everything enqueued so far has run.
-    pub fn synchronize(&self) {
+    /// Blocks until everything enqueued so far has run. A closure that panicked on this
+    /// stream (or a wait on a record of a stream that had failed) fails the stream for good,
+    /// as a kernel fault does on CUDA: this returns [`Error::Backend`] saying why (the
+    /// stream still runs what is queued, so nothing waiting on it hangs).
+    pub fn synchronize(&self) -> Result<()> {
         let state = &self.handle.state;
         let mut queue = lock(&state.queue);
         while !queue.ops.is_empty() || queue.running {
             queue = state.cv.wait(queue).unwrap_or_else(|e| e.into_inner());
         }
+        drop(queue);
+        match self.failure() {
+            Some(why) => Err(Error::Backend {
+                call: "CpuStream::synchronize",
+                message: why.to_owned(),
+                source: None,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the stream failed, if it did.
+    pub(super) fn failure(&self) -> Option<&str> {
+        self.handle.state.failure.why()
     }
 
     /// As [`synchronize`](Self::synchronize), giving up at `deadline`; true if drained.
@@ -208,7 +262,7 @@ impl CpuStream {
 
     /// Records every live user stream's marker: the fences that together cover all work
     /// queued on user streams so far (the conservative fence). Never blocks the host.
-    pub(super) fn mark_all_user_streams() -> Vec<(Arc<EventState>, u64)> {
+    pub(super) fn mark_all_user_streams() -> Vec<Mark> {
         let streams: Vec<Arc<StreamHandle>> = {
             let streams = lock(&USER_STREAMS);
             streams.iter().filter_map(Weak::upgrade).collect()
@@ -217,9 +271,7 @@ impl CpuStream {
             .into_iter()
             .map(|handle| {
                 let marker = handle.marker.clone();
-                let stream = CpuStream { handle };
-                let epoch = stream.record_state(&marker);
-                (marker, epoch)
+                CpuStream { handle }.record_mark(&marker)
             })
             .collect()
     }
@@ -239,6 +291,8 @@ impl fmt::Debug for CpuStream {
 
 fn run(state: &StreamState) {
     let mut queue = lock(&state.queue);
+    // The index of the next op to run: ops run in the order they were pushed.
+    let mut next_op = 0u64;
     loop {
         let Some(op) = queue.ops.pop_front() else {
             if queue.closed {
@@ -247,6 +301,8 @@ fn run(state: &StreamState) {
             queue = state.cv.wait(queue).unwrap_or_else(|e| e.into_inner());
             continue;
         };
+        let index = next_op;
+        next_op += 1;
         queue.running = true;
         drop(queue);
         let signalled = matches!(op, Op::Signal { .. } | Op::Complete { .. });
@@ -260,12 +316,31 @@ fn run(state: &StreamState) {
                 let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 state.copy_ns.fetch_add(ns, Ordering::Relaxed);
             }
+            // SAFETY: see `Op`'s Send impl: the range is valid and the stream's alone for
+            // the op's duration under the slot protocol (the slot is released, its readers'
+            // fences waited on before this op, and its next copy waits for this op).
+            Op::Fill { dst, len, byte } => unsafe { std::ptr::write_bytes(dst, byte, len) },
             Op::Signal { event, epoch } => event.complete(epoch),
             // Release: pairs with the copy thread's Acquire load in `completed`.
             Op::Complete { counter, upto } => counter.store(upto, Ordering::Release),
-            Op::Wait { event, epoch } => event.wait_for(epoch),
+            Op::Wait { mark } => {
+                mark.event.wait_for(mark.epoch);
+                if let Some(why) = mark.origin.as_ref().and_then(Origin::failed) {
+                    state.failure.fail(index, why.to_owned());
+                }
+            }
             Op::Sleep(d) => pause(d),
-            Op::Call(f) => f(),
+            Op::Call(f) => {
+                // A panic is an error on this stream, not the end of its thread: the ops
+                // queued after it still run, so no wait on the stream hangs.
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+                    let why = format!(
+                        "a closure enqueued on a CpuStream panicked: {}",
+                        panic_message(&*payload)
+                    );
+                    state.failure.fail(index, why);
+                }
+            }
         }
         if signalled {
             if let Some(waker) = &state.on_signal {

@@ -13,15 +13,110 @@ use super::driver::{self, Call};
 use super::handles::{CuEvent, CuStream};
 use super::options::CudaOptions;
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
-use crate::backend::private::{CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops};
-use crate::backend::Backend;
+use crate::backend::bound::BoundStreams;
+use crate::backend::contract::{
+    Backend, CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops, POISON_BYTE,
+};
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
-use crate::slot::DeviceIdx;
+use crate::slot::index::DeviceIdx;
 use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
-use crate::Fence;
 
-/// The cuda backend's device side of one pipeline. See the [module docs](super).
+/// The cuda backend's device side of one pipeline: a pinned host ring, side-stream H2D
+/// copies and event-fenced device slots, through the CUDA driver API (cudarc, loaded at
+/// run time).
+///
+/// # What it holds
+///
+/// - The host ring (one anonymous mapping) registered with `cuMemHostRegister`
+///   (portable, not write-combined, its exact size) for the backend's lifetime.
+/// - The device slots: one `cuMemAlloc` of `device_slots` slots, each starting on a page
+///   boundary, so that a run of consecutive batches lies in the device slots as in the
+///   host ring and copies in one `cuMemcpyHtoDAsync` (each batch keeps its READY event).
+/// - One non-blocking copy stream, driven by the pipeline's copy thread alone.
+/// - Events, all created once with timing disabled and reused (none is created per
+///   batch): READY(d) per device slot (recorded after each copy into it), COPIED(h) per
+///   host slot (recorded after each copy out of it; a completion thread of the backend's
+///   follows them in order, spinning briefly and then waiting in the driver, parked, and
+///   wakes the copy thread as copies complete), FENCE(d) per device slot (what a release
+///   captured) and LINK(d) per device slot (joins several streams into FENCE(d)).
+/// - One non-blocking fence stream per device slot, for [`Fence::Event`], releases of a
+///   batch bound to several streams, and the poison mode.
+///
+/// # Release fences
+///
+/// A release captures what the device must finish, at release time, in FENCE(d):
+/// - [`Fence::Stream(s)`](crate::Fence::Stream): `cuEventRecord(FENCE(d), s)`. `s` must belong
+///   to the pipeline's context (otherwise [`Error::Fence`]).
+/// - [`Fence::Event(e)`](crate::Fence::Event): `cuStreamWaitEvent(fence_stream(d), e)` then
+///   `cuEventRecord(FENCE(d), fence_stream(d))`, so FENCE(d) stands for `e`'s record as it
+///   was at release time even if the caller records `e` again later, and a late `e`
+///   stalls only slot `d`. `e` may belong to another context or device.
+/// - [`Fence::Sync`] captures nothing (it covers every stream, by the caller's promise).
+///
+/// A batch bound with [`Batch::wait_on`](crate::Batch::wait_on) to streams the fence does
+/// not name is fenced on each of them too: for every such stream `b`,
+/// `cuEventRecord(LINK(d), b)` and `cuStreamWaitEvent(fence_stream(d), LINK(d))` (each wait
+/// takes LINK's record as it stands, so one event serves every stream), then FENCE(d) is
+/// recorded on the fence stream after the fence's own wait. A batch bound to one stream
+/// and released on it (the common case) costs one record, as before.
+///
+/// The copy thread then enqueues `cuStreamWaitEvent(copy_stream, FENCE(d))` before the
+/// next copy into slot `d`. Nothing on this path blocks the host.
+///
+/// [`Batch::wait_on`](crate::Batch::wait_on) refuses a stream of another context (its
+/// release could not be fenced on it). A bound batch dropped unreleased is fenced on its
+/// streams; if one of them is the per-thread default stream of another thread, or the
+/// legacy stream while another context is current on the dropping thread, or the batch was
+/// bound to more streams than it keeps (4), it is fenced conservatively instead. A batch
+/// dropped unreleased and unbound is fenced conservatively: the dropping thread calls
+/// `cuCtxSynchronize` on the pipeline's context, which blocks it until every stream of the
+/// context has drained — as long as the longest queued kernel — and stalls the copies too.
+/// Release explicitly or bind with `wait_on` to avoid it. Work in *another* context is not
+/// covered: release such batches with a fence.
+///
+/// # Poison mode
+///
+/// With [`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released), each
+/// release then enqueues on the slot's fence stream `cuStreamWaitEvent(FENCE(d))` (when a
+/// fence was captured), `cuMemsetD8Async(slot d, 0xFF, device_stride)` and
+/// `cuEventRecord(FENCE(d))`: the slot is filled once the consumer's work is done, without
+/// waiting for its next use, and its next copy waits for the fill. It costs three driver
+/// calls per release on the releasing thread and one memset of the slot per batch on the
+/// device (a device-memory write at its bandwidth, beside the H2D copies); measure it with
+/// the GPU suite's `poison_mode_cost` (tests/gpu).
+///
+/// # Contexts
+///
+/// A pipeline binds one device: its primary context, chosen by ordinal
+/// ([`CudaOptions::ordinal`](crate::CudaOptions::ordinal)), or the context current on the
+/// thread that creates the pipeline ([`CudaOptions::current`](crate::CudaOptions::current),
+/// what PyTorch users have). Calls made on behalf of the consumer make that context current
+/// only for the call when the calling thread has another one current (and bind it when the
+/// thread has none); the copy thread binds it once. pinring changes none of the context's
+/// settings: [`Cuda::context`] behaves as cudarc documents. Several pipelines on several
+/// devices can live in one process.
+///
+/// # Teardown
+///
+/// The backend goes when the pipeline and its last batch are gone. It first waits for the
+/// copy stream, which by then also waits for every release fence still pending, up to the
+/// pipeline's [`shutdown_timeout`](crate::ConfigBuilder::shutdown_timeout); past it (a
+/// kernel that never finishes), it frees nothing — device memory, the pinned ring, streams
+/// and events are leaked, never freed under work that may still touch them.
+///
+/// # No driver
+///
+/// `libcuda` is opened at run time by pinring itself, whichever way cudarc links it. When
+/// it is missing, or lacks an entry point pinring needs, creating a pipeline returns
+/// [`Error::Backend`] saying so; nothing panics. [`Cuda::device_count`] tells a program
+/// whether it can use this backend at all.
+///
+/// [`Error::Backend`]: crate::Error::Backend
+/// [`Error::Fence`]: crate::Error::Fence
+/// [`Fence::Stream`]: crate::Fence::Stream
+/// [`Fence::Event`]: crate::Fence::Event
+/// [`Fence::Sync`]: crate::Fence::Sync
 ///
 /// Every resource frees itself in its own context when the backend drops, after the
 /// backend's teardown has waited (up to the shutdown timeout) for the copy stream, which by
@@ -34,7 +129,11 @@ pub struct Cuda {
     copied: Box<[Owned<Event>]>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
-    /// Per-slot streams a `Fence::Event` release waits on before recording FENCE(d).
+    /// LINK(d): recorded on each of several streams a release of slot d fences on, each
+    /// record waited on by slot d's fence stream at once.
+    link: Box<[Owned<Event>]>,
+    /// Per-slot streams a release waits on (the caller's event, several streams' LINK
+    /// records) before recording FENCE(d) there; the poison mode's fills run on them too.
     fence_streams: Box<[Owned<Stream>]>,
     /// The one copy stream, driven by the pipeline's copy thread.
     copy_stream: Owned<Stream>,
@@ -64,12 +163,34 @@ pub struct CudaFence {
     recorded: bool,
 }
 
-/// What a batch bound with `wait_on` remembers.
+/// What a batch bound with `wait_on` remembers of one stream.
 #[derive(Debug)]
 pub struct CudaBinding {
     stream: CuStream,
     /// For the per-thread default stream: the thread whose stream it is.
     thread: Option<ThreadId>,
+}
+
+impl PartialEq for CudaBinding {
+    /// The same stream: the same handle, and for the per-thread default stream the same
+    /// thread's.
+    fn eq(&self, other: &Self) -> bool {
+        self.stream.raw() == other.stream.raw() && self.thread == other.thread
+    }
+}
+
+impl CudaBinding {
+    /// Whether a record on `stream`, made by the current thread, is a record on this
+    /// binding's stream.
+    fn is(&self, stream: &CuStream, here: ThreadId) -> bool {
+        self.stream.raw() == stream.raw() && self.recordable_by(here)
+    }
+
+    /// Whether thread `here` can record on this binding's stream (not on another thread's
+    /// per-thread default stream).
+    fn recordable_by(&self, here: ThreadId) -> bool {
+        self.thread.is_none_or(|t| t == here)
+    }
 }
 
 impl Cuda {
@@ -108,7 +229,7 @@ impl Cuda {
     }
 
     /// READY(d)'s handle (for consumers that wait on it themselves).
-    pub(super) fn ready_event(&self, d: DeviceIdx) -> sys::CUevent {
+    pub(crate) fn ready_event(&self, d: DeviceIdx) -> sys::CUevent {
         self.ready[d.0].raw()
     }
 
@@ -159,6 +280,62 @@ impl Cuda {
                 self.ctx.ordinal()
             )))
         }
+    }
+
+    /// `cuEventRecord(FENCE(d), stream)`.
+    fn record_fence(&self, d: DeviceIdx, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: FENCE(d) is live and recorded only by slot d's holder (the caller, now);
+        // `stream` is live (the caller's by CuStream's contract, or slot d's fence stream)
+        // and of the pipeline's context (checked, or ours).
+        unsafe { result::event::record(self.fence[d.0].raw(), stream) }.call("cuEventRecord")
+    }
+
+    /// Makes slot d's fence stream wait (stream-side) for `event`'s latest record.
+    fn fence_stream_waits(&self, d: DeviceIdx, event: sys::CUevent) -> Result<()> {
+        // SAFETY: slot d's fence stream, used only by slot d's holder; `event` is live (the
+        // caller's by CuEvent's contract, of any context, or one of ours).
+        unsafe {
+            result::stream::wait_event(
+                self.fence_streams[d.0].raw(),
+                event,
+                CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .call("cuStreamWaitEvent")
+    }
+
+    /// Makes slot d's fence stream wait for everything enqueued on `stream` so far:
+    /// `cuEventRecord(LINK(d), stream)`, then the fence stream waits on that record (a
+    /// wait takes the record as it stands, so LINK(d) serves every stream in turn).
+    fn link(&self, d: DeviceIdx, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: LINK(d) is live and recorded only by slot d's holder; `stream` is live
+        // and of the pipeline's context (checked when it was bound or given).
+        unsafe { result::event::record(self.link[d.0].raw(), stream) }.call("cuEventRecord")?;
+        self.fence_stream_waits(d, self.link[d.0].raw())
+    }
+
+    /// Makes slot d's fence stream wait for every bound stream but those `skip` says are
+    /// covered already; when one cannot be recorded on from this thread (another thread's
+    /// per-thread default stream) or the batch was bound to more streams than it kept,
+    /// synchronizes the context instead, which covers them all (a host block). Returns
+    /// whether the fence stream now waits on something. The context must be bound.
+    fn link_bound(
+        &self,
+        d: DeviceIdx,
+        bound: &BoundStreams<CudaBinding>,
+        skip: impl Fn(&CudaBinding) -> bool,
+    ) -> Result<bool> {
+        let here = current_thread().id();
+        if bound.overflowed() || bound.iter().any(|b| !b.recordable_by(here)) {
+            result::ctx::synchronize().call("cuCtxSynchronize")?;
+            return Ok(false);
+        }
+        let mut linked = false;
+        for binding in bound.iter().filter(|b| !skip(b)) {
+            self.link(d, binding.stream.raw())?;
+            linked = true;
+        }
+        Ok(linked)
     }
 
     /// Waits (polling, bounded) until the copy stream has drained: every copy, and every
@@ -225,17 +402,27 @@ impl Ops for Cuda {
             teardown: &teardown,
         };
         let copied = make.events(layout.host_slots, true)?;
+        let ready = make.events(layout.device_slots, true)?;
+        let fence = make.events(layout.device_slots, false)?;
+        let link = make.events(layout.device_slots, false)?;
+        let fence_streams = make.streams(layout.device_slots)?;
+        let copy_stream = make.stream()?;
+        let memory = make.memory(bytes)?;
+        let registration = make.registration(&ring)?;
+        // The completion thread starts last, once nothing else can fail: a failed open
+        // leaves no thread behind (and `Completion`'s drop stops and joins it if one did).
         let completion =
             Completion::start(ctx.cu_ctx(), copied.iter().map(Owned::raw).collect(), waker)?;
         Ok(Cuda {
-            ready: make.events(layout.device_slots, true)?,
+            ready,
             copied,
             completion,
-            fence: make.events(layout.device_slots, false)?,
-            fence_streams: make.streams(layout.device_slots)?,
-            copy_stream: make.stream()?,
-            memory: make.memory(bytes)?,
-            registration: make.registration(&ring)?,
+            fence,
+            link,
+            fence_streams,
+            copy_stream,
+            memory,
+            registration,
             teardown,
             ctx,
             layout,
@@ -358,52 +545,65 @@ impl Ops for Cuda {
         unsafe { result::event::synchronize(self.ready[d.0].raw()) }.call("cuEventSynchronize")
     }
 
-    fn capture(&self, d: DeviceIdx, fence: Fence<'_, Self>) -> Result<CudaFence> {
-        let recorded = match fence {
-            Fence::Sync => false,
-            Fence::Stream(stream) => {
-                self.check_stream(stream)?;
-                let _bound = Bound::new(self.ctx.cu_ctx())?;
-                // SAFETY: FENCE(d) is live and recorded only by slot d's holder (the
-                // caller, now); `stream` is live by CuStream's contract and belongs to the
-                // pipeline's context (checked).
-                unsafe { result::event::record(self.fence[d.0].raw(), stream.raw()) }
-                    .call("cuEventRecord")?;
-                true
-            }
-            Fence::Event(event) => {
-                let _bound = Bound::new(self.ctx.cu_ctx())?;
-                let fence_stream = self.fence_streams[d.0].raw();
-                // SAFETY: slot d's fence stream, used only by slot d's holder; `event` is
-                // live by CuEvent's contract (it may belong to any context).
-                unsafe {
-                    result::stream::wait_event(
-                        fence_stream,
-                        event.raw(),
-                        CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                }
-                .call("cuStreamWaitEvent")?;
-                // SAFETY: as above; FENCE(d) is recorded only by slot d's holder.
-                unsafe { result::event::record(self.fence[d.0].raw(), fence_stream) }
-                    .call("cuEventRecord")?;
-                true
-            }
-        };
-        Ok(CudaFence { recorded })
+    fn capture_sync(&self, _d: DeviceIdx) -> CudaFence {
+        CudaFence { recorded: false }
     }
 
-    /// Fences on the bound stream; when that is not possible from this thread (a
-    /// per-thread default stream bound on another thread, or a legacy stream while another
-    /// context is current here) or the record fails, fences conservatively.
-    fn capture_binding(&self, d: DeviceIdx, binding: CudaBinding) -> CudaFence {
+    /// FENCE(d) recorded on `stream` when the batch is bound to no other stream (the
+    /// common case: one record); otherwise `stream` and each other bound stream are linked
+    /// into slot d's fence stream, where FENCE(d) is recorded.
+    fn capture_stream(
+        &self,
+        d: DeviceIdx,
+        stream: &CuStream,
+        bound: &BoundStreams<CudaBinding>,
+    ) -> Result<CudaFence> {
+        self.check_stream(stream)?;
+        let _bound = Bound::new(self.ctx.cu_ctx())?;
         let here = current_thread().id();
-        if binding.thread.is_none_or(|t| t == here) {
-            if let Ok(fence) = self.capture(d, Fence::Stream(&binding.stream)) {
-                return fence;
-            }
+        if self.link_bound(d, bound, |b| b.is(stream, here))? {
+            self.link(d, stream.raw())?;
+            self.record_fence(d, self.fence_streams[d.0].raw())?;
+        } else {
+            self.record_fence(d, stream.raw())?;
         }
-        self.capture_conservative(d)
+        Ok(CudaFence { recorded: true })
+    }
+
+    /// Slot d's fence stream waits on `event` (of any context) and on every bound stream,
+    /// then records FENCE(d).
+    fn capture_event(
+        &self,
+        d: DeviceIdx,
+        event: &CuEvent,
+        bound: &BoundStreams<CudaBinding>,
+    ) -> Result<CudaFence> {
+        let _bound = Bound::new(self.ctx.cu_ctx())?;
+        self.link_bound(d, bound, |_| false)?;
+        self.fence_stream_waits(d, event.raw())?;
+        self.record_fence(d, self.fence_streams[d.0].raw())?;
+        Ok(CudaFence { recorded: true })
+    }
+
+    /// Fences on the bound streams (one: FENCE(d) recorded on it; several: linked through
+    /// slot d's fence stream); when that is not possible from this thread (another
+    /// thread's per-thread default stream, a legacy stream while another context is
+    /// current here, more streams than the batch kept) or a call fails, fences
+    /// conservatively.
+    fn capture_bound(&self, d: DeviceIdx, bound: &BoundStreams<CudaBinding>) -> CudaFence {
+        let fenced = if bound.len() == 1 && !bound.overflowed() {
+            let only = bound.iter().next().expect("one binding");
+            self.capture_stream(d, &only.stream, bound)
+        } else {
+            Bound::new(self.ctx.cu_ctx()).and_then(|_bound| {
+                let recorded = self.link_bound(d, bound, |_| false)?;
+                if recorded {
+                    self.record_fence(d, self.fence_streams[d.0].raw())?;
+                }
+                Ok(CudaFence { recorded })
+            })
+        };
+        fenced.unwrap_or_else(|_| self.capture_conservative(d))
     }
 
     /// `cuCtxSynchronize` on the pipeline's context: blocks the calling thread until every
@@ -414,6 +614,37 @@ impl Ops for Cuda {
             // needed either.
             let _ = result::ctx::synchronize();
         }
+        CudaFence { recorded: false }
+    }
+
+    /// On slot d's fence stream: waits for FENCE(d) (when a fence was captured), fills the
+    /// slot with the poison byte (`cuMemsetD8Async`), records FENCE(d) again. Where the
+    /// fill cannot be enqueued the slot keeps its bytes, still fenced; where it was
+    /// enqueued but FENCE(d) could not be recorded after it, the context is synchronized
+    /// so that the fill is done before the slot's next copy.
+    fn poison(&self, d: DeviceIdx, fence: CudaFence) -> CudaFence {
+        let Ok(_bound) = Bound::new(self.ctx.cu_ctx()) else {
+            return fence;
+        };
+        if fence.recorded && self.fence_stream_waits(d, self.fence[d.0].raw()).is_err() {
+            return fence;
+        }
+        let stream = self.fence_streams[d.0].raw();
+        // SAFETY: slot d lies in the backend's allocation (`device_stride` bytes from
+        // `slot(d)`); the fill runs on slot d's fence stream after the release fence, so
+        // after every read the consumer fenced, and the slot's next copy waits on the
+        // FENCE(d) recorded after it. The bytes are plain memory of no Rust type.
+        let filled = unsafe {
+            result::memset_d8_async(self.slot(d), POISON_BYTE, self.layout.device_stride, stream)
+        };
+        if filled.is_err() {
+            return fence;
+        }
+        if self.record_fence(d, stream).is_ok() {
+            return CudaFence { recorded: true };
+        }
+        // The context is bound (above); a failure means it is dead, and nothing runs.
+        let _ = result::ctx::synchronize();
         CudaFence { recorded: false }
     }
 

@@ -29,10 +29,10 @@ use cudarc::driver::result;
 use cudarc::driver::sys::{CUcontext, CUevent, CUresult};
 use cudarc::driver::DriverError;
 
-use crate::backend::private::CopyWaker;
+use crate::backend::contract::CopyWaker;
 use crate::error::Result;
 use crate::park::ParkSlot;
-use crate::slot::HostIdx;
+use crate::slot::index::HostIdx;
 use crate::sync::native::{
     sleep, Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering,
 };
@@ -171,6 +171,14 @@ impl Completion {
                 let _ = thread.join();
             }
         }
+    }
+}
+
+impl Drop for Completion {
+    /// A completion that was not stopped (an open that failed after it started): stops
+    /// the thread and joins it. Nothing was recorded, so it is parked, not in the driver.
+    fn drop(&mut self) {
+        self.stop(true);
     }
 }
 

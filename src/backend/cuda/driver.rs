@@ -45,6 +45,7 @@ const ENTRY_POINTS: &[&str] = &[
     "cuMemHostRegister_v2",
     "cuMemHostUnregister",
     "cuMemcpyHtoDAsync_v2",
+    "cuMemsetD8Async",
     "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamQuery",

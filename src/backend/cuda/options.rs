@@ -1,10 +1,5 @@
 //! How a cuda pipeline chooses its device.
 
-use crate::backend::Backend;
-use crate::config::ConfigBuilder;
-
-use super::Cuda;
-
 /// Which device a CUDA pipeline binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CudaDevice {
@@ -68,12 +63,5 @@ impl CudaOptions {
         CudaOptions {
             device: CudaDevice::CurrentOr(ordinal),
         }
-    }
-}
-
-impl<B: Backend> ConfigBuilder<B> {
-    /// Switches to the cuda backend: shorthand for `.backend::<Cuda>(options)`.
-    pub fn cuda(self, options: CudaOptions) -> ConfigBuilder<Cuda> {
-        self.backend::<Cuda>(options)
     }
 }

@@ -1,45 +1,29 @@
-//! A leased batch: a device slot the consumer holds until it releases it.
+//! A leased batch: a device slot the consumer holds until it releases it. The generic
+//! part is here; each backend's own accessors are in a file of their own (`cpu.rs`,
+//! `cuda.rs`), beside each other rather than inside the backends, which sit below the
+//! batch and do not know it.
+
+mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 
 use std::fmt;
 
-use crate::backend::private::Ops;
-use crate::backend::{Backend, Cpu};
+use crate::backend::bound::BoundStreams;
+use crate::backend::contract::Backend;
+use crate::backend::cpu::Cpu;
+use crate::backend::fence::Fence;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
-use crate::slot::DeviceIdx;
+use crate::slot::index::DeviceIdx;
 use crate::sync::Arc;
 use crate::trace::{Kind, Track};
-
-/// What the device must finish before a released batch's slot is reused.
-///
-/// Reuse always waits stream-side (the copy stream waits on the fence); the host never
-/// blocks on it. Fences are per slot: a late fence on one slot never holds up another.
-pub enum Fence<'a, B: Backend = Cpu> {
-    /// The caller promises the device no longer reads the slot (for example, it has
-    /// synchronized). Cheapest; wrong if the promise is false.
-    Sync,
-    /// Reuse waits for this event as it stands now (its latest record at release time;
-    /// recording it again later does not move the fence).
-    Event(&'a B::Event),
-    /// Records a fence on this stream now; reuse waits for it.
-    Stream(&'a B::Stream),
-}
-
-impl<B: Backend> fmt::Debug for Fence<'_, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Fence::Sync => "Fence::Sync",
-            Fence::Event(_) => "Fence::Event",
-            Fence::Stream(_) => "Fence::Stream",
-        })
-    }
-}
 
 /// One batch on the device, leased to the consumer until released.
 ///
 /// Release it with [`release`](Batch::release) (from any thread, in any order), or drop
-/// it: a batch bound to a stream with [`wait_on`](Batch::wait_on) is then fenced on that
-/// stream; an unbound one is fenced conservatively (cpu backend: the slot's next copy
+/// it: a batch bound to streams with [`wait_on`](Batch::wait_on) is then fenced on every
+/// one of them; an unbound one is fenced conservatively (cpu backend: the slot's next copy
 /// waits for everything queued on every [`CpuStream`](crate::CpuStream) so far, without
 /// blocking; cuda backend: the dropping thread synchronizes the pipeline's context, a host
 /// block — bind or release explicitly on the hot path). A batch stays valid after its
@@ -50,8 +34,8 @@ pub struct Batch<B: Backend = Cpu> {
     slot: DeviceIdx,
     samples: usize,
     len: usize,
-    /// What `wait_on` bound the batch to: a drop fences on it.
-    binding: Option<B::Binding>,
+    /// The streams `wait_on` bound the batch to: a release fences on each of them.
+    bound: BoundStreams<B::Binding>,
     released: bool,
 }
 
@@ -64,7 +48,7 @@ impl<B: Backend> Batch<B> {
             slot: DeviceIdx(slot),
             samples,
             len,
-            binding: None,
+            bound: BoundStreams::new(),
             released: false,
         }
     }
@@ -100,12 +84,12 @@ impl<B: Backend> Batch<B> {
         self.device.backend.device_ptr(self.slot)
     }
 
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// The backend (for the backend-specific accessors in `cpu.rs` and `cuda.rs`).
     pub(crate) fn backend(&self) -> &B {
         &self.device.backend
     }
 
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// The device slot, as the backend names it.
     pub(crate) fn device_idx(&self) -> DeviceIdx {
         self.slot
     }
@@ -155,11 +139,15 @@ impl<B: Backend> Batch<B> {
     }
 
     /// Makes `stream` wait, stream-side, until the batch is on the device; the host does
-    /// not block. Binds the batch to `stream`: dropping it then fences on `stream`. A
-    /// stream the backend could not fence on at drop (cuda: a stream of another context)
-    /// is refused here with [`Error::Fence`].
+    /// not block. Binds the batch to `stream`: its release (explicit or by drop) is then
+    /// fenced on `stream`, and on every other stream it was bound to, so that a batch read
+    /// on several streams is reused only once all of them are done (a batch keeps four
+    /// streams; bound to more, it is fenced conservatively). A stream the backend could not
+    /// fence on later (cuda: a stream of another context) is refused here with
+    /// [`Error::Fence`].
     pub fn wait_on(&mut self, stream: &B::Stream) -> Result<()> {
-        self.binding = Some(self.device.backend.ready_on(self.slot, stream)?);
+        let binding = self.device.backend.ready_on(self.slot, stream)?;
+        self.bound.bind(binding);
         Ok(())
     }
 
@@ -168,15 +156,18 @@ impl<B: Backend> Batch<B> {
         self.device.backend.ready_sync(self.slot)
     }
 
-    /// Gives the slot back; its reuse waits for `fence`. On failure (the fence could not be
-    /// captured) the batch comes back inside the error, still leased.
+    /// Gives the slot back; its reuse waits for `fence`, and for every stream the batch was
+    /// bound to with [`wait_on`](Self::wait_on) that `fence` does not name
+    /// ([`Fence::Sync`] covers them all: the caller promises the device is done). On
+    /// failure (the fence could not be captured) the batch comes back inside the error,
+    /// still leased.
     ///
     /// A failed release converts into [`Error`] with `?` (the batch inside is then
     /// dropped, which fences it as a drop does).
     #[allow(clippy::result_large_err)] // the error hands the batch back
     pub fn release(mut self, fence: Fence<'_, B>) -> Result<(), ReleaseError<B>> {
         let span = self.device.trace.as_ref().map(|t| t.now());
-        match self.device.backend.capture(self.slot, fence) {
+        match fence.capture(&self.device.backend, self.slot, &self.bound) {
             Ok(captured) => {
                 self.publish(captured);
                 self.trace_release(span);
@@ -193,9 +184,13 @@ impl<B: Backend> Batch<B> {
         }
     }
 
-    /// Stores the captured fence and hands the slot to the copy thread.
-    fn publish(&mut self, captured: B::Captured) {
+    /// Stores the captured fence (poisoning the slot after it first, in poison mode) and
+    /// hands the slot to the copy thread.
+    fn publish(&mut self, mut captured: B::Captured) {
         let device = &*self.device;
+        if device.poison {
+            captured = device.backend.poison(self.slot, captured);
+        }
         // SAFETY: this batch holds the lease of `seq` in `slot` (LEASED(seq)) and gives it
         // up here once: `released` keeps `Drop` from releasing again.
         unsafe {
@@ -207,19 +202,6 @@ impl<B: Backend> Batch<B> {
     }
 }
 
-impl Batch<Cpu> {
-    /// The batch's bytes. Waits (host-side) until its copy has completed.
-    pub fn bytes(&self) -> &[u8] {
-        let backend = &self.device.backend;
-        backend.wait_ready(self.slot);
-        let ptr = backend.device_ptr(self.slot).as_ptr();
-        // SAFETY: READY(slot) has completed, so the copy into the slot is done; the slot
-        // is not written again until this batch is released, which consumes it and so
-        // ends this borrow. `len` bytes lie inside the slot.
-        unsafe { std::slice::from_raw_parts(ptr, self.len) }
-    }
-}
-
 impl<B: Backend> Drop for Batch<B> {
     fn drop(&mut self) {
         if self.released {
@@ -227,9 +209,10 @@ impl<B: Backend> Drop for Batch<B> {
         }
         let span = self.device.trace.as_ref().map(|t| t.now());
         let backend = &self.device.backend;
-        let captured = match self.binding.take() {
-            Some(binding) => backend.capture_binding(self.slot, binding),
-            None => backend.capture_conservative(self.slot),
+        let captured = if self.bound.is_empty() {
+            backend.capture_conservative(self.slot)
+        } else {
+            backend.capture_bound(self.slot, &self.bound)
         };
         self.publish(captured);
         self.trace_release(span);
@@ -243,6 +226,7 @@ impl<B: Backend> fmt::Debug for Batch<B> {
             .field("samples", &self.samples)
             .field("len", &self.len)
             .field("slot", &self.slot.0)
+            .field("bound", &self.bound)
             .finish()
     }
 }

@@ -1,5 +1,6 @@
-//! Interop for cudarc code: a leased batch seen as a cudarc slice on the caller's stream,
-//! its READY event, and release on a cudarc stream.
+//! What a batch of the cuda backend offers beside the generic ones, for cudarc code: the
+//! batch seen as a cudarc slice on the caller's stream, its READY event, and release on a
+//! cudarc stream.
 
 use std::fmt;
 use std::ops::Deref;
@@ -7,12 +8,12 @@ use std::ops::Deref;
 use cudarc::driver::sys::CUevent;
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::handles::CuStream;
-use super::Cuda;
-use crate::batch::{Batch, ReleaseError};
+use super::{Batch, ReleaseError};
+use crate::backend::cuda::backend::Cuda;
+use crate::backend::cuda::handles::CuStream;
+use crate::backend::fence::Fence;
 use crate::error::Result;
 use crate::sync::native::Arc;
-use crate::Fence;
 
 /// A leased batch's bytes as a cudarc slice on the caller's stream, for kernels launched
 /// through cudarc (candle-style code). Made by [`Batch::view_on`]; derefs to the slice.

@@ -1,0 +1,17 @@
+//! What a batch of the cpu backend offers beside the generic ones: its bytes.
+
+use super::Batch;
+use crate::backend::cpu::Cpu;
+
+impl Batch<Cpu> {
+    /// The batch's bytes. Waits (host-side) until its copy has completed.
+    pub fn bytes(&self) -> &[u8] {
+        let backend = self.backend();
+        backend.wait_ready(self.device_idx());
+        let ptr = self.device_ptr().as_ptr();
+        // SAFETY: READY(slot) has completed, so the copy into the slot is done; the slot
+        // is not written again until this batch is released, which consumes it and so
+        // ends this borrow. `len` bytes lie inside the slot.
+        unsafe { std::slice::from_raw_parts(ptr, self.len()) }
+    }
+}
