@@ -7,8 +7,9 @@ use crate::backend::cpu::Cpu;
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::error::ConfigError;
+use crate::fields::Fields;
 use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
-use crate::slot::ids::SlotIds;
+use crate::slot::info::SlotInfo;
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,8 +55,12 @@ pub struct Config<B: Backend = Cpu> {
     /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
     /// sample type's size when the pipeline starts).
     pub(crate) host_budget: usize,
-    /// Bytes of the sample ids every host and device slot keeps (one u64 a sample).
+    /// Bytes of the batch descriptions every host and device slot keeps (their rows).
     pub(crate) id_bytes: usize,
+    /// Rows a batch's description holds at most.
+    pub(crate) rows_per_batch: usize,
+    /// The batch's fields, if it has a layout of named arrays.
+    pub(crate) fields: Option<std::sync::Arc<Fields>>,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -107,6 +112,8 @@ impl Config<Cpu> {
             device_budget: 16 << 30,
             trace: 0,
             poison_released: false,
+            rows_per_batch: None,
+            fields: None,
             backend: Default::default(),
         }
     }
@@ -185,9 +192,19 @@ impl<B: Backend> Config<B> {
     pub fn trace_spans(&self) -> usize {
         self.trace
     }
+    /// Rows a batch's description holds at most (see
+    /// [`ConfigBuilder::rows_per_batch`]).
+    pub fn rows_per_batch(&self) -> usize {
+        self.rows_per_batch
+    }
+    /// The batch's fields, where it has a layout of named arrays (see
+    /// [`ConfigBuilder::fields`]).
+    pub fn fields(&self) -> Option<&Fields> {
+        self.fields.as_deref()
+    }
     /// Bytes of host memory the pipeline keeps beside its ring for the samples'
-    /// bookkeeping that does not depend on the sample type: the ids of every host and
-    /// device slot's samples (8 bytes a sample). The sample cells (one per sample per host
+    /// bookkeeping that does not depend on the sample type: the descriptions of every host
+    /// and device slot's batch (14 bytes a row: its id, length and source). The sample cells (one per sample per host
     /// slot, each the size of the decoder's sample) come on top when the pipeline starts;
     /// both count in the host budget and against the memory available.
     pub fn bookkeeping_bytes(&self) -> usize {
@@ -260,7 +277,7 @@ impl<B: Backend> std::fmt::Display for Config<B> {
         )?;
         writeln!(
             f,
-            "  bookkeeping: {:.1} MiB of sample ids, plus {} sample cells (each the size of \
+            "  bookkeeping: {:.1} MiB of batch descriptions (rows), plus {} sample cells (each the size of \
              the decoder's sample), in the host budget",
             mib(self.id_bytes),
             self.host_slots.saturating_mul(self.batch_size)
@@ -306,6 +323,8 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     device_budget: usize,
     trace: usize,
     poison_released: bool,
+    rows_per_batch: Option<usize>,
+    fields: Option<Fields>,
     backend: B::Options,
 }
 
@@ -441,6 +460,20 @@ impl<B: Backend> ConfigBuilder<B> {
         self.poison_released = on;
         self
     }
+    /// Rows a batch's description holds at most (default: `batch_size`, a row a sample). A
+    /// source whose sample packs several rows (the documents of a step) sets it to the
+    /// most a batch can hold; rows described past it are not kept.
+    pub fn rows_per_batch(mut self, rows: usize) -> Self {
+        self.rows_per_batch = Some(rows);
+        self
+    }
+    /// Gives each batch a layout of named arrays in its slot (a batch of one sample: see
+    /// [`Fields`]): [`Batch::field`](crate::Batch::field) finds them. When
+    /// `bytes_per_sample` is not set it is the layout's size.
+    pub fn fields(mut self, fields: Fields) -> Self {
+        self.fields = Some(fields);
+        self
+    }
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
@@ -462,6 +495,8 @@ impl<B: Backend> ConfigBuilder<B> {
             device_budget: self.device_budget,
             trace: self.trace,
             poison_released: self.poison_released,
+            rows_per_batch: self.rows_per_batch,
+            fields: self.fields,
             backend: options,
         }
     }
@@ -476,7 +511,32 @@ impl<B: Backend> ConfigBuilder<B> {
     pub fn build(self) -> Result<Config<B>, ConfigError> {
         let samples = self.batch_size.ok_or(ConfigError::Missing("batch_size"))?;
         nonzero(samples, "batch_size")?;
-        let (sample_bytes, batch_bytes) = match (self.bytes_per_sample, self.batch_bytes) {
+        let mut bytes_per_sample = self.bytes_per_sample;
+        if let Some(fields) = &self.fields {
+            if let Some(problem) = fields.problem() {
+                return Err(ConfigError::Fields(problem.to_owned()));
+            }
+            if fields.is_empty() {
+                return Err(ConfigError::Fields("the layout has no field".to_owned()));
+            }
+            if samples != 1 {
+                return Err(ConfigError::Fields(format!(
+                    "a batch with fields holds one sample (batch_size 1), not {samples}"
+                )));
+            }
+            match bytes_per_sample {
+                None if self.batch_bytes.is_none() => bytes_per_sample = Some(fields.bytes()),
+                Some(per) if per < fields.bytes() => {
+                    return Err(ConfigError::Fields(format!(
+                        "the fields take {} bytes, past bytes_per_sample {per}",
+                        fields.bytes()
+                    )))
+                }
+                _ => {}
+            }
+        }
+        let rows_per_batch = self.rows_per_batch.unwrap_or(samples);
+        let (sample_bytes, batch_bytes) = match (bytes_per_sample, self.batch_bytes) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Conflict("bytes_per_sample", "batch_bytes"))
             }
@@ -499,6 +559,14 @@ impl<B: Backend> ConfigBuilder<B> {
                 (batch / samples, batch)
             }
         };
+        if let Some(fields) = &self.fields {
+            if batch_bytes < fields.bytes() {
+                return Err(ConfigError::Fields(format!(
+                    "the fields take {} bytes, past batch_bytes {batch_bytes}",
+                    fields.bytes()
+                )));
+            }
+        }
         nonzero(self.host_slots, "host_slots")?;
         nonzero(self.device_slots, "device_slots")?;
         if self.device_slots > Config::MAX_DEVICE_SLOTS {
@@ -535,18 +603,20 @@ impl<B: Backend> ConfigBuilder<B> {
         let host_bytes = host_stride
             .checked_mul(self.host_slots)
             .ok_or(ConfigError::Overflow("host_slots × batch_bytes"))?;
-        let id_bytes = SlotIds::bytes(self.host_slots, samples)
-            .zip(SlotIds::bytes(self.device_slots, samples))
+        let id_bytes = SlotInfo::bytes(self.host_slots, rows_per_batch)
+            .zip(SlotInfo::bytes(self.device_slots, rows_per_batch))
             .and_then(|(host, device)| host.checked_add(device))
-            .ok_or(ConfigError::Overflow("batch_size × slots (the sample ids)"))?;
+            .ok_or(ConfigError::Overflow(
+                "rows_per_batch × slots (the batch descriptions)",
+            ))?;
         let host_total = host_bytes
             .checked_add(id_bytes)
             .ok_or(ConfigError::Overflow(
-                "batch_bytes × host_slots + the sample ids",
+                "batch_bytes × host_slots + the batch descriptions",
             ))?;
         if host_total > self.host_budget {
             return Err(ConfigError::OverBudget {
-                what: "the host ring and the sample ids",
+                what: "the host ring and the batch descriptions",
                 bytes: host_total,
                 budget: self.host_budget,
                 knob: "host_budget",
@@ -607,6 +677,8 @@ impl<B: Backend> ConfigBuilder<B> {
             poison_released: self.poison_released || poison_from_env(),
             host_budget: self.host_budget,
             id_bytes,
+            rows_per_batch,
+            fields: self.fields.map(std::sync::Arc::new),
             backend: self.backend,
             decode_item_samples: None,
         })

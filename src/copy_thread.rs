@@ -202,7 +202,7 @@ impl<B: Backend> Copier<B> {
             counts[i as usize] = samples;
             // SAFETY: this is the copy thread; batch k + i's device slot is COPYING (above)
             // and its host slot IN_FLIGHT (just above).
-            unsafe { device.slots.copy_ids(k + i, host, samples) };
+            unsafe { device.slots.copy_info(k + i, host) };
         }
         let run = CopyRun {
             first: k,

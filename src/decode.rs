@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 
+use crate::describe::{Describe, Row};
 use crate::error::DecodeError;
 
 /// Turns one sample into bytes, written straight into its range of a pinned host slot.
@@ -36,6 +37,24 @@ pub trait Decode: Send + Sync + 'static {
     {
         let _ = sample;
         None
+    }
+
+    /// Writes the sample's part of its batch's description: the rows it adds (where each
+    /// came from: [`Batch::sample_ids`](crate::Batch::sample_ids),
+    /// [`row_lens`](crate::Batch::row_lens), [`row_sources`](crate::Batch::row_sources)),
+    /// and, where the source numbers them, the batch's step and field extents. The feeder
+    /// calls it for every sample it gathers, in order, after
+    /// [`identify`](Self::identify).
+    ///
+    /// The default adds one row with `identify`'s id (none without one). A sample that
+    /// packs several documents into one batch adds a row for each.
+    fn describe(sample: &Self::Sample, out: &mut Describe<'_>)
+    where
+        Self: Sized,
+    {
+        if let Some((id, _)) = Self::identify(sample) {
+            out.row(Row::id(id));
+        }
     }
 }
 
@@ -96,5 +115,9 @@ impl<D: Decode> Decode for std::sync::Arc<D> {
 
     fn identify(sample: &Self::Sample) -> Option<(u64, u64)> {
         D::identify(sample)
+    }
+
+    fn describe(sample: &Self::Sample, out: &mut Describe<'_>) {
+        D::describe(sample, out)
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::backend::contract::{Backend, CopyRole};
+use crate::fields::Fields;
 use crate::park::ParkSlot;
 use crate::slot::device::DeviceSlots;
 use crate::sync::native;
@@ -23,6 +24,8 @@ pub(crate) struct DeviceSide<B: Backend> {
     /// Poison mode: each release fills its slot with the poison pattern, on the device,
     /// after its fence (`ConfigBuilder::poison_released`).
     pub(crate) poison: bool,
+    /// The batches' field layout, if they have one (`ConfigBuilder::fields`).
+    pub(crate) fields: Option<native::Arc<Fields>>,
 }
 
 impl<B: Backend> Drop for DeviceSide<B> {

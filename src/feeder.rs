@@ -77,6 +77,7 @@ impl<D: Decode, I: Iterator<Item = D::Sample>> Feeder<D, I> {
             let (n, gathered) = loop {
                 let mut n = 0;
                 let mut epoch = None;
+                fill.clear_description();
                 let gathered = loop {
                     if n == per_batch {
                         break Gathered::Full;
@@ -95,13 +96,13 @@ impl<D: Decode, I: Iterator<Item = D::Sample>> Feeder<D, I> {
                             }
                         },
                     };
-                    if let Some((id, e)) = D::identify(&sample) {
+                    if let Some((_, e)) = D::identify(&sample) {
                         if *epoch.get_or_insert(e) != e {
                             carried = Some(sample);
                             break Gathered::EpochEnd;
                         }
-                        fill.identify(n, id);
                     }
+                    D::describe(&sample, &mut fill.describe());
                     fill.put(n, sample);
                     n += 1;
                     if control.stopped() {

@@ -39,9 +39,11 @@ mod control;
 mod copy_thread;
 mod decode;
 mod decode_pool;
+mod describe;
 mod device_side;
 mod error;
 mod feeder;
+mod fields;
 mod host_ring;
 // For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
 // alone, not part of the public API.
@@ -70,14 +72,16 @@ pub use backend::cuda::options::{CudaDevice, CudaOptions};
 pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;
-pub use batch::{Batch, ReleaseError};
+pub use batch::{Batch, FieldAt, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
 /// and [`Batch::view_on`](crate::Batch) (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
+pub use describe::{Describe, Row, MAX_DIMS};
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
+pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use slot::stamp::{DeviceState, HostState};

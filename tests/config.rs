@@ -97,14 +97,17 @@ fn size_products_that_overflow() {
 fn budgets() {
     match err(base().bytes_per_sample(1 << 20).host_budget(1 << 20)) {
         ConfigError::OverBudget {
-            what: "the host ring and the sample ids",
+            what: "the host ring and the batch descriptions",
             bytes,
             budget,
             knob: "host_budget",
         } => {
-            // The ring, and 8 bytes of id per sample and per slot for 4 host and 2 device
-            // slots.
-            assert_eq!((bytes, budget), (4 * (4 << 20) + 6 * 5 * 8, 1 << 20))
+            // The ring, and the descriptions of 4 host and 2 device slots: each a 64-byte
+            // head and 14 bytes (id, length, source) per row, a row per sample.
+            assert_eq!(
+                (bytes, budget),
+                (4 * (4 << 20) + 6 * (64 + 4 * 14), 1 << 20)
+            )
         }
         other => panic!("{other:?}"),
     }

@@ -555,15 +555,16 @@ fn panicking_stream_child() {
 }
 
 /// Issue 19 item 10: the samples' bookkeeping counts in the host budget. Every host and
-/// device slot keeps 8 bytes of id per sample, which the config counts beside the ring;
+/// device slot keeps its batch's description (a 64-byte head and 14 bytes a row: id,
+/// length, source; a row per sample), which the config counts beside the ring;
 /// every host slot keeps one cell per sample of the decoder's sample type, which
 /// `Pipeline::new` counts before it allocates or starts anything. Before, only the ring
 /// counted: both configs here started.
 #[test]
 fn per_sample_bookkeeping_counts_in_the_host_budget() {
     const BATCH: usize = 1 << 16;
-    // The ids: 6 slots × (2^16 + 1) × 8 bytes = 3 MiB, over a 1 MiB budget the ring
-    // (4 × 64 KiB) fits in.
+    // The descriptions: 6 slots × (64 + 2^16 × 14) bytes = 5.25 MiB, over a 1 MiB budget
+    // the ring (4 × 64 KiB) fits in.
     let over = Config::builder()
         .batch_size(BATCH)
         .bytes_per_sample(1)
@@ -576,11 +577,14 @@ fn per_sample_bookkeeping_counts_in_the_host_budget() {
             budget,
             knob: "host_budget",
             ..
-        } => assert_eq!((bytes, budget), (4 * BATCH + 6 * (BATCH + 1) * 8, 1 << 20)),
+        } => assert_eq!(
+            (bytes, budget),
+            (4 * BATCH + 6 * (64 + BATCH * 14), 1 << 20)
+        ),
         other => panic!("expected the host budget, got {other:?}"),
     }
     // The cells: 4 × 2^16 samples of 256 bytes (and more) = 64 MiB, over a 16 MiB budget
-    // the ring and the ids fit in.
+    // the ring and the descriptions fit in.
     let config = Config::builder()
         .batch_size(BATCH)
         .bytes_per_sample(1)

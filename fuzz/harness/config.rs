@@ -360,8 +360,9 @@ fn model(input: &ConfigInput, cores: Option<&[usize]>) -> Model {
     }
 }
 
-/// Host memory a config counts in its host budget: the ring, and 8 bytes of sample id per
-/// sample and one per slot, for every host and device slot.
+/// Host memory a config counts in its host budget: the ring, and the batch description of
+/// every host and device slot: a 64-byte head and 14 bytes a row (id, length, source), a row
+/// per sample.
 fn host_bytes(
     batch_bytes: usize,
     align: usize,
@@ -373,9 +374,9 @@ fn host_bytes(
         .checked_next_multiple_of(align)?
         .checked_mul(host_slots)?;
     let ids = samples
-        .checked_add(1)?
-        .checked_mul(host_slots.checked_add(device_slots)?)?
-        .checked_mul(8)?;
+        .checked_mul(14)?
+        .checked_add(64)?
+        .checked_mul(host_slots.checked_add(device_slots)?)?;
     ring.checked_add(ids)
 }
 
@@ -524,7 +525,7 @@ fn check_ok(c: &Config, m: &Model, input: &ConfigInput) -> Result<(), String> {
         Some(bytes)
             if bytes <= m.host_budget
                 && bytes == stride * c.host_slots() + c.bookkeeping_bytes() => {}
-        _ => return fail("host ring and sample ids over their budget"),
+        _ => return fail("host ring and batch descriptions over their budget"),
     }
     if c.device_stride() != c.batch_bytes().next_multiple_of(DEVICE_ALIGN) {
         return fail("device stride is not the batch rounded up to the page");
@@ -569,7 +570,8 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
         .saturating_mul(config.host_slots())
         .saturating_mul(std::mem::size_of::<Option<u32>>());
     // Each host and each device slot keeps one id (u64) per sample (`Batch::sample_ids`),
-    // in one buffer per side.
+    // in one buffer per side (the rows' lengths and sources, in buffers beside it, are
+    // smaller).
     let id_buffer = config
         .batch_size()
         .saturating_mul(config.host_slots().max(config.device_slots()))

@@ -13,7 +13,7 @@ use pinring::model_hooks::unpopped_batches;
 use pinring::{Error, Fence, LastBatch, Stage, TryPop};
 
 use crate::device::ModelOptions;
-use crate::rig::{device_slot, host_read, id_of, kernel_read, rig, Rig, Spec};
+use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, Rig, Spec};
 
 /// Model 1: two device slots, three batches: fill → copy → pop → release → reuse. The
 /// consumer reads each batch with a kernel on its stream and releases fenced on that
@@ -403,6 +403,70 @@ pub struct Entry {
     pub preemption_cap: Option<usize>,
 }
 
+/// Model 10: batches of two fields and a description (a row, a step, extents), over two
+/// device slots, three batches: batch 2 reuses slot 0 after batch 0's release. Every field
+/// of a batch rides its one copy and READY point, and its description the slot protocol:
+/// each popped batch must show, in both fields and in its rows, step and dims, its own
+/// sample, whichever interleaving the copy thread and the releases take.
+fn multi_field_batches() {
+    let Rig {
+        mut pipeline,
+        feeder,
+        decoder,
+        copier,
+        device,
+    } = rig(&Spec {
+        fields: true,
+        ..Spec::new(4, 2, 1, 3)
+    });
+    feeder.run();
+    decoder();
+    let copy = thread::spawn(move || copier.run());
+    let stream = device.stream();
+    let fields = model_fields();
+    let (a, b) = (fields.get("a").unwrap(), fields.get("b").unwrap());
+    let mut take = |seq: u64| {
+        let batch = pipeline.pop().expect("pop").expect("a batch");
+        assert_eq!(batch.seq(), seq);
+        assert_eq!(batch.sample_ids(), [seq], "batch {seq}'s rows");
+        assert_eq!(batch.row_lens(), [1]);
+        assert_eq!(batch.row_sources(), [(seq % 3) as u16]);
+        assert_eq!(batch.step(), Some(seq), "batch {seq}'s step");
+        assert_eq!(&batch.dims()[..2], [1, 2]);
+        let (fa, fb) = (batch.field("a").unwrap(), batch.field("b").unwrap());
+        assert_eq!(
+            (fa.offset, fa.len, fb.offset, fb.len),
+            (a.offset, 1, b.offset, 2)
+        );
+        batch.synchronize().expect("synchronize");
+        let bytes = device.host_read(batch.slot(), batch.seq(), batch.len());
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!(
+            (word(fa.offset), word(fb.offset), word(fb.offset + 8)),
+            (seq, seq, seq + 1),
+            "batch {seq}'s fields"
+        );
+        kernel_read(&stream, &batch);
+        batch
+    };
+    let b0 = take(0);
+    let b1 = take(1);
+    let on = stream.clone();
+    let releaser = thread::spawn(move || b0.release(Fence::Stream(&on)).expect("release"));
+    let b2 = take(2);
+    releaser.join().unwrap();
+    drop(b1);
+    drop(b2);
+    assert!(
+        pipeline.pop().expect("pop").is_none(),
+        "End after 3 batches"
+    );
+    copy.join().unwrap();
+    drop(pipeline);
+    device.drain();
+    assert_eq!(device.leases(), (3, 3), "every token released exactly once");
+}
+
 /// Every model, by name, with the most preemptions it is explored at. The wraparound
 /// model has four threads (feeder, decode worker, copy thread, consumer) that all block on
 /// each other: at two preemptions it ran past 25 minutes on 2 cores, so it is explored at
@@ -422,6 +486,7 @@ pub const MODELS: &[Entry] = &[
     entry("short_batch_dropped", short_batch_dropped, None),
     entry("all_slots_leased", all_slots_leased, None),
     entry("epoch_ends", epoch_ends, None),
+    entry("multi_field_batches", multi_field_batches, None),
 ];
 
 const fn entry(name: &'static str, body: fn(), preemption_cap: Option<usize>) -> Entry {

@@ -5,7 +5,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use pinring::model_hooks::{assemble, suppress_wakes, Stage, Stages};
-use pinring::{Batch, Config, Decode, DecodeError, LastBatch, Pipeline, StopHandle};
+use pinring::{
+    Batch, Config, Decode, DecodeError, Describe, Dtype, Fields, LastBatch, Pipeline, Row,
+    StopHandle,
+};
 
 use crate::device::{Device, Model, ModelOptions, ModelStream};
 use crate::mutation::{mutation, Mutation};
@@ -51,6 +54,9 @@ pub(crate) struct Spec {
     pub(crate) device: ModelOptions,
     pub(crate) pop_timeout: Option<Duration>,
     pub(crate) lease_timeout: Duration,
+    /// Each batch is one sample laid out as two fields ([`model_fields`]), and describes
+    /// itself: a row per sample, its step and its field extents.
+    pub(crate) fields: bool,
 }
 
 impl Spec {
@@ -78,8 +84,18 @@ impl Spec {
             },
             pop_timeout: None,
             lease_timeout: Duration::MAX,
+            fields: false,
         }
     }
+}
+
+/// The field layout of a model with fields: `a` holds the sample's id, `b` (a
+/// [`pinring::FIELD_ALIGN`] further) the id again and the id plus one, so that a batch
+/// whose fields came from two copies (or two batches) shows it.
+pub(crate) fn model_fields() -> Fields {
+    Fields::new()
+        .array("a", Dtype::I64, 1, 0)
+        .array("b", Dtype::I64, 2, 1)
 }
 
 /// A model's pipeline: its consumer side, its stages and its device.
@@ -100,11 +116,13 @@ struct Setting {
     stop: StopHandle<Model>,
 }
 
-/// Writes each sample's id into its range, checking invariant 1 first.
+/// Writes each sample's id into its range (into both fields, with fields), checking
+/// invariant 1 first.
 struct ModelDecoder {
     setting: Arc<OnceLock<Setting>>,
     fail_at: Option<u64>,
     stop_at: Option<u64>,
+    fields: bool,
 }
 
 impl Decode for ModelDecoder {
@@ -114,10 +132,27 @@ impl Decode for ModelDecoder {
         (sample & EPOCH != 0).then(|| (id_of(*sample), (sample & !EPOCH) >> 32))
     }
 
+    fn describe(sample: &u64, out: &mut Describe<'_>) {
+        let id = id_of(*sample);
+        out.row(Row {
+            id,
+            len: 1,
+            source: (id % 3) as u16,
+        });
+        out.step(id);
+        out.dims(&[1, 2]);
+    }
+
     fn decode(&self, sample: u64, out: &mut [u8]) -> Result<(), DecodeError> {
         let setting = self.setting.get().expect("set before the stages run");
         setting.device.decode_write(out);
         out[..SAMPLE_BYTES].copy_from_slice(&sample.to_le_bytes());
+        if self.fields {
+            let b = model_fields().get("b").expect("field b").offset;
+            out[b..b + SAMPLE_BYTES].copy_from_slice(&sample.to_le_bytes());
+            out[b + SAMPLE_BYTES..b + 2 * SAMPLE_BYTES]
+                .copy_from_slice(&(sample + 1).to_le_bytes());
+        }
         if self.stop_at == Some(sample) {
             if mutation() == Mutation::StopWithoutWake {
                 suppress_wakes(); // Seeded bug: the stop wakes nobody.
@@ -137,9 +172,13 @@ impl Decode for ModelDecoder {
 /// Builds a model's pipeline with the crate's own constructor. Call inside the model
 /// (every loom object belongs to one execution).
 pub(crate) fn rig(spec: &Spec) -> Rig {
-    let mut builder = Config::builder()
-        .batch_size(spec.batch_size)
-        .bytes_per_sample(SAMPLE_BYTES)
+    let mut builder = Config::builder().batch_size(spec.batch_size);
+    builder = if spec.fields {
+        builder.fields(model_fields())
+    } else {
+        builder.bytes_per_sample(SAMPLE_BYTES)
+    };
+    builder = builder
         .host_slots(spec.host_slots)
         .device_slots(spec.device_slots)
         .decode_threads(1)
@@ -159,6 +198,7 @@ pub(crate) fn rig(spec: &Spec) -> Rig {
         setting: setting.clone(),
         fail_at: spec.fail_at,
         stop_at: spec.stop_at,
+        fields: spec.fields,
     };
     let Stages {
         pipeline,

@@ -144,3 +144,13 @@ fn model_8_all_slots_leased() {
 fn model_9_epoch_ends() {
     passes("epoch_ends");
 }
+
+#[test]
+fn model_10_multi_field_batches() {
+    passes("multi_field_batches");
+}
+
+#[test]
+fn model_10_rejects_publish_before_record() {
+    rejects("multi_field_batches", "PublishBeforeRecord", "invariant 2");
+}

@@ -14,4 +14,11 @@ impl Batch<Cpu> {
         // ends this borrow. `len` bytes lie inside the slot.
         unsafe { std::slice::from_raw_parts(ptr, self.len()) }
     }
+
+    /// The bytes of the field named `name` (see [`Batch::field`]) in this batch, after the
+    /// batch's copy has completed (as [`bytes`](Self::bytes)); `None` without such a field.
+    pub fn field_bytes(&self, name: &str) -> Option<&[u8]> {
+        let at = self.field(name)?;
+        self.bytes().get(at.offset..at.offset + at.bytes())
+    }
 }

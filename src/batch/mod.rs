@@ -13,8 +13,10 @@ use crate::backend::bound::BoundStreams;
 use crate::backend::contract::Backend;
 use crate::backend::cpu::Cpu;
 use crate::backend::fence::Fence;
+use crate::describe::MAX_DIMS;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
+use crate::fields::{Dtype, Fields};
 use crate::slot::index::DeviceIdx;
 use crate::sync::Arc;
 use crate::trace::{Kind, Track};
@@ -94,12 +96,13 @@ impl<B: Backend> Batch<B> {
         self.slot
     }
 
-    /// The stable ids of the batch's samples, in order (one per sample), where the samples
-    /// carry them ([`Decode::identify`](crate::Decode::identify): a
-    /// [`Sampler`](crate::source::Sampler)'s windows do); empty otherwise. An id is the
-    /// window's index in the dataset's fixed enumeration
-    /// ([`WindowSpec::id`](crate::source::WindowSpec::id)), the same whatever the order,
-    /// seed, rank or world size, so a rank can log or check exactly what it saw.
+    /// The stable ids of the batch's rows, in order: one per sample, where the samples
+    /// carry ids ([`Decode::identify`](crate::Decode::identify): a
+    /// [`Sampler`](crate::source::Sampler)'s windows do), or one per document of a batch
+    /// of packed documents ([`Decode::describe`](crate::Decode::describe)); empty
+    /// otherwise. An id is the row's index in its source's fixed enumeration
+    /// ([`WindowSpec::id`](crate::source::WindowSpec::id) for windows), the same whatever
+    /// the order, seed, rank or world size, so a rank can log or check exactly what it saw.
     ///
     /// ```
     /// use pinring::source::{write_shard, NextToken, TokenShards, TokenType};
@@ -126,7 +129,30 @@ impl<B: Backend> Batch<B> {
     pub fn sample_ids(&self) -> &[u64] {
         // SAFETY: this batch holds the lease of its slot until it is released or dropped,
         // which takes `self`; the slice borrows `self`.
-        unsafe { self.device.slots.leased_ids(self.slot, self.samples).0 }
+        unsafe { self.device.slots.leased_rows(self.slot).0 }
+    }
+
+    /// Each row's length in its source's units, in the order of
+    /// [`sample_ids`](Self::sample_ids), where the source says it (a packed document's
+    /// tokens in the batch: the differences of `cu_seqlens`); 0 otherwise.
+    pub fn row_lens(&self) -> &[u32] {
+        // SAFETY: as in `sample_ids`.
+        unsafe { self.device.slots.leased_rows(self.slot).1 }
+    }
+
+    /// Each row's source, in the order of [`sample_ids`](Self::sample_ids): its index in a
+    /// mixture of sources; 0 otherwise.
+    pub fn row_sources(&self) -> &[u16] {
+        // SAFETY: as in `sample_ids`.
+        unsafe { self.device.slots.leased_rows(self.slot).2 }
+    }
+
+    /// Rows the source described past
+    /// [`Config::rows_per_batch`](crate::Config::rows_per_batch), which the batch does not
+    /// keep (0 unless the config is too small for the source).
+    pub fn rows_dropped(&self) -> usize {
+        // SAFETY: as in `sample_ids`.
+        unsafe { self.device.slots.leased_head(self.slot) }.dropped()
     }
 
     /// The epoch the batch's samples were drawn for, where they carry it (as
@@ -135,7 +161,39 @@ impl<B: Backend> Batch<B> {
     /// [`LastBatch::Drop`](crate::LastBatch::Drop), dropped).
     pub fn epoch(&self) -> u64 {
         // SAFETY: as in `sample_ids`.
-        unsafe { self.device.slots.leased_ids(self.slot, self.samples).1 }.unwrap_or(0)
+        unsafe { self.device.slots.leased_head(self.slot) }
+            .epoch()
+            .unwrap_or(0)
+    }
+
+    /// Which step of the run the batch is, where the source numbers steps
+    /// ([`Describe::step`](crate::Describe::step)).
+    pub fn step(&self) -> Option<u64> {
+        // SAFETY: as in `sample_ids`.
+        unsafe { self.device.slots.leased_head(self.slot) }.step()
+    }
+
+    /// The extents of the batch's fields, as its source gave them
+    /// ([`Describe::dims`](crate::Describe::dims)); zeros where not given.
+    pub fn dims(&self) -> [u64; MAX_DIMS] {
+        // SAFETY: as in `sample_ids`.
+        *unsafe { self.device.slots.leased_head(self.slot) }.dims()
+    }
+
+    /// The batch's field layout, where it has one ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).
+    pub fn fields(&self) -> Option<&Fields> {
+        self.device.fields.as_deref()
+    }
+
+    /// The field named `name` of this batch: where it lies in the slot and its length in
+    /// this batch; `None` without such a field.
+    pub fn field(&self, name: &str) -> Option<FieldAt> {
+        let field = self.fields()?.get(name)?;
+        Some(FieldAt {
+            dtype: field.dtype,
+            offset: field.offset,
+            len: field.len(&self.dims()),
+        })
     }
 
     /// Makes `stream` wait, stream-side, until the batch is on the device; the host does
@@ -268,5 +326,24 @@ impl<B: Backend> fmt::Display for ReleaseError<B> {
 impl<B: Backend> std::error::Error for ReleaseError<B> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
+    }
+}
+
+/// Where one field of a batch lies in its slot, and how long it is in this batch
+/// ([`Batch::field`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldAt {
+    /// Its element type.
+    pub dtype: Dtype,
+    /// Bytes from the slot's start to its first element.
+    pub offset: usize,
+    /// Its elements in this batch.
+    pub len: usize,
+}
+
+impl FieldAt {
+    /// Its bytes in this batch.
+    pub fn bytes(&self) -> usize {
+        self.len * self.dtype.size()
     }
 }

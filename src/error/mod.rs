@@ -188,6 +188,10 @@ pub enum ConfigError {
         /// The most allowed.
         max: usize,
     },
+    /// A field layout ([`Fields`](crate::Fields)) that cannot work: a name used twice, a
+    /// view of no array, larger than the sample, a batch of more than one sample.
+    #[error("bad field layout: {0}")]
+    Fields(String),
     /// Memory asked for is over the configured budget.
     #[error(
         "{what} needs {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
@@ -221,6 +225,7 @@ impl ConfigError {
             ConfigError::Indivisible { .. } => "batch_bytes",
             ConfigError::NoSuchCore { field, .. } | ConfigError::TooMany { field, .. } => field,
             ConfigError::OverBudget { knob, .. } => knob,
+            ConfigError::Fields(_) => "fields",
         };
         let end = named
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

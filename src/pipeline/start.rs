@@ -115,15 +115,21 @@ where
         .decode_item_samples
         .unwrap_or_else(|| (ITEM_BYTES / config.sample_bytes).max(1))
         .min(config.batch_size);
-    let host = Arc::new(HostSlots::new(host_slots, config.batch_size, per_item));
+    let host = Arc::new(HostSlots::new(
+        host_slots,
+        config.batch_size,
+        per_item,
+        config.rows_per_batch,
+    ));
     let cells = Arc::new(SampleCells::new(host_slots, config.batch_size));
     let device = Arc::new(DeviceSide {
         backend,
-        slots: DeviceSlots::new(device_slots, config.batch_size),
+        slots: DeviceSlots::new(device_slots, config.rows_per_batch),
         copier,
         sample_bytes: config.sample_bytes,
         trace,
         poison: config.poison_released,
+        fields: config.fields.clone(),
     });
     let (sender, receiver) = ready_ring(device_slots);
     let pipeline = Pipeline {

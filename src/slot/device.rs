@@ -5,8 +5,8 @@ use crate::park::ParkSlot;
 use crate::sync::UnsafeCell;
 
 use super::host::HostSlots;
-use super::ids::SlotIds;
 use super::index::DeviceIdx;
+use super::info::{Head, SlotInfo};
 use super::stamp::{DeviceState, Stamp};
 
 /// One device slot's protocol state.
@@ -23,9 +23,9 @@ struct DeviceSlot<F> {
 #[derive(Debug)]
 pub(crate) struct DeviceSlots<F> {
     slots: Box<[DeviceSlot<F>]>,
-    /// The ids and epoch of each slot's batch: written by the copy thread while COPYING,
-    /// read by the lease holder.
-    ids: SlotIds,
+    /// Each slot's batch's description: written by the copy thread while COPYING, read
+    /// by the lease holder.
+    info: SlotInfo,
 }
 
 // SAFETY: a fence cell is touched only by the owner the slot's stamp names (the releasing
@@ -35,13 +35,13 @@ unsafe impl<F: Send> Sync for DeviceSlots<F> {}
 
 impl<F> DeviceSlots<F> {
     /// Bytes the protocol state of `device_slots` slots takes (stamps and fence cells),
-    /// beside their ids (see `SlotIds::bytes`).
+    /// beside their descriptions (see `SlotInfo::bytes`).
     pub(crate) fn state_bytes(device_slots: usize) -> Option<usize> {
         device_slots.checked_mul(std::mem::size_of::<DeviceSlot<F>>())
     }
 
-    /// Slot `d` starts FREE(d), for batch `d`; batches of up to `per_batch` samples.
-    pub(crate) fn new(device_slots: usize, per_batch: usize) -> Self {
+    /// Slot `d` starts FREE(d), for batch `d`; batches of up to `rows` rows.
+    pub(crate) fn new(device_slots: usize, rows: usize) -> Self {
         DeviceSlots {
             slots: (0..device_slots)
                 .map(|d| DeviceSlot {
@@ -49,38 +49,44 @@ impl<F> DeviceSlots<F> {
                     fence: UnsafeCell::new(None),
                 })
                 .collect(),
-            ids: SlotIds::new(device_slots, per_batch),
+            info: SlotInfo::new(device_slots, rows),
         }
     }
 
-    /// Copies batch `k`'s `n` ids and epoch from its host slot into its device slot.
+    /// Copies batch `k`'s description from its host slot into its device slot.
     ///
     /// # Safety
     /// Only the copy thread calls this, between `start_copy(k)` and `lease(k)` (the device
     /// slot is COPYING(k), the copy thread's), while batch `k`'s host slot is FILLED or
-    /// IN_FLIGHT (the feeder wrote its ids while FILLING(k), before it published
-    /// DECODING(k), and writes them again only after FREE(k + H)).
-    pub(crate) unsafe fn copy_ids(&self, k: u64, host: &HostSlots, n: usize) {
+    /// IN_FLIGHT (the feeder wrote its description while FILLING(k), before it published
+    /// DECODING(k), and writes it again only after FREE(k + H)).
+    pub(crate) unsafe fn copy_info(&self, k: u64, host: &HostSlots) {
         // SAFETY: the copy thread owns the device slot and may read the host slot (this
         // function's contract).
         unsafe {
-            self.ids
-                .copy_from(self.idx(k).0, &host.ids, host.idx(k).0, n)
+            self.info
+                .copy_from(self.idx(k).0, &host.info, host.idx(k).0)
         }
     }
 
-    /// The ids of the `n` samples of the batch leased in slot `d` (empty if its samples
-    /// carry none) and its epoch.
+    /// The head of the description of the batch leased in slot `d`.
     ///
     /// # Safety
     /// The caller holds the lease of slot `d` (the batch's token was popped and the batch
-    /// not yet released), for as long as the slice lives: the copy thread writes the
-    /// slot's ids only after a release.
-    pub(crate) unsafe fn leased_ids(&self, d: DeviceIdx, n: usize) -> (&[u64], Option<u64>) {
+    /// not yet released): the copy thread writes the slot's description only after a
+    /// release.
+    pub(crate) unsafe fn leased_head(&self, d: DeviceIdx) -> Head {
         // SAFETY: the caller holds the lease (this function's contract).
-        let ids = unsafe { self.ids.ids(d.0, n) };
-        // SAFETY: as above.
-        (ids, unsafe { self.ids.epoch(d.0) })
+        unsafe { self.info.head(d.0) }
+    }
+
+    /// The rows of the batch leased in slot `d`, as (ids, lens, sources).
+    ///
+    /// # Safety
+    /// As [`leased_head`](Self::leased_head), for as long as the slices live.
+    pub(crate) unsafe fn leased_rows(&self, d: DeviceIdx) -> (&[u64], &[u32], &[u16]) {
+        // SAFETY: the caller holds the lease (this function's contract).
+        unsafe { self.info.rows(d.0) }
     }
 
     /// How many device slots (D).

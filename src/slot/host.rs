@@ -7,12 +7,13 @@
 //! guard), one copy thread copies and frees. The methods that hand out that ownership
 //! are `unsafe` and say so.
 
+use crate::describe::Describe;
 use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 
-use super::ids::SlotIds;
 use super::index::HostIdx;
+use super::info::SlotInfo;
 use super::stamp::{HostState, Stamp};
 
 /// One host slot's protocol state.
@@ -42,9 +43,9 @@ pub(crate) struct HostSlots {
     per_batch: usize,
     /// Samples per decode work item (the last item of a batch may have fewer).
     per_item: usize,
-    /// The ids and epoch of each slot's batch: written by the feeder while FILLING, read
-    /// by the copy thread once FILLED (`DeviceSlots::copy_ids`).
-    pub(super) ids: SlotIds,
+    /// Each slot's batch's description: written by the feeder while FILLING, read by the
+    /// copy thread once FILLED (`DeviceSlots::copy_info`).
+    pub(super) info: SlotInfo,
 }
 
 /// The samples gathered for each host slot, one cell per sample: written by the feeder
@@ -114,14 +115,14 @@ unsafe impl Sync for HostSlots {}
 unsafe impl Send for HostSlots {}
 
 impl HostSlots {
-    /// Bytes the protocol state of `host_slots` slots takes, beside their ids (see
-    /// `SlotIds::bytes`).
+    /// Bytes the protocol state of `host_slots` slots takes, beside their descriptions
+    /// (see `SlotInfo::bytes`).
     pub(crate) fn state_bytes(host_slots: usize) -> Option<usize> {
         host_slots.checked_mul(std::mem::size_of::<HostSlot>())
     }
 
     /// Slot `h` starts FREE(h), for batch `h`.
-    pub(crate) fn new(host_slots: usize, per_batch: usize, per_item: usize) -> Self {
+    pub(crate) fn new(host_slots: usize, per_batch: usize, per_item: usize, rows: usize) -> Self {
         HostSlots {
             slots: (0..host_slots)
                 .map(|h| HostSlot {
@@ -133,7 +134,7 @@ impl HostSlots {
                 .collect(),
             per_batch,
             per_item,
-            ids: SlotIds::new(host_slots, per_batch),
+            info: SlotInfo::new(host_slots, rows),
         }
     }
 
@@ -299,16 +300,23 @@ impl<S> Filling<'_, S> {
         });
     }
 
-    /// Records sample `j`'s stable id.
-    pub(crate) fn identify(&mut self, j: usize, id: u64) {
+    /// Empties the batch's description (before gathering starts, or starts over).
+    pub(crate) fn clear_description(&mut self) {
         // SAFETY: the slot is FILLING(k), the feeder's alone.
-        unsafe { self.slots.ids.set_id(self.slots.idx(self.k).0, j, id) }
+        unsafe { self.slots.info.clear(self.slots.idx(self.k).0) }
+    }
+
+    /// Where the next sample writes its part of the batch's description.
+    pub(crate) fn describe(&mut self) -> Describe<'_> {
+        // SAFETY: the slot is FILLING(k), the feeder's alone, for as long as `self` (and so
+        // the value, which borrows it) lives.
+        unsafe { Describe::new(&self.slots.info, self.slots.idx(self.k).0) }
     }
 
     /// Records the batch's epoch (`None`: its samples carry no ids).
     pub(crate) fn set_epoch(&mut self, epoch: Option<u64>) {
         // SAFETY: the slot is FILLING(k), the feeder's alone.
-        unsafe { self.slots.ids.set_epoch(self.slots.idx(self.k).0, epoch) }
+        unsafe { (self.slots.info).set(self.slots.idx(self.k).0, Some(epoch), None, None) }
     }
 
     /// Hands the batch of `n` samples to the decode workers: writes the count, arms the

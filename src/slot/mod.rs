@@ -18,6 +18,6 @@
 
 pub(crate) mod device;
 pub(crate) mod host;
-pub(crate) mod ids;
 pub(crate) mod index;
+pub(crate) mod info;
 pub(crate) mod stamp;
