@@ -144,3 +144,28 @@ fn model_8_all_slots_leased() {
 fn model_9_epoch_ends() {
     passes("epoch_ends");
 }
+
+#[test]
+fn model_9_rejects_sync_one_early() {
+    rejects("epoch_ends", "SyncOneEarly", "before its copy ran");
+}
+
+#[test]
+fn model_10_synchronize_parks() {
+    passes("synchronize_parks");
+}
+
+#[test]
+fn model_10_rejects_sync_one_early() {
+    rejects("synchronize_parks", "SyncOneEarly", "before its copy ran");
+}
+
+#[test]
+fn model_10_rejects_count_without_wake() {
+    rejects("synchronize_parks", "CountWithoutWake", "deadlock");
+}
+
+#[test]
+fn model_11_synchronize_device_lost() {
+    passes("synchronize_device_lost");
+}

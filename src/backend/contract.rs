@@ -2,9 +2,10 @@
 //! drives, and what they exchange.
 //!
 //! A [`Backend`] owns the device side of one pipeline: the device slots, the copy stream,
-//! the per-slot READY points (recorded after each copy into a slot), the per-host-slot
-//! COPIED points (complete when the copy out of a host slot is done) and whatever it needs
-//! to capture a consumer's release fence. Users pick one through
+//! the per-slot READY points (recorded after each copy into a slot, for the consumer's
+//! stream-side waits), the copy count (how many batches' copies have completed: it frees
+//! host slots and ends `Batch::synchronize`'s parked wait) and whatever it needs to
+//! capture a consumer's release fence. Users pick one through
 //! [`ConfigBuilder::backend`](crate::ConfigBuilder::backend) and meet its stream, event and
 //! pointer types on [`Batch`](crate::Batch); the operations the pipeline drives are on a
 //! private supertrait, so no code outside this crate can call them (nor implement a
@@ -236,8 +237,11 @@ pub trait Ops: Sized {
     where
         Self: Backend;
 
-    /// Lease holder: blocks the calling thread until READY(d) has completed.
-    fn ready_sync(&self, d: DeviceIdx) -> Result<()>;
+    /// Lease holder: blocks the calling thread, parked rather than spinning, until the
+    /// copy of batch `seq` into slot `d` has completed. Backends wait for their copy count
+    /// ([`CopyCount`](super::copy_count::CopyCount)) to pass `seq`, not for READY(d):
+    /// READY points serve stream-side waits and need not support a parked host wait.
+    fn ready_sync(&self, d: DeviceIdx, seq: u64) -> Result<()>;
 
     /// Lease holder releasing with `Fence::Sync`: the caller promises the device is done
     /// with slot `d`, on every stream (bound ones included); nothing to wait for.

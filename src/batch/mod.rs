@@ -90,6 +90,7 @@ impl<B: Backend> Batch<B> {
     }
 
     /// The device slot, as the backend names it.
+    #[cfg(feature = "cuda")]
     pub(crate) fn device_idx(&self) -> DeviceIdx {
         self.slot
     }
@@ -151,9 +152,11 @@ impl<B: Backend> Batch<B> {
         Ok(())
     }
 
-    /// Blocks the calling thread until the batch is on the device.
+    /// Blocks the calling thread until the batch is on the device. The thread parks (it
+    /// does not spin) and is woken when the backend learns that the batch's copy completed;
+    /// a batch already there returns at once, without a driver call.
     pub fn synchronize(&self) -> Result<()> {
-        self.device.backend.ready_sync(self.slot)
+        self.device.backend.ready_sync(self.slot, self.seq)
     }
 
     /// Gives the slot back; its reuse waits for `fence`, and for every stream the batch was
