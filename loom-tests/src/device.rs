@@ -737,7 +737,12 @@ impl Ops for Model {
             .step_until(|_, state| state.completed == state.enqueued);
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
+    /// Every model stream can be bound and fenced on.
+    fn check_stream(&self, _stream: &ModelStream) -> Result<()> {
+        Ok(())
+    }
+
+    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream, _declared: bool) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
         let event = dev.ready(device_index(d));

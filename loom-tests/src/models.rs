@@ -456,7 +456,10 @@ fn synchronize_device_lost() {
     decoder();
     let copy = thread::spawn(move || copier.run());
     let batch = pipeline.pop().expect("pop").expect("batch 0");
-    assert!(batch.synchronize().is_err(), "the lost device's count failed");
+    assert!(
+        batch.synchronize().is_err(),
+        "the lost device's count failed"
+    );
     batch.release(Fence::Sync).expect("release");
     assert!(matches!(pipeline.pop(), Err(Error::Internal(_))));
     copy.join().unwrap();

@@ -231,9 +231,23 @@ pub trait Ops: Sized {
         None
     }
 
+    /// Whether the backend could bind a batch to `stream` and fence on it later (what
+    /// `ready_on` refuses); checked once for the pipeline's declared consumer stream when
+    /// the pipeline starts.
+    fn check_stream(&self, stream: &<Self as Backend>::Stream) -> Result<()>
+    where
+        Self: Backend;
+
     /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
-    /// release of the batch must fence on. Refuses a stream it could not fence on later.
-    fn ready_on(&self, d: DeviceIdx, stream: &<Self as Backend>::Stream) -> Result<Self::Binding>
+    /// release of the batch must fence on. Refuses a stream it could not fence on later;
+    /// `declared`: the pipeline's consumer stream, which `check_stream` accepted when the
+    /// pipeline started, so that checks which cannot change since may be skipped.
+    fn ready_on(
+        &self,
+        d: DeviceIdx,
+        stream: &<Self as Backend>::Stream,
+        declared: bool,
+    ) -> Result<Self::Binding>
     where
         Self: Backend;
 

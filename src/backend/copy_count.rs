@@ -105,12 +105,9 @@ impl CopyCount {
         }
         self.waiting.fetch_add(1, Ordering::AcqRel);
         self.publisher.wake();
-        let waited = self.waiters.wait(
-            Duration::ZERO,
-            None,
-            || self.done() > seq,
-            || self.failed(),
-        );
+        let waited =
+            self.waiters
+                .wait(Duration::ZERO, None, || self.done() > seq, || self.failed());
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         waited == Waited::Ready
     }

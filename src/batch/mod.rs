@@ -147,7 +147,15 @@ impl<B: Backend> Batch<B> {
     /// fence on later (cuda: a stream of another context) is refused here with
     /// [`Error::Fence`].
     pub fn wait_on(&mut self, stream: &B::Stream) -> Result<()> {
-        let binding = self.device.backend.ready_on(self.slot, stream)?;
+        let binding = self.device.backend.ready_on(self.slot, stream, false)?;
+        self.bound.bind(binding);
+        Ok(())
+    }
+
+    /// `wait_on` the pipeline's declared consumer stream (checked when the pipeline
+    /// started), as `pop` does for every batch.
+    pub(crate) fn wait_on_declared(&mut self, stream: &B::Stream) -> Result<()> {
+        let binding = self.device.backend.ready_on(self.slot, stream, true)?;
         self.bound.bind(binding);
         Ok(())
     }

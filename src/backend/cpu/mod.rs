@@ -339,7 +339,12 @@ impl Ops for Cpu {
         Ok(self.completed.done())
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream) -> Result<CpuBinding> {
+    /// Any cpu stream can be bound and fenced on.
+    fn check_stream(&self, _stream: &CpuStream) -> Result<()> {
+        Ok(())
+    }
+
+    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream, _declared: bool) -> Result<CpuBinding> {
         stream.wait_event(&self.ready[d.0]);
         Ok(CpuBinding(stream.clone()))
     }

@@ -257,7 +257,7 @@ impl Cuda {
     /// on the stream, which CUDA allows only for a stream of the event's own context. The
     /// null, legacy and per-thread handles name the stream of the context current on the
     /// calling thread, so they are judged by that (before the pipeline's is bound).
-    fn check_stream(&self, stream: &CuStream) -> Result<()> {
+    fn stream_of_context(&self, stream: &CuStream) -> Result<()> {
         let owner = if stream.is_relative() {
             let current = context::current()?;
             if current.is_null() {
@@ -530,8 +530,18 @@ impl Ops for Cuda {
         self.completion.completed()
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CuStream) -> Result<CudaBinding> {
-        self.check_stream(stream)?;
+    fn check_stream(&self, stream: &CuStream) -> Result<()> {
+        self.stream_of_context(stream)
+    }
+
+    /// A declared stream's context was checked when the pipeline started and a stream's
+    /// context never changes; a relative handle (null, legacy, per-thread) names the stream
+    /// of whichever context is current on the calling thread, so it is checked every time
+    /// (one `cuCtxGetCurrent`).
+    fn ready_on(&self, d: DeviceIdx, stream: &CuStream, declared: bool) -> Result<CudaBinding> {
+        if !declared || stream.is_relative() {
+            self.stream_of_context(stream)?;
+        }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
         // SAFETY: READY(d) is live; `stream` is live by CuStream's contract.
         unsafe {
@@ -568,9 +578,17 @@ impl Ops for Cuda {
         stream: &CuStream,
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
-        self.check_stream(stream)?;
-        let _bound = Bound::new(self.ctx.cu_ctx())?;
         let here = current_thread().id();
+        // A stream the batch is bound to was checked by `wait_on` (or when the pipeline
+        // started, for the declared one) and a stream's context never changes: one driver
+        // call less on the common path (bound to a stream, released on it).
+        if !bound
+            .iter()
+            .any(|b| b.is(stream, here) && !stream.is_relative())
+        {
+            self.stream_of_context(stream)?;
+        }
+        let _bound = Bound::new(self.ctx.cu_ctx())?;
         if self.link_bound(d, bound, |b| b.is(stream, here))? {
             self.link(d, stream.raw())?;
             self.record_fence(d, self.fence_streams[d.0].raw())?;

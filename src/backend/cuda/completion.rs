@@ -190,13 +190,7 @@ impl Shared {
     /// The device error that stopped the completion thread, if one did.
     fn error(&self) -> Option<Error> {
         let failure = *self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        failure.map(|e| {
-            driver::error(
-                "cuEventQuery / cuEventSynchronize (copy completion)",
-                e,
-                "",
-            )
-        })
+        failure.map(|e| driver::error("cuEventQuery / cuEventSynchronize (copy completion)", e, ""))
     }
 }
 
