@@ -9,9 +9,10 @@ use cudarc::driver::{result, CudaContext};
 
 use super::completion::Completion;
 use super::context::{self, Bound};
+use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
 use super::handles::{CuEvent, CuStream};
-use super::options::CudaOptions;
+use super::options::{CopyCalls, CudaOptions};
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
 use crate::backend::bound::BoundStreams;
 use crate::backend::contract::{
@@ -148,6 +149,8 @@ pub struct Cuda {
     registration: Registration,
     /// The completion thread: learns when copies complete and wakes the copy thread.
     completion: Completion,
+    /// How the copy thread enqueues a run's pieces (per piece, or batched).
+    copies: Copies,
     teardown: Arc<Teardown>,
     ctx: Arc<CudaContext>,
     layout: Layout,
@@ -231,6 +234,14 @@ impl Cuda {
     pub fn host_ring(&self) -> (*const u8, usize) {
         let ring = self.registration.ring();
         (ring.base().cast_const(), ring.len())
+    }
+
+    /// How this pipeline's copy thread enqueues copies: what
+    /// [`CudaOptions::copies`](crate::CudaOptions::copies) asked for, or
+    /// [`CopyCalls::PerPiece`] where the driver has no `cuMemcpyBatchAsync` (before CUDA
+    /// 12.8) or refused one (then every later copy goes per piece).
+    pub fn copy_calls(&self) -> CopyCalls {
+        self.copies.in_use()
     }
 
     /// READY(d)'s handle (for consumers that wait on it themselves).
@@ -426,6 +437,7 @@ impl Ops for Cuda {
             ready,
             copied,
             completion,
+            copies: Copies::new(options.copies),
             fence,
             link,
             fence_streams,
@@ -468,38 +480,39 @@ impl Ops for Cuda {
             "copy larger than a slot"
         );
         let ring = self.registration.ring();
-        // One copy of the whole run where the slots lie alike on both sides (the strides
-        // match: no huge pages), one per batch otherwise. Each piece is (host slot, device
-        // slot, bytes).
-        let whole = (run.batches - 1) * layout.host_stride + run.last_bytes;
-        let pieces: &mut dyn Iterator<Item = (usize, DeviceIdx, usize)> =
-            if layout.host_stride == layout.device_stride {
-                &mut std::iter::once((run.host.0, run.device, whole))
-            } else {
-                &mut run.each().map(|(seq, h, d)| {
-                    let bytes = if seq + 1 == run.end() {
-                        run.last_bytes
-                    } else {
-                        layout.batch_bytes
-                    };
-                    (h.0, d, bytes)
-                })
-            };
-        for (h, d, bytes) in pieces {
-            let src = ring.slot_ptr(h).cast_const();
-            // SAFETY: `src..src + bytes` lies in the run's host slots of the registered ring
-            // (they are consecutive, and the run does not wrap), which the slot protocol
-            // keeps unwritten while they are IN_FLIGHT (until the completion count passes
-            // them), so a shared slice over it is sound for the enqueue.
-            let src = unsafe { std::slice::from_raw_parts(src, bytes) };
-            // SAFETY: the destination lies in the run's device slots, which nothing reads
-            // until their READY points (consumers wait on them) and whose previous readers'
-            // fences the copy stream already waits on; the source stays registered and
-            // mapped until the copy stream drains (the teardown).
-            unsafe { result::memcpy_htod_async(self.slot(d), src, stream) }
-                .call("cuMemcpyHtoDAsync")
-                .map_err(CopyFailed::at_start)?;
+        // One piece for the whole run where the slots lie alike on both sides (the strides
+        // match: no huge pages), one per batch otherwise; `copies` enqueues them (batched
+        // where the driver can).
+        let enqueue = |pieces: &mut Pieces| {
+            // SAFETY: each piece's source lies in the run's host slots of the registered
+            // ring (consecutive: the run does not wrap), which the slot protocol keeps
+            // unwritten while they are IN_FLIGHT (until the completion count passes them)
+            // and which stays registered until the copy stream drains (the teardown); each
+            // destination lies in the run's device slots, which nothing reads until their
+            // READY points (consumers wait on them) and whose previous readers' fences the
+            // copy stream already waits on; the copy stream is live and its context is
+            // bound on this thread (above).
+            unsafe { self.copies.enqueue(pieces, stream) }.map_err(CopyFailed::at_start)
+        };
+        let mut pieces = Pieces::new();
+        if layout.host_stride == layout.device_stride {
+            let whole = (run.batches - 1) * layout.host_stride + run.last_bytes;
+            pieces.push(ring.slot_ptr(run.host.0), self.slot(run.device), whole);
+        } else {
+            for (seq, h, d) in run.each() {
+                if pieces.is_full() {
+                    enqueue(&mut pieces)?;
+                    pieces.clear();
+                }
+                let bytes = if seq + 1 == run.end() {
+                    run.last_bytes
+                } else {
+                    layout.batch_bytes
+                };
+                pieces.push(ring.slot_ptr(h.0), self.slot(d), bytes);
+            }
         }
+        enqueue(&mut pieces)?;
         // Each batch's own READY point, then one COPIED point for the whole run.
         let mut ready = Ok(());
         let mut enqueued = 0;
