@@ -108,6 +108,11 @@ impl<B: Backend> Pipeline<B> {
     /// Waits for the next batch, in sequence order. `Ok(None)` once the source has ended
     /// and every batch was delivered.
     ///
+    /// With a declared consumer stream
+    /// ([`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)), the
+    /// batch comes bound to it: the stream already waits (stream-side) for the batch, as
+    /// after [`Batch::wait_on`], and [`Fence::Bound`](crate::Fence::Bound) releases it.
+    ///
     /// A failure in the source, a decoder or the backend is returned once, in order (after
     /// every batch before it); later calls return [`Error::Stopped`], as does every call
     /// once the pipeline is stopped (through a [`StopHandle`]). With a

@@ -58,6 +58,11 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 ///   was at release time even if the caller records `e` again later, and a late `e`
 ///   stalls only slot `d`. `e` may belong to another context or device.
 /// - [`Fence::Sync`] captures nothing (it covers every stream, by the caller's promise).
+/// - [`Fence::Bound`] captures what a drop of the bound batch would: the streams it is bound
+///   to (by `wait_on`, and the declared consumer stream every `pop` binds).
+///
+/// A release on a stream the batch is bound to skips the check of the stream's context
+/// (`cuStreamGetCtx`): binding the stream checked it.
 ///
 /// A batch bound with [`Batch::wait_on`](crate::Batch::wait_on) to streams the fence does
 /// not name is fenced on each of them too: for every such stream `b`,
@@ -122,6 +127,7 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// [`Fence::Stream`]: crate::Fence::Stream
 /// [`Fence::Event`]: crate::Fence::Event
 /// [`Fence::Sync`]: crate::Fence::Sync
+/// [`Fence::Bound`]: crate::Fence::Bound
 ///
 /// Every resource frees itself in its own context when the backend drops, after the
 /// backend's teardown has waited (up to the shutdown timeout) for the copy stream, which by
