@@ -340,14 +340,19 @@ impl Cuda {
     /// covered already; when one cannot be recorded on from this thread (another thread's
     /// per-thread default stream) or the batch was bound to more streams than it kept,
     /// synchronizes the context instead, which covers them all (a host block). Returns
-    /// whether the fence stream now waits on something. The context must be bound.
+    /// whether the fence stream now waits on something. The context must be bound; `here`
+    /// is the calling thread, where the caller knows it already.
     fn link_bound(
         &self,
         d: DeviceIdx,
         bound: &BoundStreams<CudaBinding>,
+        here: Option<ThreadId>,
         skip: impl Fn(&CudaBinding) -> bool,
     ) -> Result<bool> {
-        let here = current_thread().id();
+        if bound.is_empty() {
+            return Ok(false);
+        }
+        let here = here.unwrap_or_else(|| current_thread().id());
         if bound.overflowed() || bound.iter().any(|b| !b.recordable_by(here)) {
             result::ctx::synchronize().call("cuCtxSynchronize")?;
             return Ok(false);
@@ -597,18 +602,17 @@ impl Ops for Cuda {
         stream: &CuStream,
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
-        let here = current_thread().id();
+        // Which thread asks matters only for a per-thread default stream among the bound.
+        let here = (!bound.is_empty()).then(|| current_thread().id());
+        let covered = |b: &CudaBinding| here.is_some_and(|h| b.is(stream, h));
         // A stream the batch is bound to was checked by `wait_on` (or when the pipeline
         // started, for the declared one) and a stream's context never changes: one driver
         // call less on the common path (bound to a stream, released on it).
-        if !bound
-            .iter()
-            .any(|b| b.is(stream, here) && !stream.is_relative())
-        {
+        if stream.is_relative() || !bound.iter().any(covered) {
             self.stream_of_context(stream)?;
         }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        if self.link_bound(d, bound, |b| b.is(stream, here))? {
+        if self.link_bound(d, bound, here, covered)? {
             self.link(d, stream.raw())?;
             self.record_fence(d, self.fence_streams[d.0].raw())?;
         } else {
@@ -626,7 +630,7 @@ impl Ops for Cuda {
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        self.link_bound(d, bound, |_| false)?;
+        self.link_bound(d, bound, None, |_| false)?;
         self.fence_stream_waits(d, event.raw())?;
         self.record_fence(d, self.fence_streams[d.0].raw())?;
         Ok(CudaFence { recorded: true })
@@ -643,7 +647,7 @@ impl Ops for Cuda {
             self.capture_stream(d, &only.stream, bound)
         } else {
             Bound::new(self.ctx.cu_ctx()).and_then(|_bound| {
-                let recorded = self.link_bound(d, bound, |_| false)?;
+                let recorded = self.link_bound(d, bound, None, |_| false)?;
                 if recorded {
                     self.record_fence(d, self.fence_streams[d.0].raw())?;
                 }
