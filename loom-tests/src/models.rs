@@ -483,7 +483,7 @@ pub struct Entry {
 /// Every model, by name, with the most preemptions it is explored at. The wraparound
 /// model has four threads (feeder, decode worker, copy thread, consumer) that all block on
 /// each other: at two preemptions it ran past 25 minutes on 2 cores, so it is explored at
-/// one (302,295 interleavings, about 1 minute).
+/// one (338,790 interleavings, about 1 minute, since `synchronize` waits on the copy count).
 pub const MODELS: &[Entry] = &[
     entry("device_slot_reuse", device_slot_reuse, None),
     entry(
