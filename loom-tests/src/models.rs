@@ -17,9 +17,10 @@ use crate::rig::{device_slot, host_read, id_of, kernel_read, rig, Rig, Spec};
 
 /// Model 1: two device slots, three batches: fill → copy → pop → release → reuse. The
 /// consumer reads each batch with a kernel on its stream and releases fenced on that
-/// stream; batch 2 reuses device slot 0. The device checks that no copy is enqueued into
-/// a slot before its release fence was recorded and that the copy runs only after the
-/// kernel that read the slot's previous batch.
+/// stream (batch 0 with `Fence::Bound`: the stream `wait_on` bound it to); batch 2 reuses
+/// device slot 0. The device checks that no copy is enqueued into a slot before its
+/// release fence was recorded and that the copy runs only after the kernel that read the
+/// slot's previous batch.
 fn device_slot_reuse() {
     let Rig {
         mut pipeline,
@@ -42,7 +43,7 @@ fn device_slot_reuse() {
     };
     let b0 = take(0);
     let b1 = take(1);
-    b0.release(Fence::Stream(&stream)).expect("release");
+    b0.release(Fence::Bound).expect("release");
     let b2 = take(2);
     b1.release(Fence::Stream(&stream)).expect("release");
     b2.release(Fence::Stream(&stream)).expect("release");
