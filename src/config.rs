@@ -52,6 +52,8 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) trace: usize,
     pub(crate) poison_released: bool,
+    /// The stream every `pop` binds its batch to ([`ConfigBuilder::consumer_stream`]).
+    pub(crate) consumer_stream: Option<B::Stream>,
     /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
     /// sample type's size when the pipeline starts).
     pub(crate) host_budget: usize,
@@ -114,6 +116,7 @@ impl Config<Cpu> {
             poison_released: false,
             rows_per_batch: None,
             fields: None,
+            consumer_stream: None,
             backend: Default::default(),
         }
     }
@@ -227,6 +230,10 @@ impl<B: Backend> Config<B> {
     pub fn poison_released(&self) -> bool {
         self.poison_released
     }
+    /// The declared consumer stream, if any (see [`ConfigBuilder::consumer_stream`]).
+    pub fn consumer_stream(&self) -> Option<&B::Stream> {
+        self.consumer_stream.as_ref()
+    }
     /// The backend's options.
     pub fn backend_options(&self) -> &B::Options {
         &self.backend
@@ -325,6 +332,7 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     poison_released: bool,
     rows_per_batch: Option<usize>,
     fields: Option<Fields>,
+    consumer_stream: Option<B::Stream>,
     backend: B::Options,
 }
 
@@ -474,6 +482,42 @@ impl<B: Backend> ConfigBuilder<B> {
         self.fields = Some(fields);
         self
     }
+    /// Declares the stream the consumer's work runs on, once: every
+    /// [`pop`](crate::Pipeline::pop) then makes it wait (stream-side, the host does not
+    /// block) for the batch and binds the batch to it, as
+    /// [`Batch::wait_on`](crate::Batch::wait_on) does, and a release with
+    /// [`Fence::Bound`](crate::Fence::Bound) (or a drop) fences on it. A training loop then
+    /// names no stream per step:
+    ///
+    /// ```
+    /// use pinring::{Config, CpuStream, Fence, Pipeline};
+    /// let stream = CpuStream::new(); // cuda: a CuStream of the pipeline's context
+    /// let config = Config::builder()
+    ///     .batch_size(2)
+    ///     .bytes_per_sample(4)
+    ///     .consumer_stream(stream.clone())
+    ///     .build()?;
+    /// let fill = |s: u32, out: &mut [u8]| -> Result<(), pinring::DecodeError> {
+    ///     out.copy_from_slice(&s.to_le_bytes());
+    ///     Ok(())
+    /// };
+    /// let mut pipeline = Pipeline::new(config, pinring::decode_fn(fill), 0..8u32)?;
+    /// while let Some(batch) = pipeline.pop()? {
+    ///     // ... enqueue the step's work on `stream` ...
+    ///     batch.release(Fence::Bound)?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Set it after choosing the backend (switching backends forgets it). A batch may
+    /// still be bound to more streams with `wait_on`; `Fence::Bound` fences on all of
+    /// them. cuda: the stream must belong to the pipeline's context, checked once when the
+    /// pipeline starts ([`Error::Fence`](crate::Error::Fence)); each `pop` then costs one
+    /// `cuStreamWaitEvent` more.
+    pub fn consumer_stream(mut self, stream: B::Stream) -> Self {
+        self.consumer_stream = Some(stream);
+        self
+    }
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
@@ -497,6 +541,8 @@ impl<B: Backend> ConfigBuilder<B> {
             poison_released: self.poison_released,
             rows_per_batch: self.rows_per_batch,
             fields: self.fields,
+            // A stream of the old backend means nothing to the new one.
+            consumer_stream: None,
             backend: options,
         }
     }
@@ -675,6 +721,7 @@ impl<B: Backend> ConfigBuilder<B> {
             shutdown_timeout: self.shutdown_timeout,
             trace: self.trace,
             poison_released: self.poison_released || poison_from_env(),
+            consumer_stream: self.consumer_stream,
             host_budget: self.host_budget,
             id_bytes,
             rows_per_batch,

@@ -68,7 +68,7 @@ pub use backend::cuda::backend::Cuda;
 #[cfg(feature = "cuda")]
 pub use backend::cuda::handles::{CuEvent, CuStream};
 #[cfg(feature = "cuda")]
-pub use backend::cuda::options::{CudaDevice, CudaOptions};
+pub use backend::cuda::options::{CopyCalls, CudaDevice, CudaOptions};
 pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;

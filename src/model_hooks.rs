@@ -5,7 +5,8 @@
 //!
 //! It holds three things and nothing else:
 //! - the private backend trait and the types its operations take, so that the model
-//!   device can implement a backend ([`Ops`] and what it names);
+//!   device can implement a backend ([`Ops`] and what it names, and the [`CopyCount`] a
+//!   backend publishes and `Batch::synchronize` waits on);
 //! - the crate's own stages, built by the constructor [`Pipeline::new`] uses, for a model
 //!   to run on loom threads of its own ([`assemble`]);
 //! - what a model checks or seeds that no public call gives: the batch tokens still in
@@ -18,6 +19,7 @@ pub use crate::backend::bound::BoundStreams;
 pub use crate::backend::contract::{
     Backend, CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops, POISON_BYTE,
 };
+pub use crate::backend::copy_count::CopyCount;
 pub use crate::host_ring::HostRing;
 pub use crate::slot::index::{DeviceIdx, HostIdx};
 pub use crate::sync::mocked::suppress_wakes;

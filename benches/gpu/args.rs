@@ -1,17 +1,19 @@
 //! The command line.
 
 pub const USAGE: &str = "usage: gpu --shard PATH [--torch FILE] \
-    [--only transport,small,large,overlap,scaling,consumer,cpu,explore,enqueue]";
+    [--only transport,small,copies,large,overlap,scaling,consumer,poison,cpu,explore,enqueue]";
 
 const SECTIONS: &[&str] = &[
     "explore",
     "enqueue",
     "transport",
     "small",
+    "copies",
     "large",
     "overlap",
     "scaling",
     "consumer",
+    "poison",
     "cpu",
 ];
 

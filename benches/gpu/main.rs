@@ -9,8 +9,8 @@
 //!
 //! `--shard`: a uint16 token shard (`make_shard`), at least 10 Mi tokens.
 //! `--torch`: `TORCH\t<key>\t<value>` lines from `benches/torch_dataloader.py`.
-//! Sections: transport, small, large, overlap, scaling, consumer, cpu (default: all of
-//! these); `explore` (only when named) tries the pipeline's knobs on the token workloads
+//! Sections: transport, small, copies, large, overlap, scaling, consumer, poison, cpu
+//! (default: all of these); `explore` (only when named) tries the pipeline's knobs on the token workloads
 //! and prints `EXPLORE` lines, for tuning; `enqueue` (only when named) prints what one
 //! `cuMemcpyHtoDAsync` call costs by size and kind of pinned memory, and what stream-side
 //! waits on completed events cost the copy stream. The kernels (`hold`, `spin`) are the
@@ -26,14 +26,15 @@
 //! times behind it are `STATS\t...` lines; a section that fails prints
 //! `RESULT\tbench_<section>\tFAIL\t<why>`. GB = 1e9 bytes, GiB = 2^30 bytes.
 //!
-//! One module per section (`transport`, `small`, `large`, `overlap`, `scaling`,
-//! `consumer`, `cpu`, `enqueue`, `explore`); what they share: `nothing` (pipelines of a
+//! One module per section (`transport`, `small`, `copies`, `large`, `overlap`, `scaling`,
+//! `consumer`, `poison`, `cpu`, `enqueue`, `explore`); what they share: `nothing` (pipelines of a
 //! decoder that writes nothing), `tokens` (token pipelines and their consumer), `raw`
 //! (copies without pinring), `timeline`, and what the benchmark prints (`report`, `trace`,
 //! `torch`). This file parses the command line (`args`) and runs the sections.
 
 mod args;
 mod consumer;
+mod copies;
 mod cpu;
 mod enqueue;
 mod explore;
@@ -42,6 +43,7 @@ mod harness;
 mod large;
 mod nothing;
 mod overlap;
+mod poison;
 mod raw;
 mod report;
 mod scaling;
@@ -59,12 +61,14 @@ use pinring::source::TokenShards;
 
 use crate::args::{parse, Args, Command, USAGE};
 use crate::consumer::consumer;
+use crate::copies::copies;
 use crate::cpu::cpu;
 use crate::enqueue::enqueue_cost;
 use crate::explore::explore;
 use crate::harness::{s, Gpu, Res};
 use crate::large::large;
 use crate::overlap::overlap;
+use crate::poison::poison;
 use crate::scaling::scaling;
 use crate::small::small;
 use crate::torch::read_torch;
@@ -116,6 +120,9 @@ fn run(args: &Args) -> ExitCode {
     if on("small") {
         all &= section("small", || small(g, shard, &torch));
     }
+    if on("copies") {
+        all &= section("copies", || copies(g));
+    }
     if on("large") {
         all &= section("large", || large(g, shard, &torch));
     }
@@ -127,6 +134,9 @@ fn run(args: &Args) -> ExitCode {
     }
     if on("consumer") {
         all &= section("consumer", || consumer(g));
+    }
+    if on("poison") {
+        all &= section("poison", || poison(g));
     }
     if on("cpu") {
         all &= section("cpu", || cpu(g, shard));

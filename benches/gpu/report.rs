@@ -19,7 +19,9 @@ pub fn row(what: &str, pinring: &str, reference: &str, target: &str, met: Option
 }
 
 /// Stage times between two snapshots, as fractions of `wall`, on one `STATS` line;
-/// returns the stage that was busiest.
+/// returns the stage that was busiest, with what the copy thread and the consumer cost per
+/// batch (the consumer's: its time outside `pop`'s waits, all of it host work: pop, its
+/// driver calls, release), which says which side limits a rate.
 pub fn stats_line(name: &str, before: &Stats, after: &Stats, wall: Duration) -> String {
     let frac = |a: StageTimes, b: StageTimes| {
         (
@@ -57,13 +59,21 @@ pub fn stats_line(name: &str, before: &Stats, after: &Stats, wall: Duration) -> 
         after.consumer_stalls - before.consumer_stalls,
         after.batches - before.batches
     ));
+    let per_batch = |busy: f64| busy * wall.as_secs_f64() * 1e6 / batches.max(1) as f64;
+    let (copy_busy, consumer) = (stages[2].1 .0, (1.0 - stall).max(0.0));
+    let costs = format!(
+        "copy thread {:.2} us/batch, consumer {:.2} us/batch",
+        per_batch(copy_busy),
+        per_batch(consumer)
+    );
+    line.push_str(&format!("\t{costs}"));
     line.push_str(&format!("\t{}", after.since(before).bottleneck().1));
     println!("{line}");
     let (busiest, (busy, _)) = stages
         .into_iter()
         .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
         .expect("three stages");
-    format!("{busiest} busy {:.0}%", busy * 100.0)
+    format!("{busiest} busy {:.0}%; {costs}", busy * 100.0)
 }
 
 /// Context switches so far of this process's threads, summed by name (`CTXSW` line):

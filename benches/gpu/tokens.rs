@@ -1,8 +1,10 @@
 //! Token batches from the shard (the small, large, scaling and explore sections): the
 //! pipeline, its knobs, and a consumer that drives it as a trainer would.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pinring::cudarc::driver::CudaStream;
 use pinring::source::{Order, TokenShards, TokenType, Tokens};
 use pinring::{Config, CuStream, Cuda, CudaOptions, Fence, Pipeline};
 
@@ -23,6 +25,16 @@ pub struct Knobs {
     pub batches: Option<usize>,
 }
 
+/// How a token consumer names its stream.
+#[derive(Clone)]
+pub enum Consumer {
+    /// A stream of its own: `wait_on` it and `release(Fence::Stream)` on it per batch.
+    PerBatch,
+    /// The pipeline's declared consumer stream (`ConfigBuilder::consumer_stream`): `pop`
+    /// binds each batch to it, `release(Fence::Bound)`.
+    Declared(Arc<CudaStream>),
+}
+
 /// A pipeline of `b` windows of `t1` tokens at random offsets, widened to i32.
 pub fn token_pipeline(
     shard: &str,
@@ -38,6 +50,17 @@ pub fn token_pipeline(
 }
 
 pub fn token_pipeline_with(shard: &str, b: usize, t1: u64, knobs: Knobs) -> Res<Pipeline<Cuda>> {
+    token_pipeline_for(shard, b, t1, knobs, &Consumer::PerBatch)
+}
+
+/// As [`token_pipeline_with`], for `consumer` (a declared stream is set in the config).
+pub fn token_pipeline_for(
+    shard: &str,
+    b: usize,
+    t1: u64,
+    knobs: Knobs,
+    consumer: &Consumer,
+) -> Res<Pipeline<Cuda>> {
     let decoder = Tokens::new(TokenType::I32);
     let sampler = TokenShards::open([shard])
         .map_err(s)?
@@ -68,7 +91,11 @@ pub fn token_pipeline_with(shard: &str, b: usize, t1: u64, knobs: Knobs) -> Res<
     if std::env::var_os(TRACE_DIR).is_some() {
         builder = builder.trace(1 << 16);
     }
-    let config = builder.cuda(CudaOptions::ordinal(0)).build().map_err(s)?;
+    let mut builder = builder.cuda(CudaOptions::ordinal(0));
+    if let Consumer::Declared(stream) = consumer {
+        builder = builder.consumer_stream(CuStream::from(stream));
+    }
+    let config = builder.build().map_err(s)?;
     let windows = sampler
         .iter()
         .take(knobs.batches.map_or(usize::MAX, |n| n * b));
@@ -85,9 +112,25 @@ pub fn drive_tokens(
     n: usize,
     secs: f64,
 ) -> Res<(usize, f64, String)> {
+    drive_tokens_as(gpu, name, p, n, secs, &Consumer::PerBatch)
+}
+
+/// As [`drive_tokens`], the consumer naming its stream as `consumer` says (a pipeline
+/// made for it by [`token_pipeline_for`]).
+pub fn drive_tokens_as(
+    gpu: &Gpu,
+    name: &str,
+    p: &mut Pipeline<Cuda>,
+    n: usize,
+    secs: f64,
+    consumer: &Consumer,
+) -> Res<(usize, f64, String)> {
     const WARM: usize = 20;
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let (stream, declared) = match consumer {
+        Consumer::PerBatch => (gpu.ctx.new_stream().map_err(s)?, false),
+        Consumer::Declared(stream) => (stream.clone(), true),
+    };
     let cs = CuStream::from(&stream);
     let mut start = None;
     let mut count = 0usize;
@@ -101,9 +144,16 @@ pub fn drive_tokens(
             break;
         };
         let t1 = Instant::now();
-        batch.wait_on(&cs).map_err(s)?;
+        if !declared {
+            batch.wait_on(&cs).map_err(s)?;
+        }
         let t2 = Instant::now();
-        batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
+        let fence = if declared {
+            Fence::Bound
+        } else {
+            Fence::Stream(&cs)
+        };
+        batch.release(fence).map_err(|e| s(e.error))?;
         if split && start.is_some() {
             let t3 = Instant::now();
             spent[0] += (t1 - t0).as_nanos();

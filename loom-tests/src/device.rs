@@ -21,6 +21,13 @@
 //! FENCE(d) again; a fill that runs while a kernel reading the slot is queued fails the
 //! model ("invariant 2").
 //!
+//! READY points serve stream-side waits (`wait_on`); a host wait (`Batch::synchronize`)
+//! waits on the copy count instead, the crate's own [`CopyCount`], which the device
+//! publishes when a run of copies has run (a Release store under its lock, the waiters'
+//! wake-up after it), as the cuda backend's completion thread does when a run's COPIED
+//! record completes. With `synchronize_parks` the wait parks until another thread moves
+//! the device; otherwise it moves the device itself first.
+//!
 //! The device guarantees these checks, each failing the model with a message that names
 //! the invariant:
 //! - "invariant 1": a decode writes a host slot whose last copy has not completed;
@@ -43,10 +50,10 @@ use loom::sync::{Mutex, MutexGuard};
 // What implementing the crate's private backend trait takes (the trait changes with the
 // crate: `Ops`'s methods below follow its declaration in src/backend/contract.rs).
 use pinring::model_hooks::{
-    device_index, host_index, Backend, BoundStreams, CopyFailed, CopyRole, CopyRun, CopyWaker,
-    DeviceIdx, HostRing, Layout, Ops, POISON_BYTE,
+    device_index, host_index, Backend, BoundStreams, CopyCount, CopyFailed, CopyRole, CopyRun,
+    CopyWaker, DeviceIdx, HostRing, Layout, Ops, POISON_BYTE,
 };
-use pinring::Result;
+use pinring::{Error, Result};
 
 use crate::mutation::{mutation, Mutation};
 
@@ -60,6 +67,15 @@ pub(crate) struct ModelOptions {
     /// Each completion poll of the copy thread takes one device step first: the device
     /// then moves with the copy thread's polls, for models where nothing else steps it.
     pub(crate) step_on_poll: bool,
+    /// `Batch::synchronize` parks on the copy count without moving the device itself (as
+    /// on cuda, where the GPU moves on its own and the completion thread publishes the
+    /// count): another thread must run the copies (the copy thread does at the end of the
+    /// stream, in `finish_copies`). Otherwise it steps the device until the count passes
+    /// the batch, then waits on the count (which has passed it).
+    pub(crate) synchronize_parks: bool,
+    /// At the end of the stream the device is lost instead of finishing its copies: the
+    /// copy count fails (waking every `synchronize`) and `completed` reports the failure.
+    pub(crate) lost_at_end: bool,
 }
 
 /// Fails the model through [`Device::violated`] unless `cond` holds.
@@ -159,6 +175,9 @@ pub(crate) struct Device {
     layout: Layout,
     waker: CopyWaker,
     options: ModelOptions,
+    /// Batches whose copies have run: stored under the device lock as a run completes,
+    /// its waiters woken after the lock is let go.
+    count: CopyCount,
     state: Mutex<State>,
     /// The first invariant broken, kept so that a check failing inside user code (a
     /// decode, whose panic the pipeline catches) still fails the model at the next device
@@ -358,6 +377,9 @@ impl Device {
                 match complete {
                     Some(upto) => {
                         state.completed = upto;
+                        // Under the lock, so that the count never goes back; the wake-up
+                        // follows once the lock is let go (`copies_completed`).
+                        self.count.store(upto);
                         true
                     }
                     None => false,
@@ -418,10 +440,21 @@ impl Device {
             return false;
         };
         drop(state);
-        if copied && self.options.notifies {
-            self.waker.wake();
+        if copied {
+            self.copies_completed();
         }
         true
+    }
+
+    /// After a run of copies completed (and the count was stored), outside the lock: wakes
+    /// the `synchronize` waiters and, if the device notifies, the copy thread.
+    fn copies_completed(&self) {
+        if mutation() != Mutation::CountWithoutWake {
+            self.count.wake();
+        }
+        if self.options.notifies {
+            self.waker.wake();
+        }
     }
 
     /// Steps until no op is runnable; then every queue must be empty.
@@ -450,8 +483,8 @@ impl Device {
             }
         }
         drop(state);
-        if copied && self.options.notifies {
-            self.waker.wake();
+        if copied {
+            self.copies_completed();
         }
     }
 
@@ -599,6 +632,7 @@ impl Ops for Model {
                 layout,
                 waker,
                 options: options.clone(),
+                count: CopyCount::new(),
                 state: Mutex::new(state),
                 violation: std::sync::Mutex::new(None),
             }),
@@ -682,6 +716,9 @@ impl Ops for Model {
             }
             _ => {}
         }
+        if dev.count.failed() {
+            return Err(Error::Internal("the model device was lost"));
+        }
         if dev.options.step_on_poll {
             dev.step();
         }
@@ -689,13 +726,23 @@ impl Ops for Model {
     }
 
     /// Steps the device until every copy enqueued has run (the copy thread waits for them
-    /// at the end of the stream; this device moves only when a thread waits on it).
+    /// at the end of the stream; this device moves only when a thread waits on it). With
+    /// `lost_at_end`, the device is lost here instead: the copy count fails.
     fn finish_copies(&self, _: &CopyRole) {
+        if self.device.options.lost_at_end {
+            self.device.count.fail();
+            return;
+        }
         self.device
             .step_until(|_, state| state.completed == state.enqueued);
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream) -> Result<ModelStream> {
+    /// Every model stream can be bound and fenced on.
+    fn check_stream(&self, _stream: &ModelStream) -> Result<()> {
+        Ok(())
+    }
+
+    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream, _declared: bool) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
         let event = dev.ready(device_index(d));
@@ -704,13 +751,28 @@ impl Ops for Model {
         Ok(stream.clone())
     }
 
-    /// Steps the device until READY(d)'s latest record has completed.
-    fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        let event = self.device.ready(device_index(d));
-        let epoch = self.device.lock().events[event].latest;
-        self.device
-            .step_until(|_, state| state.events[event].done(epoch));
-        Ok(())
+    /// Waits until the copy count passes `seq` (as the cuda backend does), parked when
+    /// `synchronize_parks`, else after stepping the device until it has. READY(d) is not
+    /// consulted: a count past `seq` means batch `seq`'s copy ran (and READY(d) with it).
+    fn ready_sync(&self, _d: DeviceIdx, seq: u64) -> Result<()> {
+        let dev = &*self.device;
+        let past = match mutation() {
+            // Seeded bug: the wait ends when the count reaches the batch instead of passing
+            // it (once the batch before it was copied).
+            Mutation::SyncOneEarly => match seq.checked_sub(1) {
+                Some(before) => before,
+                None => return Ok(()),
+            },
+            _ => seq,
+        };
+        if !dev.options.synchronize_parks && !dev.options.lost_at_end {
+            dev.step_until(|_, state| state.completed > past);
+        }
+        if dev.count.wait_past(past) {
+            Ok(())
+        } else {
+            Err(Error::Internal("the model device was lost"))
+        }
     }
 
     fn capture_sync(&self, d: DeviceIdx) -> ModelFence {

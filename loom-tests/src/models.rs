@@ -17,9 +17,10 @@ use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, 
 
 /// Model 1: two device slots, three batches: fill → copy → pop → release → reuse. The
 /// consumer reads each batch with a kernel on its stream and releases fenced on that
-/// stream; batch 2 reuses device slot 0. The device checks that no copy is enqueued into
-/// a slot before its release fence was recorded and that the copy runs only after the
-/// kernel that read the slot's previous batch.
+/// stream (batch 0 with `Fence::Bound`: the stream `wait_on` bound it to); batch 2 reuses
+/// device slot 0. The device checks that no copy is enqueued into a slot before its
+/// release fence was recorded and that the copy runs only after the kernel that read the
+/// slot's previous batch.
 fn device_slot_reuse() {
     let Rig {
         mut pipeline,
@@ -42,7 +43,7 @@ fn device_slot_reuse() {
     };
     let b0 = take(0);
     let b1 = take(1);
-    b0.release(Fence::Stream(&stream)).expect("release");
+    b0.release(Fence::Bound).expect("release");
     let b2 = take(2);
     b1.release(Fence::Stream(&stream)).expect("release");
     b2.release(Fence::Stream(&stream)).expect("release");
@@ -117,6 +118,7 @@ fn host_slot_reuse() {
         device: ModelOptions {
             notifies: false,
             step_on_poll: true,
+            ..ModelOptions::default()
         },
         ..Spec::new(1, 1, 1, 2)
     });
@@ -391,6 +393,82 @@ fn epoch_ends() {
     assert_eq!(device.leases(), (3, 3));
 }
 
+/// Model 10: `Batch::synchronize` parks on the copy count, as on cuda (READY points are
+/// plain events there, for stream-side waits only; the completion thread publishes the
+/// count when a run's COPIED record completes). The host side fills both batches first;
+/// the copy thread enqueues them as one run, hands out both tokens and, at the end of the
+/// stream, runs the copies (`finish_copies`, the device's only mover here) and publishes
+/// the count. The consumer synchronizes on each batch, before or after that publish, and
+/// reads it on the host: the wait must not end before the batch's copy ran, and a waiter
+/// parked before the publish must be woken by it.
+fn synchronize_parks() {
+    let Rig {
+        mut pipeline,
+        feeder,
+        decoder,
+        copier,
+        device,
+    } = rig(&Spec {
+        device: ModelOptions {
+            notifies: true,
+            synchronize_parks: true,
+            ..ModelOptions::default()
+        },
+        ..Spec::new(4, 2, 1, 2)
+    });
+    feeder.run();
+    decoder();
+    let copy = thread::spawn(move || copier.run());
+    for seq in 0..2 {
+        let batch = pipeline.pop().expect("pop").expect("a batch");
+        assert_eq!(batch.seq(), seq);
+        batch.synchronize().expect("synchronize");
+        assert_eq!(host_read(&device, &batch), [seq]);
+        batch.release(Fence::Sync).expect("release");
+    }
+    assert!(pipeline.pop().expect("pop").is_none());
+    copy.join().unwrap();
+    drop(pipeline);
+    device.drain();
+    assert_eq!(device.leases(), (2, 2));
+}
+
+/// Model 11: the device is lost while the consumer synchronizes on a batch whose copy never
+/// runs: the copy count fails (as the cuda completion thread's does on a device error, or
+/// when it ends), which must end the parked wait with an error, and `pop` then reports the
+/// pipeline's failure. Nothing hangs.
+fn synchronize_device_lost() {
+    let Rig {
+        mut pipeline,
+        feeder,
+        decoder,
+        copier,
+        device,
+    } = rig(&Spec {
+        device: ModelOptions {
+            notifies: true,
+            synchronize_parks: true,
+            lost_at_end: true,
+            ..ModelOptions::default()
+        },
+        ..Spec::new(4, 2, 1, 1)
+    });
+    feeder.run();
+    decoder();
+    let copy = thread::spawn(move || copier.run());
+    let batch = pipeline.pop().expect("pop").expect("batch 0");
+    assert!(
+        batch.synchronize().is_err(),
+        "the lost device's count failed"
+    );
+    batch.release(Fence::Sync).expect("release");
+    assert!(matches!(pipeline.pop(), Err(Error::Internal(_))));
+    copy.join().unwrap();
+    drop(pipeline);
+    device.drain();
+    assert_eq!(device.leases(), (1, 1));
+}
+
 /// A model: its name, its body, and the most preemptions it is explored at (`None`: as
 /// many as `LOOM_MAX_PREEMPTIONS` says).
 #[derive(Debug, Clone, Copy)]
@@ -403,7 +481,7 @@ pub struct Entry {
     pub preemption_cap: Option<usize>,
 }
 
-/// Model 10: batches of two fields and a description (a row, a step, extents), over two
+/// Model 12: batches of two fields and a description (a row, a step, extents), over two
 /// device slots, three batches: batch 2 reuses slot 0 after batch 0's release. Every field
 /// of a batch rides its one copy and READY point, and its description the slot protocol:
 /// each popped batch must show, in both fields and in its rows, step and dims, its own
@@ -470,7 +548,7 @@ fn multi_field_batches() {
 /// Every model, by name, with the most preemptions it is explored at. The wraparound
 /// model has four threads (feeder, decode worker, copy thread, consumer) that all block on
 /// each other: at two preemptions it ran past 25 minutes on 2 cores, so it is explored at
-/// one (302,295 interleavings, about 1 minute).
+/// one (338,790 interleavings, about 1 minute, since `synchronize` waits on the copy count).
 pub const MODELS: &[Entry] = &[
     entry("device_slot_reuse", device_slot_reuse, None),
     entry(
@@ -486,6 +564,8 @@ pub const MODELS: &[Entry] = &[
     entry("short_batch_dropped", short_batch_dropped, None),
     entry("all_slots_leased", all_slots_leased, None),
     entry("epoch_ends", epoch_ends, None),
+    entry("synchronize_parks", synchronize_parks, None),
+    entry("synchronize_device_lost", synchronize_device_lost, None),
     entry("multi_field_batches", multi_field_batches, None),
 ];
 

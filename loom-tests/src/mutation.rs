@@ -24,6 +24,13 @@ pub enum Mutation {
     StopWithoutWake,
     /// A failed decode publishes FAILED but wakes nobody (invariant 4).
     FailWithoutWake,
+    /// `Batch::synchronize` returns once the copy count reaches its batch instead of
+    /// passing it, that is once the batch before it was copied (a host read of the batch
+    /// may then find its slot not yet written).
+    SyncOneEarly,
+    /// The device stores the copy count but wakes none of the `synchronize` waiters
+    /// (invariant 4: a parked synchronize never returns).
+    CountWithoutWake,
 }
 
 impl Mutation {
@@ -36,6 +43,8 @@ impl Mutation {
             "WrongSlotRetire" => Mutation::WrongSlotRetire,
             "StopWithoutWake" => Mutation::StopWithoutWake,
             "FailWithoutWake" => Mutation::FailWithoutWake,
+            "SyncOneEarly" => Mutation::SyncOneEarly,
+            "CountWithoutWake" => Mutation::CountWithoutWake,
             _ => return None,
         })
     }

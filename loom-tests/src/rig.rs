@@ -80,7 +80,7 @@ impl Spec {
             stop_at: None,
             device: ModelOptions {
                 notifies: true,
-                step_on_poll: false,
+                ..ModelOptions::default()
             },
             pop_timeout: None,
             lease_timeout: Duration::MAX,

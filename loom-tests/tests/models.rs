@@ -146,11 +146,36 @@ fn model_9_epoch_ends() {
 }
 
 #[test]
-fn model_10_multi_field_batches() {
+fn model_9_rejects_sync_one_early() {
+    rejects("epoch_ends", "SyncOneEarly", "before its copy ran");
+}
+
+#[test]
+fn model_10_synchronize_parks() {
+    passes("synchronize_parks");
+}
+
+#[test]
+fn model_10_rejects_sync_one_early() {
+    rejects("synchronize_parks", "SyncOneEarly", "before its copy ran");
+}
+
+#[test]
+fn model_10_rejects_count_without_wake() {
+    rejects("synchronize_parks", "CountWithoutWake", "deadlock");
+}
+
+#[test]
+fn model_11_synchronize_device_lost() {
+    passes("synchronize_device_lost");
+}
+
+#[test]
+fn model_12_multi_field_batches() {
     passes("multi_field_batches");
 }
 
 #[test]
-fn model_10_rejects_publish_before_record() {
+fn model_12_rejects_publish_before_record() {
     rejects("multi_field_batches", "PublishBeforeRecord", "invariant 2");
 }

@@ -2,9 +2,10 @@
 //! drives, and what they exchange.
 //!
 //! A [`Backend`] owns the device side of one pipeline: the device slots, the copy stream,
-//! the per-slot READY points (recorded after each copy into a slot), the per-host-slot
-//! COPIED points (complete when the copy out of a host slot is done) and whatever it needs
-//! to capture a consumer's release fence. Users pick one through
+//! the per-slot READY points (recorded after each copy into a slot, for the consumer's
+//! stream-side waits), the copy count (how many batches' copies have completed: it frees
+//! host slots and ends `Batch::synchronize`'s parked wait) and whatever it needs to
+//! capture a consumer's release fence. Users pick one through
 //! [`ConfigBuilder::backend`](crate::ConfigBuilder::backend) and meet its stream, event and
 //! pointer types on [`Batch`](crate::Batch); the operations the pipeline drives are on a
 //! private supertrait, so no code outside this crate can call them (nor implement a
@@ -230,14 +231,31 @@ pub trait Ops: Sized {
         None
     }
 
-    /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
-    /// release of the batch must fence on. Refuses a stream it could not fence on later.
-    fn ready_on(&self, d: DeviceIdx, stream: &<Self as Backend>::Stream) -> Result<Self::Binding>
+    /// Whether the backend could bind a batch to `stream` and fence on it later (what
+    /// `ready_on` refuses); checked once for the pipeline's declared consumer stream when
+    /// the pipeline starts.
+    fn check_stream(&self, stream: &<Self as Backend>::Stream) -> Result<()>
     where
         Self: Backend;
 
-    /// Lease holder: blocks the calling thread until READY(d) has completed.
-    fn ready_sync(&self, d: DeviceIdx) -> Result<()>;
+    /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
+    /// release of the batch must fence on. Refuses a stream it could not fence on later;
+    /// `declared`: the pipeline's consumer stream, which `check_stream` accepted when the
+    /// pipeline started, so that checks which cannot change since may be skipped.
+    fn ready_on(
+        &self,
+        d: DeviceIdx,
+        stream: &<Self as Backend>::Stream,
+        declared: bool,
+    ) -> Result<Self::Binding>
+    where
+        Self: Backend;
+
+    /// Lease holder: blocks the calling thread, parked rather than spinning, until the
+    /// copy of batch `seq` into slot `d` has completed. Backends wait for their copy count
+    /// ([`CopyCount`](super::copy_count::CopyCount)) to pass `seq`, not for READY(d):
+    /// READY points serve stream-side waits and need not support a parked host wait.
+    fn ready_sync(&self, d: DeviceIdx, seq: u64) -> Result<()>;
 
     /// Lease holder releasing with `Fence::Sync`: the caller promises the device is done
     /// with slot `d`, on every stream (bound ones included); nothing to wait for.

@@ -6,7 +6,7 @@ use std::fmt;
 use super::bound::BoundStreams;
 use super::contract::Backend;
 use super::cpu::Cpu;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::slot::index::DeviceIdx;
 
 /// What the device must finish before a released batch's slot is reused.
@@ -26,6 +26,14 @@ pub enum Fence<'a, B: Backend = Cpu> {
     Event(&'a B::Event),
     /// Records a fence on this stream now; reuse waits for it.
     Stream(&'a B::Stream),
+    /// Reuse waits for every stream the batch is bound to: each stream given to
+    /// [`Batch::wait_on`](crate::Batch::wait_on), and the pipeline's consumer stream
+    /// ([`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)), which
+    /// every `pop` binds. With a declared consumer stream a training loop releases with
+    /// this and never names a stream. Fenced as a bound batch's drop is (one bound stream:
+    /// as [`Fence::Stream`] on it); a batch bound to no stream is refused with
+    /// [`Error::Fence`](crate::Error::Fence), the batch handed back.
+    Bound,
 }
 
 impl<B: Backend> Fence<'_, B> {
@@ -40,6 +48,13 @@ impl<B: Backend> Fence<'_, B> {
             Fence::Sync => Ok(backend.capture_sync(d)),
             Fence::Event(event) => backend.capture_event(d, event, bound),
             Fence::Stream(stream) => backend.capture_stream(d, stream, bound),
+            Fence::Bound if bound.is_empty() => Err(Error::Fence(
+                "Fence::Bound: the batch is bound to no stream. Bind it with wait_on, declare \
+                 the consumer's stream with ConfigBuilder::consumer_stream, or release with \
+                 another fence"
+                    .into(),
+            )),
+            Fence::Bound => Ok(backend.capture_bound(d, bound)),
         }
     }
 }
@@ -50,6 +65,7 @@ impl<B: Backend> fmt::Debug for Fence<'_, B> {
             Fence::Sync => "Fence::Sync",
             Fence::Event(_) => "Fence::Event",
             Fence::Stream(_) => "Fence::Stream",
+            Fence::Bound => "Fence::Bound",
         })
     }
 }

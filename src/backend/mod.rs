@@ -11,6 +11,8 @@
 //! - `fence.rs`: [`Fence`](fence::Fence), the consumer's release forms, and how each one
 //!   feeds the capture operations;
 //! - `bound.rs`: the streams a batch was bound to with `wait_on` (fixed capacity);
+//! - `copy_count.rs`: how many batches' copies have completed, and the parked waits on it
+//!   (`Batch::synchronize`);
 //! - `cpu/`, `cuda/`: the two backends.
 //!
 //! Every public type here has one public path, at the crate root (`pinring::Cpu`,
@@ -18,6 +20,7 @@
 
 pub(crate) mod bound;
 pub(crate) mod contract;
+pub(crate) mod copy_count;
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;

@@ -7,9 +7,9 @@ impl Batch<Cpu> {
     /// The batch's bytes. Waits (host-side) until its copy has completed.
     pub fn bytes(&self) -> &[u8] {
         let backend = self.backend();
-        backend.wait_ready(self.device_idx());
+        backend.wait_copied(self.seq());
         let ptr = self.device_ptr().as_ptr();
-        // SAFETY: READY(slot) has completed, so the copy into the slot is done; the slot
+        // SAFETY: the copy count passed this batch, so its copy into the slot is done; the slot
         // is not written again until this batch is released, which consumes it and so
         // ends this borrow. `len` bytes lie inside the slot.
         unsafe { std::slice::from_raw_parts(ptr, self.len()) }

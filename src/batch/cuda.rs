@@ -71,7 +71,10 @@ impl Batch<Cuda> {
 
     /// READY(slot): recorded on the copy stream after this batch's copy. For DLPack-style
     /// consumers that wait on it themselves (`cuStreamWaitEvent`). The handle is reused for
-    /// later batches in the same slot: wait on it before releasing the batch.
+    /// later batches in the same slot: wait on it before releasing the batch. It is created
+    /// without `CU_EVENT_BLOCKING_SYNC` (cheap to record and to wait on stream-side), so a
+    /// host `cuEventSynchronize` on it busy-waits: block the host with
+    /// [`synchronize`](Batch::synchronize), which parks.
     pub fn ready_event(&self) -> CUevent {
         self.backend().ready_event(self.device_idx())
     }

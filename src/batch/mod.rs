@@ -92,6 +92,7 @@ impl<B: Backend> Batch<B> {
     }
 
     /// The device slot, as the backend names it.
+    #[cfg(feature = "cuda")]
     pub(crate) fn device_idx(&self) -> DeviceIdx {
         self.slot
     }
@@ -204,14 +205,24 @@ impl<B: Backend> Batch<B> {
     /// fence on later (cuda: a stream of another context) is refused here with
     /// [`Error::Fence`].
     pub fn wait_on(&mut self, stream: &B::Stream) -> Result<()> {
-        let binding = self.device.backend.ready_on(self.slot, stream)?;
+        let binding = self.device.backend.ready_on(self.slot, stream, false)?;
         self.bound.bind(binding);
         Ok(())
     }
 
-    /// Blocks the calling thread until the batch is on the device.
+    /// `wait_on` the pipeline's declared consumer stream (checked when the pipeline
+    /// started), as `pop` does for every batch.
+    pub(crate) fn wait_on_declared(&mut self, stream: &B::Stream) -> Result<()> {
+        let binding = self.device.backend.ready_on(self.slot, stream, true)?;
+        self.bound.bind(binding);
+        Ok(())
+    }
+
+    /// Blocks the calling thread until the batch is on the device. The thread parks (it
+    /// does not spin) and is woken when the backend learns that the batch's copy completed;
+    /// a batch already there returns at once, without a driver call.
     pub fn synchronize(&self) -> Result<()> {
-        self.device.backend.ready_sync(self.slot)
+        self.device.backend.ready_sync(self.slot, self.seq)
     }
 
     /// Gives the slot back; its reuse waits for `fence`, and for every stream the batch was

@@ -58,6 +58,9 @@ pub struct Pipeline<B: Backend = Cpu> {
     finished: Option<Finished>,
     pop_timeout: Option<Duration>,
     lease_timeout: Duration,
+    /// The declared consumer stream ([`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)):
+    /// every batch popped waits on it and is bound to it.
+    consumer_stream: Option<B::Stream>,
     /// The lease clock: since when pops have waited for batch `.0` (the first pop that
     /// found it not ready). It runs across calls (a loop of short `pop_for`s, the Python
     /// binding's waits in slices) and restarts only when another batch is awaited or a
@@ -104,6 +107,11 @@ impl<B: Backend> fmt::Debug for StopHandle<B> {
 impl<B: Backend> Pipeline<B> {
     /// Waits for the next batch, in sequence order. `Ok(None)` once the source has ended
     /// and every batch was delivered.
+    ///
+    /// With a declared consumer stream
+    /// ([`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)), the
+    /// batch comes bound to it: the stream already waits (stream-side) for the batch, as
+    /// after [`Batch::wait_on`], and [`Fence::Bound`](crate::Fence::Bound) releases it.
     ///
     /// A failure in the source, a decoder or the backend is returned once, in order (after
     /// every batch before it); later calls return [`Error::Stopped`], as does every call
@@ -271,7 +279,13 @@ impl<B: Backend> Pipeline<B> {
                     (samples * self.device.sample_bytes) as u64,
                     native::Ordering::Relaxed,
                 );
-                Ok(Some(Batch::new(self.device.clone(), seq, slot, samples)))
+                let mut batch = Batch::new(self.device.clone(), seq, slot, samples);
+                if let Some(stream) = &self.consumer_stream {
+                    // On failure (a dead context) the batch is dropped, fenced as an unbound
+                    // drop is, and the error returned.
+                    batch.wait_on_declared(stream)?;
+                }
+                Ok(Some(batch))
             }
             Token::End => {
                 self.finished = Some(Finished::End);

@@ -104,6 +104,9 @@ where
         layout,
         CopyWaker(copier.clone()),
     )?;
+    if let Some(stream) = &config.consumer_stream {
+        backend.check_stream(stream)?;
+    }
     let trace = (config.trace > 0).then(|| native::Arc::new(Trace::new(config.trace)));
     let control = Arc::new(Control::new(
         copier.clone(),
@@ -142,6 +145,7 @@ where
         finished: None,
         pop_timeout: config.pop_timeout,
         lease_timeout: config.lease_timeout,
+        consumer_stream: config.consumer_stream.clone(),
         lease_clock: None,
         shutdown_timeout: config.shutdown_timeout,
         decode_threads: config.decode_threads,

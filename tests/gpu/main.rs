@@ -9,7 +9,9 @@
 //!   settings, streams that cannot be fenced, a bounded teardown);
 //! - `lifecycle.rs`: drops, devices, contexts, a CUDA fault reaching the consumer;
 //! - `reliability.rs`: the reliability issue's CUDA items (every bound stream fenced, the
-//!   poison mode and its cost, no completion thread left by a failed open).
+//!   poison mode and its cost, no completion thread left by a failed open);
+//! - `ready.rs`: issue 23's Rust items (`synchronize` parks on the copy count; copies per
+//!   piece and batched; the consumer stream declared once and `Fence::Bound`).
 //!
 //! Checks that break the context (a fault) or need a process setting (a locked-memory
 //! limit, a kernel that outlives the pipeline) run in a process of their own.
@@ -21,6 +23,7 @@ mod own_process;
 
 mod fences;
 mod lifecycle;
+mod ready;
 mod reliability;
 mod seeds;
 mod soundness;

@@ -18,6 +18,7 @@ use crate::backend::bound::BoundStreams;
 use crate::backend::contract::{
     Backend, CopyFailed, CopyRole, CopyRun, CopyWaker, Layout, Ops, POISON_BYTE,
 };
+use crate::backend::copy_count::CopyCount;
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
 use crate::slot::index::DeviceIdx;
@@ -109,9 +110,10 @@ pub struct Cpu {
     copy_stream: CpuStream,
     /// READY(d): recorded on the copy stream after each copy into slot d.
     ready: Box<[CpuEvent]>,
-    /// Batches copied so far (a prefix count): stored (Release) by the copy stream after
-    /// each run's copies, loaded (Acquire) by the copy thread.
-    completed: Arc<AtomicU64>,
+    /// Batches copied so far (a prefix count): published by the copy stream after each
+    /// run's copies; read by the copy thread, waited on by `Batch::synchronize` and
+    /// `Batch::bytes`.
+    completed: Arc<CopyCount>,
     /// Per-slot events a release records on the caller's stream and on bound streams.
     fences: Box<[CpuEvent]>,
     /// Poison mode only (else empty): per slot, the stream that fills it once its release
@@ -155,9 +157,11 @@ impl Cpu {
         Some(min + Duration::from_nanos(if span == 0 { 0 } else { x % (span + 1) }))
     }
 
-    /// Blocks until READY(d) has completed (it cannot fail on this backend).
-    pub(crate) fn wait_ready(&self, d: DeviceIdx) {
-        self.ready[d.0].synchronize();
+    /// Blocks, parked, until the copy of batch `seq` has completed (the copy count passes
+    /// it). The count cannot fail on this backend: the copy stream goes on past a failed
+    /// wait, so its `Complete` ops always run.
+    pub(crate) fn wait_copied(&self, seq: u64) {
+        self.completed.wait_past(seq);
     }
 
     /// A record of slot `d`'s fence event on `stream`.
@@ -252,7 +256,7 @@ impl Ops for Cpu {
             layout,
             copy_stream,
             ready: events(layout.device_slots),
-            completed: Arc::new(AtomicU64::new(0)),
+            completed: Arc::new(CopyCount::new()),
             fences: events(layout.device_slots),
             poison,
             options: options.clone(),
@@ -332,16 +336,23 @@ impl Ops for Cpu {
             });
         }
         // Acquire: pairs with the copy stream's Release store after the copies.
-        Ok(self.completed.load(Ordering::Acquire))
+        Ok(self.completed.done())
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream) -> Result<CpuBinding> {
+    /// Any cpu stream can be bound and fenced on.
+    fn check_stream(&self, _stream: &CpuStream) -> Result<()> {
+        Ok(())
+    }
+
+    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream, _declared: bool) -> Result<CpuBinding> {
         stream.wait_event(&self.ready[d.0]);
         Ok(CpuBinding(stream.clone()))
     }
 
-    fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        self.wait_ready(d);
+    /// Parks until the copy count passes `seq`: the copy stream publishes it after the
+    /// run's copies (READY(d) is for stream-side waits).
+    fn ready_sync(&self, _d: DeviceIdx, seq: u64) -> Result<()> {
+        self.wait_copied(seq);
         Ok(())
     }
 

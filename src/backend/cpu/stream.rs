@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::event::{CpuEvent, EventState, Mark};
 use super::failure::{Origin, StreamFailure};
 use crate::backend::contract::CopyWaker;
+use crate::backend::copy_count::CopyCount;
 use crate::error::{panic_message, Error, Result};
 use crate::sync::native::{
     sleep, Arc, AtomicU64, Builder, Condvar, Instant, Mutex, MutexGuard, Ordering, Weak,
@@ -29,9 +30,10 @@ pub(super) enum Op {
     Wait { mark: Mark },
     /// Fills `len` bytes at `dst` with `byte` (the poison mode's fill of a device slot).
     Fill { dst: *mut u8, len: usize, byte: u8 },
-    /// Marks batches before `upto` copied: stores it in `counter` (Release: the copies
-    /// before it in the stream are done) and wakes the copy thread.
-    Complete { counter: Arc<AtomicU64>, upto: u64 },
+    /// Marks batches before `upto` copied: publishes it in `counter` (a Release store: the
+    /// copies before it in the stream are done; then the waiters in `Batch::synchronize`
+    /// are woken) and wakes the copy thread.
+    Complete { counter: Arc<CopyCount>, upto: u64 },
     /// Sleeps (an injected delay, or a stand-in for a long kernel).
     Sleep(Duration),
     /// Runs the caller's closure (a stand-in for a kernel).
@@ -322,7 +324,7 @@ fn run(state: &StreamState) {
             Op::Fill { dst, len, byte } => unsafe { std::ptr::write_bytes(dst, byte, len) },
             Op::Signal { event, epoch } => event.complete(epoch),
             // Release: pairs with the copy thread's Acquire load in `completed`.
-            Op::Complete { counter, upto } => counter.store(upto, Ordering::Release),
+            Op::Complete { counter, upto } => counter.publish(upto),
             Op::Wait { mark } => {
                 mark.event.wait_for(mark.epoch);
                 if let Some(why) = mark.origin.as_ref().and_then(Origin::failed) {

@@ -9,9 +9,10 @@ use cudarc::driver::{result, CudaContext};
 
 use super::completion::Completion;
 use super::context::{self, Bound};
+use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
 use super::handles::{CuEvent, CuStream};
-use super::options::CudaOptions;
+use super::options::{CopyCalls, CudaOptions};
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
 use crate::backend::bound::BoundStreams;
 use crate::backend::contract::{
@@ -35,11 +36,15 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 ///   host ring and copies in one `cuMemcpyHtoDAsync` (each batch keeps its READY event).
 /// - One non-blocking copy stream, driven by the pipeline's copy thread alone.
 /// - Events, all created once with timing disabled and reused (none is created per
-///   batch): READY(d) per device slot (recorded after each copy into it), COPIED(h) per
-///   host slot (recorded after each copy out of it; a completion thread of the backend's
-///   follows them in order, spinning briefly and then waiting in the driver, parked, and
-///   wakes the copy thread as copies complete), FENCE(d) per device slot (what a release
-///   captured) and LINK(d) per device slot (joins several streams into FENCE(d)).
+///   batch): READY(d) per device slot (recorded after each copy into it; a plain event,
+///   for stream-side waits), COPIED(h) per host slot (recorded after each run of copies out
+///   of host slots from h; blocking-sync: a completion thread of the backend's follows them
+///   in order, spinning briefly and then waiting in the driver, parked, and publishes the
+///   copy count, which wakes the copy thread and any [`Batch::synchronize`] waiting),
+///   FENCE(d) per device slot (what a release captured) and LINK(d) per device slot (joins
+///   several streams into FENCE(d)).
+///
+/// [`Batch::synchronize`]: crate::Batch::synchronize
 /// - One non-blocking fence stream per device slot, for [`Fence::Event`], releases of a
 ///   batch bound to several streams, and the poison mode.
 ///
@@ -53,6 +58,11 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 ///   was at release time even if the caller records `e` again later, and a late `e`
 ///   stalls only slot `d`. `e` may belong to another context or device.
 /// - [`Fence::Sync`] captures nothing (it covers every stream, by the caller's promise).
+/// - [`Fence::Bound`] captures what a drop of the bound batch would: the streams it is bound
+///   to (by `wait_on`, and the declared consumer stream every `pop` binds).
+///
+/// A release on a stream the batch is bound to skips the check of the stream's context
+/// (`cuStreamGetCtx`): binding the stream checked it.
 ///
 /// A batch bound with [`Batch::wait_on`](crate::Batch::wait_on) to streams the fence does
 /// not name is fenced on each of them too: for every such stream `b`,
@@ -117,12 +127,14 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// [`Fence::Stream`]: crate::Fence::Stream
 /// [`Fence::Event`]: crate::Fence::Event
 /// [`Fence::Sync`]: crate::Fence::Sync
+/// [`Fence::Bound`]: crate::Fence::Bound
 ///
 /// Every resource frees itself in its own context when the backend drops, after the
 /// backend's teardown has waited (up to the shutdown timeout) for the copy stream, which by
 /// then also waits for every release fence still pending.
 pub struct Cuda {
-    /// READY(d): recorded on the copy stream after each copy into device slot d.
+    /// READY(d): recorded on the copy stream after each copy into device slot d; plain
+    /// (no blocking sync), for stream-side waits only.
     ready: Box<[Owned<Event>]>,
     /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
     /// h (one record per run, after its last batch); the completion thread follows them.
@@ -143,6 +155,8 @@ pub struct Cuda {
     registration: Registration,
     /// The completion thread: learns when copies complete and wakes the copy thread.
     completion: Completion,
+    /// How the copy thread enqueues a run's pieces (per piece, or batched).
+    copies: Copies,
     teardown: Arc<Teardown>,
     ctx: Arc<CudaContext>,
     layout: Layout,
@@ -228,6 +242,14 @@ impl Cuda {
         (ring.base().cast_const(), ring.len())
     }
 
+    /// How this pipeline's copy thread enqueues copies: what
+    /// [`CudaOptions::copies`](crate::CudaOptions::copies) asked for, or
+    /// [`CopyCalls::PerPiece`] where the driver has no `cuMemcpyBatchAsync` (before CUDA
+    /// 12.8) or refused one (then every later copy goes per piece).
+    pub fn copy_calls(&self) -> CopyCalls {
+        self.copies.in_use()
+    }
+
     /// READY(d)'s handle (for consumers that wait on it themselves).
     pub(crate) fn ready_event(&self, d: DeviceIdx) -> sys::CUevent {
         self.ready[d.0].raw()
@@ -252,7 +274,7 @@ impl Cuda {
     /// on the stream, which CUDA allows only for a stream of the event's own context. The
     /// null, legacy and per-thread handles name the stream of the context current on the
     /// calling thread, so they are judged by that (before the pipeline's is bound).
-    fn check_stream(&self, stream: &CuStream) -> Result<()> {
+    fn stream_of_context(&self, stream: &CuStream) -> Result<()> {
         let owner = if stream.is_relative() {
             let current = context::current()?;
             if current.is_null() {
@@ -318,14 +340,19 @@ impl Cuda {
     /// covered already; when one cannot be recorded on from this thread (another thread's
     /// per-thread default stream) or the batch was bound to more streams than it kept,
     /// synchronizes the context instead, which covers them all (a host block). Returns
-    /// whether the fence stream now waits on something. The context must be bound.
+    /// whether the fence stream now waits on something. The context must be bound; `here`
+    /// is the calling thread, where the caller knows it already.
     fn link_bound(
         &self,
         d: DeviceIdx,
         bound: &BoundStreams<CudaBinding>,
+        here: Option<ThreadId>,
         skip: impl Fn(&CudaBinding) -> bool,
     ) -> Result<bool> {
-        let here = current_thread().id();
+        if bound.is_empty() {
+            return Ok(false);
+        }
+        let here = here.unwrap_or_else(|| current_thread().id());
         if bound.overflowed() || bound.iter().any(|b| !b.recordable_by(here)) {
             result::ctx::synchronize().call("cuCtxSynchronize")?;
             return Ok(false);
@@ -401,8 +428,12 @@ impl Ops for Cuda {
             ctx: &ctx,
             teardown: &teardown,
         };
+        // COPIED blocks (the completion thread's last phase parks in the driver on it);
+        // READY is plain: it only serves stream-side waits, and `synchronize` parks on the
+        // copy count instead (recording a blocking-sync event behind a queued copy costs
+        // about 5 µs, a plain one 0.3 µs).
         let copied = make.events(layout.host_slots, true)?;
-        let ready = make.events(layout.device_slots, true)?;
+        let ready = make.events(layout.device_slots, false)?;
         let fence = make.events(layout.device_slots, false)?;
         let link = make.events(layout.device_slots, false)?;
         let fence_streams = make.streams(layout.device_slots)?;
@@ -417,6 +448,7 @@ impl Ops for Cuda {
             ready,
             copied,
             completion,
+            copies: Copies::new(options.copies),
             fence,
             link,
             fence_streams,
@@ -459,38 +491,39 @@ impl Ops for Cuda {
             "copy larger than a slot"
         );
         let ring = self.registration.ring();
-        // One copy of the whole run where the slots lie alike on both sides (the strides
-        // match: no huge pages), one per batch otherwise. Each piece is (host slot, device
-        // slot, bytes).
-        let whole = (run.batches - 1) * layout.host_stride + run.last_bytes;
-        let pieces: &mut dyn Iterator<Item = (usize, DeviceIdx, usize)> =
-            if layout.host_stride == layout.device_stride {
-                &mut std::iter::once((run.host.0, run.device, whole))
-            } else {
-                &mut run.each().map(|(seq, h, d)| {
-                    let bytes = if seq + 1 == run.end() {
-                        run.last_bytes
-                    } else {
-                        layout.batch_bytes
-                    };
-                    (h.0, d, bytes)
-                })
-            };
-        for (h, d, bytes) in pieces {
-            let src = ring.slot_ptr(h).cast_const();
-            // SAFETY: `src..src + bytes` lies in the run's host slots of the registered ring
-            // (they are consecutive, and the run does not wrap), which the slot protocol
-            // keeps unwritten while they are IN_FLIGHT (until the completion count passes
-            // them), so a shared slice over it is sound for the enqueue.
-            let src = unsafe { std::slice::from_raw_parts(src, bytes) };
-            // SAFETY: the destination lies in the run's device slots, which nothing reads
-            // until their READY points (consumers wait on them) and whose previous readers'
-            // fences the copy stream already waits on; the source stays registered and
-            // mapped until the copy stream drains (the teardown).
-            unsafe { result::memcpy_htod_async(self.slot(d), src, stream) }
-                .call("cuMemcpyHtoDAsync")
-                .map_err(CopyFailed::at_start)?;
+        // One piece for the whole run where the slots lie alike on both sides (the strides
+        // match: no huge pages), one per batch otherwise; `copies` enqueues them (batched
+        // where the driver can).
+        let enqueue = |pieces: &mut Pieces| {
+            // SAFETY: each piece's source lies in the run's host slots of the registered
+            // ring (consecutive: the run does not wrap), which the slot protocol keeps
+            // unwritten while they are IN_FLIGHT (until the completion count passes them)
+            // and which stays registered until the copy stream drains (the teardown); each
+            // destination lies in the run's device slots, which nothing reads until their
+            // READY points (consumers wait on them) and whose previous readers' fences the
+            // copy stream already waits on; the copy stream is live and its context is
+            // bound on this thread (above).
+            unsafe { self.copies.enqueue(pieces, stream) }.map_err(CopyFailed::at_start)
+        };
+        let mut pieces = Pieces::new();
+        if layout.host_stride == layout.device_stride {
+            let whole = (run.batches - 1) * layout.host_stride + run.last_bytes;
+            pieces.push(ring.slot_ptr(run.host.0), self.slot(run.device), whole);
+        } else {
+            for (seq, h, d) in run.each() {
+                if pieces.is_full() {
+                    enqueue(&mut pieces)?;
+                    pieces.clear();
+                }
+                let bytes = if seq + 1 == run.end() {
+                    run.last_bytes
+                } else {
+                    layout.batch_bytes
+                };
+                pieces.push(ring.slot_ptr(h.0), self.slot(d), bytes);
+            }
         }
+        enqueue(&mut pieces)?;
         // Each batch's own READY point, then one COPIED point for the whole run.
         let mut ready = Ok(());
         let mut enqueued = 0;
@@ -521,8 +554,18 @@ impl Ops for Cuda {
         self.completion.completed()
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CuStream) -> Result<CudaBinding> {
-        self.check_stream(stream)?;
+    fn check_stream(&self, stream: &CuStream) -> Result<()> {
+        self.stream_of_context(stream)
+    }
+
+    /// A declared stream's context was checked when the pipeline started and a stream's
+    /// context never changes; a relative handle (null, legacy, per-thread) names the stream
+    /// of whichever context is current on the calling thread, so it is checked every time
+    /// (one `cuCtxGetCurrent`).
+    fn ready_on(&self, d: DeviceIdx, stream: &CuStream, declared: bool) -> Result<CudaBinding> {
+        if !declared || stream.is_relative() {
+            self.stream_of_context(stream)?;
+        }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
         // SAFETY: READY(d) is live; `stream` is live by CuStream's contract.
         unsafe {
@@ -539,10 +582,11 @@ impl Ops for Cuda {
         })
     }
 
-    fn ready_sync(&self, d: DeviceIdx) -> Result<()> {
-        let _bound = Bound::new(self.ctx.cu_ctx())?;
-        // SAFETY: a live event of this backend.
-        unsafe { result::event::synchronize(self.ready[d.0].raw()) }.call("cuEventSynchronize")
+    /// Parks on the copy count until it passes `seq` (no driver call): the completion
+    /// thread publishes it once the run's COPIED record completes, which the in-order copy
+    /// stream reaches only after the batch's copy and READY(d) (ARCHITECTURE.md §7).
+    fn ready_sync(&self, _d: DeviceIdx, seq: u64) -> Result<()> {
+        self.completion.wait_past(seq)
     }
 
     fn capture_sync(&self, _d: DeviceIdx) -> CudaFence {
@@ -558,10 +602,17 @@ impl Ops for Cuda {
         stream: &CuStream,
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
-        self.check_stream(stream)?;
+        // Which thread asks matters only for a per-thread default stream among the bound.
+        let here = (!bound.is_empty()).then(|| current_thread().id());
+        let covered = |b: &CudaBinding| here.is_some_and(|h| b.is(stream, h));
+        // A stream the batch is bound to was checked by `wait_on` (or when the pipeline
+        // started, for the declared one) and a stream's context never changes: one driver
+        // call less on the common path (bound to a stream, released on it).
+        if stream.is_relative() || !bound.iter().any(covered) {
+            self.stream_of_context(stream)?;
+        }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        let here = current_thread().id();
-        if self.link_bound(d, bound, |b| b.is(stream, here))? {
+        if self.link_bound(d, bound, here, covered)? {
             self.link(d, stream.raw())?;
             self.record_fence(d, self.fence_streams[d.0].raw())?;
         } else {
@@ -579,7 +630,7 @@ impl Ops for Cuda {
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        self.link_bound(d, bound, |_| false)?;
+        self.link_bound(d, bound, None, |_| false)?;
         self.fence_stream_waits(d, event.raw())?;
         self.record_fence(d, self.fence_streams[d.0].raw())?;
         Ok(CudaFence { recorded: true })
@@ -596,7 +647,7 @@ impl Ops for Cuda {
             self.capture_stream(d, &only.stream, bound)
         } else {
             Bound::new(self.ctx.cu_ctx()).and_then(|_bound| {
-                let recorded = self.link_bound(d, bound, |_| false)?;
+                let recorded = self.link_bound(d, bound, None, |_| false)?;
                 if recorded {
                     self.record_fence(d, self.fence_streams[d.0].raw())?;
                 }

@@ -1,6 +1,6 @@
 //! How the cuda backend learns that copies completed without polling from the copy
-//! thread: a thread of its own (`pinring-complete`) follows the copies in order and wakes
-//! the copy thread as each completes.
+//! thread: a thread of its own (`pinring-complete`) follows the copies in order, publishes
+//! the copy count and wakes the copy thread and any `Batch::synchronize` parked on it.
 //!
 //! Copies go in runs of consecutive batches (host slots `h..h + n`). After a run the copy
 //! thread records ONE event, COPIED(h) of the run's first host slot, writes the run's end
@@ -11,16 +11,19 @@
 //! phases: it spins on the query for [`SPIN`] (300 µs: a run of small batches' copy), then
 //! naps between queries ([`NAP_FIRST`] doubling up to [`NAP_MAX`], for [`NAPS_UNTIL`] in
 //! all), then waits in the driver (`cuEventSynchronize` on an event created with
-//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). Each time it steps past runs it publishes their
-//! end in `completed` (Release) and wakes the copy thread, which frees their host slots.
+//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). While a
+//! `Batch::synchronize` waits, it skips the naps (a waiter arriving mid-nap cuts the nap
+//! short): the driver's wait wakes it as the copy lands, not up to a nap later. Each time
+//! it steps past runs it publishes their end in the [`CopyCount`] (a Release store, then
+//! the waiters' wake-up) and wakes the copy thread, which frees their host slots.
 //!
 //! Ordering: the completion thread never looks at a run's `run_end` entry or event before
 //! reading `recorded` past the run's start (so the entry and the record it looks at are
 //! that run's), and a host slot's `run_end` entry and COPIED event are written again only
-//! by a run that starts there after the slot was freed, which needs `completed` past it:
+//! by a run that starts there after the slot was freed, which needs the count past it:
 //! each query or wait is on exactly the record it means. One record per run (not per
-//! batch) keeps the copy thread's cost per batch to the batch's READY record. When nothing
-//! is in flight the completion thread parks.
+//! batch) keeps the copy thread's cost per batch to the batch's READY record, a plain
+//! event. When nothing is in flight the completion thread parks.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -30,12 +33,11 @@ use cudarc::driver::sys::{CUcontext, CUevent, CUresult};
 use cudarc::driver::DriverError;
 
 use crate::backend::contract::CopyWaker;
-use crate::error::Result;
+use crate::backend::copy_count::CopyCount;
+use crate::error::{Error, Result};
 use crate::park::ParkSlot;
 use crate::slot::index::HostIdx;
-use crate::sync::native::{
-    sleep, Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering,
-};
+use crate::sync::native::{Arc, AtomicBool, AtomicU64, Builder, JoinHandle, Mutex, Ordering};
 
 use super::driver;
 
@@ -64,16 +66,15 @@ struct Shared {
     /// Written (Relaxed) by the copy thread before its Release store of `recorded`, read
     /// (Relaxed) by the completion thread after its Acquire load of it.
     run_end: Box<[AtomicU64]>,
-    /// Batches whose copies have completed. Stored (Release) by the completion thread after
-    /// it saw their events complete; loaded (Acquire) by the copy thread.
-    completed: AtomicU64,
+    /// Batches whose copies have completed: published by the completion thread after it
+    /// saw their events complete; read by the copy thread, waited on by
+    /// `Batch::synchronize`. It fails (Release) after `failure` is stored, and once the
+    /// thread ends for any reason, so that no wait outlives it.
+    count: CopyCount,
     /// Set (Release) by the backend's teardown; read (Acquire) by the completion thread.
     stop: AtomicBool,
-    /// Whether `failure` holds an error: set (Release) after it is stored, read (Acquire)
-    /// by the copy thread before it looks at it.
-    failed: AtomicBool,
-    /// A failed query or wait (a sticky device error), reported to the copy thread on every
-    /// call from then on.
+    /// A failed query or wait (a sticky device error), reported to the copy thread and to
+    /// `synchronize` on every call from then on; stored before the count fails.
     failure: Mutex<Option<DriverError>>,
     /// The completion thread parks here while nothing is in flight.
     park: ParkSlot,
@@ -89,7 +90,7 @@ impl fmt::Debug for Completion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completion")
             .field("recorded", &self.shared.recorded.load(Ordering::Relaxed))
-            .field("completed", &self.shared.completed.load(Ordering::Relaxed))
+            .field("count", &self.shared.count)
             .finish()
     }
 }
@@ -108,9 +109,8 @@ impl Completion {
         let shared = Arc::new(Shared {
             recorded: AtomicU64::new(0),
             run_end: copied.iter().map(|_| AtomicU64::new(0)).collect(),
-            completed: AtomicU64::new(0),
+            count: CopyCount::new(),
             stop: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             park: ParkSlot::new(),
         });
@@ -122,6 +122,8 @@ impl Completion {
             .spawn(move || {
                 let events = events;
                 run(&thread_shared, raw_ctx as CUcontext, &events.0, &waker);
+                // However the thread ends, no wait on the count outlives it.
+                thread_shared.count.fail();
             })
             .map_err(|e| crate::error::Error::Spawn {
                 thread: "cuda completion thread",
@@ -148,17 +150,27 @@ impl Completion {
     /// the completion thread.
     pub(super) fn completed(&self) -> Result<u64> {
         let shared = &*self.shared;
-        if shared.failed.load(Ordering::Acquire) {
-            if let Some(e) = *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) {
-                return Err(driver::error(
-                    "cuEventQuery / cuEventSynchronize (copy completion)",
-                    e,
-                    "",
-                ));
+        if shared.count.failed() {
+            if let Some(error) = shared.error() {
+                return Err(error);
             }
         }
         // Acquire: pairs with the completion thread's Release store.
-        Ok(shared.completed.load(Ordering::Acquire))
+        Ok(shared.count.done())
+    }
+
+    /// Lease holder (`Batch::synchronize`): parks until the copy of batch `seq` has
+    /// completed. Every batch handed out had its run's COPIED record published in
+    /// `recorded` before its token was pushed, so the completion thread reaches it unless
+    /// the device fails (then the device's error) or the thread ends.
+    pub(super) fn wait_past(&self, seq: u64) -> Result<()> {
+        let shared = &*self.shared;
+        if shared.count.wait_past(seq) {
+            return Ok(());
+        }
+        Err(shared.error().unwrap_or(Error::Internal(
+            "the cuda completion thread ended before a batch's copy completed",
+        )))
     }
 
     /// Teardown: ends the completion thread. `join` waits for it (the copies are done, so
@@ -171,6 +183,14 @@ impl Completion {
                 let _ = thread.join();
             }
         }
+    }
+}
+
+impl Shared {
+    /// The device error that stopped the completion thread, if one did.
+    fn error(&self) -> Option<Error> {
+        let failure = *self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.map(|e| driver::error("cuEventQuery / cuEventSynchronize (copy completion)", e, ""))
     }
 }
 
@@ -196,12 +216,14 @@ fn spin(event: CUevent) -> std::result::Result<bool, DriverError> {
     }
 }
 
-/// Phases 2 and 3: returns once `event` has completed.
-fn nap_then_block(event: CUevent) -> std::result::Result<(), DriverError> {
+/// Phases 2 and 3: returns once `event` has completed. Phase 2 is skipped, or cut short,
+/// while a `Batch::synchronize` waits on `count`: the driver's wait then wakes this
+/// thread as the copy lands, not up to a nap later.
+fn nap_then_block(event: CUevent, count: &CopyCount) -> std::result::Result<(), DriverError> {
     let start = Instant::now();
     let mut nap = NAP_FIRST;
-    while start.elapsed() < NAPS_UNTIL {
-        sleep(nap);
+    while start.elapsed() < NAPS_UNTIL && !count.awaited() {
+        count.nap(nap);
         if query(event)? {
             return Ok(());
         }
@@ -234,7 +256,8 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
     // The completion thread is the backend's: its context stays bound.
     let fail = |e: DriverError| {
         *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-        shared.failed.store(true, Ordering::Release);
+        // Release (in `fail`): the error is stored before a reader sees the count failed.
+        shared.count.fail();
         waker.wake();
     };
     // SAFETY: the backend's live context (it outlives this thread, or is leaked with it).
@@ -271,9 +294,9 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
             };
             if !complete {
                 // Tell the copy thread what completed so far, then wait longer.
-                shared.completed.store(done, Ordering::Release);
+                shared.count.publish(done);
                 waker.wake();
-                if let Err(e) = nap_then_block(event) {
+                if let Err(e) = nap_then_block(event, &shared.count) {
                     return fail(e);
                 }
             }
@@ -287,9 +310,10 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
                     Err(e) => return fail(e),
                 }
             }
-            // Release: the copies before `done` are complete; pairs with `completed`'s
-            // Acquire in the copy thread.
-            shared.completed.store(done, Ordering::Release);
+            // Release: the copies before `done` are complete; pairs with the count's
+            // Acquire in the copy thread and in `Batch::synchronize`, whose waiters the
+            // publish wakes.
+            shared.count.publish(done);
             waker.wake();
         }
     }

@@ -11,6 +11,7 @@
 
 use std::sync::OnceLock;
 
+use cudarc::driver::sys::{CUdeviceptr, CUmemcpyAttributes, CUresult, CUstream};
 use cudarc::driver::DriverError;
 
 use crate::error::{Error, Result};
@@ -106,6 +107,35 @@ pub(super) fn load() -> Result<()> {
             source: None,
         }),
     }
+}
+
+/// `cuMemcpyBatchAsync` as CUDA 12.8 declares it: `(dsts, srcs, sizes, count, attrs,
+/// attrsIdxs, numAttrs, failIdx, hStream)`. Drivers of CUDA 13 still export this ABI under
+/// the unsuffixed name (their headers map the name to `cuMemcpyBatchAsync_v2`, which drops
+/// `failIdx`), as they keep every older entry point for binaries built against it.
+pub(super) type MemcpyBatchAsync = unsafe extern "C" fn(
+    *mut CUdeviceptr,
+    *mut CUdeviceptr,
+    *mut usize,
+    usize,
+    *mut CUmemcpyAttributes,
+    *mut usize,
+    usize,
+    *mut usize,
+    CUstream,
+) -> CUresult;
+
+/// The driver's `cuMemcpyBatchAsync` (CUDA 12.8 and later), looked up in the library
+/// [`load`] opened; `None` on an older driver (or before `load`). cudarc's own binding
+/// would panic on a driver without it (its loader unwraps the symbol), and under
+/// `dynamic-linking` would need it at link time: this lookup needs neither.
+pub(super) fn memcpy_batch_async() -> Option<MemcpyBatchAsync> {
+    let library = DRIVER.get()?.as_ref().ok()?;
+    // SAFETY: the symbol, where the driver has it, is the CUDA 12.8 `cuMemcpyBatchAsync`,
+    // whose C signature `MemcpyBatchAsync` spells; the library stays loaded for the
+    // process's lifetime (a static), so the pointer copied out stays valid.
+    let symbol = unsafe { library.get::<MemcpyBatchAsync>(b"cuMemcpyBatchAsync") }.ok()?;
+    Some(*symbol)
 }
 
 /// The error for a failed driver call: its name, the code's name and description, and

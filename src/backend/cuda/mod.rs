@@ -4,8 +4,10 @@
 //! In layers, as cudarc's own `driver::{sys, result, safe}`: `driver` loads libcuda and
 //! names failed calls; `context` opens the pipeline's context and binds it for a call
 //! without disturbing the caller's; `resources` owns every driver resource (RAII, each
-//! freed in its context); `backend` is the [`Cuda`](crate::Cuda) backend; `handles` are the
-//! caller's [`CuStream`](crate::CuStream) and [`CuEvent`](crate::CuEvent). The cudarc
+//! freed in its context); `backend` is the [`Cuda`](crate::Cuda) backend; `completion` its
+//! thread that follows the copies and publishes the copy count; `copies` how a run's bytes
+//! are enqueued (per piece, or batched); `handles` are the caller's
+//! [`CuStream`](crate::CuStream) and [`CuEvent`](crate::CuEvent). The cudarc
 //! interop of a batch (`view_on`, `ready_event`, `release_on`) is in `src/batch/cuda.rs`.
 //! Driver calls go through cudarc's `result` layer where it has one.
 //!
@@ -15,6 +17,7 @@
 pub(crate) mod backend;
 mod completion;
 mod context;
+mod copies;
 mod driver;
 pub(crate) mod handles;
 pub(crate) mod options;

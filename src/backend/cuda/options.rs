@@ -1,4 +1,4 @@
-//! How a cuda pipeline chooses its device.
+//! How a cuda pipeline chooses its device, and how it enqueues its copies.
 
 /// Which device a CUDA pipeline binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +23,27 @@ impl Default for CudaDevice {
     }
 }
 
+/// How the copy thread enqueues a run of batches' bytes. A run is one piece where the host
+/// ring and the device slots lie alike (the usual case: then one `cuMemcpyHtoDAsync` moves
+/// it), and one piece per batch where they do not (a ring with huge pages: its slots are 2
+/// MiB apart, the device slots a page apart). What the benchmark's `copies` section
+/// compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CopyCalls {
+    /// A run of several pieces as one `cuMemcpyBatchAsync` where the driver has it (CUDA
+    /// 12.8 and later, looked up when the pipeline starts), else one `cuMemcpyHtoDAsync`
+    /// per piece; a run of one piece as one `cuMemcpyHtoDAsync`. The default.
+    #[default]
+    Auto,
+    /// One `cuMemcpyHtoDAsync` per piece, always: the path of drivers without batched
+    /// copies.
+    PerPiece,
+    /// Every run as one `cuMemcpyBatchAsync`, a run of one piece too, where the driver has
+    /// it; per piece otherwise. For measurements.
+    Batched,
+}
+
 /// How to open the cuda backend. The default binds device 0.
 ///
 /// ```no_run
@@ -39,6 +60,8 @@ impl Default for CudaDevice {
 pub struct CudaOptions {
     /// The device (context) the pipeline binds.
     pub device: CudaDevice,
+    /// How copies are enqueued (default [`CopyCalls::Auto`]).
+    pub copies: CopyCalls,
 }
 
 impl CudaOptions {
@@ -46,6 +69,7 @@ impl CudaOptions {
     pub fn ordinal(ordinal: usize) -> Self {
         CudaOptions {
             device: CudaDevice::Ordinal(ordinal),
+            ..CudaOptions::default()
         }
     }
 
@@ -54,6 +78,7 @@ impl CudaOptions {
     pub fn current() -> Self {
         CudaOptions {
             device: CudaDevice::Current,
+            ..CudaOptions::default()
         }
     }
 
@@ -62,6 +87,16 @@ impl CudaOptions {
     pub fn current_or(ordinal: usize) -> Self {
         CudaOptions {
             device: CudaDevice::CurrentOr(ordinal),
+            ..CudaOptions::default()
         }
+    }
+
+    /// How the copy thread enqueues copies (see [`CopyCalls`]); [`Cuda::copy_calls`]
+    /// says what a pipeline ended up with.
+    ///
+    /// [`Cuda::copy_calls`]: crate::Cuda::copy_calls
+    pub fn copies(mut self, calls: CopyCalls) -> Self {
+        self.copies = calls;
+        self
     }
 }
