@@ -156,12 +156,17 @@ def run_copy_stream(loader, n, cycles):
 
 def run_unfenced(loader, n, cycles):
     """Released with an event recorded *before* the kernel that reads the slot: the fence
-    covers none of the reads, so the slot may be refilled while the step still holds it."""
+    covers none of the reads, so the slot may be refilled while the step still holds it.
+    The batch is declared to a side stream that only waits for it (every declared stream
+    is fenced at release: declaring the reading stream would cover the reads), and the
+    reading stream waits for that side stream."""
     wrong = torch.zeros((), dtype=torch.int64, device=DEV)
     epoch_len = loader.epoch_len
+    side = torch.cuda.Stream()
     for _ in range(n):
         batch = loader.pop(timeout=BOUND)
-        x = torch.from_dlpack(batch)
+        x = torch.from_dlpack(batch.__dlpack__(stream=side.cuda_stream))
+        torch.cuda.current_stream().wait_stream(side)
         early = torch.cuda.Event()
         early.record()  # before the hold and the check
         torch.cuda._sleep(cycles)
