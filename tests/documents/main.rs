@@ -3,6 +3,8 @@
 //! pipelines against the tokens on disk, coverage and elastic resume, LLaMA-3 shards, and
 //! every bad input.
 
+mod coverage;
+mod fields;
 mod helpers;
 mod model;
 mod walk;
