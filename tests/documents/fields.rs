@@ -98,7 +98,7 @@ pub fn check_batch(data: &Data, batch: &Batch, want: &ModelStep, rank: usize, po
 
 /// Runs rank `rank` of `world` through a pipeline into the second epoch and checks each
 /// batch.
-fn run(
+pub fn run(
     data: &Data,
     u32_shards: bool,
     ty: TokenType,

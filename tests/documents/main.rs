@@ -3,8 +3,11 @@
 //! pipelines against the tokens on disk, coverage and elastic resume, LLaMA-3 shards, and
 //! every bad input.
 
+mod by_hand;
 mod coverage;
+mod errors;
 mod fields;
 mod helpers;
+mod llama;
 mod model;
 mod walk;

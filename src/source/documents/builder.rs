@@ -7,7 +7,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::ahead::IndexAhead;
-use super::documents::{Documents, Inner};
+use super::inner::Inner;
+use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
@@ -25,6 +26,13 @@ use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
 pub const GPT2_BOS: u32 = 50256;
 /// LLaMA-3's `<|begin_of_text|>`: the default `bos` of `u32` shards.
 pub const LLAMA3_BOS: u32 = 128_000;
+
+impl Documents {
+    /// A builder over `shards` (see [`DocumentsBuilder`] for the settings and defaults).
+    pub fn builder(shards: TokenShards) -> DocumentsBuilder {
+        DocumentsBuilder::new(shards)
+    }
+}
 
 /// The settings of a [`Documents`] source; [`build`](Self::build) checks them.
 ///
@@ -58,7 +66,7 @@ pub struct DocumentsBuilder {
 }
 
 impl DocumentsBuilder {
-    pub(super) fn new(shards: TokenShards) -> Self {
+    fn new(shards: TokenShards) -> Self {
         DocumentsBuilder {
             shards,
             bos: None,

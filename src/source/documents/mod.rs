@@ -14,13 +14,16 @@
 //! - `checkpoint.rs`: the rank-agnostic state, and resuming from it.
 
 mod ahead;
+#[cfg(test)]
+mod ahead_tests;
 mod builder;
 mod checkpoint;
 mod decoder;
-mod documents;
 mod index;
+mod inner;
 mod layout;
 mod order;
+mod packed;
 mod permutation;
 mod problem;
 mod scan;
@@ -33,7 +36,7 @@ mod walker;
 pub use builder::{DocumentsBuilder, GPT2_BOS, LLAMA3_BOS};
 pub use checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
 pub use decoder::PackDocuments;
-pub use documents::Documents;
+pub use packed::Documents;
 pub use index::IndexStats;
 pub use order::DocOrder;
 pub use problem::DocumentProblem;

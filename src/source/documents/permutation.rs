@@ -60,7 +60,7 @@ fn fisher_yates<T>(v: &mut [T], rng: &mut SplitMix64) {
 
 #[cfg(test)]
 mod tests {
-    use super::Permutation;
+    use crate::source::documents::permutation::Permutation;
 
     #[test]
     fn a_permutation_per_epoch() {

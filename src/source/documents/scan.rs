@@ -39,7 +39,7 @@ pub(super) fn bos_positions(shard: &TokenShard, bos: u32) -> Result<Vec<u32>, So
 
 #[cfg(test)]
 mod tests {
-    use super::bos_positions;
+    use crate::source::documents::scan::bos_positions;
     use crate::source::tokens::{write_shard, write_shard_u32, TokenShard};
 
     #[test]

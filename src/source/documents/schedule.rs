@@ -183,7 +183,8 @@ fn too_many_tokens(tokens: u64) -> SourceError {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::error::source::SourceError;
+    use crate::source::documents::schedule::{modded_max_docs, Schedule, StepSizes};
 
     #[test]
     fn modded_rule() {

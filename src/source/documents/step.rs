@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::documents::Inner;
+use super::inner::Inner;
 use super::permutation::Permutation;
 use super::schedule::StepSizes;
 use super::walk::{Cursor, Piece, RankPieces, StepDocs};

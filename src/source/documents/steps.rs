@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::documents::Inner;
+use super::inner::Inner;
 use super::index::BuiltBy;
 use super::permutation::Permutation;
 use super::step::DocStep;
@@ -116,11 +116,14 @@ impl Iterator for Steps {
         })
     }
 
+    /// At least one more step until a step fails (then that failed step), no upper bound:
+    /// the steps are endless, but may end at a failure, so `collect` must not reserve for
+    /// an endless run.
     fn size_hint(&self) -> (usize, Option<usize>) {
         if self.done {
             (0, Some(0))
         } else {
-            (usize::MAX, None)
+            (1, None)
         }
     }
 }

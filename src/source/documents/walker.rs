@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::documents::Inner;
+use super::inner::Inner;
 use super::index::BuiltBy;
 use super::order::DocOrder;
 use super::permutation::Permutation;

@@ -1,18 +1,14 @@
 //! [`Documents`]: packed documents from token shards, a step of one rank per batch, as
-//! modded-nanogpt's `distributed_data_generator(align_to_bos=True)` makes them; and its
-//! shared state ([`Inner`]), which its steps, iterators and decoder hold.
+//! modded-nanogpt's `distributed_data_generator(align_to_bos=True)` makes them.
 
 use std::fmt;
 use std::sync::Arc;
 
-use super::ahead::IndexAhead;
-use super::builder::DocumentsBuilder;
-use super::checkpoint::{cursor_text, DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
+use super::checkpoint::{cursor_text, DocumentsCheckpoint};
 use super::decoder::PackDocuments;
-use super::index::{BosIndex, BuiltBy, IndexStats};
-use super::layout::Layout;
+use super::index::{BuiltBy, IndexStats};
+use super::inner::Inner;
 use super::order::DocOrder;
-use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::steps::Steps;
 use super::walk::Cursor;
@@ -21,53 +17,7 @@ use crate::config::ConfigBuilder;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
-use crate::source::sampling::checkpoint::Fingerprint;
 use crate::source::tokens::{TokenShards, TokenType};
-
-/// What a source, its iterators, steps and decoder share.
-pub(super) struct Inner {
-    pub(super) shards: TokenShards,
-    pub(super) index: Arc<BosIndex>,
-    /// The thread indexing ahead of the walk (sequential order, more than one shard).
-    pub(super) ahead: Option<IndexAhead>,
-    /// Documents in the shards before shard `s`, and in all at the end (shuffled order;
-    /// empty in sequential order, which does not count them up front).
-    pub(super) first_doc: Box<[u64]>,
-    /// Epoch 0's permutation, made at build (shuffled order).
-    pub(super) epoch0: Option<Arc<Permutation>>,
-    pub(super) bos: u32,
-    pub(super) order: DocOrder,
-    pub(super) schedule: Schedule,
-    pub(super) rank: u64,
-    pub(super) world: u64,
-    pub(super) layout: Layout,
-    pub(super) fingerprint: Fingerprint,
-}
-
-impl Inner {
-    /// Documents in the dataset (shuffled order; 0 in sequential order).
-    pub(super) fn documents(&self) -> u64 {
-        self.first_doc.last().copied().unwrap_or(0)
-    }
-
-    /// The checkpoint of this run at `cursor`, `step` steps done.
-    fn checkpoint_at(&self, cursor: Cursor, step: u64) -> DocumentsCheckpoint {
-        DocumentsCheckpoint {
-            version: DOCUMENTS_CHECKPOINT_VERSION,
-            dataset: self.fingerprint.clone(),
-            bos: self.bos,
-            order: self.order.name().to_owned(),
-            seed: self.order.seed(),
-            schedule: self.schedule.triples(),
-            max_docs: self.schedule.max_docs().unwrap_or(0),
-            epoch: cursor.epoch,
-            shard: cursor.shard,
-            doc: cursor.doc,
-            step,
-            world_size: self.world,
-        }
-    }
-}
 
 /// Packed documents from llm.c token shards, for variable-length attention: each batch is
 /// one step of one rank, `tokens_per_batch + 1` tokens of whole documents (each starting
@@ -82,7 +32,7 @@ impl Inner {
 /// from [`iter`](Self::iter) (or [`iter_from`](Self::iter_from) a checkpoint). A batch
 /// then has the fields `tokens` (`N + 1`, the token type), `inputs` and `targets` (views,
 /// `N` each), `cu_seqlens` (int32, `max_docs` long: `[0, end of each document…, N, N…]`,
-/// the last document ending at `N`) and, with [`positions`](DocumentsBuilder::positions),
+/// the last document ending at `N`) and, with [`positions`](crate::source::DocumentsBuilder::positions),
 /// `positions` (int32, `N`: each input's position in its document); its dims are
 /// `[N + 1, max_docs, N]`; its rows are the documents (`id`: the document's id, the global
 /// offset of its `bos` token; `len`: its length in `cu_seqlens`); its
@@ -90,7 +40,7 @@ impl Inner {
 /// walk's.
 ///
 /// Where documents start is found once per shard (a scan for `bos`, about 14 GB/s from
-/// the page cache): the first shard at [`build`](DocumentsBuilder::build), the next ones
+/// the page cache): the first shard at [`build`](crate::source::DocumentsBuilder::build), the next ones
 /// by a thread ahead of the walk, so no step waits for an index
 /// ([`index_stats`](Self::index_stats) says so); in shuffled order every shard at build, in
 /// parallel.
@@ -146,11 +96,6 @@ impl fmt::Debug for Documents {
 }
 
 impl Documents {
-    /// A builder over `shards` (see [`DocumentsBuilder`] for the settings and defaults).
-    pub fn builder(shards: TokenShards) -> DocumentsBuilder {
-        DocumentsBuilder::new(shards)
-    }
-
     /// A config builder for this source: batch size 1 (a batch is a step), its
     /// [`fields`](Self::fields) (which size the slot), and `rows_per_batch` the schedule's
     /// largest `max_docs` (a row per document). Add the rest (the backend, decode threads)
