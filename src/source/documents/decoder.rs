@@ -102,7 +102,9 @@ impl Decode for PackDocuments {
             }
             None => (rest, None),
         };
-        let cu = &mut cu[..sizes.max_docs as usize * 4];
+        let max_docs = sizes.max_docs as usize;
+        read_pieces(&step, tokens, b)?;
+        // Then each piece widened where it was read, and its cu_seqlens and positions.
         let mut filled = 0usize;
         let mut entries = 1usize;
         put_i32(cu, 0, 0);
@@ -120,10 +122,12 @@ impl Decode for PackDocuments {
             let Some(dst) = tokens.get_mut(filled * b..(filled + len) * b) else {
                 return Err(walk_mismatch(&step, filled + len));
             };
-            let raw_bytes = len * shard.format().token_bytes();
             let start = piece.start as usize;
-            let raw = raw_start(dst, raw_bytes, shard.offset_of(start));
-            shard.read_tokens(start, &mut dst[raw..raw + raw_bytes])?;
+            let raw = raw_start(
+                dst,
+                len * shard.format().token_bytes(),
+                shard.offset_of(start),
+            );
             widen_in_place(dst, raw, widening).map_err(|e| {
                 DecodeError::new(format!(
                     "token {} (index {} of {}) does not fit i32, whose largest is {}: decode \
@@ -141,19 +145,49 @@ impl Decode for PackDocuments {
                 }
             }
             filled += len;
-            if entries < sizes.max_docs as usize {
+            if entries < max_docs {
                 put_i32(cu, entries, filled.min(n) as i32);
             }
             entries += 1;
         }
-        if filled != n + 1 || entries > sizes.max_docs as usize {
+        if filled != n + 1 || entries > max_docs {
             return Err(walk_mismatch(&step, filled));
         }
-        for i in entries..sizes.max_docs as usize {
+        for i in entries..max_docs {
             put_i32(cu, i, n as i32);
         }
         Ok(())
     }
+}
+
+/// Reads the raw tokens of every piece of `step` into `tokens` (`b` bytes a token), each at
+/// the tail of its place there ([`raw_start`]), to be widened in place: the pieces of one
+/// shard that follow each other (a whole step, in sequential order) in one go, with one
+/// check of the file after them.
+fn read_pieces(step: &DocStep, tokens: &mut [u8], b: usize) -> Result<(), DecodeError> {
+    let index = &step.inner.index;
+    let mut pieces = step.pieces().peekable();
+    let mut rest: &mut [u8] = tokens;
+    while let Some(&first) = pieces.peek() {
+        let shard = index.shard(first.shard);
+        let w = shard.format().token_bytes();
+        let runs = std::iter::from_fn(|| pieces.next_if(|p| p.shard == first.shard)).map_while(
+            |p| {
+                let len = p.len as usize;
+                // A walk that overflows the step is reported by the caller's second pass.
+                if rest.len() < len * b {
+                    return None;
+                }
+                let (dst, tail) = std::mem::take(&mut rest).split_at_mut(len * b);
+                rest = tail;
+                let start = p.start as usize;
+                let raw = raw_start(dst, len * w, shard.offset_of(start));
+                Some((start, &mut dst[raw..raw + len * w]))
+            },
+        );
+        shard.read_token_ranges(runs)?;
+    }
+    Ok(())
 }
 
 /// A batch row for `piece`, its length less `less`.

@@ -196,6 +196,19 @@ impl TokenShard {
             .read_exact_at_each([(self.offset_of(first_a), a), (self.offset_of(first_b), b)])
     }
 
+    /// As [`read_tokens`](Self::read_tokens) for any number of runs of tokens, with one
+    /// check of the file after the last read (the packed-documents decoder reads a step's
+    /// pieces of one shard this way).
+    pub(crate) fn read_token_ranges<'a>(
+        &self,
+        runs: impl IntoIterator<Item = (usize, &'a mut [u8])>,
+    ) -> Result<(), SourceError> {
+        self.file.read_exact_at_each(
+            runs.into_iter()
+                .map(|(first, out)| (self.offset_of(first), out)),
+        )
+    }
+
     /// The byte offset of token `i` in the file.
     pub(crate) fn offset_of(&self, i: usize) -> u64 {
         SHARD_HEADER_BYTES as u64 + i as u64 * self.format.token_bytes() as u64
