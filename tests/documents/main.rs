@@ -4,6 +4,7 @@
 //! every bad input.
 
 mod by_hand;
+mod cache;
 mod coverage;
 mod errors;
 mod fields;

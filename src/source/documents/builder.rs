@@ -2,11 +2,13 @@
 //! indexes the shards the first step needs (every shard in shuffled order) and starts the
 //! thread that indexes ahead of the walk.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use super::ahead::IndexAhead;
+use super::cache::IndexCache;
 use super::inner::Inner;
 use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
@@ -46,6 +48,7 @@ impl Documents {
 /// | [`shard`](Self::shard) | rank 0 of 1 |
 /// | [`token_type`](Self::token_type) | [`TokenType::I32`] |
 /// | [`positions`](Self::positions) | off |
+/// | [`index_cache`](Self::index_cache) | none: every run scans the shards it needs |
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct DocumentsBuilder {
@@ -60,6 +63,7 @@ pub struct DocumentsBuilder {
     world: u64,
     token_type: TokenType,
     positions: bool,
+    index_cache: Option<PathBuf>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
     gated: bool,
@@ -79,6 +83,7 @@ impl DocumentsBuilder {
             world: 1,
             token_type: TokenType::I32,
             positions: false,
+            index_cache: None,
             #[cfg(test)]
             gated: false,
         }
@@ -148,6 +153,19 @@ impl DocumentsBuilder {
         self
     }
 
+    /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
+    /// loads it instead of scanning the shard again (in shuffled order, every shard is
+    /// scanned at build). An index is used only if it was made for this very shard — its
+    /// canonical path, size and modification time — and `bos`, holds together (a
+    /// checksum), and a sample of its document starts are `bos` in the shard now; else
+    /// the shard is scanned and the index written anew, atomically (a temporary file
+    /// renamed into place). A folder that cannot be read or written is no error: the
+    /// shards are scanned. Off by default.
+    pub fn index_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.index_cache = Some(dir.into());
+        self
+    }
+
     /// Tests: the thread ahead builds nothing until the test opens its gate.
     #[cfg(test)]
     pub(super) fn gated(mut self) -> Self {
@@ -191,7 +209,8 @@ impl DocumentsBuilder {
             self.max_docs,
         )?;
         let layout = Layout::new(schedule.largest(), self.token_type, self.positions);
-        let index = Arc::new(BosIndex::new(&self.shards, bos)?);
+        let cache = self.index_cache.map(IndexCache::new);
+        let index = Arc::new(BosIndex::new(&self.shards, bos, cache)?);
         let (first_doc, epoch0, ahead) = match self.order {
             DocOrder::Shuffled { seed } => {
                 let first_doc = index_all(&index)?;

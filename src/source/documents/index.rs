@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::cache::IndexCache;
 use super::problem::{largest, DocumentProblem};
 use super::scan::bos_positions;
 use crate::error::source::SourceError;
@@ -37,6 +38,9 @@ pub struct IndexStats {
     /// Of those, indexed by the walk itself because the thread ahead had not got there:
     /// a step waited for it (0 in a healthy run).
     pub on_walk: u64,
+    /// Of the shards indexed, those whose index came from the
+    /// [`index_cache`](crate::source::DocumentsBuilder::index_cache) rather than a scan.
+    pub from_cache: u64,
 }
 
 /// Every shard's index: the positions of its `bos` tokens, and where its tokens start
@@ -51,9 +55,14 @@ pub(super) struct BosIndex {
     /// Held while shard `s` is built, so that it is scanned once: a second builder waits
     /// for the first, then finds it built (or builds it itself if the first failed).
     building: Box<[Mutex<()>]>,
+    /// Where indexes are kept across runs, if anywhere.
+    cache: Option<IndexCache>,
     /// Shards built by each [`BuiltBy`], in its order. Statistics only (relaxed): they
     /// pair with nothing.
     counts: [AtomicU64; 3],
+    /// Shards whose index came from the cache. Statistics only (relaxed): it pairs with
+    /// nothing.
+    cached: AtomicU64,
 }
 
 impl std::fmt::Debug for BosIndex {
@@ -67,9 +76,14 @@ impl std::fmt::Debug for BosIndex {
 }
 
 impl BosIndex {
-    /// An index of `shards` for `bos`, nothing built yet. A shard whose format cannot hold
-    /// `bos` is [`DocumentProblem::BosOutOfRange`], naming it.
-    pub(super) fn new(shards: &TokenShards, bos: u32) -> Result<Self, SourceError> {
+    /// An index of `shards` for `bos`, nothing built yet, kept across runs in `cache` if
+    /// given. A shard whose format cannot hold `bos` is
+    /// [`DocumentProblem::BosOutOfRange`], naming it.
+    pub(super) fn new(
+        shards: &TokenShards,
+        bos: u32,
+        cache: Option<IndexCache>,
+    ) -> Result<Self, SourceError> {
         let shards = shards.shards().to_vec();
         if let Some(s) = shards
             .iter()
@@ -95,7 +109,9 @@ impl BosIndex {
             shards,
             bos,
             first_token: first_token.into(),
+            cache,
             counts: Default::default(),
+            cached: AtomicU64::new(0),
         })
     }
 
@@ -138,13 +154,26 @@ impl BosIndex {
             return Ok(b);
         }
         let shard = &self.shards[s];
-        let positions = bos_positions(shard, self.bos)?;
-        if positions.is_empty() {
-            return Err(SourceError::file(
-                shard.path(),
-                DocumentProblem::NoBos { bos: self.bos },
-            ));
-        }
+        let cached = self.cache.as_ref().and_then(|c| c.load(shard, self.bos));
+        let positions = match cached {
+            Some(positions) => {
+                self.cached.fetch_add(1, Ordering::Relaxed);
+                positions
+            }
+            None => {
+                let positions = bos_positions(shard, self.bos)?;
+                if positions.is_empty() {
+                    return Err(SourceError::file(
+                        shard.path(),
+                        DocumentProblem::NoBos { bos: self.bos },
+                    ));
+                }
+                if let Some(cache) = &self.cache {
+                    cache.store(shard, self.bos, &positions);
+                }
+                positions
+            }
+        };
         let built = self.built[s].get_or_init(|| positions.into_boxed_slice());
         self.counts[by as usize].fetch_add(1, Ordering::Relaxed);
         Ok(built)
@@ -159,6 +188,7 @@ impl BosIndex {
             at_start: count(BuiltBy::Start),
             ahead: count(BuiltBy::Ahead),
             on_walk: count(BuiltBy::Walk),
+            from_cache: self.cached.load(Ordering::Relaxed),
         }
     }
 }

@@ -5,8 +5,9 @@
 //! `distributed_data_generator(align_to_bos=True)` walks them, resumable on another world
 //! size. [`Documents`] is the source; the rest is how it works:
 //!
-//! - `index.rs`, `scan.rs`, `ahead.rs`: where each shard's documents start (its `bos`
-//!   positions), found once per shard off the steps' path;
+//! - `index.rs`, `scan.rs`, `ahead.rs`, `cache.rs`: where each shard's documents start
+//!   (its `bos` positions), found once per shard off the steps' path, and kept across runs
+//!   if asked;
 //! - `walk.rs`, `walker.rs`, `permutation.rs`, `schedule.rs`: which pieces of which
 //!   documents every rank packs into each step;
 //! - `steps.rs`, `step.rs`, `decoder.rs`, `layout.rs`: the steps a pipeline pulls, and how
@@ -17,6 +18,7 @@ mod ahead;
 #[cfg(test)]
 mod ahead_tests;
 mod builder;
+mod cache;
 mod checkpoint;
 mod decoder;
 mod index;

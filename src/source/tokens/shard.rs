@@ -156,6 +156,12 @@ impl TokenShard {
         self.file.len()
     }
 
+    /// The file's modification time when it was opened, where the system gives one (what
+    /// an index cached across runs is checked against).
+    pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
+        self.file.modified()
+    }
+
     /// Token `i` (a `u16` shard's widened to `u32`), read from the file; `None` past the
     /// end. A file that changed since it was opened is [`SourceError::Read`].
     ///
