@@ -179,7 +179,7 @@ impl Documents {
     }
 
     /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
-    /// dataset ([`Fingerprint`]: format, file names and sizes), `bos`, order, seed,
+    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and sizes), `bos`, order, seed,
     /// schedule and `max_docs`, and a cursor inside this dataset, or
     /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank and
     /// world size may differ.
