@@ -200,8 +200,10 @@ impl DocumentsCheckpoint {
     /// ```
     /// use pinring::source::{DocumentsCheckpoint, SourceError};
     /// use pinring::Error;
-    /// let err = DocumentsCheckpoint::from_text("{\n  \"version\": 1,\n  \"window\": 3\n}").unwrap_err();
-    /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })), "{err}");
+    /// let text = "{\n  \"version\": 1,\n  \"window\": 3\n}";
+    /// let err = DocumentsCheckpoint::from_text(text).unwrap_err();
+    /// let Error::Source(SourceError::BadCheckpointText { line, .. }) = err else { panic!() };
+    /// assert_eq!(line, 3); // an unknown key
     /// ```
     pub fn from_text(text: &str) -> Result<DocumentsCheckpoint> {
         serde_json::from_str(text).map_err(|e| {

@@ -22,7 +22,8 @@ pub(super) enum BuiltBy {
     Walk,
 }
 
-/// How a source's shards were indexed so far: [`Documents::index_stats`](crate::source::Documents::index_stats).
+/// How a source's shards were indexed so far:
+/// [`Documents::index_stats`](crate::source::Documents::index_stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IndexStats {
     /// Shards in the source.

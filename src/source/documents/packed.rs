@@ -32,16 +32,18 @@ use crate::source::tokens::{TokenShards, TokenType};
 /// from [`iter`](Self::iter) (or [`iter_from`](Self::iter_from) a checkpoint). A batch
 /// then has the fields `tokens` (`N + 1`, the token type), `inputs` and `targets` (views,
 /// `N` each), `cu_seqlens` (int32, `max_docs` long: `[0, end of each document…, N, N…]`,
-/// the last document ending at `N`) and, with [`positions`](crate::source::DocumentsBuilder::positions),
-/// `positions` (int32, `N`: each input's position in its document); its dims are
+/// the last document ending at `N`) and, with
+/// [`positions`](crate::source::DocumentsBuilder::positions), `positions` (int32, `N`:
+/// each input's position in its document); its dims are
 /// `[N + 1, max_docs, N]`; its rows are the documents (`id`: the document's id, the global
 /// offset of its `bos` token; `len`: its length in `cu_seqlens`); its
 /// [`step`](crate::Batch::step) the step number and its [`epoch`](crate::Batch::epoch) the
 /// walk's.
 ///
-/// Where documents start is found once per shard (a scan for `bos`, about 14 GB/s from
-/// the page cache): the first shard at [`build`](crate::source::DocumentsBuilder::build), the next ones
-/// by a thread ahead of the walk, so no step waits for an index
+/// Where documents start is found once per shard (a scan for `bos`, about 11 GB/s from
+/// the page cache): the first shard at
+/// [`build`](crate::source::DocumentsBuilder::build), the next ones by a thread ahead of
+/// the walk, so no step waits for an index
 /// ([`index_stats`](Self::index_stats) says so); in shuffled order every shard at build, in
 /// parallel.
 ///
@@ -179,8 +181,9 @@ impl Documents {
     }
 
     /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
-    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and sizes), `bos`, order, seed,
-    /// schedule and `max_docs`, and a cursor inside this dataset, or
+    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and
+    /// sizes), `bos`, order, seed, schedule and `max_docs`, and a cursor inside this
+    /// dataset, or
     /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank and
     /// world size may differ.
     pub fn check_checkpoint(&self, checkpoint: &DocumentsCheckpoint) -> Result<()> {
