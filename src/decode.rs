@@ -2,8 +2,9 @@
 
 use std::marker::PhantomData;
 
-use crate::describe::{Describe, Row};
+use crate::describe::Describe;
 use crate::error::DecodeError;
+use crate::row::Row;
 
 /// Turns one sample into bytes, written straight into its range of a pinned host slot.
 ///

@@ -3,36 +3,8 @@
 //! reads back from the [`Batch`](crate::Batch): the batch's rows (where each came from),
 //! the step it is, and the extents of its fields.
 
+use crate::row::Row;
 use crate::slot::info::SlotInfo;
-
-/// Field extents a batch can carry ([`Describe::dims`]).
-pub const MAX_DIMS: usize = 4;
-
-/// One row of a batch: a sample (a window, a record), or one packed document of a step.
-/// What a [`Batch`](crate::Batch) says of it: [`sample_ids`](crate::Batch::sample_ids),
-/// [`row_lens`](crate::Batch::row_lens), [`row_sources`](crate::Batch::row_sources).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Row {
-    /// Its stable id in its source's fixed enumeration (a window's grid index, a
-    /// document's first token's offset...).
-    pub id: u64,
-    /// Its length in its source's units, where that says something (a packed document's
-    /// tokens in the batch); 0 otherwise.
-    pub len: u32,
-    /// The index of the source it came from, in a mixture of sources; 0 otherwise.
-    pub source: u16,
-}
-
-impl Row {
-    /// A row with this id (length and source 0).
-    pub const fn id(id: u64) -> Self {
-        Row {
-            id,
-            len: 0,
-            source: 0,
-        }
-    }
-}
 
 /// Where a sample writes its part of its batch's description: see
 /// [`Decode::describe`](crate::Decode::describe). The feeder hands one out per sample,
@@ -75,7 +47,7 @@ impl<'a> Describe<'a> {
     }
 
     /// Gives the extents of the batch's fields ([`Batch::dims`](crate::Batch::dims)),
-    /// at most [`MAX_DIMS`] of them (the rest are ignored): with a field layout
+    /// at most [`MAX_DIMS`](crate::MAX_DIMS) of them (the rest are ignored): with a field layout
     /// ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)), each field's length
     /// comes from one of them.
     pub fn dims(&mut self, dims: &[u64]) {

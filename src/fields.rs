@@ -23,7 +23,7 @@
 
 use std::fmt;
 
-use crate::describe::MAX_DIMS;
+use crate::row::MAX_DIMS;
 
 /// Where a field starts: a multiple of this many bytes from the slot's start (a CUDA
 /// kernel's widest loads, and the cache line, never straddle two fields).

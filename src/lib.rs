@@ -53,6 +53,7 @@ pub mod model_hooks;
 mod park;
 mod pipeline;
 mod ready_ring;
+mod row;
 mod slot;
 pub mod source;
 mod stats;
@@ -79,11 +80,12 @@ pub use config::{Config, ConfigBuilder, LastBatch};
 #[cfg(feature = "cuda")]
 pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
-pub use describe::{Describe, Row, MAX_DIMS};
+pub use describe::Describe;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
 pub use pipeline::{Pipeline, StopHandle, TryPop};
+pub use row::{Row, MAX_DIMS};
 pub use slot::stamp::{DeviceState, HostState};
 pub use stats::{Bottleneck, StageTimes, Stats};
 

@@ -11,7 +11,7 @@
 //! std's cells in every build (the models check the stamps that order them, not these
 //! plain copies), so that a device slot's columns can be lent as plain slices.
 
-use crate::describe::{Row, MAX_DIMS};
+use crate::row::{Row, MAX_DIMS};
 use crate::sync::native::UnsafeCell;
 
 /// A value of `epoch` or `step` that says "not given".

@@ -7,7 +7,8 @@ use super::layout::Layout;
 use super::step::DocStep;
 use super::walk::Piece;
 use crate::decode::Decode;
-use crate::describe::{Describe, Row};
+use crate::describe::Describe;
+use crate::row::Row;
 use crate::error::DecodeError;
 use crate::source::tokens::widen::{raw_start, widen_in_place, Widening};
 
