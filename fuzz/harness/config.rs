@@ -583,7 +583,7 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
     let samples = config.batch_size().saturating_mul(2).min(64) as u32;
     LARGEST.store(0, Ordering::SeqCst);
     TRACKING.store(true, Ordering::SeqCst);
-    let started = Instant::now();
+    let began = Instant::now();
     let result = (|| {
         let decoder = decode_fn(|id: u32, out: &mut [u8]| {
             out.fill(id as u8);
@@ -603,7 +603,7 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
                 bytes,
                 budget,
                 ..
-            })) if bytes > budget && bytes >= counted => return Ok(()),
+            })) if bytes > budget && bytes >= counted => return Ok(false),
             Err(e) => return Err(format!("start: {e}")),
         };
         match pipeline.pop() {
@@ -614,10 +614,14 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
             Err(e) => return Err(format!("pop: {e}")),
         }
         drop(pipeline);
-        Ok(())
+        Ok(true)
     })();
     TRACKING.store(false, Ordering::SeqCst);
-    result.map_err(|e| format!("{e} for {input:?}"))?;
+    let started = result.map_err(|e| format!("{e} for {input:?}"))?;
+    if !started {
+        // Refused over the budget before anything was allocated: nothing to measure.
+        return Ok(());
+    }
     let largest = LARGEST.load(Ordering::SeqCst);
     if largest == 0 {
         return Err("the Tracking allocator is not registered: no allocation seen".into());
@@ -629,10 +633,10 @@ fn check_start(config: Config, input: &ConfigInput) -> Result<(), String> {
              (+{FIXED_ALLOWANCE}) for {input:?}"
         ));
     }
-    if started.elapsed() > Duration::from_secs(10) {
+    if began.elapsed() > Duration::from_secs(10) {
         return Err(format!(
             "start, pop and drop took {:?} for {input:?}",
-            started.elapsed()
+            began.elapsed()
         ));
     }
     Ok(())
