@@ -129,6 +129,35 @@ impl SourceFile {
         })
     }
 
+    /// Reads the `len` bytes from `offset` a piece at a time into `stage` (each piece
+    /// `stage.len()` bytes but the last), handing each to `each(bytes before it, piece)`,
+    /// then checks the file once (as [`read_exact_at`](Self::read_exact_at) does): the
+    /// check vouches for every piece, but `each` has seen them before it, so a caller that
+    /// writes them somewhere must not publish that before this returns `Ok`.
+    pub(crate) fn read_staged(
+        &self,
+        offset: u64,
+        len: usize,
+        stage: &mut [u8],
+        mut each: impl FnMut(usize, &[u8]),
+    ) -> Result<(), SourceError> {
+        let mut read_all = || {
+            let mut done = 0;
+            while done < len {
+                let n = stage.len().min(len - done);
+                self.read_unchecked(offset + done as u64, &mut stage[..n])?;
+                each(done, &stage[..n]);
+                done += n;
+            }
+            self.check()
+        };
+        read_all().map_err(|problem| SourceError::Read {
+            path: self.path.clone(),
+            problem,
+            at: None,
+        })
+    }
+
     /// Reads exactly `out.len()` bytes from `offset`. A read that ends early is reported
     /// as the check finds the file (it shrank); otherwise the caller checks after its last
     /// read.

@@ -10,7 +10,7 @@
 
 use super::shard::TokenShard;
 use super::token_type::TokenType;
-use super::widen::{raw_start, widen_in_place, widen_into, TooLargeForI32, Widening};
+use super::widen::{widen_in_place, widen_into, with_stage, TooLargeForI32, Widening};
 use crate::decode::Decode;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
@@ -101,11 +101,26 @@ impl Decode for Tokens {
             ));
         }
         let widening = widening(&window, self.ty)?;
-        // The file's tokens into the tail of the sample, then widened forward over it.
-        let bytes = window.byte_len();
-        let raw = raw_start(out, bytes, window.shard().offset_of(window.start()));
-        window.read_into(&mut out[raw..raw + bytes])?;
-        widen_in_place(out, raw, widening).map_err(|e| too_large(&window, 0, e))
+        if window.format().token_bytes() == self.ty.bytes() {
+            // Nothing widens: the file's tokens straight into the sample.
+            window.read_into(out)?;
+            return widen_in_place(out, 0, widening).map_err(|e| too_large(&window, 0, e));
+        }
+        // Widened on the way: each piece of the file read into this thread's stage (in
+        // cache), then widened into its place in the sample.
+        let b = self.ty.bytes();
+        let mut bad = Ok(());
+        with_stage(|stage| {
+            window
+                .shard()
+                .read_tokens_staged(window.start(), n, stage, |i, piece| {
+                    let m = piece.len() / window.format().token_bytes();
+                    if let Err(e) = widen_into(piece, &mut out[i * b..(i + m) * b], widening) {
+                        bad = bad.and(Err(TooLargeForI32 { index: i + e.index, ..e }));
+                    }
+                })
+        })?;
+        bad.map_err(|e| too_large(&window, 0, e))
     }
 }
 
@@ -217,14 +232,33 @@ impl Decode for NextToken {
             widen_in_place(inputs, 0, widening).map_err(|e| too_large(&window, 0, e))?;
             return widen_in_place(targets, 0, widening).map_err(|e| too_large(&window, 1, e));
         }
-        // One read of the T + 1 tokens into the tail of the targets' half (it has room:
-        // T·b ≥ (T + 1)·w when b ≥ 2w); the inputs' tokens 0..T are widened from there
-        // into their own half, then the targets' 1..=T, the read's tail, in place.
-        let bytes = window.byte_len();
-        let raw = raw_start(targets, bytes, window.shard().offset_of(window.start()));
-        window.read_into(&mut targets[raw..raw + bytes])?;
-        widen_into(&targets[raw..raw + t * w], inputs, widening)
-            .map_err(|e| too_large(&window, 0, e))?;
-        widen_in_place(targets, raw + w, widening).map_err(|e| too_large(&window, 1, e))
+        // The T + 1 tokens a piece at a time through this thread's stage (in cache): a
+        // piece of tokens i..i + m is widened into the inputs' i..min(i + m, T) and into
+        // the targets' max(i, 1) - 1..i + m - 1.
+        let mut bad = Ok(());
+        with_stage(|stage| {
+            window
+                .shard()
+                .read_tokens_staged(window.start(), t + 1, stage, |i, piece| {
+                    let m = piece.len() / w;
+                    let ins = m.min(t.saturating_sub(i));
+                    if let Err(e) =
+                        widen_into(&piece[..ins * w], &mut inputs[i * b..(i + ins) * b], widening)
+                    {
+                        bad = bad.and(Err((0, TooLargeForI32 { index: i + e.index, ..e })));
+                    }
+                    let skip = usize::from(i == 0);
+                    let first = i + skip - 1;
+                    let tgs = m - skip;
+                    if let Err(e) = widen_into(
+                        &piece[skip * w..],
+                        &mut targets[first * b..(first + tgs) * b],
+                        widening,
+                    ) {
+                        bad = bad.and(Err((1, TooLargeForI32 { index: first + e.index, ..e })));
+                    }
+                })
+        })?;
+        bad.map_err(|(from, e)| too_large(&window, from, e))
     }
 }

@@ -191,6 +191,26 @@ impl TokenShard {
         self.file.read_exact_at(self.offset_of(first), out)
     }
 
+    /// The little-endian bytes of `count` tokens from `first`, a piece at a time through
+    /// `stage` (see [`SourceFile::read_staged`]): `each(tokens before the piece, piece)`,
+    /// each piece a whole number of tokens, then one check of the file.
+    pub(crate) fn read_tokens_staged(
+        &self,
+        first: usize,
+        count: usize,
+        stage: &mut [u8],
+        mut each: impl FnMut(usize, &[u8]),
+    ) -> Result<(), SourceError> {
+        let width = self.format.token_bytes();
+        let stage_len = stage.len() - stage.len() % width;
+        self.file.read_staged(
+            self.offset_of(first),
+            count * width,
+            &mut stage[..stage_len],
+            |done, piece| each(done / width, piece),
+        )
+    }
+
     /// As [`read_tokens`](Self::read_tokens) for two runs of tokens, with one check of the
     /// file after both.
     pub(crate) fn read_token_runs(

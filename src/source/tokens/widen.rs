@@ -18,6 +18,26 @@
 use super::format::ShardFormat;
 use super::token_type::TokenType;
 
+/// Bytes of the per-thread stage that tokens to widen are read through
+/// ([`with_stage`]): small enough to stay in a core's first-level cache, so that the
+/// widening reads it from there and the sample's bytes in pinned memory are written once.
+pub(crate) const STAGE_BYTES: usize = 32 << 10;
+
+thread_local! {
+    /// Each decode thread's stage (allocated at its first widening read, then reused).
+    static STAGE: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0u8; STAGE_BYTES].into_boxed_slice());
+}
+
+/// Runs `f` with this thread's stage of [`STAGE_BYTES`].
+pub(crate) fn with_stage<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    STAGE.with(|stage| match stage.try_borrow_mut() {
+        Ok(mut stage) => f(&mut stage),
+        // Re-entered (a decoder inside a decoder): a stage of its own.
+        Err(_) => f(&mut vec![0u8; STAGE_BYTES]),
+    })
+}
+
 /// Tokens widened per block (the stack buffer holds a block's raw bytes: 2 KiB at most).
 const BLOCK: usize = 512;
 
