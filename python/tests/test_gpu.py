@@ -339,7 +339,6 @@ def test_cupy_consumes_a_batch(shard):
 # Issue 19, items 2, 3 and 8.
 
 
-@pytest.mark.needs_core_change("contract 1: a batch is bound to every stream wait_on names")
 def test_every_declared_stream_is_fenced_by_release_and_by_the_last_view(shard, cycles_per_ms):
     """Item 2: two consumers view one batch on two streams; the first reads it late (a
     kernel holds its stream first). Both `release()` without an event and the release
