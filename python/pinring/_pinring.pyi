@@ -16,6 +16,7 @@ __all__ = [
     "DecodeError",
     "EpochIterator",
     "Error",
+    "Field",
     "FixedRecords",
     "Loader",
     "PopTimeout",
@@ -53,11 +54,13 @@ class Batch:
     One batch in a device slot, leased to you until released.
     
     A DLPack producer: `torch.from_dlpack(batch)`, `numpy.from_dlpack(batch)` (cpu) or
-    `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. Release it
-    with `release(event=...)` once the work reading it is enqueued, leave a `with batch:`
-    block, or drop every reference to it and to the views made from it. A view read after
-    the release may show the next batch's bytes (with `Loader(poison_released=True)`, a
-    debug mode, it shows out-of-range values instead).
+    `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. A batch of
+    several fields (a `Documents` step) is exported field by field instead:
+    `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. Release it with
+    `release(event=...)` once the work reading it is enqueued, leave a `with batch:` block,
+    or drop every reference to it, to its fields and to the views made from them. A view
+    read after the release may show the next batch's bytes (with
+    `Loader(poison_released=True)`, a debug mode, it shows out-of-range values instead).
     """
     @property
     def seq(self) -> builtins.int:
@@ -84,6 +87,35 @@ class Batch:
         grid windows, and the same id can come more than once in an epoch.
         """
     @property
+    def fields(self) -> tuple[str, ...]:
+        r"""
+        The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
+        "cu_seqlens")` (and `"positions"`) for a `Documents` step; `()` for a batch without
+        fields (TokenWindows, FixedRecords), which is one array.
+        """
+    @property
+    def max_seqlen(self) -> typing.Optional[builtins.int]:
+        r"""
+        The longest row of the batch, as a host int: for a `Documents` step, the longest
+        document piece (the largest difference of `cu_seqlens`), what varlen attention
+        kernels take as `max_seqlen`. None when the batch's rows have no lengths (windows,
+        records).
+        """
+    @property
+    def doc_ids(self) -> numpy.typing.NDArray[numpy.uint64] | None:
+        r"""
+        Each document's id, one per document piece of the step in `cu_seqlens` order, as a
+        read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
+        token over the shards in order, the same whatever the order, seed, rank or world
+        size. None for a batch without fields (windows, records: see `sample_ids`).
+        """
+    @property
+    def step(self) -> typing.Optional[builtins.int]:
+        r"""
+        The step of the run this batch is (from 0), where the source numbers steps (a
+        `Documents` step); None otherwise.
+        """
+    @property
     def samples(self) -> builtins.int:
         r"""
         Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
@@ -92,12 +124,14 @@ class Batch:
     def shape(self) -> tuple[int, int]:
         r"""
         `(samples, cols)`: `cols` is `seq_len + 1` for TokenWindows, `record_bytes` for
-        FixedRecords.
+        FixedRecords; for a batch of fields, `(1, slot bytes)` of uint8 (its fields' shapes
+        are `batch[name].shape`).
         """
     @property
     def dtype(self) -> builtins.str:
         r"""
-        The element type's name: "uint8", "uint16", "int32" or "int64".
+        The element type's name: "uint8", "uint16", "int32" or "int64" ("uint8" for a batch
+        of fields: each field has its own, `batch[name].dtype`).
         """
     @property
     def nbytes(self) -> builtins.int:
@@ -125,6 +159,21 @@ class Batch:
         r"""
         Whether the batch has been released (its slot may hold another batch now).
         """
+    def __getitem__(self, name: builtins.str) -> Field:
+        r"""
+        The field `name` of this batch: a `pinring.Field`, a 1-D DLPack producer viewing
+        its bytes in the slot (zero copy), of this batch's own length.
+        
+        Args:
+            name: one of `batch.fields`.
+        
+        Raises:
+            KeyError: the batch has no field of that name (the message lists its fields).
+        """
+    def __contains__(self, name: builtins.str) -> builtins.bool:
+        r"""
+        Whether `name` is one of the batch's fields.
+        """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
         `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
@@ -132,6 +181,8 @@ class Batch:
     def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
         r"""
         A DLPack capsule viewing the slot (zero copy), per the Python array API standard.
+        A batch of fields is exported field by field (`batch["inputs"].__dlpack__`, same
+        arguments): it raises BufferError.
         
         Args:
             stream: (cuda) `-1` no synchronization; `None` or `1` the legacy default stream;
@@ -146,7 +197,8 @@ class Batch:
             copy: `True` raises BufferError: pinring exports zero-copy only.
         
         Raises:
-            BufferError: the batch was released, or a copy or another device was asked for.
+            BufferError: the batch was released, or a copy or another device was asked for,
+                or the batch has fields.
         """
     def release(self, event: typing.Any | None = None) -> None:
         r"""
@@ -250,6 +302,83 @@ class Error(builtins.Exception):
     Base class of every error pinring raises.
     """
     ...
+
+@typing.final
+class Field:
+    r"""
+    One field of a batch: `batch["inputs"]`, `batch["targets"]`, `batch["cu_seqlens"]`...
+    
+    A DLPack producer: `torch.from_dlpack(batch["inputs"])` (or numpy's, cupy's) gives a
+    zero-copy 1-D view of the field's elements in the batch's slot, of this batch's own
+    length. It shares the batch's lease: `batch.release(...)` gives the slot back for the
+    batch and all of its fields (a view read afterwards may show the next batch's bytes), and
+    without an explicit release the slot comes back once the batch, every field of it and
+    every view made from them are gone. `__dlpack__(stream=...)` works as the batch's: the
+    declared stream waits for the batch's copy stream-side, and is fenced at the release.
+    """
+    @property
+    def name(self) -> builtins.str:
+        r"""
+        The field's name.
+        """
+    @property
+    def shape(self) -> tuple[int]:
+        r"""
+        `(len,)`: its elements in this batch (a step's own length, not the slot's).
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The element type's name: "int32" for inputs, targets, cu_seqlens and positions of a
+        `Documents` step of dtype="int32"; "uint8", "uint16", "int32", "uint32" or "int64".
+        """
+    @property
+    def nbytes(self) -> builtins.int:
+        r"""
+        Bytes of the field in this batch: len × itemsize.
+        """
+    @property
+    def device(self) -> builtins.str:
+        r"""
+        "cpu" or "cuda:N": the batch's device.
+        """
+    @property
+    def ptr(self) -> builtins.int:
+        r"""
+        The field's address: the batch's slot address plus the field's offset in it (what
+        `torch.from_dlpack(field).data_ptr()` returns).
+        """
+    @property
+    def batch(self) -> Batch:
+        r"""
+        The batch this field belongs to.
+        """
+    def __len__(self) -> builtins.int:
+        r"""
+        Elements in this batch (as `shape[0]`).
+        """
+    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
+        r"""
+        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
+        """
+    def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
+        r"""
+        A DLPack capsule viewing the field's elements (zero copy), 1-D.
+        
+        Args:
+            stream: as `Batch.__dlpack__`: (cuda) `-1` no synchronization; `None` or `1` the
+                legacy default stream; `2` the per-thread default stream; any other int a
+                `cudaStream_t`. The stream waits for the batch's copy stream-side, and the
+                batch is bound to it: its release fences the slot on it. On cpu only None
+                or -1 (the call waits for the copy, host-side).
+            max_version: a versioned (1.x) capsule when it allows one, else a legacy one.
+            dl_device: must be the batch's own device, or None.
+            copy: `True` raises BufferError: pinring exports zero-copy only.
+        
+        Raises:
+            BufferError: the batch was released, or a copy or another device was asked for.
+        """
+    def __repr__(self) -> builtins.str: ...
 
 @typing.final
 class FixedRecords:

@@ -4,7 +4,8 @@
 //! - [`loader`]: `Loader` (a pipeline over a built-in source) and `EpochIterator`;
 //!   [`settings`] turns its arguments into the core's config, [`holder`] shares the
 //!   running pipeline with every batch, [`stats`] reads its counters;
-//! - [`batch`]: `Batch`, a leased slot; [`lease`] is the lease it shares with its DLPack
+//! - [`batch`]: `Batch`, a leased slot; [`field`]: `Field`, one named array of a batch of
+//!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects;
 //! - [`source`]: `TokenWindows`, `FixedRecords` and what they share;
@@ -28,6 +29,7 @@ mod device;
 mod dispatch;
 mod dlpack;
 mod errors;
+mod field;
 mod gil;
 mod holder;
 mod lease;
@@ -47,6 +49,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<loader::Loader>()?;
     module.add_class::<loader::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;
+    module.add_class::<field::PyField>()?;
     module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

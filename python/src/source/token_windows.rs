@@ -6,10 +6,11 @@ use pyo3::prelude::*;
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{ShardProblem, SourceError, TokenShards, TokenType, Tokens};
+use pinring::Dtype;
 
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
-use crate::source::dtype::{Dtype, Row};
+use crate::source::dtype::Row;
 use crate::source::paths::{is_glob, not_a_directory, path_list};
 use crate::source::sampling::Sampling;
 use crate::source::spec::Spec;
@@ -84,9 +85,9 @@ fn seq_len_arg(py: Python<'_>, seq_len: i128) -> PyResult<u64> {
 /// The `dtype` argument.
 fn dtype_arg(py: Python<'_>, dtype: &str) -> PyResult<(TokenType, Dtype)> {
     Ok(match dtype.trim().to_ascii_lowercase().as_str() {
-        "uint16" | "u16" => (TokenType::U16, Dtype::Uint16),
-        "int32" | "i32" => (TokenType::I32, Dtype::Int32),
-        "int64" | "i64" => (TokenType::I64, Dtype::Int64),
+        "uint16" | "u16" => (TokenType::U16, Dtype::U16),
+        "int32" | "i32" => (TokenType::I32, Dtype::I32),
+        "int64" | "i64" => (TokenType::I64, Dtype::I64),
         _ => {
             return Err(config(
                 py,
@@ -184,7 +185,7 @@ impl TokenWindows {
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let cols = usize::try_from(window)
             .ok()
-            .filter(|c| c.checked_mul(dtype.itemsize()).is_some())
+            .filter(|c| c.checked_mul(dtype.size()).is_some())
             .ok_or_else(|| config(py, "seq_len", format!("seq_len={seq_len} is too large")))?;
         let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
         let paths = path_list(paths)?;
