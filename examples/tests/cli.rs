@@ -1,10 +1,10 @@
 //! The example tools, run as a user runs them: the built binaries of `quickstart`,
-//! `train_tokens` and `make_shard`, with good and bad command lines.
+//! `train_tokens`, `train_documents` and `make_shard`, with good and bad command lines.
 //!
 //! `cargo test` builds the examples into `target/<profile>/examples/`, beside the
 //! `deps/` folder that holds this test's executable; `cargo test --test cli` (or
 //! `--release --test cli`) does not, so the first test to need them runs `cargo build`
-//! for the three examples in the same profile, features and target folder (a no-op when
+//! for the four examples in the same profile, features and target folder (a no-op when
 //! they are fresh). Each check is about exit status and messages, never about speed: a
 //! watchdog only ends a run that would otherwise never end (a wrapped batch count).
 
@@ -17,13 +17,18 @@ use std::time::Duration;
 
 use pinring::source::{write_shard, write_shard_u32, ShardFormat, TokenShard};
 
-const EXAMPLES: [&str; 3] = ["quickstart", "train_tokens", "make_shard"];
+const EXAMPLES: [&str; 4] = [
+    "quickstart",
+    "train_tokens",
+    "train_documents",
+    "make_shard",
+];
 
 /// Longest a run may take before it is taken for one that never ends. Far above what any
 /// run here needs on a slow machine; reached only when a check would fail anyway.
 const WATCHDOG: Duration = Duration::from_secs(300);
 
-/// `target/<profile>/examples`, with the three examples built and fresh.
+/// `target/<profile>/examples`, with the examples built and fresh.
 fn examples_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -249,7 +254,7 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
     let dir = TempDir::new("help");
     /// Each option or argument with the default it must show, if any.
     type Options<'a> = &'a [(&'a str, Option<&'a str>)];
-    let tools: [(&str, Options<'_>); 3] = [
+    let tools: [(&str, Options<'_>); 4] = [
         (
             "quickstart",
             &[
@@ -273,6 +278,31 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
                 ("--rank <R>", Some("[default: 0]")),
                 ("--world <W>", Some("[default: 1]")),
                 ("--cuda <ORDINAL>", Some("[default: the cpu backend]")),
+            ],
+        ),
+        (
+            "train_documents",
+            &[
+                ("<PATH>...", None),
+                (
+                    "--bos <ID>",
+                    Some("[default: 50256 for u16 shards, 128000 for u32]"),
+                ),
+                ("--tokens <N>", Some("[default: 49152]")),
+                ("--max-seq-len <L>", Some("[default: 2048]")),
+                ("--max-docs <D>", Some("[default: modded-nanogpt's rule")),
+                ("--schedule <FROM:N:L,...>", None),
+                ("--order <ORDER>", Some("[default: sequential]")),
+                ("--seed <S>", Some("[default: 0]")),
+                ("--dtype <DTYPE>", Some("[default: i32]")),
+                ("--positions", None),
+                ("--steps <K>", Some("[default: 1000]")),
+                ("--threads <N>", Some("[default: one per core]")),
+                ("--rank <R>", Some("[default: 0]")),
+                ("--world <W>", Some("[default: 1]")),
+                ("--cpu", Some("[the default]")),
+                ("--cuda <N>", None),
+                ("--trace <FILE>", None),
             ],
         ),
         (
@@ -713,4 +743,142 @@ fn train_tokens_trace_to_an_unwritable_path_fails_before_the_run() {
     assert!(run.ok(), "{run:#?}");
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     assert!(json.starts_with('{') || json.starts_with('['), "{json}");
+}
+
+// ---------------------------------------------------------------------------------------
+// train_documents
+
+/// `docs.bin` in `dir`: 50 documents of 20 to 79 u16 tokens, each starting with 50256.
+fn document_shard(dir: &TempDir) -> String {
+    let mut tokens: Vec<u16> = vec![3, 4];
+    for d in 0..50u16 {
+        tokens.push(50256);
+        tokens.extend((1..20 + d % 60).map(|i| (d * 100 + i) % 50000));
+    }
+    write_shard(dir.path().join("docs.bin"), &tokens).unwrap();
+    "docs.bin".to_owned()
+}
+
+#[test]
+fn train_documents_streams_exactly_the_steps_asked_for() {
+    let dir = TempDir::new("docs-ok");
+    let shard = document_shard(&dir);
+    let run = dir.run(
+        "train_documents",
+        &[
+            "--tokens=64",
+            "--max-seq-len=32",
+            "--steps=25",
+            "--threads=1",
+            "--schedule=10:100:16,20:32:64",
+            "--positions",
+            "--world=2",
+            "--rank=1",
+            "--cpu",
+            &shard,
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("steps of up to 100 + 1 tokens as i32, cut at 64"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("\n25 steps in "), "{run:#?}");
+    assert!(run.stdout.contains("after step 25: epoch "), "{run:#?}");
+    // Shuffled, a u32 shard with LLaMA-3's bos by default, a trace.
+    let mut tokens: Vec<u32> = Vec::new();
+    for d in 0..40u32 {
+        tokens.push(128_000);
+        tokens.extend((1..30).map(|i| 100_000 + d * 30 + i));
+    }
+    write_shard_u32(dir.path().join("llama.bin"), &tokens).unwrap();
+    let run = dir.run(
+        "train_documents",
+        &[
+            "--tokens",
+            "40",
+            "--steps",
+            "12",
+            "--order",
+            "shuffled",
+            "--seed",
+            "3",
+            "--dtype",
+            "i64",
+            "--trace",
+            "trace.json",
+            "llama.bin",
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(run.stdout.contains("documents from bos 128000"), "{run:#?}");
+    assert!(run.stdout.contains("\n12 steps in "), "{run:#?}");
+    let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+    assert!(json.starts_with('{') || json.starts_with('['), "{json}");
+}
+
+#[test]
+fn train_documents_errors_name_the_real_cause() {
+    let dir = TempDir::new("docs-bad");
+    let shard = document_shard(&dir);
+    let plain = small_shard(&dir);
+    let trace = dir.path().join("no-such-folder").join("trace.json");
+    let trace = trace.to_str().unwrap().to_owned();
+    let cases: [(Vec<&str>, &str); 7] = [
+        (
+            vec![&plain, "--tokens", "8"],
+            "holds no bos token 50256, so no document starts in it",
+        ),
+        (
+            vec![&shard, "--bos", "70000"],
+            "holds u16 tokens, which never reach bos 70000",
+        ),
+        (
+            vec![&shard, "--tokens", "64", "--schedule", "5:64:8,5:32:8"],
+            "schedule entry 1 (from step 5)",
+        ),
+        (
+            vec![&shard, "--tokens", "100000"],
+            "no step fits in a whole epoch",
+        ),
+        (
+            vec![
+                &shard,
+                "--tokens",
+                "64",
+                "--max-docs",
+                "2",
+                "--max-seq-len",
+                "8",
+            ],
+            "step 0 needs",
+        ),
+        (
+            vec![&shard, "--rank", "3", "--world", "2"],
+            "rank 3 is not below world_size 2",
+        ),
+        (vec![&shard, "--tokens", "64", "--trace", &trace], &trace),
+    ];
+    for (args, phrase) in cases {
+        let run = dir.run("train_documents", &args);
+        run.assert_refused(&format!("train_documents {args:?}"));
+        assert!(
+            run.stderr.contains(phrase),
+            "train_documents {args:?}: expected `{phrase}`: {run:#?}"
+        );
+        assert!(!run.stdout.contains("steps in"), "it ran: {run:#?}");
+    }
+    // Arguments clap refuses: exit status 2.
+    for args in [
+        &["--tokens", "0", "x.bin"][..],
+        &["--schedule", "5:64", "x.bin"],
+        &["--order", "random", "x.bin"],
+        &["--cpu", "--cuda", "0", "x.bin"],
+        &[],
+    ] {
+        let run = dir.run("train_documents", args);
+        run.assert_refused(&format!("train_documents {args:?}"));
+        assert_eq!(run.code, Some(2), "{run:#?}");
+    }
 }

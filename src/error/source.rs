@@ -158,6 +158,98 @@ pub enum SourceError {
         /// What is wrong.
         why: String,
     },
+    /// A step schedule's entry is wrong: it does not start after the entry before it (the
+    /// entries must be strictly increasing in step), or one of its sizes is 0 or too large.
+    #[error("schedule entry {index} (from step {from_step}): {why}")]
+    BadSchedule {
+        /// The entry's index in the schedule as given, from 0.
+        index: usize,
+        /// The step it starts at.
+        from_step: u64,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A source setting is larger than the source supports.
+    #[error("`{setting}` is {value}, over the most this source supports ({most}): {why}")]
+    OutOfRange {
+        /// The setting, as the builder spells it.
+        setting: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest value allowed.
+        most: u64,
+        /// Why that is the limit.
+        why: &'static str,
+    },
+    /// A step of packed documents needs more documents on a rank than its `cu_seqlens`
+    /// holds (`max_docs - 1`: the first entry is 0). Reported by `pop` at that step, after
+    /// the steps before it, on every rank alike.
+    #[error(
+        "step {step} needs {needed} documents on rank {rank}, more than max_docs - 1 = {} \
+         (cu_seqlens holds max_docs = {max_docs} entries, the first of them 0): raise \
+         max_docs to at least {}",
+        max_docs.saturating_sub(1),
+        needed + 1
+    )]
+    TooManyDocuments {
+        /// The step, from 0.
+        step: u64,
+        /// The rank that needs the most documents in that step.
+        rank: u64,
+        /// Documents (pieces of documents) that rank packs into the step.
+        needed: u64,
+        /// The step's `max_docs`: the length of its `cu_seqlens`.
+        max_docs: u64,
+    },
+    /// No whole step of packed documents fits anywhere in an epoch: no shard (in sequential
+    /// order; the whole epoch in shuffled order) holds documents enough to give every rank
+    /// `tokens_per_batch + 1` tokens once documents are cut at `max_seq_len`. At build for
+    /// the first step; from `pop` for a later step whose sizes (a schedule) grow past the
+    /// data.
+    #[error(
+        "no step fits in a whole epoch: step {step} gives each of {world_size} rank(s) \
+         {tokens_per_batch} + 1 tokens of documents cut at max_seq_len {max_seq_len}, and no \
+         shard (in shuffled order: no epoch) holds documents enough; use a smaller \
+         tokens_per_batch, fewer ranks, a larger max_seq_len or longer shards"
+    )]
+    NoStepFits {
+        /// The step, from 0.
+        step: u64,
+        /// Tokens of inputs per rank in that step.
+        tokens_per_batch: u64,
+        /// Where documents are cut in that step.
+        max_seq_len: u64,
+        /// The world size.
+        world_size: u64,
+    },
+    /// A [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint) belongs to another
+    /// run: another checkpoint version, dataset (format, file names or sizes), bos, order,
+    /// seed, schedule or max_docs, or a cursor outside this dataset — or, from
+    /// [`DocumentsCheckpoint::merge`](crate::source::DocumentsCheckpoint::merge), ranks of
+    /// different runs. Resuming from it would silently repeat or skip documents, so it is
+    /// refused.
+    #[error(
+        "the documents checkpoint does not match: {what} is {saved} in the checkpoint but \
+        {here} here; it resumes only the same dataset, bos, order, seed, schedule and \
+        max_docs (the world size may change)"
+    )]
+    DocumentsCheckpointMismatch {
+        /// What differs.
+        what: String,
+        /// Its value in the checkpoint (with `merge`: in rank 0's).
+        saved: String,
+        /// Its value here (with `merge`: in the other rank's).
+        here: String,
+    },
+    /// The ranks' checkpoints given to
+    /// [`DocumentsCheckpoint::merge`](crate::source::DocumentsCheckpoint::merge) stand at
+    /// different steps: the ranks popped unequal numbers of steps, so no single position
+    /// describes them.
+    #[error("{}", unequal_steps(steps))]
+    UnequalSteps {
+        /// Each rank's step count, indexed by rank.
+        steps: Vec<u64>,
+    },
     /// A position to resume from lies past the end of its epoch.
     #[error("position index {index} is past the end of the epoch ({len} samples for this rank)")]
     BadPosition {
@@ -387,6 +479,20 @@ fn too_few_for_batches(windows: u64, world_size: u64, batch_size: u64, drop_last
             use fewer ranks, shorter windows or more data"
         )
     }
+}
+
+/// The message of [`SourceError::UnequalSteps`].
+fn unequal_steps(steps: &[u64]) -> String {
+    let each: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .map(|(r, s)| format!("rank {r} at step {s}"))
+        .collect();
+    format!(
+        "the ranks' checkpoints stand at different steps ({}): every rank must have popped \
+        the same number of steps when it saves, so that one position describes them all",
+        each.join(", ")
+    )
 }
 
 /// The message of [`SourceError::UnequalRanks`].

@@ -81,6 +81,7 @@ macro_rules! formats {
 }
 
 formats! {
+    documents,
     records,
     tokens,
 }

@@ -85,6 +85,11 @@ impl SourceFile {
         self.opened.len
     }
 
+    /// Its modification time when it was opened, where the system gives one.
+    pub(crate) fn modified(&self) -> Option<SystemTime> {
+        self.opened.modified
+    }
+
     /// Reads exactly `out.len()` bytes from `offset` into `out`, then checks that the file
     /// is still the one opened, unchanged. Any failure is [`SourceError::Read`] naming the
     /// file:

@@ -106,7 +106,7 @@ impl Fingerprint {
     }
 
     /// The first way `saved` differs from `here`: (what, saved value, value here).
-    fn difference(saved: &Self, here: &Self) -> Option<(String, String, String)> {
+    pub(crate) fn difference(saved: &Self, here: &Self) -> Option<(String, String, String)> {
         if saved.format != here.format {
             return Some((
                 "the dataset's format".into(),

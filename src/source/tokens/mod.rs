@@ -8,7 +8,7 @@ mod problem;
 mod shard;
 mod shards;
 mod token_type;
-mod widen;
+pub(crate) mod widen;
 mod window;
 mod writer;
 

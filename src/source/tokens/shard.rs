@@ -156,6 +156,12 @@ impl TokenShard {
         self.file.len()
     }
 
+    /// The file's modification time when it was opened, where the system gives one (what
+    /// an index cached across runs is checked against).
+    pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
+        self.file.modified()
+    }
+
     /// Token `i` (a `u16` shard's widened to `u32`), read from the file; `None` past the
     /// end. A file that changed since it was opened is [`SourceError::Read`].
     ///
@@ -194,6 +200,19 @@ impl TokenShard {
     ) -> Result<(), SourceError> {
         self.file
             .read_exact_at_each([(self.offset_of(first_a), a), (self.offset_of(first_b), b)])
+    }
+
+    /// As [`read_tokens`](Self::read_tokens) for any number of runs of tokens, with one
+    /// check of the file after the last read (the packed-documents decoder reads a step's
+    /// pieces of one shard this way).
+    pub(crate) fn read_token_ranges<'a>(
+        &self,
+        runs: impl IntoIterator<Item = (usize, &'a mut [u8])>,
+    ) -> Result<(), SourceError> {
+        self.file.read_exact_at_each(
+            runs.into_iter()
+                .map(|(first, out)| (self.offset_of(first), out)),
+        )
     }
 
     /// The byte offset of token `i` in the file.

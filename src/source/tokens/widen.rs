@@ -23,7 +23,7 @@ const BLOCK: usize = 512;
 
 /// How tokens of a shard's format become the decoder's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Widening {
+pub(crate) enum Widening {
     /// The same bytes (`u16` to `u16`).
     Copy,
     /// The same bytes, each checked to be at most `i32::MAX` (`u32` to `i32`).
@@ -38,7 +38,7 @@ pub(super) enum Widening {
 
 impl Widening {
     /// How `from` tokens become `to`; `None` when `to` cannot hold them (`u32` to `u16`).
-    pub(super) fn of(from: ShardFormat, to: TokenType) -> Option<Self> {
+    pub(crate) fn of(from: ShardFormat, to: TokenType) -> Option<Self> {
         Some(match (from, to) {
             (ShardFormat::U16, TokenType::U16) => Widening::Copy,
             (ShardFormat::U16, TokenType::I32) => Widening::U16ToI32,
@@ -53,9 +53,9 @@ impl Widening {
 /// A `u32` token above `i32::MAX`, found by [`Widening::CheckI32`]: its index among the
 /// tokens widened, and its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct TooLargeForI32 {
-    pub(super) index: usize,
-    pub(super) token: u32,
+pub(crate) struct TooLargeForI32 {
+    pub(crate) index: usize,
+    pub(crate) token: u32,
 }
 
 /// Bytes by which [`raw_start`] may move a read down: the alignment it matches.
@@ -65,7 +65,7 @@ const ALIGN: usize = 64;
 /// to widen them in place with [`widen_in_place`]: their natural place, the tail of `out`
 /// (`out.len() − raw_bytes`), moved down by less than [`ALIGN`] bytes so that the
 /// destination's address and `file_offset` agree modulo [`ALIGN`] (when there is room).
-pub(super) fn raw_start(out: &[u8], raw_bytes: usize, file_offset: u64) -> usize {
+pub(crate) fn raw_start(out: &[u8], raw_bytes: usize, file_offset: u64) -> usize {
     let natural = out.len().saturating_sub(raw_bytes);
     let at = (out.as_ptr() as usize).wrapping_add(natural) % ALIGN;
     let want = (file_offset % ALIGN as u64) as usize;
@@ -81,7 +81,7 @@ pub(super) fn raw_start(out: &[u8], raw_bytes: usize, file_offset: u64) -> usize
 /// `out[raw..raw + n·w]` into the `n·b` bytes of `out` (`b` the type's width), `raw` being
 /// [`raw_start`]'s: at most `n·(b − w)` and less than [`ALIGN`] below it (and 0 when
 /// nothing widens).
-pub(super) fn widen_in_place(
+pub(crate) fn widen_in_place(
     out: &mut [u8],
     raw: usize,
     widening: Widening,
@@ -107,7 +107,7 @@ pub(super) fn widen_in_place(
 /// Widens the tokens of `raw` (the format's width) into `out` (the type's): the
 /// `out.len() / b` first tokens of `raw`, which must hold that many. `raw` and `out` are
 /// apart, so this is one plain pass.
-pub(super) fn widen_into(raw: &[u8], out: &mut [u8], widening: Widening) -> Result<(), TooLargeForI32> {
+pub(crate) fn widen_into(raw: &[u8], out: &mut [u8], widening: Widening) -> Result<(), TooLargeForI32> {
     match widening {
         Widening::Copy | Widening::CheckI32 => {
             let n = out.len().min(raw.len());

@@ -1,0 +1,362 @@
+//! Streams packed documents from token shards through the pipeline, a step of one rank
+//! per batch, as modded-nanogpt's training loop takes them, and reports steps/s, tokens/s
+//! and the pipeline's stats.
+//!
+//! ```text
+//! cargo run --release --example make_shard -- /tmp/train_000.bin 100000000
+//! cargo run --release --example train_documents -- /tmp/train_000.bin
+//! cargo run --release --example train_documents -- --tokens 16384 --max-seq-len 896 \
+//!     --schedule 500:32768:2048,1000:49152:2048 --rank 0 --world 8 --steps 2000 \
+//!     '/data/fineweb_train_*.bin'
+//! cargo run --release --example train_documents -- --help
+//! ```
+//!
+//! Each PATH is a shard file or a pattern (`*`, `?` in the file name), in llm.c's format
+//! of `u16` tokens (GPT-2) or `u32` tokens (LLaMA-3). A document starts at each `--bos`
+//! token; each step of each rank packs `--tokens` + 1 tokens of documents cut at
+//! `--max-seq-len` ([`Documents`]), with `inputs`, `targets`, `cu_seqlens` (and with
+//! `--positions`, `positions`) as fields of one batch. A bad argument or a malformed file
+//! ends the run with a message and a non-zero exit status (2 for arguments, 1 for the
+//! rest), never a panic.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use pinring::source::{DocOrder, Documents, TokenShard, TokenShards, TokenType};
+use pinring::{Backend, Batch, Fence, Pipeline};
+
+/// `println!` that does not panic when stdout is closed (`train_documents ... | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Streams packed documents (each step of each rank: --tokens + 1 tokens of whole
+/// documents starting at --bos, cut at --max-seq-len, with cu_seqlens) from llm.c token
+/// shards through pinring, as modded-nanogpt's generator makes them, and prints steps/s,
+/// tokens/s and the pipeline's Stats.
+#[derive(Debug, Parser)]
+#[command(name = "train_documents", version)]
+struct Args {
+    /// Shard files, or patterns with `*` and `?` in the file name (quote them), of u16
+    /// (GPT-2) or u32 (LLaMA-3) tokens.
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<String>,
+    /// The token that starts a document [default: 50256 for u16 shards, 128000 for u32].
+    #[arg(long, value_name = "ID")]
+    bos: Option<u32>,
+    /// Tokens of inputs per rank per step (N): a step packs N + 1 tokens.
+    #[arg(long, value_name = "N", default_value_t = 49152, value_parser = at_least_one)]
+    tokens: u64,
+    /// Documents longer than this are cut to it.
+    #[arg(long, value_name = "L", default_value_t = 2048, value_parser = at_least_one)]
+    max_seq_len: u64,
+    /// Length of cu_seqlens [default: modded-nanogpt's rule for each step's N].
+    #[arg(long, value_name = "D", value_parser = at_least_one)]
+    max_docs: Option<u64>,
+    /// Step sizes that change during the run: FROM:N:L entries, comma separated, strictly
+    /// increasing in FROM (step FROM on packs N + 1 tokens cut at L).
+    #[arg(long, value_name = "FROM:N:L,...", value_parser = schedule)]
+    schedule: Option<Schedule>,
+    /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
+    #[arg(long, value_enum, default_value_t = OrderArg::Sequential)]
+    order: OrderArg,
+    /// The seed of the shuffled order.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+    /// The integer type tokens are written as (u16 only for u16 shards).
+    #[arg(long, value_enum, default_value_t = Dtype::I32)]
+    dtype: Dtype,
+    /// Also give each input token's position in its document.
+    #[arg(long)]
+    positions: bool,
+    /// Steps to stream.
+    #[arg(long, value_name = "K", default_value_t = 1000, value_parser = at_least_one)]
+    steps: u64,
+    /// Decode threads [default: one per core].
+    #[arg(long, value_name = "N", value_parser = at_least_one_usize)]
+    threads: Option<usize>,
+    /// This process's rank: ranks take the documents of each step in rank order.
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    rank: u64,
+    /// Ranks each step is shared among.
+    #[arg(long, value_name = "W", default_value_t = 1, value_parser = at_least_one)]
+    world: u64,
+    /// Use the cpu backend (device slots in ordinary memory) [the default].
+    #[arg(long, conflicts_with = "cuda")]
+    cpu: bool,
+    /// Deliver to CUDA device N.
+    #[arg(long, value_name = "N")]
+    cuda: Option<usize>,
+    /// Record a timeline of the loader (per-step spans of every stage) and write it to
+    /// FILE as Chrome trace JSON, for https://ui.perfetto.dev or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+}
+
+/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
+const TRACE_SPANS: usize = 1 << 20;
+
+/// A parsed `--schedule`.
+#[derive(Debug, Clone)]
+struct Schedule(Vec<(u64, u64, u64)>);
+
+fn schedule(s: &str) -> Result<Schedule, String> {
+    s.split(',')
+        .map(|entry| {
+            let parts: Vec<&str> = entry.trim().split(':').collect();
+            let [from, n, l] = parts[..] else {
+                return Err(format!(
+                    "`{entry}` is not FROM:N:L (three whole numbers, such as 500:32768:2048)"
+                ));
+            };
+            let num = |what: &str, v: &str| {
+                v.parse::<u64>()
+                    .map_err(|e| format!("`{entry}`: {what} `{v}`: {e}"))
+            };
+            Ok((num("FROM", from)?, num("N", n)?, num("L", l)?))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Schedule)
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Dtype {
+    U16,
+    I32,
+    I64,
+}
+
+impl From<Dtype> for TokenType {
+    fn from(d: Dtype) -> Self {
+        match d {
+            Dtype::U16 => TokenType::U16,
+            Dtype::I32 => TokenType::I32,
+            Dtype::I64 => TokenType::I64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OrderArg {
+    /// modded-nanogpt's walk: shard by shard, document by document.
+    Sequential,
+    /// Every document of every shard, permuted afresh each epoch.
+    Shuffled,
+}
+
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("it must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e} (a whole number from 1 to {} is expected)",
+            u64::MAX
+        )),
+    }
+}
+
+fn at_least_one_usize(s: &str) -> Result<usize, String> {
+    let n = at_least_one(s)?;
+    usize::try_from(n).map_err(|_| format!("{n} is more than this machine can count"))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open(paths: &[String]) -> pinring::Result<TokenShards> {
+    let mut shards: Vec<Arc<TokenShard>> = Vec::new();
+    for p in paths {
+        if p.contains(['*', '?']) {
+            shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
+        } else {
+            shards.push(Arc::new(TokenShard::open(p)?));
+        }
+    }
+    TokenShards::from_shards(shards)
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let shards = open(&args.paths)?;
+    let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
+    let order = match args.order {
+        OrderArg::Sequential => DocOrder::Sequential,
+        OrderArg::Shuffled => DocOrder::Shuffled { seed: args.seed },
+    };
+    let mut builder = Documents::builder(shards)
+        .tokens_per_batch(args.tokens)
+        .max_seq_len(args.max_seq_len)
+        .order(order)
+        .shard(args.rank, args.world)
+        .token_type(args.dtype.into())
+        .positions(args.positions);
+    if let Some(bos) = args.bos {
+        builder = builder.bos(bos);
+    }
+    if let Some(d) = args.max_docs {
+        builder = builder.max_docs(d);
+    }
+    if let Some(Schedule(entries)) = &args.schedule {
+        builder = builder.schedule(entries.clone());
+    }
+    let built = Instant::now();
+    let docs = builder.build()?;
+    let built = built.elapsed();
+    let mut config = docs.config();
+    if let Some(n) = args.threads {
+        config = config.decode_threads(n);
+    }
+    // The trace file is created before the run, so that a path that cannot be written ends
+    // the run before it starts, not after.
+    let trace = match &args.trace {
+        Some(path) => {
+            config = config.trace(TRACE_SPANS);
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+            Some((path.as_path(), file))
+        }
+        None => None,
+    };
+    let largest = docs.schedule().largest();
+    let header = |device: &str| {
+        say!(
+            "{files} shard(s) of {format} tokens, {tokens} tokens; documents from bos {}, \
+             {:?}, rank {}/{}; steps of up to {} + 1 tokens as {}, cut at {}, cu_seqlens of \
+             up to {}; on {device}",
+            docs.bos(),
+            order,
+            args.rank,
+            args.world,
+            largest.tokens,
+            docs.token_type(),
+            largest.max_seq_len,
+            largest.max_docs,
+        );
+        say!(
+            "built in {:.1} ms ({} shard(s) indexed up front)",
+            built.as_secs_f64() * 1e3,
+            docs.index_stats().at_start
+        );
+    };
+    let steps = docs
+        .iter()
+        .take(usize::try_from(args.steps).unwrap_or(usize::MAX));
+    if let Some(ordinal) = args.cuda {
+        #[cfg(feature = "cuda")]
+        {
+            let config = config
+                .cuda(pinring::CudaOptions::ordinal(ordinal))
+                .build()?;
+            header(&format!("cuda:{ordinal}"));
+            say!("{config}");
+            // Stand-in for the training step: wait (host-side) until the step is on the
+            // device. A trainer would `wait_on` its stream and release fenced on it.
+            let pipeline = Pipeline::new(config, docs.decoder(), steps)?;
+            drive(pipeline, args.steps, trace, |batch| batch.synchronize())?;
+            return report(&docs, args.steps);
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            return Err(pinring::Error::Backend {
+                call: "--cuda",
+                message: "this build has no cuda feature".into(),
+                source: None,
+            }
+            .into());
+        }
+    }
+    let config = config.build()?;
+    header("the cpu backend");
+    say!("{config}");
+    let mut checksum = 0u64;
+    drive(
+        Pipeline::new(config, docs.decoder(), steps)?,
+        args.steps,
+        trace,
+        |batch| {
+            // Stand-in for the training step: read the step's document boundaries.
+            let cu = batch.field_bytes("cu_seqlens").unwrap_or_default();
+            for entry in cu.chunks_exact(4) {
+                checksum = checksum.wrapping_add(u64::from(entry[0]));
+            }
+            Ok(())
+        },
+    )?;
+    say!("checksum {checksum}");
+    report(&docs, args.steps)
+}
+
+/// Prints where the walk stands after `steps` steps (what a checkpoint then holds) and
+/// how the shards were indexed.
+fn report(docs: &Documents, steps: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let state = docs.checkpoint_after(None, steps)?;
+    let index = docs.index_stats();
+    say!(
+        "after step {}: epoch {}, shard {}, document {}; shards indexed: {} of {} ({} up \
+         front, {} ahead of the walk, {} by a waiting step)",
+        state.step,
+        state.epoch,
+        state.shard,
+        state.doc,
+        index.indexed,
+        index.shards,
+        index.at_start,
+        index.ahead,
+        index.on_walk,
+    );
+    Ok(())
+}
+
+/// Pops `limit` steps (fewer if the source ends first), hands each to `step`, releases
+/// it; prints the rates and the stats and writes the trace into its file.
+fn drive<B: Backend>(
+    mut pipeline: Pipeline<B>,
+    limit: u64,
+    trace: Option<(&std::path::Path, std::fs::File)>,
+    mut step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let (mut steps, mut tokens) = (0u64, 0u64);
+    while steps < limit {
+        let Some(batch) = pipeline.pop()? else {
+            break;
+        };
+        step(&batch)?;
+        steps += 1;
+        // dims[2] is the step's N: its inputs.
+        tokens += batch.dims()[2];
+        // The step is finished with the batch (it synchronised), so no fence is needed.
+        batch.release(Fence::Sync).map_err(|e| e.error)?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = pipeline.stats();
+    say!(
+        "{steps} steps in {elapsed:.3} s: {:.0} steps/s, {:.1} M tokens/s",
+        steps as f64 / elapsed,
+        tokens as f64 / elapsed / 1e6,
+    );
+    say!("{stats}");
+    if let Some((path, file)) = trace {
+        let written = pipeline
+            .write_trace(std::io::BufWriter::new(file))
+            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+        say!(
+            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
+            path.display()
+        );
+    }
+    Ok(())
+}

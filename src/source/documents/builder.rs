@@ -1,0 +1,270 @@
+//! [`DocumentsBuilder`]: a [`Documents`] source's settings, checked by `build`, which
+//! indexes the shards the first step needs (every shard in shuffled order) and starts the
+//! thread that indexes ahead of the walk.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::ahead::IndexAhead;
+use super::cache::IndexCache;
+use super::inner::Inner;
+use super::packed::Documents;
+use super::index::{BosIndex, BuiltBy};
+use super::layout::Layout;
+use super::order::DocOrder;
+use super::permutation::Permutation;
+use super::schedule::Schedule;
+use super::walk::Cursor;
+use super::walker::Walker;
+use crate::error::source::SourceError;
+use crate::error::Result;
+use crate::source::sampling::segmented::Segmented;
+use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
+
+/// GPT-2's `<|endoftext|>`, which starts every document of modded-nanogpt's shards: the
+/// default `bos` of `u16` shards.
+pub const GPT2_BOS: u32 = 50256;
+/// LLaMA-3's `<|begin_of_text|>`: the default `bos` of `u32` shards.
+pub const LLAMA3_BOS: u32 = 128_000;
+
+impl Documents {
+    /// A builder over `shards` (see [`DocumentsBuilder`] for the settings and defaults).
+    pub fn builder(shards: TokenShards) -> DocumentsBuilder {
+        DocumentsBuilder::new(shards)
+    }
+}
+
+/// The settings of a [`Documents`] source; [`build`](Self::build) checks them.
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`bos`](Self::bos) | [`GPT2_BOS`] (50256) for `u16` shards, [`LLAMA3_BOS`] (128000) if any shard is `u32` |
+/// | [`tokens_per_batch`](Self::tokens_per_batch), [`max_seq_len`](Self::max_seq_len) | none: required (unless the schedule has an entry at step 0) |
+/// | [`max_docs`](Self::max_docs) | modded-nanogpt's rule, step by step ([`modded_max_docs`](crate::source::modded_max_docs)) |
+/// | [`schedule`](Self::schedule) | none: the same sizes every step |
+/// | [`order`](Self::order) | [`DocOrder::Sequential`] |
+/// | [`shard`](Self::shard) | rank 0 of 1 |
+/// | [`token_type`](Self::token_type) | [`TokenType::I32`] |
+/// | [`positions`](Self::positions) | off |
+/// | [`index_cache`](Self::index_cache) | none: every run scans the shards it needs |
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct DocumentsBuilder {
+    shards: TokenShards,
+    bos: Option<u32>,
+    tokens_per_batch: u64,
+    max_seq_len: u64,
+    max_docs: Option<u64>,
+    schedule: Vec<(u64, u64, u64)>,
+    order: DocOrder,
+    rank: u64,
+    world: u64,
+    token_type: TokenType,
+    positions: bool,
+    index_cache: Option<PathBuf>,
+    /// Tests: the thread ahead builds nothing until a test lets it.
+    #[cfg(test)]
+    gated: bool,
+}
+
+impl DocumentsBuilder {
+    fn new(shards: TokenShards) -> Self {
+        DocumentsBuilder {
+            shards,
+            bos: None,
+            tokens_per_batch: 0,
+            max_seq_len: 0,
+            max_docs: None,
+            schedule: Vec::new(),
+            order: DocOrder::Sequential,
+            rank: 0,
+            world: 1,
+            token_type: TokenType::I32,
+            positions: false,
+            index_cache: None,
+            #[cfg(test)]
+            gated: false,
+        }
+    }
+
+    /// The token that starts a document. A shard that never holds it is an error at
+    /// build (or when the walk reaches it, in sequential order).
+    pub fn bos(mut self, bos: u32) -> Self {
+        self.bos = Some(bos);
+        self
+    }
+
+    /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
+    /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
+    pub fn tokens_per_batch(mut self, n: u64) -> Self {
+        self.tokens_per_batch = n;
+        self
+    }
+
+    /// Where documents are cut: a document longer than this gives its first
+    /// `max_seq_len` tokens, and its tail is dropped.
+    pub fn max_seq_len(mut self, n: u64) -> Self {
+        self.max_seq_len = n;
+        self
+    }
+
+    /// The length of `cu_seqlens` in every step (a step holds at most `max_docs - 1`
+    /// documents per rank; one needing more is an error at that step). Unset: each
+    /// step's is modded-nanogpt's rule for its tokens.
+    pub fn max_docs(mut self, n: u64) -> Self {
+        self.max_docs = Some(n);
+        self
+    }
+
+    /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
+    /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
+    /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
+    /// them). The slot is sized for the largest step.
+    pub fn schedule(mut self, entries: Vec<(u64, u64, u64)>) -> Self {
+        self.schedule = entries;
+        self
+    }
+
+    /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
+    pub fn order(mut self, order: DocOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// This process's rank among `world_size` data-parallel ranks: ranks take the
+    /// documents of each step in rank order from one walk.
+    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
+        self.rank = rank;
+        self.world = world_size;
+        self
+    }
+
+    /// The type tokens are written as (`tokens`, `inputs`, `targets`).
+    pub fn token_type(mut self, ty: TokenType) -> Self {
+        self.token_type = ty;
+        self
+    }
+
+    /// Whether batches carry `positions`: each input token's position in its document.
+    pub fn positions(mut self, on: bool) -> Self {
+        self.positions = on;
+        self
+    }
+
+    /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
+    /// loads it instead of scanning the shard again (in shuffled order, every shard is
+    /// scanned at build). An index is used only if it was made for this very shard — its
+    /// canonical path, size and modification time — and `bos`, holds together (a
+    /// checksum), and a sample of its document starts are `bos` in the shard now; else
+    /// the shard is scanned and the index written anew, atomically (a temporary file
+    /// renamed into place). A folder that cannot be read or written is no error: the
+    /// shards are scanned. Off by default.
+    pub fn index_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.index_cache = Some(dir.into());
+        self
+    }
+
+    /// Tests: the thread ahead builds nothing until the test opens its gate.
+    #[cfg(test)]
+    pub(super) fn gated(mut self) -> Self {
+        self.gated = true;
+        self
+    }
+
+    /// Checks the settings and makes the source. Indexes the shards the first step needs
+    /// (every shard in shuffled order, in parallel) and starts the thread that indexes the
+    /// rest ahead of the walk.
+    ///
+    /// Errors: a world size of 0 or a rank not below it ([`SourceError::Zero`],
+    /// [`SourceError::BadRank`]); a token type that cannot hold a shard's tokens
+    /// ([`ShardProblem::TokenTypeTooNarrow`](crate::source::ShardProblem::TokenTypeTooNarrow));
+    /// a `bos` a shard's format cannot hold
+    /// ([`DocumentProblem::BosOutOfRange`](crate::source::DocumentProblem::BosOutOfRange));
+    /// sizes of 0, too large, or a schedule that is not increasing
+    /// ([`Schedule::new`]'s errors); a shard indexed here without a `bos`
+    /// ([`DocumentProblem::NoBos`](crate::source::DocumentProblem::NoBos)); no first
+    /// step fitting in a whole epoch ([`SourceError::NoStepFits`]).
+    pub fn build(self) -> Result<Documents> {
+        if self.world == 0 {
+            return Err(SourceError::Zero("world_size").into());
+        }
+        if self.rank >= self.world {
+            return Err(SourceError::BadRank {
+                rank: self.rank,
+                world_size: self.world,
+            }
+            .into());
+        }
+        self.shards.check_token_type(self.token_type)?;
+        let bos = self.bos.unwrap_or(match self.shards.format() {
+            ShardFormat::U16 => GPT2_BOS,
+            ShardFormat::U32 => LLAMA3_BOS,
+        });
+        let schedule = Schedule::new(
+            self.tokens_per_batch,
+            self.max_seq_len,
+            &self.schedule,
+            self.max_docs,
+        )?;
+        let layout = Layout::new(schedule.largest(), self.token_type, self.positions);
+        let cache = self.index_cache.map(IndexCache::new);
+        let index = Arc::new(BosIndex::new(&self.shards, bos, cache)?);
+        let (first_doc, epoch0, ahead) = match self.order {
+            DocOrder::Shuffled { seed } => {
+                let first_doc = index_all(&index)?;
+                let documents = first_doc.last().copied().unwrap_or(0);
+                let epoch0 = Arc::new(Permutation::new(documents, seed, 0));
+                (first_doc, Some(epoch0), None)
+            }
+            DocOrder::Sequential => {
+                #[cfg(test)]
+                let gated = self.gated;
+                #[cfg(not(test))]
+                let gated = false;
+                let ahead = (index.shards() > 1)
+                    .then(|| IndexAhead::start(index.clone(), gated))
+                    .transpose()?;
+                (Box::default(), None, ahead)
+            }
+        };
+        let inner = Inner {
+            fingerprint: self.shards.fingerprint(),
+            shards: self.shards,
+            index,
+            ahead,
+            first_doc,
+            epoch0,
+            bos,
+            order: self.order,
+            schedule,
+            rank: self.rank,
+            world: self.world,
+            layout,
+        };
+        // The first step, found now: its shards are indexed here, and a dataset where no
+        // step fits is refused now rather than at the first pop.
+        Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone()).locate(Cursor::default(), 0)?;
+        Ok(Documents {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+/// Indexes every shard, in parallel on rayon's pool; returns the documents before each
+/// shard and in all. The first shard in order that fails is the error.
+fn index_all(index: &BosIndex) -> Result<Box<[u64]>, SourceError> {
+    let counts: Vec<Result<u64, SourceError>> = (0..index.shards())
+        .into_par_iter()
+        .map(|s| index.ensure(s, BuiltBy::Start).map(|b| b.len() as u64))
+        .collect();
+    let mut first_doc = Vec::with_capacity(counts.len() + 1);
+    let mut total = 0;
+    first_doc.push(0);
+    for count in counts {
+        total += count?;
+        first_doc.push(total);
+    }
+    Ok(first_doc.into())
+}

@@ -1,0 +1,61 @@
+//! [`Inner`]: what a [`Documents`](crate::source::Documents) source shares with its
+//! iterators, steps and decoder — the shards and their index, the settings, the layout.
+
+use std::sync::Arc;
+
+use super::ahead::IndexAhead;
+use super::checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
+use super::index::BosIndex;
+use super::layout::Layout;
+use super::order::DocOrder;
+use super::permutation::Permutation;
+use super::schedule::Schedule;
+use super::walk::Cursor;
+use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::tokens::TokenShards;
+
+/// What a source, its iterators, steps and decoder share.
+pub(super) struct Inner {
+    pub(super) shards: TokenShards,
+    pub(super) index: Arc<BosIndex>,
+    /// The thread indexing ahead of the walk (sequential order, more than one shard).
+    pub(super) ahead: Option<IndexAhead>,
+    /// Documents in the shards before shard `s`, and in all at the end (shuffled order;
+    /// empty in sequential order, which does not count them up front).
+    pub(super) first_doc: Box<[u64]>,
+    /// Epoch 0's permutation, made at build (shuffled order).
+    pub(super) epoch0: Option<Arc<Permutation>>,
+    pub(super) bos: u32,
+    pub(super) order: DocOrder,
+    pub(super) schedule: Schedule,
+    pub(super) rank: u64,
+    pub(super) world: u64,
+    pub(super) layout: Layout,
+    pub(super) fingerprint: Fingerprint,
+}
+
+impl Inner {
+    /// Documents in the dataset (shuffled order; 0 in sequential order).
+    pub(super) fn documents(&self) -> u64 {
+        self.first_doc.last().copied().unwrap_or(0)
+    }
+
+    /// The checkpoint of this run at `cursor`, `step` steps done.
+    pub(super) fn checkpoint_at(&self, cursor: Cursor, step: u64) -> DocumentsCheckpoint {
+        DocumentsCheckpoint {
+            version: DOCUMENTS_CHECKPOINT_VERSION,
+            dataset: self.fingerprint.clone(),
+            bos: self.bos,
+            order: self.order.name().to_owned(),
+            seed: self.order.seed(),
+            schedule: self.schedule.triples(),
+            max_docs: self.schedule.max_docs().unwrap_or(0),
+            epoch: cursor.epoch,
+            shard: cursor.shard,
+            doc: cursor.doc,
+            step,
+            world_size: self.world,
+        }
+    }
+}
+

@@ -1,0 +1,48 @@
+//! Packed documents from llm.c token shards, as modded-nanogpt feeds its model: each
+//! batch is one step of one rank — `tokens_per_batch + 1` tokens of whole documents (each
+//! starting at a `bos` token, cut at `max_seq_len`), with `inputs`, `targets`,
+//! `cu_seqlens` and optionally `positions` as fields of one slot — walked exactly as
+//! `distributed_data_generator(align_to_bos=True)` walks them, resumable on another world
+//! size. [`Documents`] is the source; the rest is how it works:
+//!
+//! - `index.rs`, `scan.rs`, `ahead.rs`, `cache.rs`: where each shard's documents start
+//!   (its `bos` positions), found once per shard off the steps' path, and kept across runs
+//!   if asked;
+//! - `walk.rs`, `walker.rs`, `permutation.rs`, `schedule.rs`: which pieces of which
+//!   documents every rank packs into each step;
+//! - `steps.rs`, `step.rs`, `decoder.rs`, `layout.rs`: the steps a pipeline pulls, and how
+//!   one is packed into its slot;
+//! - `checkpoint.rs`: the rank-agnostic state, and resuming from it.
+
+mod ahead;
+#[cfg(test)]
+mod ahead_tests;
+mod builder;
+mod cache;
+mod checkpoint;
+mod decoder;
+mod index;
+mod inner;
+mod layout;
+mod order;
+mod packed;
+mod permutation;
+mod problem;
+mod scan;
+mod schedule;
+mod step;
+mod steps;
+mod walk;
+mod walker;
+
+pub use builder::{DocumentsBuilder, GPT2_BOS, LLAMA3_BOS};
+pub use checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
+pub use decoder::PackDocuments;
+pub use packed::Documents;
+pub use index::IndexStats;
+pub use order::DocOrder;
+pub use problem::DocumentProblem;
+pub use schedule::{modded_max_docs, Schedule, StepSizes, MAX_TOKENS_PER_BATCH};
+pub use step::DocStep;
+pub use steps::Steps;
+pub use walk::{Cursor, Piece};

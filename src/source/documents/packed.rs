@@ -1,0 +1,285 @@
+//! [`Documents`]: packed documents from token shards, a step of one rank per batch, as
+//! modded-nanogpt's `distributed_data_generator(align_to_bos=True)` makes them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::checkpoint::{cursor_text, DocumentsCheckpoint};
+use super::decoder::PackDocuments;
+use super::index::{BuiltBy, IndexStats};
+use super::inner::Inner;
+use super::order::DocOrder;
+use super::schedule::Schedule;
+use super::steps::Steps;
+use super::walk::Cursor;
+use super::walker::Walker;
+use crate::config::ConfigBuilder;
+use crate::error::source::SourceError;
+use crate::error::Result;
+use crate::fields::Fields;
+use crate::source::tokens::{TokenShards, TokenType};
+
+/// Packed documents from llm.c token shards, for variable-length attention: each batch is
+/// one step of one rank, `tokens_per_batch + 1` tokens of whole documents (each starting
+/// at a `bos` token, cut at `max_seq_len`), with `inputs` and `targets` as views of them
+/// and `cu_seqlens` marking where each document starts — exactly what modded-nanogpt's
+/// `distributed_data_generator(pattern, num_tokens = tokens_per_batch × W, max_seq_len,
+/// grad_accum_steps = 1, align_to_bos = True)` yields on rank `r` of `W` at each step (its
+/// full-index walk), then on past the last shard into the next epoch.
+///
+/// Build one with [`Documents::builder`]; run it with a config from
+/// [`config`](Self::config), the decoder from [`decoder`](Self::decoder) and the steps
+/// from [`iter`](Self::iter) (or [`iter_from`](Self::iter_from) a checkpoint). A batch
+/// then has the fields `tokens` (`N + 1`, the token type), `inputs` and `targets` (views,
+/// `N` each), `cu_seqlens` (int32, `max_docs` long: `[0, end of each document…, N, N…]`,
+/// the last document ending at `N`) and, with
+/// [`positions`](crate::source::DocumentsBuilder::positions), `positions` (int32, `N`:
+/// each input's position in its document); its dims are
+/// `[N + 1, max_docs, N]`; its rows are the documents (`id`: the document's id, the global
+/// offset of its `bos` token; `len`: its length in `cu_seqlens`); its
+/// [`step`](crate::Batch::step) the step number and its [`epoch`](crate::Batch::epoch) the
+/// walk's.
+///
+/// Where documents start is found once per shard (a scan for `bos`, about 11 GB/s from
+/// the page cache): the first shard at
+/// [`build`](crate::source::DocumentsBuilder::build), the next ones by a thread ahead of
+/// the walk, so no step waits for an index
+/// ([`index_stats`](Self::index_stats) says so); in shuffled order every shard at build, in
+/// parallel.
+///
+/// Cheap to clone (a handle on the shared source).
+///
+/// ```
+/// use pinring::source::{write_shard, Documents, TokenShards};
+/// use pinring::{Fence, Pipeline};
+///
+/// # let dir = std::env::temp_dir().join(format!("pinring-documents-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// // Documents of 7 tokens: 50256 (GPT-2's end of text starts each), then 6 others.
+/// let tokens: Vec<u16> = (0..7000u16).map(|i| if i % 7 == 0 { 50256 } else { i % 7 }).collect();
+/// write_shard(dir.join("train_000.bin"), &tokens)?;
+/// let docs = Documents::builder(TokenShards::glob(dir.join("train_*.bin"))?)
+///     .tokens_per_batch(16) // N: inputs per step (17 tokens packed)
+///     .max_seq_len(5)       // documents cut at 5 tokens
+///     .build()?;
+/// let config = docs.config().decode_threads(1).build()?;
+/// let mut pipeline = Pipeline::new(config, docs.decoder(), docs.iter().take(2))?;
+/// while let Some(batch) = pipeline.pop()? {
+///     let cu: Vec<i32> = batch.field_bytes("cu_seqlens").unwrap()
+///         .chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+///     // Four documents cut at 5 tokens fill 17 = 5 + 5 + 5 + 2: the last one less 1 ends at N.
+///     assert_eq!(&cu[..6], &[0, 5, 10, 15, 16, 16]);
+///     assert_eq!(batch.row_lens(), &[5, 5, 5, 1]);
+///     assert_eq!(batch.sample_ids()[0], 28 * batch.step().unwrap()); // 4 documents a step
+///     batch.release(Fence::Sync).expect("a Sync fence always captures");
+/// }
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Documents {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Documents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("Documents")
+            .field("shards", &inner.index.shards())
+            .field("bos", &inner.bos)
+            .field("order", &inner.order)
+            .field("schedule", &inner.schedule)
+            .field("rank", &inner.rank)
+            .field("world_size", &inner.world)
+            .field("token_type", &inner.layout.token_type)
+            .field("positions", &inner.layout.positions.is_some())
+            .finish()
+    }
+}
+
+impl Documents {
+    /// A config builder for this source: batch size 1 (a batch is a step), its
+    /// [`fields`](Self::fields) (which size the slot), and `rows_per_batch` the schedule's
+    /// largest `max_docs` (a row per document). Add the rest (the backend, decode threads)
+    /// and build it.
+    pub fn config(&self) -> ConfigBuilder {
+        let rows = usize::try_from(self.inner.layout.max_docs).unwrap_or(usize::MAX);
+        crate::config::Config::builder()
+            .batch_size(1)
+            .fields(self.fields())
+            .rows_per_batch(rows)
+    }
+
+    /// The decoder that packs this source's steps into batches.
+    pub fn decoder(&self) -> PackDocuments {
+        PackDocuments::new()
+    }
+
+    /// This rank's steps from step 0: endless, epoch after epoch.
+    pub fn iter(&self) -> Steps {
+        Steps::new(
+            self.inner.clone(),
+            Cursor::default(),
+            0,
+            self.inner.epoch0.clone(),
+        )
+    }
+
+    /// This rank's steps from `checkpoint` (which [`check_checkpoint`](Self::check_checkpoint)
+    /// checks first): the walk goes on from its cursor, at its step, with this source's
+    /// world size. The shards the next step needs are indexed here, off the steps' path;
+    /// a next step that fits nowhere is [`SourceError::NoStepFits`].
+    pub fn iter_from(&self, checkpoint: &DocumentsCheckpoint) -> Result<Steps> {
+        self.check_checkpoint(checkpoint)?;
+        let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
+        walker.locate(checkpoint.cursor(), checkpoint.step)?;
+        Ok(Steps::new(
+            self.inner.clone(),
+            checkpoint.cursor(),
+            checkpoint.step,
+            walker.into_perm(),
+        ))
+    }
+
+    /// The rank-agnostic state after this rank popped `steps` steps since `from` (`None`:
+    /// since the start), which is checked first: the walk's cursor after them and the
+    /// step count. Every rank of a run makes the same one
+    /// ([`DocumentsCheckpoint::merge`] checks that). It walks the steps again (about a
+    /// microsecond a step; indexing shards not indexed yet): pass the last checkpoint as
+    /// `from` to keep it short. A step that cannot be made (too many documents, none
+    /// fits) is its error: a pipeline never delivers it.
+    pub fn checkpoint_after(
+        &self,
+        from: Option<&DocumentsCheckpoint>,
+        steps: u64,
+    ) -> Result<DocumentsCheckpoint> {
+        let (mut cursor, mut step) = match from {
+            Some(from) => {
+                self.check_checkpoint(from)?;
+                (from.cursor(), from.step)
+            }
+            None => (Cursor::default(), 0),
+        };
+        let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
+        for _ in 0..steps {
+            let located = walker.locate(cursor, step)?;
+            let sizes = self.inner.schedule.at(step);
+            let (needed, rank) = located.walk.most_pieces;
+            if needed > sizes.max_docs.saturating_sub(1) {
+                return Err(SourceError::TooManyDocuments {
+                    step,
+                    rank,
+                    needed,
+                    max_docs: sizes.max_docs,
+                }
+                .into());
+            }
+            cursor = located.after();
+            step += 1;
+        }
+        Ok(self.inner.checkpoint_at(cursor, step))
+    }
+
+    /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
+    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and
+    /// sizes), `bos`, order, seed, schedule and `max_docs`, and a cursor inside this
+    /// dataset, or
+    /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank and
+    /// world size may differ.
+    pub fn check_checkpoint(&self, checkpoint: &DocumentsCheckpoint) -> Result<()> {
+        let inner = &*self.inner;
+        let here = inner.checkpoint_at(Cursor::default(), 0);
+        if let Some((what, saved, here)) = checkpoint.run_difference(&here) {
+            return Err(SourceError::DocumentsCheckpointMismatch { what, saved, here }.into());
+        }
+        let cursor = checkpoint.cursor();
+        let outside = |here: String| {
+            Err(SourceError::DocumentsCheckpointMismatch {
+                what: "the cursor".to_owned(),
+                saved: cursor_text(cursor),
+                here,
+            }
+            .into())
+        };
+        match inner.order {
+            DocOrder::Sequential => {
+                let shards = inner.index.shards() as u64;
+                if cursor.shard >= shards {
+                    return outside(format!("past the last of {shards} shards"));
+                }
+                let docs = inner.index.ensure(cursor.shard as usize, BuiltBy::Start)?.len() as u64;
+                if cursor.doc > docs {
+                    return outside(format!(
+                        "past the last of the {docs} documents of shard {}",
+                        cursor.shard
+                    ));
+                }
+            }
+            DocOrder::Shuffled { .. } => {
+                let docs = inner.documents();
+                if cursor.shard != 0 || cursor.doc > docs {
+                    return outside(format!(
+                        "past the last of the epoch's {docs} documents (shard 0 in shuffled order)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The fields of this source's batches (see [`Documents`]): what
+    /// [`config`](Self::config) gives the config.
+    pub fn fields(&self) -> Fields {
+        self.inner.layout.fields.clone()
+    }
+
+    /// The step sizes over the run.
+    pub fn schedule(&self) -> &Schedule {
+        &self.inner.schedule
+    }
+
+    /// How the shards were indexed so far: up front, ahead of the walk, or by the walk
+    /// itself (a step waited).
+    pub fn index_stats(&self) -> IndexStats {
+        self.inner.index.stats()
+    }
+
+    /// The token that starts a document.
+    pub fn bos(&self) -> u32 {
+        self.inner.bos
+    }
+
+    /// The order.
+    pub fn order(&self) -> DocOrder {
+        self.inner.order
+    }
+
+    /// This source's rank.
+    pub fn rank(&self) -> u64 {
+        self.inner.rank
+    }
+
+    /// The world size.
+    pub fn world_size(&self) -> u64 {
+        self.inner.world
+    }
+
+    /// The type tokens are written as.
+    pub fn token_type(&self) -> TokenType {
+        self.inner.layout.token_type
+    }
+
+    /// The shards.
+    pub fn shards(&self) -> &TokenShards {
+        &self.inner.shards
+    }
+
+    /// The documents in the dataset, when they are counted up front (shuffled order, which
+    /// indexes every shard at build); `None` in sequential order.
+    pub fn documents(&self) -> Option<u64> {
+        match self.inner.order {
+            DocOrder::Sequential => None,
+            DocOrder::Shuffled { .. } => Some(self.inner.documents()),
+        }
+    }
+}

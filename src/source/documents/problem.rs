@@ -1,0 +1,69 @@
+//! [`DocumentProblem`]: what is wrong with a token shard as a source of documents.
+
+use crate::error::source::FileProblem;
+use crate::source::tokens::ShardFormat;
+
+/// What is wrong with a token shard as a source of packed documents: it holds no document
+/// start, or it cannot hold the `bos` token at all.
+///
+/// It rides in a [`SourceError::File`](crate::source::SourceError::File) that names the
+/// shard, as [`FileProblem::Format`]; [`FileProblem::format_problem`] gives it back:
+///
+/// ```
+/// use pinring::source::{write_shard, DocumentProblem, Documents, SourceError, TokenShards};
+/// use pinring::Error;
+/// # let dir = std::env::temp_dir().join(format!("pinring-docproblem-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// write_shard(dir.join("a.bin"), &[1, 2, 3, 4])?; // no 50256 anywhere
+/// let shards = TokenShards::open([dir.join("a.bin")])?;
+/// let err = Documents::builder(shards).tokens_per_batch(2).max_seq_len(2).build().unwrap_err();
+/// let Error::Source(SourceError::File { problem, .. }) = &err else { panic!("{err}") };
+/// assert_eq!(
+///     problem.format_problem::<DocumentProblem>(),
+///     Some(&DocumentProblem::NoBos { bos: 50256 })
+/// );
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DocumentProblem {
+    /// The shard holds no `bos` token, so no document: check the `bos` setting against
+    /// the tokenizer the shards were made with (50256 is GPT-2's `<|endoftext|>`, 128000
+    /// LLaMA-3's `<|begin_of_text|>`).
+    #[error(
+        "holds no bos token {bos}, so no document starts in it: is bos the token that starts \
+         the documents of these shards? (GPT-2's is 50256, LLaMA-3's 128000)"
+    )]
+    NoBos {
+        /// The `bos` token looked for.
+        bos: u32,
+    },
+    /// The `bos` token is past the largest token the shard's format stores (65535 for
+    /// `u16` shards), so it can never appear in the shard.
+    #[error(
+        "holds {format} tokens, which never reach bos {bos} (the largest is {}): is bos the \
+         token that starts the documents of these shards? (GPT-2's is 50256, LLaMA-3's 128000)",
+        largest(*format)
+    )]
+    BosOutOfRange {
+        /// The `bos` token given.
+        bos: u32,
+        /// The shard's format.
+        format: ShardFormat,
+    },
+}
+
+/// The largest token a shard of `format` stores.
+pub(super) const fn largest(format: ShardFormat) -> u64 {
+    match format {
+        ShardFormat::U16 => u16::MAX as u64,
+        ShardFormat::U32 => u32::MAX as u64,
+    }
+}
+
+impl From<DocumentProblem> for FileProblem {
+    fn from(problem: DocumentProblem) -> Self {
+        FileProblem::Format(Box::new(problem))
+    }
+}

@@ -1,0 +1,179 @@
+//! The index cache across runs (`DocumentsBuilder::index_cache`): a second run loads what
+//! the first scanned and walks the same; a shard rewritten (even to the same size and
+//! modification time) or a damaged index file is scanned again; a cache folder that cannot
+//! be written is no error.
+
+use std::path::{Path, PathBuf};
+
+use pinring::source::{write_shard, Cursor, DocOrder, Documents, TokenShards};
+
+/// A shard of documents of `len` tokens, the first starting at `offset`.
+fn shard(path: &Path, tokens: usize, len: usize, offset: usize) {
+    let t: Vec<u16> = (0..tokens)
+        .map(|i| {
+            if i % len == offset {
+                7
+            } else {
+                100 + (i % 50) as u16
+            }
+        })
+        .collect();
+    write_shard(path, &t).unwrap();
+}
+
+fn docs(paths: &[PathBuf], cache: &Path, order: DocOrder) -> Documents {
+    Documents::builder(TokenShards::open(paths).unwrap())
+        .bos(7)
+        .tokens_per_batch(19)
+        .max_seq_len(64)
+        .order(order)
+        .index_cache(cache)
+        .build()
+        .unwrap()
+}
+
+/// The first `n` steps' starts and piece ids.
+fn walk(docs: &Documents, n: usize) -> Vec<(Cursor, Vec<u64>)> {
+    docs.iter()
+        .take(n)
+        .map(|s| (s.start().unwrap(), s.pieces().map(|p| p.doc).collect()))
+        .collect()
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut n: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+#[test]
+fn a_second_run_loads_what_the_first_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let paths: Vec<PathBuf> = (0..3)
+        .map(|s| dir.path().join(format!("t{s}.bin")))
+        .collect();
+    for p in &paths {
+        shard(p, 1000, 10, 0);
+    }
+    let order = DocOrder::Shuffled { seed: 5 };
+    let first = docs(&paths, &cache, order);
+    assert_eq!(first.index_stats().from_cache, 0);
+    let files = names(&cache);
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f.starts_with('t') && f.ends_with(".bos7.index")),
+        "{files:?}"
+    );
+    let second = docs(&paths, &cache, order);
+    let stats = second.index_stats();
+    assert_eq!((stats.indexed, stats.from_cache), (3, 3), "{stats:?}");
+    assert_eq!(walk(&first, 40), walk(&second, 40));
+    // Another bos is another index.
+    let other = Documents::builder(TokenShards::open(&paths).unwrap())
+        .bos(101)
+        .tokens_per_batch(19)
+        .max_seq_len(64)
+        .order(order)
+        .index_cache(&cache)
+        .build()
+        .unwrap();
+    assert_eq!(other.index_stats().from_cache, 0);
+    assert_eq!(names(&cache).len(), 6);
+}
+
+#[test]
+fn a_rewritten_shard_is_scanned_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let path = dir.path().join("t.bin");
+    shard(&path, 1000, 10, 0);
+    let paths = [path.clone()];
+    docs(&paths, &cache, DocOrder::Sequential);
+    // Rewritten to another size: another key.
+    shard(&path, 1200, 10, 0);
+    assert_eq!(
+        docs(&paths, &cache, DocOrder::Sequential)
+            .index_stats()
+            .from_cache,
+        0
+    );
+    assert_eq!(
+        docs(&paths, &cache, DocOrder::Sequential)
+            .index_stats()
+            .from_cache,
+        1
+    );
+    // Rewritten to the same size with its modification time set back: the documents
+    // moved by one token, which the sampled starts show.
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    shard(&path, 1200, 10, 1);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let docs = docs(&paths, &cache, DocOrder::Sequential);
+    assert_eq!(docs.index_stats().from_cache, 0);
+    let first = docs.iter().next().unwrap();
+    assert_eq!(first.pieces().next().unwrap().start, 1, "the new walk");
+}
+
+#[test]
+fn a_damaged_index_file_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let path = dir.path().join("t.bin");
+    shard(&path, 1000, 10, 0);
+    let paths = [path];
+    let clean = walk(&docs(&paths, &cache, DocOrder::Sequential), 10);
+    let file = cache.join(&names(&cache)[0]);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() - 20;
+    bytes[at] ^= 1; // a position
+    std::fs::write(&file, &bytes).unwrap();
+    let again = docs(&paths, &cache, DocOrder::Sequential);
+    assert_eq!(again.index_stats().from_cache, 0);
+    assert_eq!(walk(&again, 10), clean);
+    // Rewritten whole: trusted again.
+    assert_eq!(
+        docs(&paths, &cache, DocOrder::Sequential)
+            .index_stats()
+            .from_cache,
+        1
+    );
+    // A truncated file.
+    std::fs::write(&file, &bytes[..10]).unwrap();
+    assert_eq!(
+        docs(&paths, &cache, DocOrder::Sequential)
+            .index_stats()
+            .from_cache,
+        0
+    );
+    assert_eq!(
+        names(&cache).len(),
+        1,
+        "no temporary file left: {:?}",
+        names(&cache)
+    );
+}
+
+#[test]
+fn a_cache_folder_that_cannot_be_written_is_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.bin");
+    shard(&path, 1000, 10, 0);
+    // A file where the folder should be.
+    let cache = dir.path().join("not-a-folder");
+    std::fs::write(&cache, b"x").unwrap();
+    let docs = docs(&[path], &cache, DocOrder::Sequential);
+    assert_eq!(docs.index_stats().from_cache, 0);
+    assert_eq!(docs.iter().take(3).count(), 3);
+}

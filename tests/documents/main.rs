@@ -1,0 +1,14 @@
+//! The packed-documents source (`pinring::source::Documents`) through the public API: its
+//! walk against an independent model of modded-nanogpt's generator, the fields of real
+//! pipelines against the tokens on disk, coverage and elastic resume, LLaMA-3 shards, and
+//! every bad input.
+
+mod by_hand;
+mod cache;
+mod coverage;
+mod errors;
+mod fields;
+mod helpers;
+mod llama;
+mod model;
+mod walk;
