@@ -78,7 +78,7 @@ impl PyBatch {
     }
 
     /// The view of the field `at` of this batch: its elements inside the slot.
-    pub(crate) fn field_view(&self, at: &FieldAt) -> SlotView {
+    fn field_view(&self, at: &FieldAt) -> SlotView {
         SlotView {
             seq: self.facts.seq,
             ptr: self.facts.ptr + at.offset as u64,
@@ -86,16 +86,6 @@ impl PyBatch {
             dtype: at.dtype,
             device: self.device,
         }
-    }
-
-    /// The lease the batch shares with its fields and their exports.
-    pub(crate) fn cell(&self) -> &Arc<BatchCell> {
-        &self.cell
-    }
-
-    /// The batch's device.
-    pub(crate) fn device_of(&self) -> Device {
-        self.device
     }
 
     /// The names of the batch's fields, in layout order.
@@ -126,7 +116,7 @@ impl PyBatch {
 impl PyBatch {
     /// The batch's sequence number: 0, 1, 2, ... in delivery order.
     #[getter]
-    pub(crate) fn seq(&self) -> u64 {
+    fn seq(&self) -> u64 {
         self.facts.seq
     }
 
@@ -174,7 +164,13 @@ impl PyBatch {
         let Some((name, at)) = batch.facts.fields.iter().find(|(n, _)| n == name) else {
             return Err(batch.no_such_field(name));
         };
-        Ok(PyField::new(slf.clone().unbind(), name.clone(), *at))
+        Ok(PyField::new(
+            slf.clone().into_any().unbind(),
+            batch.cell.clone(),
+            name.clone(),
+            *at,
+            batch.field_view(at),
+        ))
     }
 
     /// Whether `name` is one of the batch's fields.

@@ -130,6 +130,14 @@ impl AnyBatch {
         }
     }
 
+    /// The epoch of the batch's samples ([`Batch::epoch`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        match self {
+            AnyBatch::Cpu(b) => b.epoch(),
+            AnyBatch::Cuda(b) => b.epoch(),
+        }
+    }
+
     /// Everything the Python object shows without touching the lease again.
     pub(crate) fn facts(&self) -> BatchFacts {
         match self {

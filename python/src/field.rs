@@ -1,14 +1,16 @@
 //! `pinring.Field`: one named array of a batch (`batch["inputs"]`), exported through
 //! DLPack as a 1-D view of its bytes in the batch's slot, under the batch's lease.
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::FieldAt;
 
-use crate::batch::PyBatch;
 use crate::dlpack::{export, SlotView};
+use crate::lease::BatchCell;
 
 /// One field of a batch: `batch["inputs"]`, `batch["targets"]`, `batch["cu_seqlens"]`...
 ///
@@ -23,19 +25,33 @@ use crate::dlpack::{export, SlotView};
 #[pyclass(module = "pinring", name = "Field", frozen)]
 #[derive(Debug)]
 pub struct PyField {
-    batch: Py<PyBatch>,
+    /// The `pinring.Batch` it belongs to (which it keeps alive).
+    batch: Py<PyAny>,
+    /// The batch's lease, which every export of the field shares.
+    cell: Arc<BatchCell>,
     name: String,
     at: FieldAt,
+    /// Its elements in the slot.
+    view: SlotView,
 }
 
 impl PyField {
-    /// The field `name` of `batch`, lying at `at` in its slot.
-    pub(crate) fn new(batch: Py<PyBatch>, name: String, at: FieldAt) -> Self {
-        PyField { batch, name, at }
-    }
-
-    fn view(&self) -> SlotView {
-        self.batch.get().field_view(&self.at)
+    /// The field `name` of `batch` (a `pinring.Batch` leasing `cell`), lying at `at` in its
+    /// slot, viewed as `view`.
+    pub(crate) fn new(
+        batch: Py<PyAny>,
+        cell: Arc<BatchCell>,
+        name: String,
+        at: FieldAt,
+        view: SlotView,
+    ) -> Self {
+        PyField {
+            batch,
+            cell,
+            name,
+            at,
+            view,
+        }
     }
 }
 
@@ -71,19 +87,20 @@ impl PyField {
     /// "cpu" or "cuda:N": the batch's device.
     #[getter]
     fn device(&self) -> String {
-        self.batch.get().device_of().name()
+        self.view.device.name()
     }
 
     /// The field's address: the batch's slot address plus the field's offset in it (what
     /// `torch.from_dlpack(field).data_ptr()` returns).
     #[getter]
     fn ptr(&self) -> u64 {
-        self.view().ptr
+        self.view.ptr
     }
 
     /// The batch this field belongs to.
     #[getter]
-    fn batch(&self, py: Python<'_>) -> Py<PyBatch> {
+    #[gen_stub(override_return_type(type_repr = "Batch"))]
+    fn batch(&self, py: Python<'_>) -> Py<PyAny> {
         self.batch.clone_ref(py)
     }
 
@@ -94,7 +111,7 @@ impl PyField {
 
     /// `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
     fn __dlpack_device__(&self) -> (u32, i32) {
-        self.batch.get().device_of().dlpack()
+        self.view.device.dlpack()
     }
 
     /// A DLPack capsule viewing the field's elements (zero copy), 1-D.
@@ -121,11 +138,10 @@ impl PyField {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let batch = self.batch.get();
         export(
             py,
-            batch.cell(),
-            self.view(),
+            &self.cell,
+            self.view,
             stream,
             max_version,
             dl_device,
@@ -134,14 +150,13 @@ impl PyField {
     }
 
     fn __repr__(&self) -> String {
-        let batch = self.batch.get();
         format!(
             "<pinring.Field {:?} of batch {} shape=({},) dtype={} device={}>",
             self.name,
-            batch.seq(),
+            self.view.seq,
             self.at.len,
             self.at.dtype.name(),
-            batch.device_of().name()
+            self.view.device.name()
         )
     }
 }

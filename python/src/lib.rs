@@ -8,10 +8,11 @@
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects;
-//! - [`source`]: `TokenWindows`, `FixedRecords` and what they share;
+//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents` and what they share;
 //! - [`dispatch`]: the cpu and cuda backends behind one type each; [`device`]: `device=`;
-//! - [`args`]: checks of plain arguments; [`state`]: the state dict; [`errors`]: the
-//!   exception classes and the mapping of the core's errors onto them;
+//! - [`args`]: checks of plain arguments; [`state`]: the state dict ([`plain`]: a serde
+//!   record as Python data); [`errors`]: the exception classes and the mapping of the
+//!   core's errors onto them;
 //! - [`gil`]: what may block runs with the GIL released, wherever it runs.
 //!
 //! Python code never runs on the pipeline's threads, and every wait (a pop, a lock, a
@@ -34,6 +35,7 @@ mod gil;
 mod holder;
 mod lease;
 mod loader;
+mod plain;
 mod release_forms;
 mod settings;
 mod source;
@@ -46,6 +48,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::classes::register(module)?;
     module.add_class::<source::token_windows::TokenWindows>()?;
     module.add_class::<source::fixed_records::FixedRecords>()?;
+    module.add_class::<source::documents::Documents>()?;
     module.add_class::<loader::Loader>()?;
     module.add_class::<loader::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;

@@ -221,7 +221,7 @@ def test_cuda_99_is_a_clear_error_never_a_crash(shard):
 
 
 def test_a_source_that_is_not_one(shard):
-    with pytest.raises(TypeError, match="TokenWindows or pinring.FixedRecords"):
+    with pytest.raises(TypeError, match="pinring.TokenWindows, pinring.FixedRecords or pinring.Documents"):
         pinring.Loader([shard], batch_size=2)
 
 

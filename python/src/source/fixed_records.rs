@@ -176,12 +176,12 @@ impl FixedRecords {
     /// Samples per epoch for this rank.
     #[getter]
     fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len()
+        self.spec.epoch_len().unwrap_or(0)
     }
 
     /// Samples per epoch for this rank (as `epoch_len`).
     fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_len()).unwrap_or(usize::MAX)
+        usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
     }
 
     fn __repr__(&self) -> String {
@@ -191,7 +191,7 @@ impl FixedRecords {
             self.records,
             self.row.cols,
             self.sampling.describe(),
-            self.spec.epoch_len()
+            self.spec.epoch_len().unwrap_or(0)
         )
     }
 }
