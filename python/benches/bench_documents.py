@@ -110,7 +110,8 @@ class Step:
         torch = self.torch
         for _ in range(self.loops):
             torch.mm(self.a, self.b)
-        self.acc += self.table[inputs].float().mean() + (targets % 7).float().mean() + cu.float().mean()
+        gathered = self.table.index_select(0, inputs)  # int32 or int64 indices
+        self.acc += gathered.float().mean() + (targets % 7).float().mean() + cu.float().mean()
 
 
 def pinring_feed(torch, pattern):

@@ -478,3 +478,25 @@ def test_help_documents_every_parameter():
         assert getattr(pinring.Batch, name).__doc__, name
     for name in ("name", "shape", "dtype", "device", "batch"):
         assert getattr(pinring.Field, name).__doc__, name
+
+
+def test_a_field_capsule_is_1d_over_the_field_bytes(shards):
+    from test_dlpack import KDL_INT, open_capsule
+
+    src = pinring.Documents(shards, tokens_per_batch=1024, max_seq_len=256)
+    with pinring.Loader(src, device="cpu") as loader:
+        b = loader.pop(timeout=BOUND)
+        for name, n in [("targets", 1024), ("cu_seqlens", 128)]:
+            field = b[name]
+            for kwargs, kind in [({}, b"dltensor"), ({"max_version": (1, 0)}, b"dltensor_versioned")]:
+                got, m = open_capsule(field.__dlpack__(**kwargs))
+                assert got == kind
+                t = m.dl_tensor
+                assert t.data == field.ptr and t.ndim == 1 and t.shape[0] == n and t.strides[0] == 1
+                assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (KDL_INT, 32, 1)
+                assert (t.device.device_type, t.device.device_id) == (1, 0) and t.byte_offset == 0
+            with pytest.raises(BufferError):
+                field.__dlpack__(copy=True)
+            with pytest.raises(BufferError):
+                field.__dlpack__(stream=7)  # no CUDA streams on the cpu backend
+        b.release()
