@@ -215,3 +215,49 @@ proptest! {
         used.check(&data, order)?;
     }
 }
+
+/// Shuffled order on 2 ranks over 100 documents of 10 tokens, 4 a step: every document
+/// exactly once an epoch (nothing is dropped: 25 steps fill the epoch), in a fresh order
+/// each epoch.
+#[test]
+fn shuffled_every_document_once_an_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Data {
+        shards: vec![
+            crate::helpers::shard(crate::helpers::BOS, 2, &[10; 60]),
+            crate::helpers::shard(crate::helpers::BOS, 0, &[10; 40]),
+        ],
+        bos: crate::helpers::BOS,
+    };
+    let paths = write(dir.path(), &data, false);
+    let mut epochs: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for rank in 0..2 {
+        let docs = builder(&paths)
+            .tokens_per_batch(19)
+            .max_seq_len(64)
+            .order(DocOrder::Shuffled { seed: 11 })
+            .shard(rank, 2)
+            .build()
+            .unwrap();
+        assert_eq!(docs.documents(), Some(100));
+        for step in docs.iter().take(75) {
+            assert_eq!(step.epoch(), step.step() / 25);
+            let ids = epochs.entry(step.epoch()).or_default();
+            ids.extend(step.pieces().map(|p| p.doc));
+        }
+    }
+    let all: BTreeSet<u64> = (0..2)
+        .flat_map(|s| data.bos_idx(s).into_iter().map(move |b| (s, b)))
+        .map(|(s, b)| data.first_token(s) + b as u64)
+        .collect();
+    assert_eq!(epochs.len(), 3);
+    for (epoch, ids) in &epochs {
+        assert_eq!(ids.len(), 100, "epoch {epoch}");
+        assert_eq!(
+            ids.iter().copied().collect::<BTreeSet<_>>(),
+            all,
+            "epoch {epoch}"
+        );
+    }
+    assert_ne!(epochs[&0], epochs[&1], "a fresh order each epoch");
+}
