@@ -8,9 +8,11 @@
 #                                   along (no Rust, no network, no pip needed): the wheels
 #                                   unpacked onto PYTHONPATH of the machine's python3 (with
 #                                   its torch, numpy, cupy), then python/tests (GPU tests
-#                                   included), python/benches/bench_loader.py and
-#                                   python/examples/train_gpt.py --synthetic --check; the
-#                                   summary table last.
+#                                   included), python/benches/bench_loader.py,
+#                                   python/benches/bench_documents.py,
+#                                   python/examples/train_gpt.py --synthetic --check and
+#                                   its --packed run against --reference (the losses step
+#                                   for step); the summary table last.
 #
 # PYTHON (default python3) is the interpreter whose site-packages hold torch (and cupy).
 # The wheel is abi3 (CPython >= 3.10) for the architecture it is built on. --run exits
@@ -44,7 +46,7 @@ build() {
 run() {
     [ -n "$(ls "$DIR"/pinring-*.whl 2>/dev/null)" ] || { echo "no wheel in $DIR: run scripts/python-gpu.sh --build first"; exit 2; }
     : >"$LOG"
-    local py=${PYTHON:-python3} site="$PWD/$DIR/site" rc_tests rc_bench rc_example rows="" w
+    local py=${PYTHON:-python3} site="$PWD/$DIR/site" rc_tests rc_bench rc_docbench rc_example rc_packed rows="" w
     # Wheels are zip files: unpacked onto PYTHONPATH, they need neither pip nor a venv, and
     # the interpreter keeps its own torch, numpy and cupy.
     rm -rf "$site" && mkdir -p "$site"
@@ -62,8 +64,19 @@ run() {
     # shellcheck disable=SC2086
     timeout 600 "$py" python/benches/bench_loader.py $rows 2>&1 | tee -a "$LOG"
     rc_bench=${PIPESTATUS[0]}
+    timeout 600 "$py" python/benches/bench_documents.py 2>&1 | tee -a "$LOG"
+    rc_docbench=${PIPESTATUS[0]}
     timeout 600 "$py" python/examples/train_gpt.py --synthetic /tmp/pinring-gpt-syn --check 2>&1 | tee -a "$LOG"
     rc_example=${PIPESTATUS[0]}
+    # Packed documents: pinring, then the faithful generator on the same model; the second
+    # run compares its losses with the first's, step for step.
+    rm -f /tmp/pinring-gpt-packed.npy
+    timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
+        --tokens 4096 --max-seq-len 512 --schedule 150:8192:1024 --check --losses-out /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
+    rc_packed=${PIPESTATUS[0]}
+    timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
+        --tokens 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
+    [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
     [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/" 2>/dev/null
 
     echo
@@ -76,9 +89,10 @@ run() {
         echo "benchmark:"
         awk -F'\t' '$1=="ROW" { printf "  %-42s %-10s %-70s %-34s %s\n", $2, $3, $4, $5, $6 }' "$LOG"
     fi
-    grep -E '^loss ' "$LOG" | tail -1
-    echo "exit status: tests $rc_tests, benchmark $rc_bench, example $rc_example"
-    [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ]
+    grep -E '^loss ' "$LOG" | tail -3
+    grep -E '^compared with ' "$LOG" | tail -1
+    echo "exit status: tests $rc_tests, benchmark $rc_bench, documents benchmark $rc_docbench, example $rc_example, packed example $rc_packed"
+    [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ] && [ "$rc_packed" = 0 ]
 }
 
 case "${1:-}" in

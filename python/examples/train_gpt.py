@@ -33,12 +33,32 @@ batches on every rank):
 --verify checks exactly-once across the runs: the sample ids of the earlier run(s) and of
 this one are disjoint and together are exactly the windows the epoch delivers (its first
 positions, all but fewer than world_size x batch windows of its tail).
+
+Packed documents (--packed): the same GPT trains on modded-nanogpt's packed steps, fed by
+pinring.Documents: each step is 1-D `inputs` (int32), `targets` (int64 on the device) and
+`cu_seqlens`, and attention is document-masked (a token sees only the earlier tokens of its
+own document), built from cu_seqlens on the device: an explicit block-diagonal causal mask
+for scaled_dot_product_attention (--attn mask, the default: any torch, small sizes), or
+FlexAttention's block mask (--attn flex). Positions restart at every document. With
+--reference the same model (same seed, same init) is fed by the faithful copy of
+modded-nanogpt's generator (python/tests/modded_reference.py) instead, with its pinned,
+non_blocking copies: both print every step's loss, which must match to rounding.
+
+    python3 python/examples/train_gpt.py --packed --synthetic /tmp/gpt-docs --steps 60 \
+        --losses-out /tmp/pinring.npy
+    python3 python/examples/train_gpt.py --packed --synthetic /tmp/gpt-docs --steps 60 \
+        --reference --compare /tmp/pinring.npy
+
+--synthetic with --packed writes four shards of BOS-delimited learnable documents (each a
+run of token + 1..4 mod 1024 from a random start, some longer than --max-seq-len), so the
+steps cross shard boundaries.
 """
 
 import argparse
 import glob
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -76,6 +96,30 @@ def synthetic(directory, n_tokens=10_000_000, seed=0):
     return os.path.join(directory, "train_*.bin")
 
 
+BOS = 50256  # GPT-2's <|endoftext|>, which starts every document
+
+
+def synthetic_docs(directory, shards=4, tokens_per_shard=400_000, seed=0):
+    """Shards of learnable documents: BOS, then a run from a random start token, each token
+    the previous one plus one of {1, 2, 3, 4}, mod 1024; lengths geometric (mean 200), a few
+    past 1000 (longer than a usual --max-seq-len); a few tokens before the first BOS."""
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for s in range(shards):
+        path = os.path.join(directory, f"train_{s:03d}.bin")
+        if os.path.exists(path):
+            continue
+        parts, n = [rng.integers(0, 1024, int(rng.integers(1, 5)))], 0
+        while n < tokens_per_shard:
+            length = int(rng.geometric(1 / 200)) + (int(rng.integers(500, 1500)) if rng.random() < 0.03 else 0)
+            run = (rng.integers(0, 1024) + np.cumsum(rng.integers(1, 5, length))) % 1024
+            parts.append(np.concatenate([[BOS], run]))
+            n += length + 1
+        write_shard(path, np.concatenate(parts)[:tokens_per_shard])
+    print(f"documents: {shards} shards of {tokens_per_shard} tokens in {directory}")
+    return os.path.join(directory, "train_*.bin")
+
+
 class Windows(torch.utils.data.Dataset):
     """The DataLoader peer: window i of T + 1 tokens (stride T) of the memory-mapped
     shards, as int64."""
@@ -110,11 +154,16 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
-    def forward(self, x):
+    def forward(self, x, attend=None):
+        """`attend`: None for causal attention over the whole sequence, else a function of
+        (q, k, v) doing the (document-masked) attention."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if attend is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = attend(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.ln2(x))
 
@@ -143,6 +192,37 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.head(self.ln(x))
         return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
+
+    def forward_packed(self, inputs, targets, cu_seqlens, attn="mask"):
+        """One packed step: `inputs` (N,) int, `targets` (N,) int64, `cu_seqlens` (max_docs,)
+        int32, padded with N. Positions restart at each document; attention stays inside it."""
+        n = inputs.shape[0]
+        idx = torch.arange(n, device=inputs.device)
+        cu = cu_seqlens.long()
+        doc = torch.searchsorted(cu[1:].contiguous(), idx, right=True)  # each token's document
+        pos = idx - cu[doc]
+        x = self.tok(inputs.long())[None] + self.pos(pos)[None]
+        attend = document_attention(doc, attn)
+        for block in self.blocks:
+            x = block(x, attend)
+        logits = self.head(self.ln(x))
+        return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
+
+
+def document_attention(doc, attn):
+    """Causal attention within each document, `doc` being each token's document index."""
+    n = doc.shape[0]
+    if attn == "flex":
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        def same_document_causal(b, h, q, kv):
+            return (doc[q] == doc[kv]) & (q >= kv)
+
+        block_mask = create_block_mask(same_document_causal, None, None, n, n, device=doc.device)
+        return lambda q, k, v: flex_attention(q, k, v, block_mask=block_mask)
+    idx = torch.arange(n, device=doc.device)
+    mask = (doc[:, None] == doc[None, :]) & (idx[:, None] >= idx[None, :])
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,6 +285,123 @@ def torch_batches(args, device, rank, world):
         epoch += 1
 
 
+def parse_schedule(text):
+    """"FROM:TOKENS:MAX_SEQ_LEN,..." as [(from_step, tokens_per_batch, max_seq_len), ...]."""
+    return [tuple(int(v) for v in entry.split(":")) for entry in text.split(",") if entry.strip()]
+
+
+def pinring_packed(args, device):
+    """(inputs, targets, cu_seqlens, max_seqlen, done) per step from pinring.Documents:
+    views of the device slot (targets widened to int64 on the device); done() releases the
+    step fenced on the current stream."""
+    src = pinring.Documents(args.data, tokens_per_batch=args.tokens, max_seq_len=args.max_seq_len,
+                            schedule=args.schedule)
+    print(f"pinring: {src}")
+    loader = pinring.Loader(src, device=device, pop_timeout=60.0)
+    cuda = device.type == "cuda"
+    try:
+        while True:
+            batch = loader.pop()
+            if batch is None:
+                return
+            inputs = torch.from_dlpack(batch["inputs"])  # int32, zero copy
+            targets = torch.from_dlpack(batch["targets"]).long()  # int64, on the device
+            cu = torch.from_dlpack(batch["cu_seqlens"])
+
+            def done(batch=batch):
+                batch.release(event=torch.cuda.current_stream() if cuda else None)
+
+            yield inputs, targets, cu, batch.max_seqlen, done
+    finally:
+        print(f"pinring stats: {loader.stats()['verdict']}")
+        loader.close()
+
+
+def reference_packed(args, device):
+    """The same steps from the faithful copy of modded-nanogpt's generator, copied to the
+    device as modded-nanogpt does: pinned host tensors, non_blocking copies."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import modded_reference
+
+    cuda = device.type == "cuda"
+    for inputs, targets, cu in modded_reference.steps(
+        args.data, tokens_per_batch=args.tokens, max_seq_len=args.max_seq_len, schedule=args.schedule
+    ):
+        def to(a):
+            t = torch.from_numpy(a)
+            return t.pin_memory().to(device, non_blocking=True) if cuda else t
+
+        yield to(inputs), to(targets), to(cu), int(np.diff(cu).max()), (lambda: None)
+
+
+def train_packed(args, device):
+    """The GPT on packed documents, every step's loss printed (the --reference run prints
+    the same steps' losses)."""
+    if args.synthetic:
+        args.data = synthetic_docs(args.synthetic)
+    args.schedule = parse_schedule(args.schedule or "")
+    if not args.nondeterministic:
+        # The same batches must give the same losses, run after run: deterministic kernels
+        # (cuBLAS's fixed workspace, the math attention backend, deterministic embedding
+        # backward), so that --reference's losses match pinring's to rounding.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        if device.type == "cuda":
+            for backend in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+                if hasattr(torch.backends.cuda, backend):  # the math backend remains
+                    getattr(torch.backends.cuda, backend)(False)
+    longest = max([args.max_seq_len] + [m for _, _, m in args.schedule])
+    torch.manual_seed(args.seed)
+    model = GPT(longest).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    feed = "modded-nanogpt's generator (reference)" if args.reference else "pinring.Documents"
+    steps = (reference_packed if args.reference else pinring_packed)(args, device)
+    print(f"{feed} feeding {device}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters, "
+          f"{args.tokens} tokens a step, documents cut at {args.max_seq_len}, schedule {args.schedule}, "
+          f"attention {args.attn}, {args.steps} steps")
+    losses, t0 = [], time.perf_counter()
+    for step in range(args.steps):
+        for g in opt.param_groups:
+            g["lr"] = args.lr * min(1.0, (step + 1) / 30)
+        got = next(steps, None)
+        if got is None:
+            print(f"the data ended after {step} steps")
+            break
+        inputs, targets, cu, max_seqlen, done = got
+        n = inputs.shape[0]
+        with autocast:
+            loss = model.forward_packed(inputs, targets, cu, attn=args.attn)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        done()
+        del inputs, targets, cu
+        losses.append(loss.item())
+        print(f"packed step {step:5d}  loss {losses[-1]:.6f}  tokens {n}  max_seqlen {max_seqlen}")
+    steps.close()
+    wall = time.perf_counter() - t0
+    losses = np.array(losses)
+    window = max(1, min(20, len(losses) // 5))
+    first, last = losses[:window].mean(), losses[-window:].mean()
+    print(f"loss {first:.4f} -> {last:.4f} (mean of the first and last {window} steps); "
+          f"{len(losses)} steps in {wall:.1f} s ({feed})")
+    ok = not (args.check and not last < first - 1.0)
+    if args.losses_out:
+        np.save(args.losses_out, losses)
+    if args.compare:
+        other = np.load(args.compare)
+        n = min(len(other), len(losses))
+        diff = np.abs(other[:n] - losses[:n])
+        same = n == len(losses) == len(other) and bool(np.all(diff <= 1e-3 * np.maximum(1.0, np.abs(other[:n]))))
+        print(f"compared with {args.compare}: {n} steps, {int((diff == 0).sum())} identical, "
+              f"largest difference {diff.max() if n else 0:.3g}: {'MATCH' if same else 'DIFFER'}")
+        ok = ok and same
+    if not ok:
+        raise SystemExit("failed: the loss did not fall by 1.0, or the losses differ from --compare's")
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -254,7 +451,30 @@ def main():
     ap.add_argument("--resume", metavar="PATH", help="start from a --save checkpoint (any number of ranks)")
     ap.add_argument("--ids-out", metavar="FILE", help="write every sample id this run consumed (all ranks), .npy")
     ap.add_argument("--verify", metavar="FILE", nargs="+", help="check exactly-once against earlier runs' --ids-out")
+    packed = ap.add_argument_group("packed documents (--packed)")
+    packed.add_argument("--packed", action="store_true", help="train on packed documents (pinring.Documents) with document-masked attention")
+    packed.add_argument("--reference", action="store_true", help="feed the same model from modded-nanogpt's generator (the faithful copy) instead")
+    packed.add_argument("--tokens", type=int, default=1024, help="tokens of inputs per step (tokens_per_batch)")
+    packed.add_argument("--max-seq-len", type=int, default=256, help="documents are cut at this length")
+    packed.add_argument("--schedule", default="", metavar="FROM:TOKENS:MAX_SEQ_LEN,...", help="step size changes")
+    packed.add_argument("--attn", choices=["mask", "flex"], default="mask",
+                        help="mask: a block-diagonal causal mask for scaled_dot_product_attention; flex: FlexAttention")
+    packed.add_argument("--nondeterministic", action="store_true",
+                        help="allow the fastest (non-deterministic) kernels: losses then differ run to run")
+    packed.add_argument("--losses-out", metavar="FILE", help="save every step's loss (.npy)")
+    packed.add_argument("--compare", metavar="FILE", help="exit 1 unless every step's loss matches this --losses-out to rounding")
     args = ap.parse_args()
+    if args.packed and not args.nondeterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+    if args.packed:
+        if args.ddp or args.loader != "pinring":
+            raise SystemExit("--packed runs on one process, with pinring or --reference")
+        device = torch.device(args.device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        return train_packed(args, device)
+    if args.reference or args.compare or args.losses_out:
+        raise SystemExit("--reference, --losses-out and --compare go with --packed")
     if args.synthetic:
         args.data = synthetic(args.synthetic, args.synthetic_tokens)
 

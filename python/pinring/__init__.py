@@ -1,7 +1,7 @@
 """pinring keeps a GPU training loop fed.
 
-Rust threads decode samples (token windows from llm.c shards, fixed-size records) straight
-into a pinned host ring; a copy thread moves each batch to a device slot on a side CUDA
+Rust threads decode samples (token windows from llm.c shards, packed documents as
+modded-nanogpt feeds its model, fixed-size records) straight into a pinned host ring; a copy thread moves each batch to a device slot on a side CUDA
 stream; ``Loader.pop()`` hands you a ``Batch`` that ``torch.from_dlpack`` views without a
 copy. ``batch.release(event=stream)`` gives the slot back: its reuse waits for your stream
 on the device, never by blocking the host.
@@ -28,8 +28,10 @@ from ._pinring import (
     ConfigError,
     CudaError,
     DecodeError,
+    Documents,
     EpochIterator,
     Error,
+    Field,
     FixedRecords,
     Loader,
     PopTimeout,
@@ -48,8 +50,10 @@ __all__ = [
     "ConfigError",
     "CudaError",
     "DecodeError",
+    "Documents",
     "EpochIterator",
     "Error",
+    "Field",
     "FixedRecords",
     "Loader",
     "PopTimeout",

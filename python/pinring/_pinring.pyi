@@ -14,8 +14,10 @@ __all__ = [
     "ConfigError",
     "CudaError",
     "DecodeError",
+    "Documents",
     "EpochIterator",
     "Error",
+    "Field",
     "FixedRecords",
     "Loader",
     "PopTimeout",
@@ -53,11 +55,13 @@ class Batch:
     One batch in a device slot, leased to you until released.
     
     A DLPack producer: `torch.from_dlpack(batch)`, `numpy.from_dlpack(batch)` (cpu) or
-    `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. Release it
-    with `release(event=...)` once the work reading it is enqueued, leave a `with batch:`
-    block, or drop every reference to it and to the views made from it. A view read after
-    the release may show the next batch's bytes (with `Loader(poison_released=True)`, a
-    debug mode, it shows out-of-range values instead).
+    `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. A batch of
+    several fields (a `Documents` step) is exported field by field instead:
+    `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. Release it with
+    `release(event=...)` once the work reading it is enqueued, leave a `with batch:` block,
+    or drop every reference to it, to its fields and to the views made from them. A view
+    read after the release may show the next batch's bytes (with
+    `Loader(poison_released=True)`, a debug mode, it shows out-of-range values instead).
     """
     @property
     def seq(self) -> builtins.int:
@@ -84,6 +88,35 @@ class Batch:
         grid windows, and the same id can come more than once in an epoch.
         """
     @property
+    def fields(self) -> tuple[str, ...]:
+        r"""
+        The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
+        "cu_seqlens")` (and `"positions"`) for a `Documents` step; `()` for a batch without
+        fields (TokenWindows, FixedRecords), which is one array.
+        """
+    @property
+    def max_seqlen(self) -> typing.Optional[builtins.int]:
+        r"""
+        The longest row of the batch, as a host int: for a `Documents` step, the longest
+        document piece (the largest difference of `cu_seqlens`), what varlen attention
+        kernels take as `max_seqlen`. None when the batch's rows have no lengths (windows,
+        records).
+        """
+    @property
+    def doc_ids(self) -> numpy.typing.NDArray[numpy.uint64] | None:
+        r"""
+        Each document's id, one per document piece of the step in `cu_seqlens` order, as a
+        read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
+        token over the shards in order, the same whatever the order, seed, rank or world
+        size. None for a batch without fields (windows, records: see `sample_ids`).
+        """
+    @property
+    def step(self) -> typing.Optional[builtins.int]:
+        r"""
+        The step of the run this batch is (from 0), where the source numbers steps (a
+        `Documents` step); None otherwise.
+        """
+    @property
     def samples(self) -> builtins.int:
         r"""
         Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
@@ -92,12 +125,14 @@ class Batch:
     def shape(self) -> tuple[int, int]:
         r"""
         `(samples, cols)`: `cols` is `seq_len + 1` for TokenWindows, `record_bytes` for
-        FixedRecords.
+        FixedRecords; for a batch of fields, `(1, slot bytes)` of uint8 (its fields' shapes
+        are `batch[name].shape`).
         """
     @property
     def dtype(self) -> builtins.str:
         r"""
-        The element type's name: "uint8", "uint16", "int32" or "int64".
+        The element type's name: "uint8", "uint16", "int32" or "int64" ("uint8" for a batch
+        of fields: each field has its own, `batch[name].dtype`).
         """
     @property
     def nbytes(self) -> builtins.int:
@@ -125,6 +160,21 @@ class Batch:
         r"""
         Whether the batch has been released (its slot may hold another batch now).
         """
+    def __getitem__(self, name: builtins.str) -> Field:
+        r"""
+        The field `name` of this batch: a `pinring.Field`, a 1-D DLPack producer viewing
+        its bytes in the slot (zero copy), of this batch's own length.
+        
+        Args:
+            name: one of `batch.fields`.
+        
+        Raises:
+            KeyError: the batch has no field of that name (the message lists its fields).
+        """
+    def __contains__(self, name: builtins.str) -> builtins.bool:
+        r"""
+        Whether `name` is one of the batch's fields.
+        """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
         `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
@@ -132,6 +182,8 @@ class Batch:
     def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
         r"""
         A DLPack capsule viewing the slot (zero copy), per the Python array API standard.
+        A batch of fields is exported field by field (`batch["inputs"].__dlpack__`, same
+        arguments): it raises BufferError.
         
         Args:
             stream: (cuda) `-1` no synchronization; `None` or `1` the legacy default stream;
@@ -146,7 +198,8 @@ class Batch:
             copy: `True` raises BufferError: pinring exports zero-copy only.
         
         Raises:
-            BufferError: the batch was released, or a copy or another device was asked for.
+            BufferError: the batch was released, or a copy or another device was asked for,
+                or the batch has fields.
         """
     def release(self, event: typing.Any | None = None) -> None:
         r"""
@@ -181,13 +234,13 @@ class Batch:
 
 class CheckpointError(Error, builtins.ValueError):
     r"""
-    A loader state was refused: it is not a state dict, it belongs to another dataset (file names and sizes), seq_len, record size, order or seed, the ranks it was merged from consumed unequal counts, no state was given, or the loader already delivered a batch. Also a ValueError.
+    A loader state was refused: it is not a state dict, it belongs to another dataset (file names and sizes), seq_len, record size, order or seed (Documents: bos, schedule or max_docs) or another kind of source, the ranks it was merged from consumed unequal counts (popped unequal steps), no state was given, or the loader already delivered a batch. Also a ValueError.
     """
     ...
 
 class ConfigError(Error, builtins.ValueError):
     r"""
-    A Loader or source argument was rejected: a size of 0, an unknown dtype, order or device string, a batch that does not fit its memory budget, a dtype too narrow for a shard's tokens. `argument` names the argument (None where no single one is at fault). Also a ValueError.
+    A Loader or source argument was rejected: a size of 0, an unknown dtype, order or device string, a batch that does not fit its memory budget, a dtype too narrow for a shard's tokens; for Documents a schedule not increasing in step, a bos the shards cannot hold, or (from pop(), at the step) a step needing more documents than max_docs allows. `argument` names the argument (None where no single one is at fault). Also a ValueError.
     """
     @property
     def argument(self) -> str | None:
@@ -226,15 +279,186 @@ class DecodeError(Error, builtins.ValueError):
         """
 
 @typing.final
+class Documents:
+    r"""
+    Packed documents from llm.c / modded-nanogpt token shards: each batch is one training
+    step of this rank, for variable-length (document-masked) attention.
+    
+    A document starts at a `bos` token and runs to the next one (or its shard's end);
+    tokens before a shard's first `bos` are never used. Each step of each rank packs
+    `tokens_per_batch + 1` tokens of whole documents, each cut at `max_seq_len`, the last
+    one cut to fill the step. With order="sequential", rank `r` of `world_size` at step `k`
+    gets exactly what modded-nanogpt's `distributed_data_generator(pattern, num_tokens =
+    tokens_per_batch * world_size, max_seq_len, grad_accum_steps=1, align_to_bos=True)`
+    yields there: ranks take each step's documents in rank order from one walk; a shard
+    whose documents run out mid-step drops that partial step and the step starts over at
+    the next shard; after the last shard the next epoch starts at the first (modded-nanogpt
+    stops there).
+    
+    A batch's fields (`batch["inputs"]`, ...; `batch.fields` names them), 1-D, of this
+    step's own `N` = tokens_per_batch:
+    
+    - `tokens` (`N + 1`, of `dtype`); `inputs` = `tokens[:-1]` and `targets` = `tokens[1:]`
+      (`N` each, views of it: int64 targets are `targets.long()` on the device);
+    - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
+      document ending at `N`, padded with `N`;
+    - `positions` (int32, `N`, with positions=True): each input's position in its document.
+    
+    `batch.max_seqlen` is the step's longest document (what varlen attention takes),
+    `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
+    in order: the same whatever the order, seed, rank or world size), `batch.step` the step.
+    
+    Where documents start is found once per shard (a scan for `bos`): the first shard here,
+    the next ones by a thread ahead of the walk, so no step waits for an index
+    (`index_stats()` says so); in shuffled order every shard here, in parallel. It has no
+    `len()`: how many steps an epoch holds depends on where its documents fall.
+    
+    Args:
+        paths: a shard's path, a glob with `*` / `?` in the file name, or a list of either
+            (str or os.PathLike), read in that order (a glob's matches sorted, as
+            modded-nanogpt sorts them). Shards of u16 tokens (GPT-2) and of u32 tokens
+            (LLaMA-3) are read.
+        bos: the token that starts a document; None: 50256 (GPT-2's `<|endoftext|>`) for
+            u16 shards, 128000 (LLaMA-3's `<|begin_of_text|>`) for u32 shards.
+        tokens_per_batch: tokens of inputs per rank per step (`N`; modded-nanogpt's
+            `num_tokens` is this times world_size).
+        max_seq_len: documents are cut at this many tokens (their tails are dropped).
+        max_docs: the length of `cu_seqlens` in every step (a step holds at most
+            `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
+            (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
+            of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+            a ConfigError from `pop()` at that step, naming it and the count it needed.
+        schedule: changes of the step sizes, known up front: a list of `(from_step,
+            tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
+            uses the last entry with `from_step <= k` (the sizes above before the first; an
+            entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
+            Slots are sized for the largest step; each batch has its own step's shape.
+        order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
+            permutation of every document of every shard, from `seed`; only an epoch's last
+            partial step is dropped).
+        seed: the seed of "shuffled".
+        rank: this process's rank.
+        world_size: how many ranks share each step's documents.
+        dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64", or
+            "uint16" (u16 shards only).
+        positions: add the `positions` field.
+        index_cache: a folder where each shard's document index is kept across runs (made
+            if missing); an index is used only if made for this very shard (path, size,
+            modification time) and bos, else the shard is scanned again. None: no cache.
+    
+    Raises:
+        SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
+            a shard holds no `bos` token; no step fits in a whole epoch. `e.path` names the
+            file.
+        ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
+            max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
+            entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
+            order or dtype, a dtype too narrow for the shards.
+    """
+    @property
+    def bos(self) -> builtins.int:
+        r"""
+        The token that starts a document.
+        """
+    @property
+    def tokens_per_batch(self) -> builtins.int:
+        r"""
+        Tokens of inputs per rank at step 0.
+        """
+    @property
+    def max_seq_len(self) -> builtins.int:
+        r"""
+        Where documents are cut at step 0.
+        """
+    @property
+    def max_docs(self) -> typing.Optional[builtins.int]:
+        r"""
+        The `max_docs` given; None: modded-nanogpt's rule, step by step.
+        """
+    @property
+    def schedule(self) -> builtins.list[tuple[builtins.int, builtins.int, builtins.int, builtins.int]]:
+        r"""
+        The step sizes over the run: `[(from_step, tokens_per_batch, max_seq_len, max_docs),
+        ...]`, the first from step 0.
+        """
+    @property
+    def order(self) -> builtins.str:
+        r"""
+        "sequential" or "shuffled".
+        """
+    @property
+    def seed(self) -> builtins.int:
+        r"""
+        The seed of "shuffled" (0 for "sequential").
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks sharing each step's documents.
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The tokens' element type: "uint16", "int32" or "int64".
+        """
+    @property
+    def positions(self) -> builtins.bool:
+        r"""
+        Whether batches carry `positions`.
+        """
+    @property
+    def fields(self) -> builtins.list[builtins.str]:
+        r"""
+        The names of a batch's fields, in layout order.
+        """
+    @property
+    def files(self) -> builtins.list[builtins.str]:
+        r"""
+        The shard files, in the order they are walked.
+        """
+    @property
+    def tokens(self) -> builtins.int:
+        r"""
+        Tokens in all shards.
+        """
+    @property
+    def documents(self) -> typing.Optional[builtins.int]:
+        r"""
+        Documents in all shards, when counted up front (order="shuffled" indexes every
+        shard here); None with order="sequential".
+        """
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> Documents: ...
+    def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
+        r"""
+        `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
+        
+        Args:
+            step: a step number, from 0.
+        """
+    def index_stats(self) -> dict[str, int]:
+        r"""
+        How the shards were indexed so far, as a dict of counts: `shards`, `indexed`, and of
+        those `at_start` (before any step), `ahead` (by the thread ahead of the walk),
+        `on_walk` (by the walk itself: a step waited; 0 in a healthy run) and `from_cache`.
+        """
+    def __repr__(self) -> builtins.str: ...
+
+@typing.final
 class EpochIterator:
     r"""
     One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-    loader's next one to the end of that batch's epoch.
+    loader's next one to the end of that batch's epoch (over a Documents source: every step
+    to the end of the run).
     """
     @property
     def epoch(self) -> builtins.int:
         r"""
-        The epoch this iterator yields.
+        The epoch this iterator yields (Documents: the epoch it started in).
         """
     def __iter__(self) -> EpochIterator:
         r"""
@@ -250,6 +474,83 @@ class Error(builtins.Exception):
     Base class of every error pinring raises.
     """
     ...
+
+@typing.final
+class Field:
+    r"""
+    One field of a batch: `batch["inputs"]`, `batch["targets"]`, `batch["cu_seqlens"]`...
+    
+    A DLPack producer: `torch.from_dlpack(batch["inputs"])` (or numpy's, cupy's) gives a
+    zero-copy 1-D view of the field's elements in the batch's slot, of this batch's own
+    length. It shares the batch's lease: `batch.release(...)` gives the slot back for the
+    batch and all of its fields (a view read afterwards may show the next batch's bytes), and
+    without an explicit release the slot comes back once the batch, every field of it and
+    every view made from them are gone. `__dlpack__(stream=...)` works as the batch's: the
+    declared stream waits for the batch's copy stream-side, and is fenced at the release.
+    """
+    @property
+    def name(self) -> builtins.str:
+        r"""
+        The field's name.
+        """
+    @property
+    def shape(self) -> tuple[int]:
+        r"""
+        `(len,)`: its elements in this batch (a step's own length, not the slot's).
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The element type's name: "int32" for inputs, targets, cu_seqlens and positions of a
+        `Documents` step of dtype="int32"; "uint8", "uint16", "int32", "uint32" or "int64".
+        """
+    @property
+    def nbytes(self) -> builtins.int:
+        r"""
+        Bytes of the field in this batch: len × itemsize.
+        """
+    @property
+    def device(self) -> builtins.str:
+        r"""
+        "cpu" or "cuda:N": the batch's device.
+        """
+    @property
+    def ptr(self) -> builtins.int:
+        r"""
+        The field's address: the batch's slot address plus the field's offset in it (what
+        `torch.from_dlpack(field).data_ptr()` returns).
+        """
+    @property
+    def batch(self) -> Batch:
+        r"""
+        The batch this field belongs to.
+        """
+    def __len__(self) -> builtins.int:
+        r"""
+        Elements in this batch (as `shape[0]`).
+        """
+    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
+        r"""
+        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
+        """
+    def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
+        r"""
+        A DLPack capsule viewing the field's elements (zero copy), 1-D.
+        
+        Args:
+            stream: as `Batch.__dlpack__`: (cuda) `-1` no synchronization; `None` or `1` the
+                legacy default stream; `2` the per-thread default stream; any other int a
+                `cudaStream_t`. The stream waits for the batch's copy stream-side, and the
+                batch is bound to it: its release fences the slot on it. On cpu only None
+                or -1 (the call waits for the copy, host-side).
+            max_version: a versioned (1.x) capsule when it allows one, else a legacy one.
+            dl_device: must be the batch's own device, or None.
+            copy: `True` raises BufferError: pinring exports zero-copy only.
+        
+        Raises:
+            BufferError: the batch was released, or a copy or another device was asked for.
+        """
+    def __repr__(self) -> builtins.str: ...
 
 @typing.final
 class FixedRecords:
@@ -344,9 +645,16 @@ class Loader:
     epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
     goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
     
+    Over a `Documents` source a batch is one training step of this rank (no batch_size):
+    `pop()` gives the next step, and `for batch in loader:` yields every step to the end of
+    the run (endless with epochs=None), since how many steps an epoch holds is not known up
+    front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
+    
     Args:
-        src: a TokenWindows or a FixedRecords.
-        batch_size: samples per batch (an epoch's last batch may be short, see drop_last).
+        src: a TokenWindows, a FixedRecords or a Documents.
+        batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
+            required for TokenWindows and FixedRecords, refused (ConfigError) for Documents,
+            whose batch is one step of `tokens_per_batch` tokens.
         device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
             or torch.device("cuda", N): the primary context of device N, the one PyTorch
             uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -355,11 +663,13 @@ class Loader:
         device_slots: batches you may hold at once (each a device slot).
         decode_threads: the decode pool's threads (None: one per core).
         pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
-        drop_last: drop each epoch's short last batch.
+        drop_last: drop each epoch's short last batch (Documents: never short; True is a
+            ConfigError).
         epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
             (the default): no cap. Iterating past the cap raises StoppedError.
         state: a state_dict() to resume from (of any rank of a run at any world size, or
-            a list of every rank's).
+            a list of every rank's); for Documents, the walk goes on from the saved cursor
+            with this source's world size.
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
@@ -387,7 +697,7 @@ class Loader:
     @property
     def batch_size(self) -> builtins.int:
         r"""
-        Samples per full batch.
+        Samples per full batch (1 for Documents: a batch is one step).
         """
     @property
     def device(self) -> builtins.str:
@@ -402,7 +712,8 @@ class Loader:
     @property
     def shape(self) -> tuple[int, int]:
         r"""
-        `(batch_size, cols)`: a full batch's shape.
+        `(batch_size, cols)`: a full batch's shape (Documents: `(1, slot bytes)`; its
+        fields have their own shapes).
         """
     @property
     def host_slots(self) -> builtins.int:
@@ -427,7 +738,9 @@ class Loader:
     @property
     def epoch(self) -> builtins.int:
         r"""
-        The epoch of the next batch (from 0).
+        The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
+        known before the walk gets there: the epoch of the last step popped (before any,
+        the epoch of the state it resumed from, else 0).
         """
     @property
     def epoch_len(self) -> builtins.int:
@@ -435,19 +748,25 @@ class Loader:
         Samples per epoch for this rank: the same on every rank (the epoch's tail that
         would not split evenly is dropped: fewer than world_size × batch_size windows with
         drop_last, fewer than world_size without).
+        
+        Raises:
+            TypeError: for Documents (not known up front).
         """
     @property
     def epoch_batches(self) -> builtins.int:
         r"""
         Batches per epoch for this rank: the same on every rank (as `len(loader)`).
+        
+        Raises:
+            TypeError: for Documents (not known up front).
         """
     @property
     def total_batches(self) -> typing.Optional[builtins.int]:
         r"""
         Batches this loader delivers in all, from its start or the state it resumed from;
-        None with epochs=None.
+        None with epochs=None, and for Documents (not known up front).
         """
-    def __new__(cls, src: TokenWindows | FixedRecords, batch_size: builtins.int, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
@@ -456,6 +775,12 @@ class Loader:
         consumed (popped; decoded or in-flight batches do not count). In a data-parallel
         run every rank returns the same state, as long as the ranks popped the same number
         of batches; `merge_states` checks that.
+        
+        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
+        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
+        steps popped (`step`) and `world_size`; the same on every rank after the same number
+        of steps, and resumable at any world size. (It walks the steps popped since the last
+        state_dict(), about a microsecond each.)
         """
     def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]) -> None:
         r"""
@@ -474,8 +799,9 @@ class Loader:
         
         Raises:
             CheckpointError: a state of another dataset, seq_len, record size, order or
-                seed, of ranks that consumed unequal counts, an empty list, or a loader that
-                delivered a batch already.
+                seed (Documents: bos, schedule or max_docs), of another kind of source, of
+                ranks that consumed unequal counts (popped unequal steps), an empty list, or
+                a loader that delivered a batch already.
         """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
@@ -493,7 +819,10 @@ class Loader:
             PopTimeout: no batch within `timeout`; `e.behind` names the stage behind.
             AllSlotsLeased: you held every device slot for `lease_timeout` seconds.
             DecodeError, SourceError: a sample failed, raised once, after every batch
-                before it; then StoppedError.
+                before it; then StoppedError. For Documents, a step that needs more
+                documents than max_docs allows is a ConfigError (argument "max_docs") and
+                one that fits nowhere in an epoch (a schedule grown past the data) a
+                SourceError, each naming the step, after the steps before it.
             StoppedError: the loader is closed or stopped after an error.
         """
     def stats(self) -> dict[str, typing.Any]:
@@ -526,11 +855,19 @@ class Loader:
     def __len__(self) -> builtins.int:
         r"""
         Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
+        
+        Raises:
+            TypeError: for Documents (steps per epoch are not known up front).
+        """
+    def __bool__(self) -> builtins.bool:
+        r"""
+        Always True (a loader is not falsy when an epoch is empty, nor an error for
+        Documents, which has no len()).
         """
     def __iter__(self) -> EpochIterator:
         r"""
         The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch.
+        with the next epoch. For Documents: every step to the end of the run.
         
         Raises:
             StoppedError: every epoch of `epochs` was delivered.
@@ -562,7 +899,7 @@ class PopTimeout(Error, builtins.TimeoutError):
 
 class SourceError(Error, builtins.OSError):
     r"""
-    A data source could not be opened or sampled: a missing file, a directory, bad magic, a truncated shard, a glob matching nothing, a seq_len longer than every shard, a shard that changed under a running loader. `path` names the file (or the pattern). Also an OSError.
+    A data source could not be opened or sampled: a missing file, a directory, bad magic, a truncated shard, a glob matching nothing, a seq_len longer than every shard, a shard that changed under a running loader; for Documents a shard with no bos token, or no step fitting in a whole epoch. `path` names the file (or the pattern). Also an OSError.
     """
     @property
     def path(self) -> str | None:

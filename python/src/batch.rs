@@ -3,30 +3,41 @@
 
 use std::sync::Arc;
 
-use dlpark::ffi::DLPackVersion;
-use dlpark::python::{export_dlpack, ExportRequest};
-use pyo3::exceptions::{PyImportError, PyTypeError};
+use pinring::FieldAt;
+use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts};
-use crate::dlpack::{Export, SlotView};
+use crate::dlpack::{export, Shape, SlotView};
 use crate::errors::from_core::to_py_with;
+use crate::field::PyField;
 use crate::holder::PipelineHolder;
 use crate::lease::BatchCell;
 use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
 
+/// `values` as a read-only numpy uint64 array (`what` names it in the error without numpy).
+fn u64_array<'py>(py: Python<'py>, values: &[u64], what: &str) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = py.import("numpy").map_err(|e| {
+        PyImportError::new_err(format!("{what} is a numpy array: install numpy ({e})"))
+    })?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    numpy.call_method1("frombuffer", (PyBytes::new(py, &bytes), "<u8"))
+}
+
 /// One batch in a device slot, leased to you until released.
 ///
 /// A DLPack producer: `torch.from_dlpack(batch)`, `numpy.from_dlpack(batch)` (cpu) or
-/// `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. Release it
-/// with `release(event=...)` once the work reading it is enqueued, leave a `with batch:`
-/// block, or drop every reference to it and to the views made from it. A view read after
-/// the release may show the next batch's bytes (with `Loader(poison_released=True)`, a
-/// debug mode, it shows out-of-range values instead).
+/// `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. A batch of
+/// several fields (a `Documents` step) is exported field by field instead:
+/// `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. Release it with
+/// `release(event=...)` once the work reading it is enqueued, leave a `with batch:` block,
+/// or drop every reference to it, to its fields and to the views made from them. A view
+/// read after the release may show the next batch's bytes (with
+/// `Loader(poison_released=True)`, a debug mode, it shows out-of-range values instead).
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", name = "Batch", frozen)]
 #[derive(Debug)]
@@ -57,9 +68,45 @@ impl PyBatch {
         SlotView {
             seq: self.facts.seq,
             ptr: self.facts.ptr,
-            samples: self.facts.samples,
-            row: self.row,
+            shape: Shape::Rows {
+                samples: self.facts.samples,
+                cols: self.row.cols,
+            },
+            dtype: self.row.dtype,
             device: self.device,
+        }
+    }
+
+    /// The view of the field `at` of this batch: its elements inside the slot.
+    fn field_view(&self, at: &FieldAt) -> SlotView {
+        SlotView {
+            seq: self.facts.seq,
+            ptr: self.facts.ptr + at.offset as u64,
+            shape: Shape::Flat { len: at.len },
+            dtype: at.dtype,
+            device: self.device,
+        }
+    }
+
+    /// The names of the batch's fields, in layout order.
+    fn field_names(&self) -> Vec<&str> {
+        self.facts.fields.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The error for a name that is no field of this batch.
+    fn no_such_field(&self, name: &str) -> PyErr {
+        if self.facts.fields.is_empty() {
+            PyKeyError::new_err(format!(
+                "{name:?}: batch {} has no fields (a TokenWindows or FixedRecords batch is one \
+                 array: torch.from_dlpack(batch))",
+                self.facts.seq
+            ))
+        } else {
+            PyKeyError::new_err(format!(
+                "{name:?} is no field of batch {}: its fields are {}",
+                self.facts.seq,
+                self.field_names().join(", ")
+            ))
         }
     }
 }
@@ -92,18 +139,72 @@ impl PyBatch {
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64]", imports = ("numpy", "numpy.typing")))]
     fn sample_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let numpy = py.import("numpy").map_err(|e| {
-            PyImportError::new_err(format!(
-                "Batch.sample_ids is a numpy array: install numpy ({e})"
-            ))
-        })?;
-        let bytes: Vec<u8> = self
-            .facts
-            .ids
-            .iter()
-            .flat_map(|id| id.to_le_bytes())
-            .collect();
-        numpy.call_method1("frombuffer", (PyBytes::new(py, &bytes), "<u8"))
+        u64_array(py, &self.facts.ids, "Batch.sample_ids")
+    }
+
+    /// The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
+    /// "cu_seqlens")` (and `"positions"`) for a `Documents` step; `()` for a batch without
+    /// fields (TokenWindows, FixedRecords), which is one array.
+    #[getter]
+    #[gen_stub(override_return_type(type_repr = "tuple[str, ...]"))]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.field_names())
+    }
+
+    /// The field `name` of this batch: a `pinring.Field`, a 1-D DLPack producer viewing
+    /// its bytes in the slot (zero copy), of this batch's own length.
+    ///
+    /// Args:
+    ///     name: one of `batch.fields`.
+    ///
+    /// Raises:
+    ///     KeyError: the batch has no field of that name (the message lists its fields).
+    fn __getitem__(slf: Bound<'_, Self>, name: &str) -> PyResult<PyField> {
+        let batch = slf.get();
+        let Some((name, at)) = batch.facts.fields.iter().find(|(n, _)| n == name) else {
+            return Err(batch.no_such_field(name));
+        };
+        Ok(PyField::new(
+            slf.clone().into_any().unbind(),
+            batch.cell.clone(),
+            name.clone(),
+            *at,
+            batch.field_view(at),
+        ))
+    }
+
+    /// Whether `name` is one of the batch's fields.
+    fn __contains__(&self, name: &str) -> bool {
+        self.facts.fields.iter().any(|(n, _)| n == name)
+    }
+
+    /// The longest row of the batch, as a host int: for a `Documents` step, the longest
+    /// document piece (the largest difference of `cu_seqlens`), what varlen attention
+    /// kernels take as `max_seqlen`. None when the batch's rows have no lengths (windows,
+    /// records).
+    #[getter]
+    fn max_seqlen(&self) -> Option<u32> {
+        self.facts.row_lens.iter().copied().max().filter(|&m| m > 0)
+    }
+
+    /// Each document's id, one per document piece of the step in `cu_seqlens` order, as a
+    /// read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
+    /// token over the shards in order, the same whatever the order, seed, rank or world
+    /// size. None for a batch without fields (windows, records: see `sample_ids`).
+    #[getter]
+    #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64] | None", imports = ("numpy", "numpy.typing")))]
+    fn doc_ids<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.facts.fields.is_empty() {
+            return Ok(None);
+        }
+        u64_array(py, &self.facts.ids, "Batch.doc_ids").map(Some)
+    }
+
+    /// The step of the run this batch is (from 0), where the source numbers steps (a
+    /// `Documents` step); None otherwise.
+    #[getter]
+    fn step(&self) -> Option<u64> {
+        self.facts.step
     }
 
     /// Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
@@ -113,14 +214,16 @@ impl PyBatch {
     }
 
     /// `(samples, cols)`: `cols` is `seq_len + 1` for TokenWindows, `record_bytes` for
-    /// FixedRecords.
+    /// FixedRecords; for a batch of fields, `(1, slot bytes)` of uint8 (its fields' shapes
+    /// are `batch[name].shape`).
     #[getter]
     #[gen_stub(override_return_type(type_repr = "tuple[int, int]"))]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, [self.facts.samples, self.row.cols])
     }
 
-    /// The element type's name: "uint8", "uint16", "int32" or "int64".
+    /// The element type's name: "uint8", "uint16", "int32" or "int64" ("uint8" for a batch
+    /// of fields: each field has its own, `batch[name].dtype`).
     #[getter]
     fn dtype(&self) -> &'static str {
         self.row.dtype.name()
@@ -163,6 +266,8 @@ impl PyBatch {
     }
 
     /// A DLPack capsule viewing the slot (zero copy), per the Python array API standard.
+    /// A batch of fields is exported field by field (`batch["inputs"].__dlpack__`, same
+    /// arguments): it raises BufferError.
     ///
     /// Args:
     ///     stream: (cuda) `-1` no synchronization; `None` or `1` the legacy default stream;
@@ -177,7 +282,8 @@ impl PyBatch {
     ///     copy: `True` raises BufferError: pinring exports zero-copy only.
     ///
     /// Raises:
-    ///     BufferError: the batch was released, or a copy or another device was asked for.
+    ///     BufferError: the batch was released, or a copy or another device was asked for,
+    ///         or the batch has fields.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     #[gen_stub(override_return_type(type_repr = "typing.Any", imports = ("typing",)))]
     fn __dlpack__<'py>(
@@ -188,21 +294,24 @@ impl PyBatch {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let current = DLPackVersion::CURRENT;
-        let minor = match max_version {
-            Some((major, minor)) if major == current.major => minor.min(current.minor),
-            _ => current.minor,
-        };
-        let request = ExportRequest::parse(stream.as_ref(), max_version, dl_device, copy)?;
-        let export = Export {
-            cell: &self.cell,
-            view: self.view(),
-            version: DLPackVersion {
-                major: current.major,
-                minor,
-            },
-        };
-        export_dlpack(&export, py, request)
+        if !self.facts.fields.is_empty() {
+            return Err(PyBufferError::new_err(format!(
+                "batch {} holds several fields ({}): export one of them, e.g. \
+                 torch.from_dlpack(batch[\"{}\"])",
+                self.facts.seq,
+                self.field_names().join(", "),
+                self.field_names()[0]
+            )));
+        }
+        export(
+            py,
+            &self.cell,
+            self.view(),
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        )
     }
 
     /// Gives the slot back; its reuse waits for the fence, stream-side.
@@ -306,6 +415,21 @@ impl PyBatch {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
+        let released = if self.released(py) { " released" } else { "" };
+        if !self.facts.fields.is_empty() {
+            let step = self
+                .facts
+                .step
+                .map_or_else(String::new, |k| format!(" step={k}"));
+            return format!(
+                "<pinring.Batch seq={}{step} epoch={} fields=({}) rows={} device={}{released}>",
+                self.facts.seq,
+                self.facts.epoch,
+                self.field_names().join(", "),
+                self.facts.ids.len(),
+                self.device.name(),
+            );
+        }
         format!(
             "<pinring.Batch seq={} epoch={} shape=({}, {}) dtype={} device={}{}>",
             self.facts.seq,
@@ -314,7 +438,7 @@ impl PyBatch {
             self.row.cols,
             self.row.dtype.name(),
             self.device.name(),
-            if self.released(py) { " released" } else { "" }
+            released
         )
     }
 }

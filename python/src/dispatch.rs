@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use pinring::{Batch, Cpu, Cuda, Pipeline, Stats, StopHandle};
+use pinring::{Backend, Batch, Cpu, Cuda, FieldAt, Pipeline, Stats, StopHandle};
 
 /// A pipeline of either backend.
 #[derive(Debug)]
@@ -89,8 +89,36 @@ pub(crate) struct BatchFacts {
     pub(crate) ptr: u64,
     /// [`Batch::epoch`].
     pub(crate) epoch: u64,
-    /// [`Batch::sample_ids`].
+    /// [`Batch::sample_ids`]: one per row (a sample, or a packed document).
     pub(crate) ids: Box<[u64]>,
+    /// [`Batch::row_lens`]: each row's length where the source says it (a packed
+    /// document's tokens in the batch), else 0.
+    pub(crate) row_lens: Box<[u32]>,
+    /// [`Batch::step`].
+    pub(crate) step: Option<u64>,
+    /// Each field of the batch ([`Batch::field`]), in layout order; empty without fields.
+    pub(crate) fields: Box<[(String, FieldAt)]>,
+}
+
+/// What `batch` says about itself, with its slot's address as a number.
+fn facts<B: Backend>(b: &Batch<B>, ptr: u64) -> BatchFacts {
+    let fields = b.fields().map_or_else(Vec::new, |layout| {
+        layout
+            .iter()
+            .filter_map(|f| Some((f.name.clone(), b.field(&f.name)?)))
+            .collect()
+    });
+    BatchFacts {
+        seq: b.seq(),
+        samples: b.samples(),
+        slot: b.slot(),
+        ptr,
+        epoch: b.epoch(),
+        ids: b.sample_ids().into(),
+        row_lens: b.row_lens().into(),
+        step: b.step(),
+        fields: fields.into(),
+    }
 }
 
 impl AnyBatch {
@@ -102,25 +130,19 @@ impl AnyBatch {
         }
     }
 
+    /// The epoch of the batch's samples ([`Batch::epoch`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        match self {
+            AnyBatch::Cpu(b) => b.epoch(),
+            AnyBatch::Cuda(b) => b.epoch(),
+        }
+    }
+
     /// Everything the Python object shows without touching the lease again.
     pub(crate) fn facts(&self) -> BatchFacts {
         match self {
-            AnyBatch::Cpu(b) => BatchFacts {
-                seq: b.seq(),
-                samples: b.samples(),
-                slot: b.slot(),
-                ptr: b.device_ptr().as_ptr() as usize as u64,
-                epoch: b.epoch(),
-                ids: b.sample_ids().into(),
-            },
-            AnyBatch::Cuda(b) => BatchFacts {
-                seq: b.seq(),
-                samples: b.samples(),
-                slot: b.slot(),
-                ptr: b.device_ptr(),
-                epoch: b.epoch(),
-                ids: b.sample_ids().into(),
-            },
+            AnyBatch::Cpu(b) => facts(b, b.device_ptr().as_ptr() as usize as u64),
+            AnyBatch::Cuda(b) => facts(b, b.device_ptr()),
         }
     }
 }

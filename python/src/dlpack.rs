@@ -1,5 +1,7 @@
-//! A batch's DLPack export (through `dlpark`): the capsule viewing the slot, and the
-//! stream-side wait `__dlpack__(stream=...)` asks for.
+//! The DLPack export of a batch or of one of its fields (through `dlpark`): the capsule
+//! viewing the slot (or a field's bytes in it), and the stream-side wait
+//! `__dlpack__(stream=...)` asks for. `Batch.__dlpack__` and `Field.__dlpack__` both call
+//! [`export`], so the two have the same stream semantics and share one lease.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -9,30 +11,48 @@ use dlpark::ffi::{
     DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
 };
 use dlpark::metadata::Fixed;
-use dlpark::python::{CudaStreamRequest, DlpackExporter, ExportRequest};
+use dlpark::python::{export_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 
-use pinring::CuStream;
+use pinring::{CuStream, Dtype};
 
 use crate::device::Device;
 use crate::dispatch::AnyBatch;
 use crate::errors::from_core::to_py_with;
 use crate::lease::BatchCell;
-use crate::source::dtype::Row;
+use crate::source::dtype;
 
-/// What an export describes: the leased slot's address, shape and type.
+/// The shape of what an export views.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Shape {
+    /// A batch of samples: `(samples, cols)`, row-major.
+    Rows {
+        /// Rows.
+        samples: usize,
+        /// Elements per row.
+        cols: usize,
+    },
+    /// One field of a batch: `(len,)`.
+    Flat {
+        /// Elements.
+        len: usize,
+    },
+}
+
+/// What an export describes: the leased slot's (or a field's) address, shape and type.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SlotView {
     /// The batch's sequence number, for messages.
     pub(crate) seq: u64,
-    /// The slot's address (a host pointer on cpu, a `CUdeviceptr` on cuda).
+    /// The first element's address (a host pointer on cpu, a `CUdeviceptr` on cuda): the
+    /// slot's, or a field's inside it.
     pub(crate) ptr: u64,
-    /// Rows.
-    pub(crate) samples: usize,
-    /// Row shape and element type.
-    pub(crate) row: Row,
+    /// Its shape.
+    pub(crate) shape: Shape,
+    /// Its element type.
+    pub(crate) dtype: Dtype,
     /// Where the slot lives.
     pub(crate) device: Device,
 }
@@ -53,9 +73,10 @@ pub(crate) fn released_error(seq: u64) -> PyErr {
     ))
 }
 
-// The DLPack contract of the `finish` calls in `Export`: `data` is the slot's address, and the
-// slot holds `samples × cols` elements of `dtype` (the batch's bytes), row-major as the
-// strides say. The managed tensor's context is an `Arc` of the cell, which keeps the
+// The DLPack contract of the `finish` calls in `Export`: `data` is the address of the view's
+// first element inside the leased slot, and the slot holds the elements the shape and strides
+// describe from there, of `dtype` (the batch's bytes: `samples × cols` row-major, or a
+// field's `len` contiguous elements, which the field's layout keeps inside the slot). The managed tensor's context is an `Arc` of the cell, which keeps the
 // pipeline (and so the slot's memory) alive until the consumer calls the deleter, and keeps
 // the slot leased unless the caller releases it explicitly (then the caller's fence orders
 // reuse after its reads). No flag is asserted.
@@ -140,23 +161,45 @@ impl Export<'_> {
         }
     }
 
-    /// A fresh, unfinished managed tensor of ABI `M` viewing the slot, owning a reference
-    /// to the cell.
-    fn initialized<M: ManagedTensorBase>(&self) -> PyResult<fixed::Initialized<M, 2>> {
-        let as_i64 = |n: usize| {
-            i64::try_from(n).map_err(|_| PyBufferError::new_err("batch dimensions overflow i64"))
-        };
+    /// A fresh, unfinished managed tensor of ABI `M` and rank `N` viewing the slot with
+    /// `shape` and `strides` (in elements), owning a reference to the cell.
+    fn initialized<M: ManagedTensorBase, const N: usize>(
+        &self,
+        shape: [i64; N],
+        strides: [i64; N],
+    ) -> PyResult<fixed::Initialized<M, N>> {
         let view = self.view;
-        let (rows, cols) = (as_i64(view.samples)?, as_i64(view.row.cols)?);
-        let mut tensor = Fixed::new([rows, cols], [cols, 1])
+        let mut tensor = Fixed::new(shape, strides)
             .initialize_as::<M>(self.cell.clone())
             .map_err(|e| PyBufferError::new_err(e.to_string()))?;
         tensor
             .set_data(view.ptr as usize as *mut c_void)
-            .set_dtype(view.row.dtype.dlpack())
+            .set_dtype(dtype::dlpack(view.dtype))
             .set_device(dl_device(view.device));
         Ok(tensor)
     }
+
+    /// The view's shape and strides (in elements), of rank 2 or 1.
+    fn extents(&self) -> PyResult<Extents> {
+        let as_i64 = |n: usize| {
+            i64::try_from(n).map_err(|_| PyBufferError::new_err("batch dimensions overflow i64"))
+        };
+        Ok(match self.view.shape {
+            Shape::Rows { samples, cols } => {
+                let (rows, cols) = (as_i64(samples)?, as_i64(cols)?);
+                Extents::Two([rows, cols], [cols, 1])
+            }
+            Shape::Flat { len } => Extents::One([as_i64(len)?], [1]),
+        })
+    }
+}
+
+/// Shape and strides of a view, by rank.
+enum Extents {
+    /// A batch of rows.
+    Two([i64; 2], [i64; 2]),
+    /// A field.
+    One([i64; 1], [i64; 1]),
 }
 
 impl DlpackExporter for Export<'_> {
@@ -173,18 +216,65 @@ impl DlpackExporter for Export<'_> {
     }
 
     fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensor>> {
-        let tensor = self.initialized::<DLManagedTensor>()?;
-        // SAFETY: see the note above `Export`: the descriptor views the leased slot, and its
-        // context keeps the slot's memory alive until the deleter runs.
-        Ok(unsafe { tensor.finish() })
+        Ok(match self.extents()? {
+            Extents::Two(shape, strides) => {
+                let tensor = self.initialized::<DLManagedTensor, 2>(shape, strides)?;
+                // SAFETY: see the note above `Export`: the descriptor views the leased slot,
+                // and its context keeps the slot's memory alive until the deleter runs.
+                unsafe { tensor.finish() }
+            }
+            Extents::One(shape, strides) => {
+                let tensor = self.initialized::<DLManagedTensor, 1>(shape, strides)?;
+                // SAFETY: as above; a field's elements lie inside the slot.
+                unsafe { tensor.finish() }
+            }
+        })
     }
 
     fn export_versioned(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensorVersioned>> {
-        let mut tensor = self.initialized::<DLManagedTensorVersioned>()?;
-        tensor
-            .set_version(self.version)
-            .map_err(|e| PyBufferError::new_err(e.to_string()))?;
-        // SAFETY: as in `export_legacy`.
-        Ok(unsafe { tensor.finish() })
+        let versioned = |e: dlpark::IncompatibleVersionError| PyBufferError::new_err(e.to_string());
+        Ok(match self.extents()? {
+            Extents::Two(shape, strides) => {
+                let mut tensor = self.initialized::<DLManagedTensorVersioned, 2>(shape, strides)?;
+                tensor.set_version(self.version).map_err(versioned)?;
+                // SAFETY: as in `export_legacy`.
+                unsafe { tensor.finish() }
+            }
+            Extents::One(shape, strides) => {
+                let mut tensor = self.initialized::<DLManagedTensorVersioned, 1>(shape, strides)?;
+                tensor.set_version(self.version).map_err(versioned)?;
+                // SAFETY: as in `export_legacy`; a field's elements lie inside the slot.
+                unsafe { tensor.finish() }
+            }
+        })
     }
+}
+
+/// `__dlpack__` of a batch or a field: a capsule viewing `view`, sharing `cell`'s lease,
+/// after the stream-side wait (or, on cpu, the host wait) the request asks for.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn export<'py>(
+    py: Python<'py>,
+    cell: &Arc<BatchCell>,
+    view: SlotView,
+    stream: Option<Bound<'py, PyAny>>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(u32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Py<PyAny>> {
+    let current = DLPackVersion::CURRENT;
+    let minor = match max_version {
+        Some((major, minor)) if major == current.major => minor.min(current.minor),
+        _ => current.minor,
+    };
+    let request = ExportRequest::parse(stream.as_ref(), max_version, dl_device, copy)?;
+    let export = Export {
+        cell,
+        view,
+        version: DLPackVersion {
+            major: current.major,
+            minor,
+        },
+    };
+    export_dlpack(&export, py, request)
 }

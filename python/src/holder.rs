@@ -6,21 +6,27 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 
-use pinring::source::Checkpoint;
+use pinring::source::DocumentsCheckpoint;
 
 use crate::dispatch::AnyPipeline;
 use crate::gil::drop_detached;
+use crate::state::SourceState;
 
 /// Where the delivered batches leave the run: the state the pipeline started from and what
 /// was popped since.
 #[derive(Debug, Default)]
 pub(crate) struct Position {
     /// The state the pipeline started from; `None`: the start of epoch 0.
-    pub(crate) from: Option<Checkpoint>,
+    pub(crate) from: Option<SourceState>,
     /// Samples popped since `from`.
     pub(crate) samples: u64,
     /// Batches popped since `from`.
     pub(crate) batches: u64,
+    /// The epoch of the last batch popped, if any.
+    pub(crate) last_epoch: Option<u64>,
+    /// A Documents state computed earlier and the batches popped since `from` it stands
+    /// after: the next one walks on from it rather than from `from`.
+    pub(crate) documents_after: Option<(u64, DocumentsCheckpoint)>,
 }
 
 /// The pipeline and its position, changed together under one lock: a `pop` counts its batch
@@ -45,7 +51,7 @@ pub(crate) struct PipelineHolder {
 
 impl PipelineHolder {
     /// A holder of `pipeline`, started from `from`.
-    pub(crate) fn new(pipeline: AnyPipeline, from: Option<Checkpoint>) -> Self {
+    pub(crate) fn new(pipeline: AnyPipeline, from: Option<SourceState>) -> Self {
         PipelineHolder {
             running: Mutex::new(Running {
                 pipeline: Some(pipeline),

@@ -4,13 +4,15 @@
 //! - [`loader`]: `Loader` (a pipeline over a built-in source) and `EpochIterator`;
 //!   [`settings`] turns its arguments into the core's config, [`holder`] shares the
 //!   running pipeline with every batch, [`stats`] reads its counters;
-//! - [`batch`]: `Batch`, a leased slot; [`lease`] is the lease it shares with its DLPack
+//! - [`batch`]: `Batch`, a leased slot; [`field`]: `Field`, one named array of a batch of
+//!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects;
-//! - [`source`]: `TokenWindows`, `FixedRecords` and what they share;
+//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents` and what they share;
 //! - [`dispatch`]: the cpu and cuda backends behind one type each; [`device`]: `device=`;
-//! - [`args`]: checks of plain arguments; [`state`]: the state dict; [`errors`]: the
-//!   exception classes and the mapping of the core's errors onto them;
+//! - [`args`]: checks of plain arguments; [`state`]: the state dict ([`plain`]: a serde
+//!   record as Python data); [`errors`]: the exception classes and the mapping of the
+//!   core's errors onto them;
 //! - [`gil`]: what may block runs with the GIL released, wherever it runs.
 //!
 //! Python code never runs on the pipeline's threads, and every wait (a pop, a lock, a
@@ -28,10 +30,12 @@ mod device;
 mod dispatch;
 mod dlpack;
 mod errors;
+mod field;
 mod gil;
 mod holder;
 mod lease;
 mod loader;
+mod plain;
 mod release_forms;
 mod settings;
 mod source;
@@ -44,9 +48,11 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::classes::register(module)?;
     module.add_class::<source::token_windows::TokenWindows>()?;
     module.add_class::<source::fixed_records::FixedRecords>()?;
+    module.add_class::<source::documents::Documents>()?;
     module.add_class::<loader::Loader>()?;
     module.add_class::<loader::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;
+    module.add_class::<field::PyField>()?;
     module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -23,6 +23,7 @@ use crate::errors::from_core::to_py;
 use crate::gil::detached;
 use crate::holder::{PipelineHolder, Position};
 use crate::settings::{OpenError, Settings, TRACE_SPANS};
+use crate::source::documents::Documents;
 use crate::source::dtype::Row;
 use crate::source::fixed_records::FixedRecords;
 use crate::source::spec::{EpochPlace, Spec};
@@ -41,8 +42,11 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
     if let Ok(r) = src.cast::<FixedRecords>() {
         return Ok(r.get().spec());
     }
+    if let Ok(d) = src.cast::<Documents>() {
+        return Ok(d.get().spec());
+    }
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "src must be a pinring.TokenWindows or pinring.FixedRecords, got {}",
+        "src must be a pinring.TokenWindows, pinring.FixedRecords or pinring.Documents, got {}",
         src.get_type().name()?
     )))
 }
@@ -55,9 +59,16 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 /// epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
 /// goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
 ///
+/// Over a `Documents` source a batch is one training step of this rank (no batch_size):
+/// `pop()` gives the next step, and `for batch in loader:` yields every step to the end of
+/// the run (endless with epochs=None), since how many steps an epoch holds is not known up
+/// front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
+///
 /// Args:
-///     src: a TokenWindows or a FixedRecords.
-///     batch_size: samples per batch (an epoch's last batch may be short, see drop_last).
+///     src: a TokenWindows, a FixedRecords or a Documents.
+///     batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
+///         required for TokenWindows and FixedRecords, refused (ConfigError) for Documents,
+///         whose batch is one step of `tokens_per_batch` tokens.
 ///     device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
 ///         or torch.device("cuda", N): the primary context of device N, the one PyTorch
 ///         uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -66,11 +77,13 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 ///     device_slots: batches you may hold at once (each a device slot).
 ///     decode_threads: the decode pool's threads (None: one per core).
 ///     pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
-///     drop_last: drop each epoch's short last batch.
+///     drop_last: drop each epoch's short last batch (Documents: never short; True is a
+///         ConfigError).
 ///     epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
 ///         (the default): no cap. Iterating past the cap raises StoppedError.
 ///     state: a state_dict() to resume from (of any rank of a run at any world size, or
-///         a list of every rank's).
+///         a list of every rank's); for Documents, the walk goes on from the saved cursor
+///         with this source's world size.
 ///     lease_timeout: seconds a pop() waits while you hold every device slot before it
 ///         raises AllSlotsLeased naming the batches never released (a pop can never
 ///         succeed then: without this it would hang).
@@ -130,13 +143,21 @@ impl Loader {
         error(py, Kind::Stopped, "the loader is closed")
     }
 
-    /// The epoch of the next batch and how many batches it has left.
-    fn place(&self, py: Python<'_>) -> PyResult<EpochPlace> {
+    /// The epoch of the next batch and how many batches it has left; None for Documents.
+    fn place(&self, py: Python<'_>) -> PyResult<Option<EpochPlace>> {
         let running = self.holder.lock_attached(py);
         let position = &running.position;
         self.spec
             .place(position.from.as_ref(), position.batches)
             .map_err(|e| to_py(py, e))
+    }
+
+    /// The TypeError of a question about epochs' lengths asked of a Documents loader.
+    fn no_epoch_length(what: &str) -> PyErr {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} is not known up front for a Documents source: how many steps an epoch \
+             holds depends on where its documents fall (batch.epoch says each step's epoch)"
+        ))
     }
 
     /// Writes the trace to `path` (without the GIL); `Ok(None)` when closed.
@@ -169,15 +190,13 @@ impl Loader {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        #[gen_stub(override_type(type_repr = "TokenWindows | FixedRecords"))] src: &Bound<
-            '_,
-            PyAny,
-        >,
-        batch_size: i128,
+        #[gen_stub(override_type(type_repr = "TokenWindows | FixedRecords | Documents"))]
+        src: &Bound<'_, PyAny>,
+        batch_size: Option<i128>,
         #[gen_stub(override_type(type_repr = "str | int | typing.Any | None", imports = ("typing",)))]
         device: Option<&Bound<'_, PyAny>>,
         host_slots: i128,
@@ -198,9 +217,38 @@ impl Loader {
         poison_released: bool,
     ) -> PyResult<Self> {
         let (spec, row) = spec_of(src)?;
+        let batch_size = match (spec.is_documents(), batch_size) {
+            (false, Some(n)) => args::count(py, "batch_size", n)?,
+            (false, None) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "Loader() needs batch_size for a {} source: Loader(src, batch_size=...)",
+                    src.get_type().name()?
+                )))
+            }
+            (true, None) => 1,
+            (true, Some(n)) => {
+                return Err(config(
+                    py,
+                    "batch_size",
+                    format!(
+                        "batch_size={n}: a Documents source has no batch_size: each batch is \
+                         one step of this rank, of the source's tokens_per_batch tokens \
+                         (set the step's size there, or its schedule)"
+                    ),
+                ))
+            }
+        };
+        if spec.is_documents() && drop_last {
+            return Err(config(
+                py,
+                "drop_last",
+                "drop_last=True: a Documents source has no short batch to drop (every step \
+                 holds tokens_per_batch + 1 tokens; the walk drops partial steps itself)",
+            ));
+        }
         let settings = Settings {
             row,
-            batch_size: args::count(py, "batch_size", batch_size)?,
+            batch_size,
             host_slots: args::count(py, "host_slots", host_slots)?,
             device_slots: args::count(py, "device_slots", device_slots)?,
             decode_threads: decode_threads
@@ -265,13 +313,17 @@ impl Loader {
     /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
     /// run every rank returns the same state, as long as the ranks popped the same number
     /// of batches; `merge_states` checks that.
+    ///
+    /// For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
+    /// order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
+    /// steps popped (`step`) and `world_size`; the same on every rank after the same number
+    /// of steps, and resumable at any world size. (It walks the steps popped since the last
+    /// state_dict(), about a microsecond each.)
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let state = {
-            let running = self.holder.lock_attached(py);
-            let Position { from, samples, .. } = &running.position;
-            self.spec.checkpoint(from.as_ref(), *samples)
-        };
+        let holder = &self.holder;
+        let spec = &self.spec;
+        let state = py.detach(|| spec.checkpoint(&mut holder.lock().position));
         state::to_dict(py, &state.map_err(|e| to_py(py, e))?)
     }
 
@@ -290,8 +342,9 @@ impl Loader {
     ///
     /// Raises:
     ///     CheckpointError: a state of another dataset, seq_len, record size, order or
-    ///         seed, of ranks that consumed unequal counts, an empty list, or a loader that
-    ///         delivered a batch already.
+    ///         seed (Documents: bos, schedule or max_docs), of another kind of source, of
+    ///         ranks that consumed unequal counts (popped unequal steps), an empty list, or
+    ///         a loader that delivered a batch already.
     fn load_state_dict(
         &self,
         py: Python<'_>,
@@ -370,7 +423,10 @@ impl Loader {
     ///     PopTimeout: no batch within `timeout`; `e.behind` names the stage behind.
     ///     AllSlotsLeased: you held every device slot for `lease_timeout` seconds.
     ///     DecodeError, SourceError: a sample failed, raised once, after every batch
-    ///         before it; then StoppedError.
+    ///         before it; then StoppedError. For Documents, a step that needs more
+    ///         documents than max_docs allows is a ConfigError (argument "max_docs") and
+    ///         one that fits nowhere in an epoch (a schedule grown past the data) a
+    ///         SourceError, each naming the step, after the steps before it.
     ///     StoppedError: the loader is closed or stopped after an error.
     #[pyo3(signature = (timeout = None))]
     fn pop(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyBatch>>> {
@@ -396,6 +452,7 @@ impl Loader {
                     // load_state_dict see every pop.
                     running.position.samples += batch.samples() as u64;
                     running.position.batches += 1;
+                    running.position.last_epoch = Some(batch.epoch());
                 }
                 Popped::Got(popped)
             });
@@ -506,7 +563,7 @@ impl Loader {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Samples per full batch.
+    /// Samples per full batch (1 for Documents: a batch is one step).
     #[getter]
     fn batch_size(&self) -> usize {
         self.settings.batch_size
@@ -524,7 +581,8 @@ impl Loader {
         self.settings.row.dtype.name()
     }
 
-    /// `(batch_size, cols)`: a full batch's shape.
+    /// `(batch_size, cols)`: a full batch's shape (Documents: `(1, slot bytes)`; its
+    /// fields have their own shapes).
     #[getter]
     #[gen_stub(override_return_type(type_repr = "tuple[int, int]"))]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -555,59 +613,102 @@ impl Loader {
         self.settings.epochs
     }
 
-    /// The epoch of the next batch (from 0).
+    /// The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
+    /// known before the walk gets there: the epoch of the last step popped (before any,
+    /// the epoch of the state it resumed from, else 0).
     #[getter]
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.place(py)?.epoch)
+        if let Some(place) = self.place(py)? {
+            return Ok(place.epoch);
+        }
+        let running = self.holder.lock_attached(py);
+        let position = &running.position;
+        Ok(position.last_epoch.unwrap_or(match &position.from {
+            Some(crate::state::SourceState::Documents(c)) => c.epoch,
+            _ => 0,
+        }))
     }
 
     /// Samples per epoch for this rank: the same on every rank (the epoch's tail that
     /// would not split evenly is dropped: fewer than world_size × batch_size windows with
     /// drop_last, fewer than world_size without).
+    ///
+    /// Raises:
+    ///     TypeError: for Documents (not known up front).
     #[getter]
-    fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len()
+    fn epoch_len(&self) -> PyResult<u64> {
+        self.spec
+            .epoch_len()
+            .ok_or_else(|| Self::no_epoch_length("epoch_len"))
     }
 
     /// Batches per epoch for this rank: the same on every rank (as `len(loader)`).
+    ///
+    /// Raises:
+    ///     TypeError: for Documents (not known up front).
     #[getter]
-    fn epoch_batches(&self) -> u64 {
-        self.spec.epoch_batches()
+    fn epoch_batches(&self) -> PyResult<u64> {
+        self.spec
+            .epoch_batches()
+            .ok_or_else(|| Self::no_epoch_length("epoch_batches"))
     }
 
     /// Batches this loader delivers in all, from its start or the state it resumed from;
-    /// None with epochs=None.
+    /// None with epochs=None, and for Documents (not known up front).
     #[getter]
     fn total_batches(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         let Some(epochs) = self.settings.epochs else {
             return Ok(None);
         };
         let from = self.holder.lock_attached(py).position.from.clone();
-        let first = self
+        let Some(first) = self
             .spec
             .place(from.as_ref(), 0)
-            .map_err(|e| to_py(py, e))?;
+            .map_err(|e| to_py(py, e))?
+        else {
+            return Ok(None);
+        };
         if first.epoch >= epochs {
             return Ok(Some(0));
         }
-        let later = (epochs - first.epoch - 1).saturating_mul(self.spec.epoch_batches());
+        let per_epoch = self.spec.epoch_batches().unwrap_or(0);
+        let later = (epochs - first.epoch - 1).saturating_mul(per_epoch);
         Ok(Some(first.left.saturating_add(later)))
     }
 
     /// Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
-    fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_batches()).unwrap_or(usize::MAX)
+    ///
+    /// Raises:
+    ///     TypeError: for Documents (steps per epoch are not known up front).
+    fn __len__(&self) -> PyResult<usize> {
+        let batches = self
+            .spec
+            .epoch_batches()
+            .ok_or_else(|| Self::no_epoch_length("len(loader)"))?;
+        Ok(usize::try_from(batches).unwrap_or(usize::MAX))
+    }
+
+    /// Always True (a loader is not falsy when an epoch is empty, nor an error for
+    /// Documents, which has no len()).
+    fn __bool__(&self) -> bool {
+        true
     }
 
     /// The batches from the next one to the end of its epoch; the next `iter()` goes on
-    /// with the next epoch.
+    /// with the next epoch. For Documents: every step to the end of the run.
     ///
     /// Raises:
     ///     StoppedError: every epoch of `epochs` was delivered.
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
         let py = slf.py();
         let loader = slf.get();
-        let place = loader.place(py)?;
+        let Some(place) = loader.place(py)? else {
+            return Ok(EpochIterator {
+                epoch: loader.epoch(py)?,
+                to_epoch_end: false,
+                loader: slf.unbind(),
+            });
+        };
         if let Some(epochs) = loader.settings.epochs {
             if place.epoch >= epochs {
                 return Err(error(
@@ -624,6 +725,7 @@ impl Loader {
         Ok(EpochIterator {
             loader: slf.unbind(),
             epoch: place.epoch,
+            to_epoch_end: true,
         })
     }
 
@@ -682,19 +784,22 @@ impl Drop for Loader {
 }
 
 /// One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-/// loader's next one to the end of that batch's epoch.
+/// loader's next one to the end of that batch's epoch (over a Documents source: every step
+/// to the end of the run).
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct EpochIterator {
     loader: Py<Loader>,
     epoch: u64,
+    /// Whether it stops at the end of `epoch` (false for Documents: at the run's end).
+    to_epoch_end: bool,
 }
 
 #[gen_stub_pymethods]
 #[pymethods]
 impl EpochIterator {
-    /// The epoch this iterator yields.
+    /// The epoch this iterator yields (Documents: the epoch it started in).
     #[getter]
     fn epoch(&self) -> u64 {
         self.epoch
@@ -708,7 +813,7 @@ impl EpochIterator {
     /// The next batch of this epoch; StopIteration at its end.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBatch>>> {
         let loader = self.loader.get();
-        if loader.place(py)?.epoch != self.epoch {
+        if self.to_epoch_end && loader.place(py)?.is_some_and(|p| p.epoch != self.epoch) {
             return Ok(None);
         }
         loader.pop(py, None)

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 
-use pinring::source::Checkpoint;
-use pinring::{Config, ConfigBuilder, ConfigError, CudaOptions, LastBatch};
+use pinring::{ConfigBuilder, ConfigError, CudaOptions, LastBatch};
 
 use crate::device::{Device, DeviceRequest};
 use crate::dispatch::AnyPipeline;
@@ -15,6 +14,7 @@ use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py_with;
 use crate::source::dtype::Row;
 use crate::source::spec::Spec;
+use crate::state::SourceState;
 
 /// Spans the trace ring holds when `trace=` is given (40 bytes each: 40 MiB).
 pub(crate) const TRACE_SPANS: usize = 1 << 20;
@@ -24,7 +24,7 @@ pub(crate) const TRACE_SPANS: usize = 1 << 20;
 pub(crate) struct Settings {
     /// One sample's shape and type (from the source).
     pub(crate) row: Row,
-    /// `batch_size`.
+    /// `batch_size` (1 for Documents: a batch is a step).
     pub(crate) batch_size: usize,
     /// `host_slots`.
     pub(crate) host_slots: usize,
@@ -58,10 +58,9 @@ pub(crate) enum OpenError {
 }
 
 impl Settings {
-    fn config(&self) -> ConfigBuilder {
-        let b: ConfigBuilder = Config::builder()
-            .batch_size(self.batch_size)
-            .bytes_per_sample(self.row.bytes())
+    fn config(&self, spec: &Spec) -> ConfigBuilder {
+        let b: ConfigBuilder = spec
+            .config_base(self.batch_size, self.row.bytes())
             .host_slots(self.host_slots)
             .device_slots(self.device_slots)
             .last_batch(if self.drop_last {
@@ -86,10 +85,10 @@ impl Settings {
         &self,
         spec: &Spec,
         request: DeviceRequest,
-        from: Option<&Checkpoint>,
+        from: Option<&SourceState>,
     ) -> Result<(AnyPipeline, Device), OpenError> {
         // Sizes are checked before any driver call.
-        let cpu = self.config().build().map_err(OpenError::Config)?;
+        let cpu = self.config(spec).build().map_err(OpenError::Config)?;
         match request {
             DeviceRequest::Cpu => {
                 let pipeline = spec
@@ -105,7 +104,7 @@ impl Settings {
                     None => (CudaOptions::current_or(0), "device=\"cuda\"".to_owned()),
                 };
                 let pipeline = self
-                    .config()
+                    .config(spec)
                     .cuda(options)
                     .build()
                     .map_err(pinring::Error::from)

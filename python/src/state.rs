@@ -1,15 +1,43 @@
-//! A loader's state as plain Python data: the core's rank-agnostic [`Checkpoint`] as a
-//! dict of ints, strings and lists of them (what `torch.save` and `json` hold), read back
-//! strictly, and the ranks' states merged into one.
+//! A loader's state as plain Python data: the core's rank-agnostic [`Checkpoint`] (windows,
+//! records) or [`DocumentsCheckpoint`] (packed documents) as a dict of ints, strings and
+//! lists of them (what `torch.save` and `json` hold), read back strictly, and the ranks'
+//! states merged into one.
+//!
+//! A window state's keys are written out here ([`KEYS`]); a documents state is the core's
+//! serde record itself (through [`crate::plain`]), so its dict and the Rust struct cannot
+//! drift.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
-use pinring::source::{Checkpoint, Fingerprint};
+use pinring::source::{Checkpoint, DocumentsCheckpoint, Fingerprint};
 
 use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
+use crate::plain;
+
+/// A loader's state, of either kind of source.
+#[derive(Debug, Clone)]
+pub(crate) enum SourceState {
+    /// Of a TokenWindows or FixedRecords loader.
+    Windows(Checkpoint),
+    /// Of a Documents loader.
+    Documents(DocumentsCheckpoint),
+}
+
+impl SourceState {
+    /// What kind of source it belongs to, for messages.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            SourceState::Windows(_) => "a TokenWindows or FixedRecords source",
+            SourceState::Documents(_) => "a Documents source",
+        }
+    }
+}
+
+/// Keys only a documents state has: a dict with one of them is read as one.
+const DOCUMENTS_ONLY: [&str; 4] = ["bos", "schedule", "doc", "step"];
 
 /// The keys of a state dict, in the order `state_dict()` writes them.
 const KEYS: [&str; 14] = [
@@ -33,8 +61,52 @@ fn bad(py: Python<'_>, why: impl Into<String>) -> PyErr {
     error(py, Kind::Checkpoint, why)
 }
 
-/// The state as a dict (keys in [`KEYS`] order).
-pub(crate) fn to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, PyDict>> {
+/// A state as a dict: a window state's keys in [`KEYS`] order, a documents state's as its
+/// serde record has them.
+pub(crate) fn to_dict<'py>(py: Python<'py>, state: &SourceState) -> PyResult<Bound<'py, PyDict>> {
+    match state {
+        SourceState::Windows(c) => windows_to_dict(py, c),
+        SourceState::Documents(c) => {
+            let value = serde_json::to_value(c).map_err(|e| {
+                bad(
+                    py,
+                    format!("the documents state could not be written as plain data: {e}"),
+                )
+            })?;
+            Ok(plain::to_py(py, &value)?.cast_into::<PyDict>()?)
+        }
+    }
+}
+
+/// A documents state dict, read strictly through the core's serde record.
+fn documents_from_dict(d: &Bound<'_, PyDict>) -> PyResult<DocumentsCheckpoint> {
+    let py = d.py();
+    let value = plain::from_py(d.as_any(), "state").map_err(|e| bad(py, e.to_string()))?;
+    serde_json::from_value::<DocumentsCheckpoint>(value).map_err(|e| bad(py, serde_words(&e)))
+}
+
+/// serde's complaint about a state dict, in the words of a dict.
+fn serde_words(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let quoted = |rest: &str| rest.split('`').nth(1).unwrap_or_default().to_owned();
+    if let Some(rest) = text.strip_prefix("unknown field ") {
+        format!(
+            "not a pinring loader state: unknown key {:?} (a Documents state has the keys \
+             of Loader.state_dict(), no others)",
+            quoted(rest)
+        )
+    } else if let Some(rest) = text.strip_prefix("missing field ") {
+        format!(
+            "not a pinring loader state: the key {:?} is missing",
+            quoted(rest)
+        )
+    } else {
+        format!("not a pinring Documents loader state: {text}")
+    }
+}
+
+/// A window state as a dict (keys in [`KEYS`] order).
+fn windows_to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", c.version)?;
     d.set_item("format", &c.dataset.format)?;
@@ -53,8 +125,20 @@ pub(crate) fn to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'p
     Ok(d)
 }
 
-/// Reads one state dict: every key of [`KEYS`], nothing else, each of its type.
-fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
+/// Reads one state dict, of either kind.
+fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SourceState> {
+    let documents = DOCUMENTS_ONLY
+        .iter()
+        .any(|k| d.contains(*k).unwrap_or(false));
+    if documents {
+        documents_from_dict(d).map(SourceState::Documents)
+    } else {
+        windows_from_dict(d).map(SourceState::Windows)
+    }
+}
+
+/// Reads one window state dict: every key of [`KEYS`], nothing else, each of its type.
+fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
     let py = d.py();
     for key in d.keys() {
         let name = key.str()?.to_string();
@@ -134,9 +218,35 @@ fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
     Ok(state)
 }
 
+/// Every rank's states, in rank order, merged into one: they must be of one kind and one
+/// run, at the same position.
+fn merge(py: Python<'_>, states: Vec<SourceState>) -> PyResult<SourceState> {
+    let mut windows = Vec::new();
+    let mut documents = Vec::new();
+    for state in states {
+        match state {
+            SourceState::Windows(c) => windows.push(c),
+            SourceState::Documents(c) => documents.push(c),
+        }
+    }
+    match (windows.is_empty(), documents.is_empty()) {
+        (false, true) => Checkpoint::merge(&windows)
+            .map(SourceState::Windows)
+            .map_err(|e| to_py(py, e)),
+        (true, false) => DocumentsCheckpoint::merge(&documents)
+            .map(SourceState::Documents)
+            .map_err(|e| to_py(py, e)),
+        _ => Err(bad(
+            py,
+            "the states are of different kinds of source (a Documents state beside a \
+             TokenWindows or FixedRecords one): they are not of one run",
+        )),
+    }
+}
+
 /// A state dict, or a list (tuple) of every rank's state dicts in rank order, merged:
 /// ranks that consumed unequal counts, or states of different runs, are refused.
-pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> {
+pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<SourceState> {
     let py = state.py();
     if let Ok(d) = state.cast::<PyDict>() {
         return from_dict(d);
@@ -168,7 +278,7 @@ pub(crate) fn read(state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> {
                  Loader.state_dict(), in rank order, or None to start from the beginning)",
             ));
         }
-        return Checkpoint::merge(&states).map_err(|e| to_py(py, e));
+        return merge(py, states);
     }
     Err(bad(
         py,

@@ -22,7 +22,7 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     assert list(sig.parameters) == LOADER_ARGS
     defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
     assert defaults == {
-        "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
+        "batch_size": None, "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
         "lease_timeout": 30.0, "host_budget": 16 << 30, "device_budget": 16 << 30,
         "trace": None, "poison_released": False,
@@ -33,12 +33,15 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     for cls, args in [
         (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks"]),
         (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype"]),
+        (pinring.Documents, ["paths", "bos", "tokens_per_batch", "max_seq_len", "max_docs", "schedule",
+                             "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache"]),
     ]:
         assert list(inspect.signature(cls).parameters) == args
         for name in args:
             assert f"    {name}: " in cls.__doc__, (cls, name)
     for fn in [pinring.merge_states, pinring.Loader.pop, pinring.Loader.load_state_dict,
-               pinring.Loader.write_trace, pinring.Batch.release, pinring.Batch.__dlpack__]:
+               pinring.Loader.write_trace, pinring.Batch.release, pinring.Batch.__dlpack__,
+               pinring.Field.__dlpack__, pinring.Batch.__getitem__]:
         assert fn.__doc__ and inspect.signature(fn), fn
     assert "Ellipsis" not in str(sig) and "..." not in str(sig)
 

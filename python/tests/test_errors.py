@@ -221,7 +221,7 @@ def test_cuda_99_is_a_clear_error_never_a_crash(shard):
 
 
 def test_a_source_that_is_not_one(shard):
-    with pytest.raises(TypeError, match="TokenWindows or pinring.FixedRecords"):
+    with pytest.raises(TypeError, match="pinring.TokenWindows, pinring.FixedRecords or pinring.Documents"):
         pinring.Loader([shard], batch_size=2)
 
 
@@ -334,13 +334,15 @@ def test_the_budgets_can_be_raised(shard):
     """Issue 20: host_budget and device_budget are Loader arguments; a batch over the
     default budget fits a raised one."""
     src = pinring.TokenWindows(shard, seq_len=99)  # 400-byte samples
-    small = dict(host_budget=4 * 4096, device_budget=2 * 4096)  # 4 host, 2 device slots
+    # 4 host and 2 device slots of one page each, and a page for the batches' bookkeeping
+    # (their descriptions count in the budgets too).
+    small = dict(host_budget=5 * 4096, device_budget=3 * 4096)
     with pinring.Loader(src, batch_size=8, epochs=1, **small) as loader:  # 3200-byte batches
         assert len(drain(loader)) == 2
     with pytest.raises(pinring.ConfigError) as info:
         pinring.Loader(src, batch_size=11, **small)  # 4400 bytes: two pages a slot
     assert info.value.argument == "host_budget"
-    big = dict(host_budget=4 * 8192, device_budget=2 * 8192)
+    big = dict(host_budget=4 * 8192 + 4096, device_budget=2 * 8192 + 4096)
     with pinring.Loader(src, batch_size=11, epochs=1, **big) as loader:
         assert len(drain(loader)) == 1
 

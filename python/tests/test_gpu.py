@@ -11,7 +11,11 @@ Skipped unless torch is importable and sees a CUDA device. What they show:
 - the fence is captured at release time (re-recording the caller's event later does not
   move it);
 - __dlpack__(stream=...) returns while the copy stream is still busy (stream-side wait);
-- every release form frees the slot; cupy consumes a batch.
+- every release form frees the slot; cupy consumes a batch;
+- packed documents (issue 21): every field of every step, read on the device, equals the
+  faithful modded-nanogpt generator's; a 10,000-step soak (a kernel holding each slot, a
+  device-side comparison with the generator's values, a schedule change at step 5,000)
+  has 0 wrong; and the same comparison sees a release that does not cover the reads.
 
 Every check of data runs on the device and is read back once, at the end of a run.
 """
@@ -344,7 +348,6 @@ def test_cupy_consumes_a_batch(shard):
 # Issue 19, items 2, 3 and 8.
 
 
-@pytest.mark.needs_core_change("contract 1: a batch is bound to every stream wait_on names")
 def test_every_declared_stream_is_fenced_by_release_and_by_the_last_view(shard, cycles_per_ms):
     """Item 2: two consumers view one batch on two streams; the first reads it late (a
     kernel holds its stream first). Both `release()` without an event and the release
@@ -478,3 +481,119 @@ def test_blocking_drops_release_the_gil(shard, tmp_path, mode):
     if run.stdout.startswith("UNSUPPORTED"):
         pytest.skip(f"cuStreamWaitValue32 unsupported here: {run.stdout.strip()}")
     assert run.returncode == 0 and run.stdout.strip().endswith("DONE"), (run.stdout, run.stderr[-2000:])
+
+
+# Issue 21: packed documents on the device.
+
+import modded_reference  # noqa: E402
+from docs_data import GPT2_BOS, write_doc_shards  # noqa: E402
+
+DOC_STEPS = 10_000
+DOC_N, DOC_MSL = 384, 128  # tokens per step and max_seq_len before the schedule's change
+DOC_SCHEDULE = [(DOC_STEPS // 2, 512, 256)]  # the change, in the middle of the soak
+
+
+@pytest.fixture(scope="module")
+def doc_shards(tmp_path_factory):
+    """Five shards, 11.2 M tokens of documents: 10,000 steps of one rank (11,327) fit in one
+    epoch, so the reference, which stops after the last shard, covers every step."""
+    sizes = [2_600_000, 1_800_000, 3_000_000, 2_200_000, 1_600_000]
+    return write_doc_shards(tmp_path_factory.mktemp("gpu-docs"), sizes)
+
+
+def reference_steps(pattern, limit, rank=0, world=1, **kw):
+    return list(modded_reference.steps(pattern, rank=rank, world_size=world, bos_id=GPT2_BOS, limit=limit, **kw))
+
+
+def test_packed_fields_on_the_device_equal_the_reference(doc_shards):
+    """Every field of every step, read on the device (zero copy), equals the faithful
+    generator's: rank 0 and 1 of 2, over a schedule change at step 50."""
+    for rank in (0, 1):
+        want = reference_steps(doc_shards, 200, rank, 2, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL,
+                               schedule=[(50, 512, 256)])
+        src = pinring.Documents(doc_shards, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL,
+                                schedule=[(50, 512, 256)], rank=rank, world_size=2, positions=True)
+        with pinring.Loader(src, device="cuda:0") as loader:
+            for k, (wi, wt, wc) in enumerate(want):
+                b = loader.pop(timeout=BOUND)
+                assert b.step == k and b.device == "cuda:0"
+                f = {name: torch.from_dlpack(b[name]) for name in b.fields}
+                for name, t in f.items():
+                    assert t.device == DEV and t.data_ptr() == b[name].ptr, name
+                assert f["inputs"].dtype == torch.int32 and f["cu_seqlens"].dtype == torch.int32
+                np.testing.assert_array_equal(f["inputs"].cpu().numpy(), wi)
+                np.testing.assert_array_equal(f["targets"].long().cpu().numpy(), wt)
+                np.testing.assert_array_equal(f["cu_seqlens"].cpu().numpy(), wc)
+                lengths = np.diff(wc)[: len(b.doc_ids)]
+                np.testing.assert_array_equal(f["positions"].cpu().numpy(),
+                                              np.concatenate([np.arange(n) for n in lengths]))
+                assert b.max_seqlen == int(np.diff(wc).max())
+                b.release(event=torch.cuda.current_stream())
+
+
+def expected_on_device(pattern, steps):
+    """The faithful generator's steps, computed on the host (numpy) and staged on the
+    device once: every step's inputs, targets and cu_seqlens end to end, with offsets."""
+    want = reference_steps(pattern, steps, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL, schedule=DOC_SCHEDULE)
+    assert len(want) == steps, f"the data holds {len(want)} steps, not {steps}"
+    inputs = torch.from_numpy(np.concatenate([w[0] for w in want]).astype(np.int64)).to(DEV)
+    targets = torch.from_numpy(np.concatenate([w[1] for w in want])).to(DEV)
+    cu = torch.from_numpy(np.concatenate([w[2] for w in want]).astype(np.int64)).to(DEV)
+    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) for w in want])])
+    cu_at = np.concatenate([[0], np.cumsum([len(w[2]) for w in want])])
+    max_seqlen = [int(np.diff(w[2]).max()) for w in want]
+    return inputs, targets, cu, tok_at, cu_at, max_seqlen
+
+
+def soak(loader, expected, n, cycles, early_fence=False):
+    """Each step: a kernel holds the slot (torch.cuda._sleep), then a comparison kernel
+    reads every field on the device and counts its elements that differ from the expected
+    values (a device counter: no host sync per step); release fenced on the current stream
+    (or, to show the check can fail, on an event recorded before the reads)."""
+    inputs, targets, cu, tok_at, cu_at, max_seqlen = expected
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    host_wrong = 0
+    for k in range(n):
+        b = loader.pop(timeout=BOUND)
+        host_wrong += (b.step != k) + (b.max_seqlen != max_seqlen[k])
+        early = torch.cuda.Event()
+        early.record()
+        x = torch.from_dlpack(b["inputs"])
+        y = torch.from_dlpack(b["targets"])
+        c = torch.from_dlpack(b["cu_seqlens"])
+        tok = torch.from_dlpack(b["tokens"])
+        torch.cuda._sleep(cycles)  # the step holds the slot ...
+        a, e = int(tok_at[k]), int(tok_at[k + 1])  # ... then every field is read
+        wrong += (x.long() != inputs[a:e]).sum() + (y.long() != targets[a:e]).sum()
+        wrong += (tok[:-1].long() != inputs[a:e]).sum() + (tok[-1].long() != targets[e - 1])
+        wrong += (c.long() != cu[int(cu_at[k]) : int(cu_at[k + 1])]).sum()
+        del x, y, c, tok
+        b.release(event=early if early_fence else torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    return int(wrong), host_wrong
+
+
+def test_packed_soak_10000_steps_checked_on_the_device(doc_shards, cycles_per_ms):
+    """10,000 packed steps with a kernel holding each slot, each field compared on the
+    device with the faithful generator's values (computed independently on the host), a
+    schedule change at step 5,000: 0 wrong."""
+    expected = expected_on_device(doc_shards, DOC_STEPS)
+    src = pinring.Documents(doc_shards, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL, schedule=DOC_SCHEDULE)
+    with pinring.Loader(src, device="cuda:0") as loader:
+        wrong, host_wrong = soak(loader, expected, DOC_STEPS, cycles_per_ms // 20)  # 50 us holds
+        stats = loader.stats()
+    print(f"packed soak: {DOC_STEPS} steps, {wrong} wrong elements on the device, {host_wrong} wrong "
+          f"step numbers or max_seqlen; index {src.index_stats()}; stats {stats['verdict']}")
+    assert (wrong, host_wrong) == (0, 0)
+    assert src.index_stats()["on_walk"] == 0, "no step waited for a shard's index"
+
+
+def test_the_packed_check_can_fail(doc_shards, cycles_per_ms):
+    """Released on an event recorded before the reads: the slot is refilled under the
+    reading kernel, and the device comparison sees it."""
+    expected = expected_on_device(doc_shards, 300)
+    src = pinring.Documents(doc_shards, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL, schedule=DOC_SCHEDULE)
+    with pinring.Loader(src, device="cuda:0") as loader:
+        wrong, _ = soak(loader, expected, 300, cycles_per_ms, early_fence=True)  # 1 ms holds
+    print(f"packed, unfenced: {wrong} wrong elements in 300 steps")
+    assert wrong > 0

@@ -45,7 +45,6 @@ def test_views_kept_without_release_raise_all_slots_leased(shard):
         assert loader.pop(timeout=BOUND).seq == 1
 
 
-@pytest.mark.needs_core_change("contract 7: the core's lease clock runs across pop_for calls")
 def test_the_lease_timeout_holds_across_the_wait_slices(shard):
     """Loader.pop waits in 30 ms slices (for Ctrl-C); a lease_timeout longer than a slice
     must still fire: each slice used to restart the core's lease clock, so the pop below

@@ -104,15 +104,18 @@ exception_classes! {
     Config => "ConfigError" (Base, "ValueError")
         "A Loader or source argument was rejected: a size of 0, an unknown dtype, order or \
          device string, a batch that does not fit its memory budget, a dtype too narrow for \
-         a shard's tokens. `argument` names the argument (None where no single one is at \
-         fault). Also a ValueError."
+         a shard's tokens; for Documents a schedule not increasing in step, a bos the \
+         shards cannot hold, or (from pop(), at the step) a step needing more documents \
+         than max_docs allows. `argument` names the argument (None where no single one is \
+         at fault). Also a ValueError."
         { "argument": "str | None" = "The Loader or source argument at fault, as you pass it." }
 
     /// `pinring.SourceError`.
     Source => "SourceError" (Base, "OSError")
         "A data source could not be opened or sampled: a missing file, a directory, bad \
          magic, a truncated shard, a glob matching nothing, a seq_len longer than every \
-         shard, a shard that changed under a running loader. `path` names the file (or the \
+         shard, a shard that changed under a running loader; for Documents a shard with no \
+         bos token, or no step fitting in a whole epoch. `path` names the file (or the \
          pattern). Also an OSError."
         { "path": "str | None" = "The file (or the glob pattern) the error is about." }
 
@@ -172,9 +175,10 @@ exception_classes! {
     /// `pinring.CheckpointError`.
     Checkpoint => "CheckpointError" (Base, "ValueError")
         "A loader state was refused: it is not a state dict, it belongs to another dataset \
-         (file names and sizes), seq_len, record size, order or seed, the ranks it was \
-         merged from consumed unequal counts, no state was given, or the loader already \
-         delivered a batch. Also a ValueError."
+         (file names and sizes), seq_len, record size, order or seed (Documents: bos, \
+         schedule or max_docs) or another kind of source, the ranks it was merged from \
+         consumed unequal counts (popped unequal steps), no state was given, or the loader \
+         already delivered a batch. Also a ValueError."
         {}
 }
 

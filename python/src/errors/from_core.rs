@@ -22,8 +22,16 @@ fn kind_of(e: &pinring::Error) -> Kind {
             SourceError::CheckpointMismatch { .. }
             | SourceError::CheckpointPastEpoch { .. }
             | SourceError::UnequalRanks { .. }
-            | SourceError::BadCheckpointText { .. },
+            | SourceError::BadCheckpointText { .. }
+            | SourceError::DocumentsCheckpointMismatch { .. }
+            | SourceError::UnequalSteps { .. },
         ) => Kind::Checkpoint,
+        // Settings of a source, whichever step finds them wrong: the fix is an argument.
+        E::Source(
+            SourceError::BadSchedule { .. }
+            | SourceError::OutOfRange { .. }
+            | SourceError::TooManyDocuments { .. },
+        ) => Kind::Config,
         E::Source(s) if not_found(s) => Kind::SourceNotFound,
         E::SourcePanic { .. } | E::Source(_) => Kind::Source,
         E::Backend { .. } | E::Fence(_) => Kind::Cuda,
@@ -157,6 +165,11 @@ fn message(e: &pinring::Error) -> String {
                 )
             }
         }
+        E::Source(SourceError::BadSchedule {
+            index,
+            from_step,
+            why,
+        }) => format!("schedule[{index}] (from step {from_step}): {why}"),
         _ => e.to_string(),
     }
 }
@@ -184,6 +197,13 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
             ("behind", obj(py, stage_name(Stage::Consumer))),
             ("leased", obj(py, leased.clone())),
         ],
+        E::Source(SourceError::BadSchedule { .. }) => vec![("argument", obj(py, "schedule"))],
+        E::Source(SourceError::OutOfRange { setting, .. }) => {
+            vec![("argument", obj(py, *setting))]
+        }
+        E::Source(SourceError::TooManyDocuments { .. }) => {
+            vec![("argument", obj(py, "max_docs"))]
+        }
         E::Source(s) => {
             let Some(path) = source_path(s) else {
                 return Vec::new();

@@ -1,48 +1,18 @@
-//! The element type of a batch and the shape of one sample (a row).
+//! The element types a batch (or a field of one) is exported as, and the shape of one
+//! sample (a row). The types are the core's [`pinring::Dtype`]: one list for the layout a
+//! source writes and the DLPack type a consumer reads.
 
-/// The element type of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dtype {
-    /// `uint8` (record bytes).
-    Uint8,
-    /// `uint16` (tokens as stored in llm.c's GPT-2 shards).
-    Uint16,
-    /// `int32` (tokens widened).
-    Int32,
-    /// `int64` (tokens widened).
-    Int64,
-}
+use dlpark::ffi::DLDataType;
+use pinring::Dtype;
 
-impl Dtype {
-    /// The name numpy and torch use.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Dtype::Uint8 => "uint8",
-            Dtype::Uint16 => "uint16",
-            Dtype::Int32 => "int32",
-            Dtype::Int64 => "int64",
-        }
-    }
-
-    /// Bytes per element.
-    pub(crate) fn itemsize(self) -> usize {
-        match self {
-            Dtype::Uint8 => 1,
-            Dtype::Uint16 => 2,
-            Dtype::Int32 => 4,
-            Dtype::Int64 => 8,
-        }
-    }
-
-    /// The DLPack type.
-    pub(crate) fn dlpack(self) -> dlpark::ffi::DLDataType {
-        use dlpark::ffi::DLDataType;
-        match self {
-            Dtype::Uint8 => DLDataType::U8,
-            Dtype::Uint16 => DLDataType::U16,
-            Dtype::Int32 => DLDataType::I32,
-            Dtype::Int64 => DLDataType::I64,
-        }
+/// The DLPack type of `dtype`.
+pub(crate) fn dlpack(dtype: Dtype) -> DLDataType {
+    match dtype {
+        Dtype::U8 => DLDataType::U8,
+        Dtype::U16 => DLDataType::U16,
+        Dtype::I32 => DLDataType::I32,
+        Dtype::U32 => DLDataType::U32,
+        Dtype::I64 => DLDataType::I64,
     }
 }
 
@@ -58,6 +28,6 @@ pub(crate) struct Row {
 impl Row {
     /// Bytes per sample.
     pub(crate) fn bytes(self) -> usize {
-        self.cols * self.dtype.itemsize()
+        self.cols * self.dtype.size()
     }
 }

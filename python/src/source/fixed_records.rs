@@ -6,11 +6,12 @@ use pyo3::prelude::*;
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{self, Sampler};
+use pinring::Dtype;
 
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
-use crate::source::dtype::{Dtype, Row};
+use crate::source::dtype::Row;
 use crate::source::paths::{is_glob, not_a_directory, path_list};
 use crate::source::sampling::Sampling;
 use crate::source::spec::Spec;
@@ -109,7 +110,7 @@ impl FixedRecords {
             spec: Spec::Records { sampler },
             row: Row {
                 cols: record_bytes,
-                dtype: Dtype::Uint8,
+                dtype: Dtype::U8,
             },
             files,
             records,
@@ -175,12 +176,12 @@ impl FixedRecords {
     /// Samples per epoch for this rank.
     #[getter]
     fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len()
+        self.spec.epoch_len().unwrap_or(0)
     }
 
     /// Samples per epoch for this rank (as `epoch_len`).
     fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_len()).unwrap_or(usize::MAX)
+        usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
     }
 
     fn __repr__(&self) -> String {
@@ -190,7 +191,7 @@ impl FixedRecords {
             self.records,
             self.row.cols,
             self.sampling.describe(),
-            self.spec.epoch_len()
+            self.spec.epoch_len().unwrap_or(0)
         )
     }
 }

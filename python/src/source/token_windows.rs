@@ -1,17 +1,16 @@
 //! `pinring.TokenWindows`: windows of llm.c / modded-nanogpt token shards.
 
-use std::path::PathBuf;
-
 use pyo3::prelude::*;
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
-use pinring::source::{ShardProblem, SourceError, TokenShards, TokenType, Tokens};
+use pinring::source::{TokenShards, Tokens};
 
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
-use crate::source::dtype::{Dtype, Row};
-use crate::source::paths::{is_glob, not_a_directory, path_list};
+use crate::source::dtype::Row;
+use crate::source::paths::path_list;
 use crate::source::sampling::Sampling;
+use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
 
 /// Most tokens a shard holds (its header counts them in an i32).
@@ -81,64 +80,6 @@ fn seq_len_arg(py: Python<'_>, seq_len: i128) -> PyResult<u64> {
         })
 }
 
-/// The `dtype` argument.
-fn dtype_arg(py: Python<'_>, dtype: &str) -> PyResult<(TokenType, Dtype)> {
-    Ok(match dtype.trim().to_ascii_lowercase().as_str() {
-        "uint16" | "u16" => (TokenType::U16, Dtype::Uint16),
-        "int32" | "i32" => (TokenType::I32, Dtype::Int32),
-        "int64" | "i64" => (TokenType::I64, Dtype::Int64),
-        _ => {
-            return Err(config(
-                py,
-                "dtype",
-                format!("dtype {dtype:?} is not one of \"uint16\", \"int32\", \"int64\""),
-            ))
-        }
-    })
-}
-
-/// The shards `paths` name, each pattern expanded in order.
-fn open_shards(paths: &[PathBuf]) -> pinring::Result<TokenShards> {
-    let mut shards = Vec::new();
-    for p in paths {
-        if is_glob(p) {
-            shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
-        } else {
-            not_a_directory(p)?;
-            shards.extend(TokenShards::open([p])?.shards().iter().cloned());
-        }
-    }
-    TokenShards::from_shards(shards)
-}
-
-/// What opening the source can refuse, in Python's words where the core speaks of Rust.
-fn open_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
-    match e {
-        pinring::Error::Source(SourceError::File { path, problem })
-            if matches!(
-                problem.format_problem::<ShardProblem>(),
-                Some(ShardProblem::TokenTypeTooNarrow { .. })
-            ) =>
-        {
-            new_error(
-                py,
-                Kind::Config,
-                format!(
-                    "dtype=\"{}\" cannot hold the tokens of {}: it is a shard of 32-bit tokens \
-                 (llm.c's LLaMA-3 format); use dtype=\"int32\" or \"int64\"",
-                    dtype.name(),
-                    path.display()
-                ),
-                &[
-                    ("argument", obj(py, "dtype")),
-                    ("path", obj(py, path.to_string_lossy().into_owned())),
-                ],
-            )
-        }
-        other => to_py(py, other),
-    }
-}
-
 /// The error for a `seq_len` longer than every shard: a SourceError naming the longest.
 fn too_long(py: Python<'_>, shards: &TokenShards, seq_len: u64) -> PyErr {
     let longest = shards.shards().iter().max_by_key(|s| s.len());
@@ -184,7 +125,7 @@ impl TokenWindows {
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let cols = usize::try_from(window)
             .ok()
-            .filter(|c| c.checked_mul(dtype.itemsize()).is_some())
+            .filter(|c| c.checked_mul(dtype.size()).is_some())
             .ok_or_else(|| config(py, "seq_len", format!("seq_len={seq_len} is too large")))?;
         let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
         let paths = path_list(paths)?;
@@ -278,12 +219,12 @@ impl TokenWindows {
     /// Samples per epoch for this rank.
     #[getter]
     fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len()
+        self.spec.epoch_len().unwrap_or(0)
     }
 
     /// Samples per epoch for this rank (as `epoch_len`).
     fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_len()).unwrap_or(usize::MAX)
+        usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
     }
 
     fn __repr__(&self) -> String {
@@ -294,7 +235,7 @@ impl TokenWindows {
             self.seq_len,
             self.row.dtype.name(),
             self.sampling.describe(),
-            self.spec.epoch_len()
+            self.spec.epoch_len().unwrap_or(0)
         )
     }
 }

@@ -1,0 +1,455 @@
+//! `pinring.Documents`: packed documents from llm.c / modded-nanogpt token shards, a step
+//! of one rank per batch, as modded-nanogpt's generator makes them.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
+
+use pinring::source::{self, DocOrder, DocumentProblem, SourceError, MAX_TOKENS_PER_BATCH};
+use pinring::Dtype;
+
+use crate::args;
+use crate::errors::classes::{config, new_error, obj, Kind};
+use crate::source::dtype::Row;
+use crate::source::paths::path_list;
+use crate::source::shards::{dtype_arg, open_error, open_shards};
+use crate::source::spec::Spec;
+
+/// Packed documents from llm.c / modded-nanogpt token shards: each batch is one training
+/// step of this rank, for variable-length (document-masked) attention.
+///
+/// A document starts at a `bos` token and runs to the next one (or its shard's end);
+/// tokens before a shard's first `bos` are never used. Each step of each rank packs
+/// `tokens_per_batch + 1` tokens of whole documents, each cut at `max_seq_len`, the last
+/// one cut to fill the step. With order="sequential", rank `r` of `world_size` at step `k`
+/// gets exactly what modded-nanogpt's `distributed_data_generator(pattern, num_tokens =
+/// tokens_per_batch * world_size, max_seq_len, grad_accum_steps=1, align_to_bos=True)`
+/// yields there: ranks take each step's documents in rank order from one walk; a shard
+/// whose documents run out mid-step drops that partial step and the step starts over at
+/// the next shard; after the last shard the next epoch starts at the first (modded-nanogpt
+/// stops there).
+///
+/// A batch's fields (`batch["inputs"]`, ...; `batch.fields` names them), 1-D, of this
+/// step's own `N` = tokens_per_batch:
+///
+/// - `tokens` (`N + 1`, of `dtype`); `inputs` = `tokens[:-1]` and `targets` = `tokens[1:]`
+///   (`N` each, views of it: int64 targets are `targets.long()` on the device);
+/// - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
+///   document ending at `N`, padded with `N`;
+/// - `positions` (int32, `N`, with positions=True): each input's position in its document.
+///
+/// `batch.max_seqlen` is the step's longest document (what varlen attention takes),
+/// `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
+/// in order: the same whatever the order, seed, rank or world size), `batch.step` the step.
+///
+/// Where documents start is found once per shard (a scan for `bos`): the first shard here,
+/// the next ones by a thread ahead of the walk, so no step waits for an index
+/// (`index_stats()` says so); in shuffled order every shard here, in parallel. It has no
+/// `len()`: how many steps an epoch holds depends on where its documents fall.
+///
+/// Args:
+///     paths: a shard's path, a glob with `*` / `?` in the file name, or a list of either
+///         (str or os.PathLike), read in that order (a glob's matches sorted, as
+///         modded-nanogpt sorts them). Shards of u16 tokens (GPT-2) and of u32 tokens
+///         (LLaMA-3) are read.
+///     bos: the token that starts a document; None: 50256 (GPT-2's `<|endoftext|>`) for
+///         u16 shards, 128000 (LLaMA-3's `<|begin_of_text|>`) for u32 shards.
+///     tokens_per_batch: tokens of inputs per rank per step (`N`; modded-nanogpt's
+///         `num_tokens` is this times world_size).
+///     max_seq_len: documents are cut at this many tokens (their tails are dropped).
+///     max_docs: the length of `cu_seqlens` in every step (a step holds at most
+///         `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
+///         (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
+///         of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+///         a ConfigError from `pop()` at that step, naming it and the count it needed.
+///     schedule: changes of the step sizes, known up front: a list of `(from_step,
+///         tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
+///         uses the last entry with `from_step <= k` (the sizes above before the first; an
+///         entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
+///         Slots are sized for the largest step; each batch has its own step's shape.
+///     order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
+///         permutation of every document of every shard, from `seed`; only an epoch's last
+///         partial step is dropped).
+///     seed: the seed of "shuffled".
+///     rank: this process's rank.
+///     world_size: how many ranks share each step's documents.
+///     dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64", or
+///         "uint16" (u16 shards only).
+///     positions: add the `positions` field.
+///     index_cache: a folder where each shard's document index is kept across runs (made
+///         if missing); an index is used only if made for this very shard (path, size,
+///         modification time) and bos, else the shard is scanned again. None: no cache.
+///
+/// Raises:
+///     SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
+///         a shard holds no `bos` token; no step fits in a whole epoch. `e.path` names the
+///         file.
+///     ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
+///         max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
+///         entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
+///         order or dtype, a dtype too narrow for the shards.
+#[gen_stub_pyclass(module = "pinring._pinring")]
+#[pyclass(module = "pinring", frozen)]
+#[derive(Debug)]
+pub struct Documents {
+    docs: source::Documents,
+    dtype: Dtype,
+    files: Vec<String>,
+    tokens: u64,
+    positions: bool,
+}
+
+/// The `schedule` argument: a list (or tuple) of `(from_step, tokens_per_batch,
+/// max_seq_len)` triples of ints.
+fn schedule_arg(py: Python<'_>, schedule: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u64, u64)>> {
+    let shape = |what: String| {
+        config(
+            py,
+            "schedule",
+            format!("schedule must be a list of (from_step, tokens_per_batch, max_seq_len) {what}"),
+        )
+    };
+    if !(schedule.is_instance_of::<PyList>() || schedule.is_instance_of::<PyTuple>()) {
+        return Err(shape(format!(
+            "entries, got a {}",
+            schedule.get_type().name()?
+        )));
+    }
+    let mut out = Vec::new();
+    for (index, entry) in schedule.try_iter()?.enumerate() {
+        let entry = entry?;
+        let triple: (i128, i128, i128) = entry.extract().map_err(|_| {
+            shape(format!(
+                "entries of ints: schedule[{index}] is {}",
+                entry.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+        let (from_step, tokens, max_seq_len) = triple;
+        let in_range = |v: i128, what: &str| {
+            u64::try_from(v).map_err(|_| {
+                config(
+                    py,
+                    "schedule",
+                    format!(
+                        "schedule[{index}] = ({from_step}, {tokens}, {max_seq_len}): its \
+                         {what} must be in 0..2**64"
+                    ),
+                )
+            })
+        };
+        out.push((
+            in_range(from_step, "from_step")?,
+            in_range(tokens, "tokens_per_batch")?,
+            in_range(max_seq_len, "max_seq_len")?,
+        ));
+    }
+    Ok(out)
+}
+
+/// The `order` argument.
+fn order_arg(py: Python<'_>, order: &str, seed: u64) -> PyResult<DocOrder> {
+    let name = order.trim().to_ascii_lowercase();
+    DocOrder::from_name(&name, seed).ok_or_else(|| {
+        config(
+            py,
+            "order",
+            format!("order {order:?} is not one of \"sequential\", \"shuffled\""),
+        )
+    })
+}
+
+/// What building the source can refuse, in Python's words.
+fn build_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
+    match e {
+        pinring::Error::Source(SourceError::File { path, problem })
+            if matches!(
+                problem.format_problem::<DocumentProblem>(),
+                Some(DocumentProblem::BosOutOfRange { .. })
+            ) =>
+        {
+            new_error(
+                py,
+                Kind::Config,
+                format!("bos is out of range for {}: it {problem}", path.display()),
+                &[
+                    ("argument", obj(py, "bos")),
+                    ("path", obj(py, path.to_string_lossy().into_owned())),
+                ],
+            )
+        }
+        other => open_error(py, other, dtype),
+    }
+}
+
+#[gen_stub_pymethods]
+#[pymethods]
+impl Documents {
+    #[new]
+    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        #[gen_stub(override_type(
+            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
+            imports = ("os", "typing")
+        ))]
+        paths: &Bound<'_, PyAny>,
+        bos: Option<i128>,
+        tokens_per_batch: i128,
+        max_seq_len: i128,
+        max_docs: Option<i128>,
+        #[gen_stub(override_type(
+            type_repr = "typing.Sequence[tuple[int, int, int]] | None",
+            imports = ("typing",)
+        ))]
+        schedule: Option<&Bound<'_, PyAny>>,
+        order: &str,
+        seed: i128,
+        rank: i128,
+        world_size: i128,
+        dtype: &str,
+        positions: bool,
+        index_cache: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let bos = bos
+            .map(|b| {
+                u32::try_from(b).map_err(|_| {
+                    config(
+                        py,
+                        "bos",
+                        format!("bos must be a token id in 0..2**32, got {b}"),
+                    )
+                })
+            })
+            .transpose()?;
+        let tokens_per_batch = args::at_least_one(py, "tokens_per_batch", tokens_per_batch)?;
+        if tokens_per_batch > MAX_TOKENS_PER_BATCH {
+            return Err(config(
+                py,
+                "tokens_per_batch",
+                format!(
+                    "tokens_per_batch={tokens_per_batch} is over {MAX_TOKENS_PER_BATCH}, the \
+                     most a step packs (N + 1 tokens and cu_seqlens are int32)"
+                ),
+            ));
+        }
+        let max_seq_len = args::at_least_one(py, "max_seq_len", max_seq_len)?;
+        let max_docs = max_docs
+            .map(|m| args::at_least_one(py, "max_docs", m))
+            .transpose()?;
+        let schedule = schedule
+            .filter(|s| !s.is_none())
+            .map(|s| schedule_arg(py, s))
+            .transpose()?
+            .unwrap_or_default();
+        let seed = u64::try_from(seed)
+            .map_err(|_| config(py, "seed", format!("seed must be in 0..2**64, got {seed}")))?;
+        let order = order_arg(py, order, seed)?;
+        let world = args::at_least_one(py, "world_size", world_size)?;
+        let rank = u64::try_from(rank)
+            .ok()
+            .filter(|&r| r < world)
+            .ok_or_else(|| {
+                config(
+                    py,
+                    "rank",
+                    format!("rank must be in 0..world_size ({world}), got {rank}"),
+                )
+            })?;
+        let (ty, dtype) = dtype_arg(py, dtype)?;
+        let paths = path_list(paths)?;
+        let built = py.detach(|| -> pinring::Result<_> {
+            let shards = open_shards(&paths)?;
+            let files = shards
+                .shards()
+                .iter()
+                .map(|s| s.path().to_string_lossy().into_owned())
+                .collect::<Vec<_>>();
+            let tokens = shards.tokens();
+            let mut builder = source::Documents::builder(shards)
+                .tokens_per_batch(tokens_per_batch)
+                .max_seq_len(max_seq_len)
+                .schedule(schedule)
+                .order(order)
+                .shard(rank, world)
+                .token_type(ty)
+                .positions(positions);
+            if let Some(bos) = bos {
+                builder = builder.bos(bos);
+            }
+            if let Some(m) = max_docs {
+                builder = builder.max_docs(m);
+            }
+            if let Some(dir) = index_cache {
+                builder = builder.index_cache(dir);
+            }
+            Ok((builder.build()?, files, tokens))
+        });
+        let (docs, files, tokens) = built.map_err(|e| build_error(py, e, dtype))?;
+        Ok(Documents {
+            docs,
+            dtype,
+            files,
+            tokens,
+            positions,
+        })
+    }
+
+    /// The token that starts a document.
+    #[getter]
+    fn bos(&self) -> u32 {
+        self.docs.bos()
+    }
+
+    /// Tokens of inputs per rank at step 0.
+    #[getter]
+    fn tokens_per_batch(&self) -> u64 {
+        self.docs.schedule().at(0).tokens
+    }
+
+    /// Where documents are cut at step 0.
+    #[getter]
+    fn max_seq_len(&self) -> u64 {
+        self.docs.schedule().at(0).max_seq_len
+    }
+
+    /// The `max_docs` given; None: modded-nanogpt's rule, step by step.
+    #[getter]
+    fn max_docs(&self) -> Option<u64> {
+        self.docs.schedule().max_docs()
+    }
+
+    /// The step sizes over the run: `[(from_step, tokens_per_batch, max_seq_len, max_docs),
+    /// ...]`, the first from step 0.
+    #[getter]
+    fn schedule(&self) -> Vec<(u64, u64, u64, u64)> {
+        self.docs
+            .schedule()
+            .entries()
+            .iter()
+            .map(|&(from, s)| (from, s.tokens, s.max_seq_len, s.max_docs))
+            .collect()
+    }
+
+    /// `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
+    ///
+    /// Args:
+    ///     step: a step number, from 0.
+    fn sizes_at(&self, step: u64) -> (u64, u64, u64) {
+        let s = self.docs.schedule().at(step);
+        (s.tokens, s.max_seq_len, s.max_docs)
+    }
+
+    /// "sequential" or "shuffled".
+    #[getter]
+    fn order(&self) -> &'static str {
+        self.docs.order().name()
+    }
+
+    /// The seed of "shuffled" (0 for "sequential").
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.docs.order().seed()
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.docs.rank()
+    }
+
+    /// Ranks sharing each step's documents.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.docs.world_size()
+    }
+
+    /// The tokens' element type: "uint16", "int32" or "int64".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.name()
+    }
+
+    /// Whether batches carry `positions`.
+    #[getter]
+    fn positions(&self) -> bool {
+        self.positions
+    }
+
+    /// The names of a batch's fields, in layout order.
+    #[getter]
+    fn fields(&self) -> Vec<String> {
+        self.docs.fields().iter().map(|f| f.name.clone()).collect()
+    }
+
+    /// The shard files, in the order they are walked.
+    #[getter]
+    fn files(&self) -> Vec<String> {
+        self.files.clone()
+    }
+
+    /// Tokens in all shards.
+    #[getter]
+    fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// Documents in all shards, when counted up front (order="shuffled" indexes every
+    /// shard here); None with order="sequential".
+    #[getter]
+    fn documents(&self) -> Option<u64> {
+        self.docs.documents()
+    }
+
+    /// How the shards were indexed so far, as a dict of counts: `shards`, `indexed`, and of
+    /// those `at_start` (before any step), `ahead` (by the thread ahead of the walk),
+    /// `on_walk` (by the walk itself: a step waited; 0 in a healthy run) and `from_cache`.
+    #[gen_stub(override_return_type(type_repr = "dict[str, int]"))]
+    fn index_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.docs.index_stats();
+        let d = PyDict::new(py);
+        d.set_item("shards", s.shards)?;
+        d.set_item("indexed", s.indexed)?;
+        d.set_item("at_start", s.at_start)?;
+        d.set_item("ahead", s.ahead)?;
+        d.set_item("on_walk", s.on_walk)?;
+        d.set_item("from_cache", s.from_cache)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.docs.schedule().at(0);
+        format!(
+            "Documents({} file(s), {} tokens, bos={}, tokens_per_batch={}, max_seq_len={}, \
+             {} schedule change(s), dtype='{}', order='{}', rank={}/{})",
+            self.files.len(),
+            self.tokens,
+            self.docs.bos(),
+            s.tokens,
+            s.max_seq_len,
+            self.docs.schedule().entries().len() - 1,
+            self.dtype.name(),
+            self.docs.order().name(),
+            self.docs.rank(),
+            self.docs.world_size()
+        )
+    }
+}
+
+impl Documents {
+    /// The source as a loader needs it, and its row shape (the slot's bytes).
+    pub(crate) fn spec(&self) -> (Spec, Row) {
+        let row = Row {
+            cols: self.docs.fields().bytes(),
+            dtype: Dtype::U8,
+        };
+        (
+            Spec::Documents {
+                docs: self.docs.clone(),
+            },
+            row,
+        )
+    }
+}
