@@ -45,6 +45,7 @@ mod error;
 mod feeder;
 mod fields;
 mod host_ring;
+mod locate;
 // For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
 // alone, not part of the public API.
 #[cfg(pinring_loom)]
@@ -55,6 +56,7 @@ mod pipeline;
 mod ready_ring;
 mod slot;
 pub mod source;
+mod source_tally;
 mod stats;
 mod sync;
 mod trace;
@@ -83,8 +85,10 @@ pub use describe::{Describe, Row, MAX_DIMS};
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
+pub use locate::{Locate, Location};
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use slot::stamp::{DeviceState, HostState};
+pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
