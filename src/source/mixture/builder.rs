@@ -2,7 +2,6 @@
 //! [`build`](MixtureBuilder::build); [`Mixture::builder`] and [`Mixture::to_builder`].
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 
 use super::blend::normalized;
@@ -27,7 +26,7 @@ pub struct MixtureBuilder<S> {
     batch_size: Option<u64>,
     stop: Stop,
     start_step: Option<u64>,
-    skip_steps: Vec<Range<u64>>,
+    skip_steps: Vec<(u64, u64)>,
 }
 
 impl<S> fmt::Debug for MixtureBuilder<S> {
@@ -78,7 +77,7 @@ impl<S: Segmented + Clone> Mixture<S> {
             batch_size: i.batch,
             stop: i.stop,
             start_step: (i.start_step > 0).then_some(i.start_step),
-            skip_steps: i.skip.ranges().iter().map(|&(a, b)| a..b).collect(),
+            skip_steps: i.skip.ranges().to_vec(),
         }
     }
 }
@@ -138,10 +137,10 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
         self
     }
 
-    /// Leaves the batches of these steps out (half-open ranges `a..b`, as Rust's and
-    /// Python's ranges are): every other batch keeps its step number, and a state records
+    /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`
+    /// (steps `a` to `b - 1`, as Rust's `a..b` and Python's `range(a, b)` are). Every other batch keeps its step number, and a state records
     /// the ranges, so a run resumed from it keeps skipping them. Needs a batch size.
-    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
+    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
         self.skip_steps.extend(ranges);
         self
     }

@@ -3,7 +3,6 @@
 //! which make one.
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 
 use super::order::Order;
@@ -28,7 +27,7 @@ pub struct SamplerBuilder<S> {
     batch_size: Option<u64>,
     drop_last: bool,
     start_step: Option<u64>,
-    skip_steps: Vec<Range<u64>>,
+    skip_steps: Vec<(u64, u64)>,
 }
 
 impl<S> fmt::Debug for SamplerBuilder<S> {
@@ -104,7 +103,7 @@ impl<S: Segmented> Sampler<S> {
             batch_size: i.batch,
             drop_last: i.drop_last,
             start_step: (i.start_step > 0).then_some(i.start_step),
-            skip_steps: i.skip.ranges().iter().map(|&(a, b)| a..b).collect(),
+            skip_steps: i.skip.ranges().to_vec(),
         }
     }
 }
@@ -245,8 +244,9 @@ impl<S: Segmented> SamplerBuilder<S> {
         self
     }
 
-    /// Leaves the batches of these steps out of the run (default: none): each range
-    /// `a..b` is half-open (steps `a` to `b - 1`, as Rust's and Python's ranges are).
+    /// Leaves the batches of these steps out of the run (default: none): each `(a, b)` is
+    /// the half-open range `a..b` (steps `a` to `b - 1`, as Rust's `a..b` and Python's
+    /// `range(a, b)` are).
     /// The iterators skip them by arithmetic (nothing in them is read); every other
     /// batch keeps its step number; a checkpoint records the skipped ranges, so a run
     /// resumed from it keeps skipping them (with any its own builder adds). The
@@ -261,13 +261,13 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// # std::fs::create_dir_all(&dir).unwrap();
     /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
     /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(11).batch_size(10)
-    ///     .skip_steps([2..4, 11..12]).build()?;
+    ///     .skip_steps([(2, 4), (11, 12)]).build()?;
     /// let steps: Vec<u64> = sampler.iter().step_by(10).take(8).map(|w| w.step().unwrap()).collect();
     /// assert_eq!(steps, [0, 1, 4, 5, 6, 7, 8, 9]);
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok::<(), pinring::Error>(())
     /// ```
-    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
+    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
         self.skip_steps.extend(ranges);
         self
     }

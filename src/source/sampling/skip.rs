@@ -1,7 +1,5 @@
 //! [`SkipSteps`]: the steps a run leaves out, as sorted, disjoint half-open ranges.
 
-use std::ops::Range;
-
 use crate::error::source::SourceError;
 
 /// Steps a run leaves out of its stream ([`SamplerBuilder::skip_steps`](crate::source::SamplerBuilder::skip_steps),
@@ -15,18 +13,12 @@ pub(crate) struct SkipSteps {
 }
 
 impl SkipSteps {
-    /// The ranges given, checked: a range whose start is past its end is
-    /// [`SourceError::BadSkip`].
-    pub(crate) fn new(ranges: impl IntoIterator<Item = Range<u64>>) -> Result<Self, SourceError> {
-        let mut list = Vec::new();
-        for r in ranges {
-            if r.start > r.end {
-                return Err(SourceError::BadSkip {
-                    start: r.start,
-                    end: r.end,
-                });
-            }
-            list.push((r.start, r.end));
+    /// The half-open ranges `(start, end)` given, checked: a range whose start is past its
+    /// end is [`SourceError::BadSkip`].
+    pub(crate) fn new(ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<Self, SourceError> {
+        let list: Vec<(u64, u64)> = ranges.into_iter().collect();
+        if let Some(&(start, end)) = list.iter().find(|(a, b)| a > b) {
+            return Err(SourceError::BadSkip { start, end });
         }
         Ok(Self::merged(list))
     }
@@ -102,7 +94,7 @@ mod tests {
 
     #[test]
     fn ranges_merge_and_steps_skip() {
-        let s = SkipSteps::new([5..7, 1..2, 6..9, 9..10, 3..3]).unwrap();
+        let s = SkipSteps::new([(5, 7), (1, 2), (6, 9), (9, 10), (3, 3)]).unwrap();
         assert_eq!(s.ranges(), &[(1, 2), (5, 10)]);
         assert_eq!(
             (0..12).map(|k| s.next_kept(k)).collect::<Vec<_>>(),
@@ -116,7 +108,6 @@ mod tests {
             (0..6).map(|n| s.after_kept(0, n)).collect::<Vec<_>>(),
             [0, 2, 3, 4, 10, 11]
         );
-        let (start, end) = (4, 2);
-        assert!(SkipSteps::new(Some(start..end)).is_err());
+        assert!(SkipSteps::new([(4, 2)]).is_err());
     }
 }
