@@ -12,7 +12,8 @@ use crate::error::{ConfigError, Result};
 /// With the weights normalized to `w_s` (summing to 1) and `c_s(n)` the samples source
 /// `s` got among positions `0..n`, position `n` goes to the source, among those still
 /// owed a sample (`c_s(n) < w_s · (n + 1)`), whose next sample falls due first — the
-/// least `(c_s(n) + 1) / w_s` — ties to the lowest index. So after any `n` positions every
+/// least `(c_s(n) + 1) / w_s` (computed as `(c_s(n) + 1) · (1 / w_s)`) — ties to the
+/// lowest index. So after any `n` positions every
 /// source's count is within 1 of `w_s · n` (in fact `⌊w_s n⌋ ≤ c_s(n) ≤ ⌈w_s n⌉`): the
 /// `j`-th sample of `s` must land at a prefix length in `[⌊(j − 1)/w_s⌋ + 1, ⌈j/w_s⌉]`
 /// for that; a source is owed a sample exactly when its next one's window has opened,
@@ -45,6 +46,8 @@ use crate::error::{ConfigError, Result};
 pub struct Blend {
     /// The weights, normalized.
     weights: Vec<f64>,
+    /// Their reciprocals (infinite for a zero weight): a sample's due point is a product.
+    inverse: Vec<f64>,
     /// Each source's samples among the positions walked.
     counts: Vec<u64>,
     /// Positions walked.
@@ -58,18 +61,20 @@ impl Blend {
     pub fn new(weights: &[f64]) -> Result<Blend> {
         let weights = normalized(weights, None).map_err(ConfigError::Mixture)?;
         let counts = vec![0; weights.len()];
-        Ok(Blend {
-            weights,
-            counts,
-            n: 0,
-        })
+        Ok(Blend::resumed(weights, counts))
     }
 
     /// The sequence of `weights` (normalized already) from the position where the counts
     /// since its start are `counts`.
     pub(crate) fn resumed(weights: Vec<f64>, counts: Vec<u64>) -> Blend {
         let n = counts.iter().sum();
-        Blend { weights, counts, n }
+        let inverse = weights.iter().map(|w| 1.0 / w).collect();
+        Blend {
+            weights,
+            inverse,
+            counts,
+            n,
+        }
     }
 
     /// The weights, normalized to sum to 1.
@@ -91,9 +96,10 @@ impl Blend {
     pub fn peek(&self) -> usize {
         let target = (self.n + 1) as f64;
         let mut best: Option<(usize, f64)> = None;
-        for (s, (&w, &c)) in self.weights.iter().zip(&self.counts).enumerate() {
+        let each = self.weights.iter().zip(&self.inverse).zip(&self.counts);
+        for (s, ((&w, &inverse), &c)) in each.enumerate() {
             if (c as f64) < w * target {
-                let due = (c + 1) as f64 / w;
+                let due = (c + 1) as f64 * inverse;
                 if best.is_none_or(|(_, b)| due < b) {
                     best = Some((s, due));
                 }
@@ -110,14 +116,21 @@ impl Blend {
     }
 }
 
+impl Blend {
+    /// Walks past the next position, whose source [`peek`](Self::peek) gave as `s`.
+    pub(crate) fn assign(&mut self, s: usize) {
+        self.counts[s] += 1;
+        self.n += 1;
+    }
+}
+
 impl Iterator for Blend {
     type Item = usize;
 
     /// The source of the next position.
     fn next(&mut self) -> Option<usize> {
         let s = self.peek();
-        self.counts[s] += 1;
-        self.n += 1;
+        self.assign(s);
         Some(s)
     }
 

@@ -79,7 +79,7 @@ impl Walk {
             self.ended = true;
             return None;
         }
-        self.blend.next();
+        self.blend.assign(s);
         self.at += 1;
         if self.stop == Stop::All && n + 1 == self.epoch_lens[s] {
             self.unfinished -= 1;
