@@ -92,7 +92,8 @@ pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
-/// token shards, several ranks and checkpoints, Stats and the timeline, example tools.
+/// token shards, several ranks and checkpoints, mixing datasets, tracing a loss spike, Stats
+/// and the timeline, example tools.
 /// Its examples run as doc tests, in builds with the `cuda` feature (its GPU example is a
 /// whole program, with nothing hidden from a reader on GitHub, so it needs the feature).
 #[cfg_attr(feature = "cuda", doc = include_str!("../README.md"))]
