@@ -148,6 +148,7 @@ fn a_samplers_rows_read_back_and_a_pipeline_without_a_locator_says_so() {
     )
     .unwrap();
     while let Some(b) = pipeline.pop().unwrap() {
+        assert_eq!(b.step(), Some(b.seq()));
         for (i, at) in b.locate().unwrap().iter().enumerate() {
             assert_eq!(at.source, 0);
             assert_eq!(

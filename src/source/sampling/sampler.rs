@@ -139,6 +139,8 @@ impl<S> fmt::Debug for Sampler<S> {
             .field("windows", &i.windows)
             .field("epoch_windows", &i.epoch_windows)
             .field("epoch_len", &i.len)
+            .field("start_step", &i.start_step)
+            .field("skip_steps", &i.skip.ranges())
             .finish()
     }
 }
@@ -355,6 +357,12 @@ impl<S: Segmented> Sampler<S> {
     /// early, and [`Checkpoint::merge`] refuses the ranks' differing states there).
     /// A finished epoch is the next one's start: (`epoch + 1`, consumed 0).
     ///
+    /// With a batch size it records the steps done (those of a run from epoch `epoch`'s
+    /// start, which is step `epoch × epoch_batches`) and the sampler's skipped steps,
+    /// counting the skipped steps' samples as walked; it knows no
+    /// [`start_step`](crate::source::SamplerBuilder::start_step): for the run of
+    /// [`iter`](Self::iter) with one, use `checkpoint_after(&sampler.checkpoint(0, 0), popped)`.
+    ///
     /// For a run resumed from a checkpoint, use [`checkpoint_after`](Self::checkpoint_after).
     ///
     /// ```
@@ -398,7 +406,13 @@ impl<S: Segmented> Sampler<S> {
     /// `consumed_by_this_rank` of its samples since: in `from`'s epoch its share of the
     /// rest (see [`iter_from_checkpoint`](Self::iter_from_checkpoint)), then whole
     /// epochs. `from` is checked as `iter_from_checkpoint` checks it. With
-    /// `from = self.checkpoint(e, 0)` it is [`checkpoint`](Self::checkpoint)`(e, n)`.
+    /// `from = self.checkpoint(e, 0)` it is [`checkpoint`](Self::checkpoint)`(e, n)` (when no
+    /// start step is set). Steps: the run is the one `iter_from_checkpoint(from)` yields —
+    /// begun at the [`start_step`](crate::source::SamplerBuilder::start_step) if `from` stands
+    /// before it, leaving out `from`'s and this sampler's skipped steps — so the samples it
+    /// jumped over count as walked, and the checkpoint records the step reached and the
+    /// skipped ranges. Save between steps (whole batches popped): a run resumed from a
+    /// checkpoint inside a step cuts its batches from there.
     ///
     /// ```
     /// use pinring::source::{write_shard, TokenShards};
