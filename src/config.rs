@@ -9,6 +9,7 @@ use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::error::ConfigError;
 use crate::fields::Fields;
 use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
+use crate::locate::Locate;
 use crate::slot::info::SlotInfo;
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
@@ -63,6 +64,8 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) rows_per_batch: usize,
     /// The batch's fields, if it has a layout of named arrays.
     pub(crate) fields: Option<std::sync::Arc<Fields>>,
+    /// What places the batches' rows in their files (`ConfigBuilder::locator`).
+    pub(crate) locator: Option<std::sync::Arc<dyn Locate>>,
     pub(crate) backend: B::Options,
     /// Samples per decode work item, when not derived from the sample size (models).
     pub(crate) decode_item_samples: Option<usize>,
@@ -117,6 +120,7 @@ impl Config<Cpu> {
             rows_per_batch: None,
             fields: None,
             consumer_stream: None,
+            locator: None,
             backend: Default::default(),
         }
     }
@@ -204,6 +208,11 @@ impl<B: Backend> Config<B> {
     /// [`ConfigBuilder::fields`]).
     pub fn fields(&self) -> Option<&Fields> {
         self.fields.as_deref()
+    }
+    /// What places the batches' rows in their files, if set (see
+    /// [`ConfigBuilder::locator`]).
+    pub fn locator(&self) -> Option<&std::sync::Arc<dyn Locate>> {
+        self.locator.as_ref()
     }
     /// Bytes of host memory the pipeline keeps beside its ring for the samples'
     /// bookkeeping that does not depend on the sample type: the descriptions of every host
@@ -333,6 +342,7 @@ pub struct ConfigBuilder<B: Backend = Cpu> {
     rows_per_batch: Option<usize>,
     fields: Option<Fields>,
     consumer_stream: Option<B::Stream>,
+    locator: Option<std::sync::Arc<dyn Locate>>,
     backend: B::Options,
 }
 
@@ -518,6 +528,15 @@ impl<B: Backend> ConfigBuilder<B> {
         self.consumer_stream = Some(stream);
         self
     }
+    /// What places each batch's rows in their files, for
+    /// [`Batch::locate`](crate::Batch::locate) (default: none, and `locate` says so): the
+    /// source the pipeline reads — a [`Sampler`](crate::source::Sampler) or a
+    /// [`Mixture`](crate::source::Mixture) (cheap to clone), or a source's own config
+    /// helper sets it. Nothing on the pipeline's path uses it.
+    pub fn locator(mut self, locator: std::sync::Arc<dyn Locate>) -> Self {
+        self.locator = Some(locator);
+        self
+    }
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
@@ -543,6 +562,7 @@ impl<B: Backend> ConfigBuilder<B> {
             fields: self.fields,
             // A stream of the old backend means nothing to the new one.
             consumer_stream: None,
+            locator: self.locator,
             backend: options,
         }
     }
@@ -726,6 +746,7 @@ impl<B: Backend> ConfigBuilder<B> {
             id_bytes,
             rows_per_batch,
             fields: self.fields.map(std::sync::Arc::new),
+            locator: self.locator,
             backend: self.backend,
             decode_item_samples: None,
         })

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::row::Row;
+use crate::source_tally::SourceTally;
 
 /// Turns one sample into bytes, written straight into its range of a pinned host slot.
 ///
@@ -56,6 +57,15 @@ pub trait Decode: Send + Sync + 'static {
         if let Some((id, _)) = Self::identify(sample) {
             out.row(Row::id(id));
         }
+    }
+
+    /// The per-source counters a decoder of several sources keeps (a mixture's:
+    /// [`MixedDecoder`](crate::source::MixedDecoder)), which
+    /// [`Pipeline::stats`](crate::Pipeline::stats) reads into
+    /// [`Stats::sources`](crate::Stats::sources). The pipeline asks once, when it starts.
+    /// The default is `None`: no per-source section.
+    fn source_tally(&self) -> Option<std::sync::Arc<SourceTally>> {
+        None
     }
 }
 
@@ -120,5 +130,9 @@ impl<D: Decode> Decode for std::sync::Arc<D> {
 
     fn describe(sample: &Self::Sample, out: &mut Describe<'_>) {
         D::describe(sample, out)
+    }
+
+    fn source_tally(&self) -> Option<std::sync::Arc<SourceTally>> {
+        (**self).source_tally()
     }
 }

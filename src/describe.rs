@@ -12,12 +12,15 @@ use crate::slot::info::SlotInfo;
 pub struct Describe<'a> {
     info: &'a SlotInfo,
     slot: usize,
+    /// The source index every row gets, when set ([`source`](Self::source)).
+    source: Option<u16>,
 }
 
 impl std::fmt::Debug for Describe<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Describe")
             .field("slot", &self.slot)
+            .field("source", &self.source)
             .finish()
     }
 }
@@ -29,15 +32,30 @@ impl<'a> Describe<'a> {
     /// The caller owns the slot (the feeder, while FILLING) for as long as the value
     /// lives.
     pub(crate) unsafe fn new(info: &'a SlotInfo, slot: usize) -> Self {
-        Describe { info, slot }
+        Describe {
+            info,
+            slot,
+            source: None,
+        }
     }
 
     /// Appends a row to the batch; `false` when the batch holds
     /// [`Config::rows_per_batch`](crate::Config::rows_per_batch) rows already (the row is
     /// not kept; [`Batch::rows_dropped`](crate::Batch::rows_dropped) counts it).
-    pub fn row(&mut self, row: Row) -> bool {
+    pub fn row(&mut self, mut row: Row) -> bool {
+        if let Some(source) = self.source {
+            row.source = source;
+        }
         // SAFETY: the feeder owns the slot while this value lives (`new`'s contract).
         unsafe { self.info.push(self.slot, row) }
+    }
+
+    /// Makes every row this sample adds from now on say it came from source `source`
+    /// (whatever its [`Row::source`]): a mixture's decoder sets it before the decoder of
+    /// the sample's own source describes the sample
+    /// ([`MixedDecoder`](crate::source::MixedDecoder)).
+    pub fn source(&mut self, source: u16) {
+        self.source = Some(source);
     }
 
     /// Says which step of the run the batch is ([`Batch::step`](crate::Batch::step)).

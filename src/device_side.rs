@@ -6,6 +6,7 @@ use std::fmt;
 
 use crate::backend::contract::{Backend, CopyRole};
 use crate::fields::Fields;
+use crate::locate::Locate;
 use crate::park::ParkSlot;
 use crate::slot::device::DeviceSlots;
 use crate::sync::native;
@@ -26,6 +27,8 @@ pub(crate) struct DeviceSide<B: Backend> {
     pub(crate) poison: bool,
     /// The batches' field layout, if they have one (`ConfigBuilder::fields`).
     pub(crate) fields: Option<native::Arc<Fields>>,
+    /// What places the batches' rows in their files (`ConfigBuilder::locator`).
+    pub(crate) locator: Option<native::Arc<dyn Locate>>,
 }
 
 impl<B: Backend> Drop for DeviceSide<B> {

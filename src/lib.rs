@@ -45,6 +45,7 @@ mod error;
 mod feeder;
 mod fields;
 mod host_ring;
+mod locate;
 // For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
 // alone, not part of the public API.
 #[cfg(pinring_loom)]
@@ -56,6 +57,7 @@ mod ready_ring;
 mod row;
 mod slot;
 pub mod source;
+mod source_tally;
 mod stats;
 mod sync;
 mod trace;
@@ -84,13 +86,16 @@ pub use describe::Describe;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
+pub use locate::{Locate, Location};
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use row::{Row, MAX_DIMS};
 pub use slot::stamp::{DeviceState, HostState};
+pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
-/// token shards, several ranks and checkpoints, Stats and the timeline, example tools.
+/// token shards, several ranks and checkpoints, mixing datasets, tracing a loss spike, Stats
+/// and the timeline, example tools.
 /// Its examples run as doc tests, in builds with the `cuda` feature (its GPU example is a
 /// whole program, with nothing hidden from a reader on GitHub, so it needs the feature).
 #[cfg_attr(feature = "cuda", doc = include_str!("../README.md"))]

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::slot::stamp::{DeviceState, HostState};
+use crate::source_tally::SourceStats;
 // std's atomics in both builds: statistics order nothing, and models need not explore them.
 use crate::sync::native::{AtomicU64, Ordering};
 
@@ -56,6 +57,11 @@ pub struct Stats {
     pub host_slots: Vec<(u64, HostState)>,
     /// Each device slot's (sequence, state).
     pub device_slots: Vec<(u64, DeviceState)>,
+    /// Each source's decoded samples and decode time, indexed by source, where the
+    /// decoder reads several sources (a [`Mixture`](crate::source::Mixture)'s
+    /// [`MixedDecoder`](crate::source::MixedDecoder)); empty otherwise. A source's share is
+    /// its samples over their sum ([`source_shares`](Stats::source_shares)).
+    pub sources: Vec<SourceStats>,
 }
 
 /// The stage that limits a pipeline's throughput, as [`Stats::bottleneck`] reads it.
@@ -131,8 +137,64 @@ impl Stats {
                 .saturating_sub(earlier.consumer_stall_time),
             host_slots: self.host_slots.clone(),
             device_slots: self.device_slots.clone(),
+            sources: self
+                .sources
+                .iter()
+                .enumerate()
+                .map(|(i, now)| {
+                    let before = earlier.sources.get(i).copied().unwrap_or_default();
+                    SourceStats {
+                        samples: now.samples.saturating_sub(before.samples),
+                        decode: now.decode.saturating_sub(before.decode),
+                    }
+                })
+                .collect(),
         }
     }
+
+    /// Each source's share of the decoded samples ([`sources`](Stats::sources)), from 0 to
+    /// 1; empty without per-source counts.
+    pub fn source_shares(&self) -> Vec<f64> {
+        let total: u64 = self.sources.iter().map(|s| s.samples).sum();
+        self.sources
+            .iter()
+            .map(|s| s.samples as f64 / total.max(1) as f64)
+            .collect()
+    }
+
+    /// The source that decodes markedly slower per sample than the rest, where there are
+    /// several: its index, its decode time per sample and the others' (their decode time
+    /// over their samples). "Markedly" is at least [`Stats::SLOW_SOURCE`] times the
+    /// others'. `None` with fewer than two sources that decoded anything, or none that slow.
+    pub fn slowest_source(&self) -> Option<(usize, Duration, Duration)> {
+        let active = self.sources.iter().filter(|s| s.samples > 0).count();
+        if active < 2 {
+            return None;
+        }
+        let (slowest, stats) = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.samples > 0)
+            .max_by_key(|(_, s)| s.per_sample())?;
+        let rest = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != slowest)
+            .fold(SourceStats::default(), |sum, (_, s)| SourceStats {
+                samples: sum.samples + s.samples,
+                decode: sum.decode + s.decode,
+            });
+        let (mine, others) = (stats.per_sample(), rest.per_sample());
+        (mine.as_secs_f64() >= Self::SLOW_SOURCE * others.as_secs_f64() && mine > others)
+            .then_some((slowest, mine, others))
+    }
+
+    /// How many times slower per sample than the others a source must decode for
+    /// [`slowest_source`](Stats::slowest_source) (and the decode-bound bottleneck line) to
+    /// name it.
+    pub const SLOW_SOURCE: f64 = 1.5;
 
     /// Share of [`elapsed`](Stats::elapsed) that `d` is, in percent.
     fn pct(&self, d: Duration) -> f64 {
@@ -201,7 +263,13 @@ impl Stats {
                 ),
                 Bottleneck::Decode => format!(
                     "decode-bound: decode busy {decode:.0}% (of {threads} threads); the copy thread \
-                     waited for filled batches {for_filled:.0}% of the time"
+                     waited for filled batches {for_filled:.0}% of the time{}",
+                    self.slowest_source().map_or_else(String::new, |(s, mine, others)| format!(
+                        "; source {s} decodes slowest: {:.1} us a sample against {:.1} us for \
+                         the others",
+                        mine.as_secs_f64() * 1e6,
+                        others.as_secs_f64() * 1e6
+                    ))
                 ),
                 _ => format!(
                     "source-bound: the source iterator was busy {source:.0}% of the time; the copy \
@@ -274,6 +342,17 @@ impl std::fmt::Display for Stats {
                 f,
                 "transfer busy {:>6.1} ms  (the cpu backend's copy engine)",
                 ms(t)
+            )?;
+        }
+        let shares = self.source_shares();
+        for (i, (source, share)) in self.sources.iter().zip(shares).enumerate() {
+            writeln!(
+                f,
+                "source {i:<3} {} samples ({:.1}%), decode {:.1} ms ({:.1} us a sample)",
+                source.samples,
+                100.0 * share,
+                ms(source.decode),
+                source.per_sample().as_secs_f64() * 1e6
             )?;
         }
         writeln!(
@@ -407,6 +486,7 @@ mod tests {
             consumer_stall_time: ms(stalled),
             host_slots: Vec::new(),
             device_slots: Vec::new(),
+            sources: Vec::new(),
         }
     }
 
@@ -433,6 +513,39 @@ mod tests {
         let mut early = stats(600, 10, 40, 20, 0);
         early.batches = 1;
         assert_eq!(early.bottleneck().0, Bottleneck::NotYet);
+    }
+
+    #[test]
+    fn decode_bound_line_names_a_slow_source() {
+        use crate::source_tally::SourceStats;
+        let us = Duration::from_micros;
+        let mut s = stats(600, 10, 3600, 20, 0);
+        s.sources = vec![
+            SourceStats {
+                samples: 700,
+                decode: us(700 * 10),
+            },
+            SourceStats {
+                samples: 300,
+                decode: us(300 * 40),
+            },
+        ];
+        assert_eq!(s.slowest_source(), Some((1, us(40), us(10))));
+        let (b, why) = s.bottleneck();
+        if b == Bottleneck::Decode {
+            assert!(
+                why.ends_with(
+                    "source 1 decodes slowest: 40.0 us a sample against 10.0 us for the others"
+                ),
+                "{why}"
+            );
+        }
+        let text = s.to_string();
+        assert!(text.contains("source 0   700 samples (70.0%)"), "{text}");
+        assert!(text.contains("source 1   300 samples (30.0%)"), "{text}");
+        // Alike sources: none named.
+        s.sources[1].decode = us(300 * 12);
+        assert_eq!(s.slowest_source(), None);
     }
 
     #[test]

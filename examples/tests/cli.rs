@@ -1,10 +1,11 @@
 //! The example tools, run as a user runs them: the built binaries of `quickstart`,
-//! `train_tokens`, `train_documents` and `make_shard`, with good and bad command lines.
+//! `train_tokens`, `train_documents`, `make_shard` and `locate`, with good and bad command
+//! lines.
 //!
 //! `cargo test` builds the examples into `target/<profile>/examples/`, beside the
 //! `deps/` folder that holds this test's executable; `cargo test --test cli` (or
 //! `--release --test cli`) does not, so the first test to need them runs `cargo build`
-//! for the four examples in the same profile, features and target folder (a no-op when
+//! for the examples in the same profile, features and target folder (a no-op when
 //! they are fresh). Each check is about exit status and messages, never about speed: a
 //! watchdog only ends a run that would otherwise never end (a wrapped batch count).
 
@@ -15,13 +16,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
-use pinring::source::{write_shard, write_shard_u32, ShardFormat, TokenShard};
+use pinring::source::{
+    write_shard, write_shard_u32, Mixture, Order, ShardFormat, TokenShard, TokenShards,
+};
 
-const EXAMPLES: [&str; 4] = [
+const EXAMPLES: [&str; 5] = [
     "quickstart",
     "train_tokens",
     "train_documents",
     "make_shard",
+    "locate",
 ];
 
 /// Longest a run may take before it is taken for one that never ends. Far above what any
@@ -254,7 +258,7 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
     let dir = TempDir::new("help");
     /// Each option or argument with the default it must show, if any.
     type Options<'a> = &'a [(&'a str, Option<&'a str>)];
-    let tools: [(&str, Options<'_>); 4] = [
+    let tools: [(&str, Options<'_>); 5] = [
         (
             "quickstart",
             &[
@@ -313,6 +317,26 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
                 ("[SEED]", Some("[default: 0]")),
                 ("--u32", None),
                 ("--vocab <V>", Some("[default: 50257, or 128256 with --u32")),
+            ],
+        ),
+        (
+            "locate",
+            &[
+                ("--step <STEP>", None),
+                ("--rank <RANK>", Some("[default: 0]")),
+                (
+                    "--world-size <WORLD_SIZE>",
+                    Some("[default: the state's, else 1]"),
+                ),
+                ("--batch-size <BATCH_SIZE>", None),
+                ("--shards <PATTERN>", None),
+                ("--state <FILE>", None),
+                ("--seq-len <SEQ_LEN>", None),
+                ("--order <ORDER>", Some("[default: sequential]")),
+                ("--seed <SEED>", Some("[default: 0]")),
+                ("--weights <WEIGHTS>", Some("[default: equal]")),
+                ("--stop <STOP>", Some("[default: never]")),
+                ("--skip <START..END>", None),
             ],
         ),
     ];
@@ -880,5 +904,224 @@ fn train_documents_errors_name_the_real_cause() {
         let run = dir.run("train_documents", args);
         run.assert_refused(&format!("train_documents {args:?}"));
         assert_eq!(run.code, Some(2), "{run:#?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// locate
+
+/// Shards `web.bin` (5000 tokens) and `code.bin` (3000) in `dir`, and the mixture of their
+/// windows of 65 (shuffled with seeds 1 and 2) a run on rank `rank` of 2 with batches of
+/// 4 and weights 0.7, 0.3 uses, starting at `start`.
+fn two_sources(dir: &TempDir, rank: u64, start: u64) -> Mixture<TokenShards> {
+    let sources: Vec<_> = [("web.bin", 5000u32, 1u64), ("code.bin", 3000, 2)]
+        .into_iter()
+        .map(|(name, n, seed)| {
+            let tokens: Vec<u16> = (0..n).map(|i| (i * 13 % 50257) as u16).collect();
+            write_shard(dir.path().join(name), &tokens).unwrap();
+            TokenShards::open([dir.path().join(name)])
+                .unwrap()
+                .windows(65)
+                .order(Order::Shuffled { seed })
+                .build()
+                .unwrap()
+        })
+        .collect();
+    Mixture::builder(sources)
+        .weights([0.7, 0.3])
+        .shard(rank, 2)
+        .batch_size(4)
+        .start_step(start)
+        .build()
+        .unwrap()
+}
+
+/// The rows `locate` printed, as (source, offset, length, id, file).
+fn printed_rows(run: &Run) -> Vec<(u16, u64, u64, u64, String)> {
+    run.stdout
+        .lines()
+        .skip(2)
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(f.len(), 6, "{line}");
+            (
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+                f[5].to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn locate_prints_each_row_of_a_step_from_the_runs_settings_or_a_state() {
+    let dir = TempDir::new("locate");
+    let mix = two_sources(&dir, 1, 7);
+    let want: Vec<(u16, u64, u64, u64, String)> = mix
+        .iter()
+        .take(4)
+        .map(|s| {
+            let at = mix.location(s.source(), s.item().id()).unwrap();
+            let file = at.path.file_name().unwrap().to_string_lossy().into_owned();
+            (at.source, at.offset, at.len, s.item().id(), file)
+        })
+        .collect();
+    let settings = [
+        "--step",
+        "7",
+        "--rank",
+        "1",
+        "--world-size",
+        "2",
+        "--batch-size",
+        "4",
+        "--shards",
+        "web.bin",
+        "--shards",
+        "code.bin",
+        "--seq-len",
+        "64",
+        "--order",
+        "shuffled",
+        "--seed",
+        "1,2",
+        "--weights",
+        "0.7,0.3",
+    ];
+    let run = dir.run("locate", &settings);
+    assert!(run.ok(), "{run:#?}");
+    assert!(
+        run.stdout
+            .starts_with("step 7 of rank 1: 4 rows (offset and length in tokens)\n"),
+        "{run:#?}"
+    );
+    assert_eq!(printed_rows(&run), want);
+    // From a state saved at step 3 of the same run: the same rows.
+    let state = two_sources(&dir, 0, 0)
+        .checkpoint_after(None, 3 * 4)
+        .unwrap();
+    std::fs::write(dir.path().join("state.json"), state.to_text()).unwrap();
+    let run = dir.run(
+        "locate",
+        &[
+            "--step",
+            "7",
+            "--rank",
+            "1",
+            "--state",
+            "state.json",
+            "--shards",
+            "web.bin",
+            "--shards",
+            "code.bin",
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert_eq!(printed_rows(&run), want);
+    // A step before the state's: refused, saying what to do.
+    let run = dir.run(
+        "locate",
+        &[
+            "--step",
+            "2",
+            "--state",
+            "state.json",
+            "--shards",
+            "web.bin",
+            "--shards",
+            "code.bin",
+        ],
+    );
+    run.assert_refused("a step before the state");
+    assert!(
+        run.stderr
+            .contains("trace earlier ones from the run's settings"),
+        "{run:#?}"
+    );
+    // One source: a sampler; its row is the window the library gives.
+    let run = dir.run(
+        "locate",
+        &[
+            "--step",
+            "3",
+            "--batch-size",
+            "2",
+            "--shards",
+            "web.bin",
+            "--seq-len",
+            "64",
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    let rows = printed_rows(&run);
+    assert_eq!(
+        rows,
+        [
+            (0, 6 * 64, 65, 6, "web.bin".to_owned()),
+            (0, 7 * 64, 65, 7, "web.bin".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn locate_refuses_bad_settings_with_a_message() {
+    let dir = TempDir::new("locate-bad");
+    two_sources(&dir, 0, 0);
+    let base = [
+        "--batch-size",
+        "4",
+        "--shards",
+        "web.bin",
+        "--shards",
+        "code.bin",
+    ];
+    // Step 1 unless the case gives its own.
+    let with = |more: &[&'static str]| -> Vec<&'static str> {
+        let step: &[&str] = if more.contains(&"--step") {
+            &[]
+        } else {
+            &["--step", "1"]
+        };
+        base.iter().chain(step).chain(more).copied().collect()
+    };
+    for (args, says) in [
+        (
+            with(&["--seq-len", "64", "--weights", "1,-1"]),
+            "weight 1 is -1",
+        ),
+        (
+            with(&["--seq-len", "64", "--weights", "1,2,3"]),
+            "3 weight(s) for 2 source(s)",
+        ),
+        (
+            with(&["--seq-len", "64", "--seed", "1,2,3"]),
+            "3 seeds for 2 sources",
+        ),
+        (with(&[]), "give --seq-len"),
+        (
+            with(&["--seq-len", "64", "--stop", "first", "--step", "100000"]),
+            "has no step 100000",
+        ),
+        (
+            with(&["--seq-len", "64", "--skip", "1..3"]),
+            "has no step 1",
+        ),
+        (
+            with(&["--seq-len", "64", "--skip", "3"]),
+            "is not a range START..END",
+        ),
+        (
+            with(&["--seq-len", "64", "--state", "missing.json"]),
+            "cannot read the state",
+        ),
+    ] {
+        let run = dir.run("locate", &args);
+        run.assert_refused(says);
+        assert!(
+            run.stderr.contains(says),
+            "{args:?} should say `{says}`: {run:#?}"
+        );
     }
 }

@@ -213,6 +213,9 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
         consumed: int("consumed")?,
         world_size: int("world_size")?,
         batch_size: int("batch_size")?,
+        // The Python layer numbers no steps yet (issue 22's Python half adds them).
+        step: 0,
+        skip: Vec::new(),
     };
     state.order().map_err(|e| to_py(py, e))?;
     Ok(state)

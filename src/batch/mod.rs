@@ -14,9 +14,11 @@ use crate::backend::contract::Backend;
 use crate::backend::cpu::Cpu;
 use crate::backend::fence::Fence;
 use crate::device_side::DeviceSide;
+use crate::error::source::SourceError;
 use crate::error::{Error, Result};
 use crate::fields::{Dtype, Fields};
-use crate::row::MAX_DIMS;
+use crate::locate::Location;
+use crate::row::{Row, MAX_DIMS};
 use crate::slot::index::DeviceIdx;
 use crate::sync::Arc;
 use crate::trace::{Kind, Track};
@@ -146,6 +148,53 @@ impl<B: Backend> Batch<B> {
     pub fn row_sources(&self) -> &[u16] {
         // SAFETY: as in `sample_ids`.
         unsafe { self.device.slots.leased_rows(self.slot).2 }
+    }
+
+    /// Where each row of the batch came from, in the order of
+    /// [`sample_ids`](Self::sample_ids): its source, file, and first unit and length in the
+    /// source's units (tokens, records), as the pipeline's locator
+    /// ([`ConfigBuilder::locator`](crate::ConfigBuilder::locator)) places it from the row's
+    /// id, length and source. Nothing is read. Without a locator it is
+    /// [`SourceError::NoLocator`]; a row the locator cannot place (a locator of another
+    /// source) is [`SourceError::Unlocated`]. It allocates the list: call it where a batch
+    /// is worth tracing (a loss spike), not on every step of the hot path.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{write_shard, TokenShards, TokenType, Tokens};
+    /// use pinring::{Config, Fence, Pipeline};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-batch-locate-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &(0..1000u16).collect::<Vec<_>>())?;
+    /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(9).batch_size(4).build()?;
+    /// let decoder = Tokens::new(TokenType::U16);
+    /// let config = Config::builder().batch_size(4).bytes_per_sample(decoder.sample_bytes(9))
+    ///     .locator(Arc::new(sampler.clone())).build()?;
+    /// let mut pipeline = Pipeline::new(config, decoder, sampler.iter().take(8))?;
+    /// let batch = pipeline.pop()?.unwrap();
+    /// let rows = batch.locate()?;
+    /// assert_eq!(rows.len(), 4);
+    /// // Window 1 starts at token 8 of a.bin; its first token is 8.
+    /// assert_eq!((rows[1].offset, rows[1].len), (8, 9));
+    /// assert_eq!(&batch.bytes()[18..20], &8u16.to_le_bytes());
+    /// batch.release(Fence::Sync)?;
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn locate(&self) -> Result<Vec<Location>> {
+        let locator = self.device.locator.as_ref().ok_or(SourceError::NoLocator)?;
+        let ids = self.sample_ids();
+        let (lens, sources) = (self.row_lens(), self.row_sources());
+        let mut rows = Vec::with_capacity(ids.len());
+        for (row, ((&id, &len), &source)) in ids.iter().zip(lens).zip(sources).enumerate() {
+            let at = locator.locate(&Row { id, len, source });
+            rows.push(at.ok_or(SourceError::Unlocated {
+                row,
+                id,
+                source_index: source,
+            })?);
+        }
+        Ok(rows)
     }
 
     /// Rows the source described past

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 pub(crate) mod source;
 
-use source::SourceError;
+use source::{MixtureProblem, SourceError};
 
 /// Everything that can go wrong in pinring.
 ///
@@ -192,6 +192,10 @@ pub enum ConfigError {
     /// view of no array, larger than the sample, a batch of more than one sample.
     #[error("bad field layout: {0}")]
     Fields(String),
+    /// A [`Mixture`](crate::source::Mixture)'s sources or weights cannot be mixed: see
+    /// [`MixtureProblem`](crate::source::MixtureProblem).
+    #[error("bad mixture: {0}")]
+    Mixture(MixtureProblem),
     /// Memory asked for is over the configured budget.
     #[error(
         "{what} needs {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
@@ -226,6 +230,7 @@ impl ConfigError {
             ConfigError::NoSuchCore { field, .. } | ConfigError::TooMany { field, .. } => field,
             ConfigError::OverBudget { knob, .. } => knob,
             ConfigError::Fields(_) => "fields",
+            ConfigError::Mixture(problem) => problem.field(),
         };
         let end = named
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

@@ -18,6 +18,7 @@ use crate::park::Waited;
 use crate::ready_ring::{Receiver, Token};
 use crate::slot::host::HostSlots;
 use crate::slot::stamp::{DeviceState, HostState};
+use crate::source_tally::SourceTally;
 use crate::stats::{nanos, Stats};
 use crate::sync::{native, Arc, Instant};
 use crate::trace::{Kind, Track};
@@ -69,6 +70,8 @@ pub struct Pipeline<B: Backend = Cpu> {
     shutdown_timeout: Duration,
     /// Decode workers in the pool (for [`Stats`]).
     decode_threads: usize,
+    /// The decoder's per-source counters, if it keeps them (for [`Stats::sources`]).
+    source_tally: Option<std::sync::Arc<SourceTally>>,
     copy_thread: Option<native::JoinHandle<()>>,
     feeder: Option<native::JoinHandle<()>>,
     pool: Option<rayon::ThreadPool>,
@@ -374,6 +377,10 @@ impl<B: Backend> Pipeline<B> {
             consumer_stall_time: Duration::from_nanos(c.stall_ns.load(relaxed)),
             host_slots: self.host.states(),
             device_slots: self.device.slots.states(),
+            sources: self
+                .source_tally
+                .as_ref()
+                .map_or_else(Vec::new, |t| t.snapshot()),
         }
     }
 

@@ -133,8 +133,10 @@ where
         trace,
         poison: config.poison_released,
         fields: config.fields.clone(),
+        locator: config.locator.clone(),
     });
     let (sender, receiver) = ready_ring(device_slots);
+    let source_tally = decoder.source_tally();
     let pipeline = Pipeline {
         control: control.clone(),
         host: host.clone(),
@@ -149,6 +151,7 @@ where
         lease_clock: None,
         shutdown_timeout: config.shutdown_timeout,
         decode_threads: config.decode_threads,
+        source_tally,
         copy_thread: None,
         feeder: None,
         pool: None,

@@ -67,6 +67,7 @@
 //! ```
 
 mod files;
+mod mixture;
 mod sampling;
 
 /// Declares each format's folder and re-exports what its `mod.rs` exports: a format is
@@ -86,7 +87,11 @@ formats! {
     tokens,
 }
 
-pub use crate::error::source::{FileProblem, ReadProblem, SampleAt, SourceError};
+pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
+pub use mixture::{
+    Blend, MixedDecoder, MixedSample, MixedSamples, Mixture, MixtureBuilder, MixtureState, Stop,
+    WeightSpan, MIXTURE_STATE_VERSION,
+};
 pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use sampling::order::Order;
 pub use sampling::rng::{epoch_key, mix64, SplitMix64};

@@ -2,6 +2,7 @@
 
 use super::file::RecordFile;
 use crate::decode::Decode;
+use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
 
@@ -31,6 +32,10 @@ impl Decode for RecordBytes {
 
     fn identify(window: &Window<RecordFile>) -> Option<(u64, u64)> {
         Some((window.id(), window.epoch()))
+    }
+
+    fn describe(window: &Window<RecordFile>, out: &mut Describe<'_>) {
+        window.describe(out);
     }
 
     fn decode(&self, window: Window<RecordFile>, out: &mut [u8]) -> Result<(), DecodeError> {

@@ -12,6 +12,8 @@ use crate::error::Result;
 /// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler
 /// refuses a checkpoint of another version.
 ///
+/// Version 2 added `step` and `skip` (steps and skipped steps, issue 22).
+///
 /// The rule: it goes up by one whenever a field is added, removed, renamed or changes
 /// meaning, or the sampling changes which window a position or an id stands for (the
 /// orders, the shares of the ranks, the grid), so that an old checkpoint is refused by
@@ -29,7 +31,7 @@ use crate::error::Result;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name and
 /// size, in the sampler's order. Made by [`Segmented::fingerprint`](crate::source::Segmented).
@@ -158,7 +160,7 @@ impl Fingerprint {
 /// Plain data: integers and strings (and lists of them). Through serde it is one flat
 /// record of the keys `version`, `format`, `record_bytes`, `files`, `sizes` (the
 /// dataset's [`Fingerprint`]), `window`, `stride`, `order`, `seed`, `windows`, `epoch`,
-/// `consumed`, `world_size` and `batch_size`, read back strictly (no key missing, none
+/// `consumed`, `world_size`, `batch_size`, `step` and `skip`, read back strictly (no key missing, none
 /// unknown, as many sizes as files, a known order): [`to_text`](Self::to_text) and
 /// [`from_text`](Self::from_text) give it as JSON, and the Python layer as the dict that
 /// `torch.save` and `json` hold.
@@ -219,6 +221,14 @@ pub struct Checkpoint {
     pub world_size: u64,
     /// The sampler's batch size it was saved at, 0 if none was set (informative).
     pub batch_size: u64,
+    /// Steps all ranks completed: the step number of the next batch (0 without a batch
+    /// size, which numbers no steps). A resumed run numbers its batches on from here,
+    /// whatever its world size and batch size.
+    pub step: u64,
+    /// The skipped steps in force, as half-open ranges `(start, end)`, sorted and
+    /// disjoint ([`SamplerBuilder::skip_steps`](crate::source::SamplerBuilder::skip_steps)):
+    /// a run resumed from here skips them too (and any its own builder adds).
+    pub skip: Vec<(u64, u64)>,
 }
 
 impl Checkpoint {
@@ -285,6 +295,7 @@ impl Checkpoint {
             let run = |s: &Checkpoint| Checkpoint {
                 epoch: 0,
                 consumed: 0,
+                step: 0,
                 ..s.clone()
             };
             if run(state) != run(first) {
@@ -305,7 +316,7 @@ impl Checkpoint {
         }
         if states
             .iter()
-            .any(|s| (s.epoch, s.consumed) != (first.epoch, first.consumed))
+            .any(|s| (s.epoch, s.consumed, s.step) != (first.epoch, first.consumed, first.step))
         {
             return Err(SourceError::UnequalRanks {
                 positions: states.iter().map(|s| (s.epoch, s.consumed)).collect(),
@@ -352,6 +363,15 @@ impl Checkpoint {
             .or_else(|| num("windows per epoch", self.windows, other.windows))
             .or_else(|| num("the world size", self.world_size, other.world_size))
             .or_else(|| num("the batch size", self.batch_size, other.batch_size))
+            .or_else(|| {
+                (self.skip != other.skip).then(|| {
+                    (
+                        "the skipped steps".to_owned(),
+                        format!("{:?}", self.skip),
+                        format!("{:?}", other.skip),
+                    )
+                })
+            })
     }
 
     /// The text form: the serde record (see [`Checkpoint`]) as JSON, one key a line.
@@ -366,7 +386,7 @@ impl Checkpoint {
     ///     .order(Order::Shuffled { seed: 1337 }).shard(1, 2).batch_size(8).build()?
     ///     .checkpoint(0, 16);
     /// assert_eq!(state.to_text(), r#"{
-    ///   "version": 1,
+    ///   "version": 2,
     ///   "format": "u16",
     ///   "record_bytes": 0,
     ///   "files": [
@@ -383,7 +403,9 @@ impl Checkpoint {
     ///   "epoch": 0,
     ///   "consumed": 32,
     ///   "world_size": 2,
-    ///   "batch_size": 8
+    ///   "batch_size": 8,
+    ///   "step": 2,
+    ///   "skip": []
     /// }"#);
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok::<(), pinring::Error>(())
@@ -402,7 +424,7 @@ impl Checkpoint {
     /// ```
     /// use pinring::source::{Checkpoint, SourceError};
     /// use pinring::Error;
-    /// let err = Checkpoint::from_text("{\n  \"version\": 1,\n  \"window\": \"ten\"\n}").unwrap_err();
+    /// let err = Checkpoint::from_text("{\n  \"version\": 2,\n  \"window\": \"ten\"\n}").unwrap_err();
     /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })));
     /// assert_eq!(
     ///     err.to_string(),
@@ -462,6 +484,8 @@ struct Fields {
     consumed: u64,
     world_size: u64,
     batch_size: u64,
+    step: u64,
+    skip: Vec<(u64, u64)>,
 }
 
 impl From<Checkpoint> for Fields {
@@ -481,6 +505,8 @@ impl From<Checkpoint> for Fields {
             consumed: c.consumed,
             world_size: c.world_size,
             batch_size: c.batch_size,
+            step: c.step,
+            skip: c.skip,
         }
     }
 }
@@ -519,6 +545,8 @@ impl TryFrom<Fields> for Checkpoint {
             consumed: f.consumed,
             world_size: f.world_size,
             batch_size: f.batch_size,
+            step: f.step,
+            skip: f.skip,
         })
     }
 }

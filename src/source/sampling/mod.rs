@@ -4,6 +4,7 @@
 //! [`Window`](window::Window) the file formats yield.
 
 pub(crate) mod checkpoint;
+pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;
 pub(crate) mod sampler;
@@ -11,4 +12,6 @@ pub(crate) mod sampler_builder;
 pub(crate) mod sampler_inner;
 pub(crate) mod samples;
 pub(crate) mod segmented;
+pub(crate) mod skip;
+pub(crate) mod steps;
 pub(crate) mod window;

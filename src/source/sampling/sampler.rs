@@ -9,6 +9,7 @@ use super::order::Order;
 use super::sampler_inner::Inner;
 use super::samples::{Position, Samples};
 use super::segmented::{Segmented, WindowSpec};
+use super::steps::Origin;
 use crate::error::source::SourceError;
 use crate::error::Result;
 
@@ -138,6 +139,8 @@ impl<S> fmt::Debug for Sampler<S> {
             .field("windows", &i.windows)
             .field("epoch_windows", &i.epoch_windows)
             .field("epoch_len", &i.len)
+            .field("start_step", &i.start_step)
+            .field("skip_steps", &i.skip.ranges())
             .finish()
     }
 }
@@ -182,6 +185,18 @@ impl<S: Segmented> Sampler<S> {
     /// ([`SamplerBuilder::drop_last`](crate::source::SamplerBuilder::drop_last); matters only with a batch size).
     pub fn drop_last(&self) -> bool {
         self.inner.drop_last
+    }
+
+    /// The step a run begins at, at the earliest
+    /// ([`SamplerBuilder::start_step`](crate::source::SamplerBuilder::start_step); 0 when not set).
+    pub fn start_step(&self) -> u64 {
+        self.inner.start_step
+    }
+
+    /// The steps a run leaves out ([`SamplerBuilder::skip_steps`](crate::source::SamplerBuilder::skip_steps)),
+    /// as sorted, disjoint half-open `(start, end)` ranges.
+    pub fn skip_steps(&self) -> &[(u64, u64)] {
+        self.inner.skip.ranges()
     }
 
     /// Whether the ranks' epochs are made equal without a batch size
@@ -256,6 +271,7 @@ impl<S: Segmented> Sampler<S> {
             len: inner.window,
             id,
             epoch: 0,
+            step: None,
         }))
     }
 
@@ -299,9 +315,13 @@ impl<S: Segmented> Sampler<S> {
         it.next()
     }
 
-    /// An endless iterator from epoch 0, index 0.
+    /// An endless iterator: the run from epoch 0, index 0 — or, with a
+    /// [`start_step`](crate::source::SamplerBuilder::start_step) `k`, from where that run
+    /// stands at step `k` — leaving out the
+    /// [`skip_steps`](crate::source::SamplerBuilder::skip_steps).
     pub fn iter(&self) -> Samples<S> {
         Samples::new(self.inner.clone(), Position::default(), None)
+            .start_at_step(self.inner.start_step)
     }
 
     /// An endless iterator from `position`. An index equal to the epoch length means the
@@ -337,6 +357,12 @@ impl<S: Segmented> Sampler<S> {
     /// early, and [`Checkpoint::merge`] refuses the ranks' differing states there).
     /// A finished epoch is the next one's start: (`epoch + 1`, consumed 0).
     ///
+    /// With a batch size it records the steps done (those of a run from epoch `epoch`'s
+    /// start, which is step `epoch × epoch_batches`) and the sampler's skipped steps,
+    /// counting the skipped steps' samples as walked; it knows no
+    /// [`start_step`](crate::source::SamplerBuilder::start_step): for the run of
+    /// [`iter`](Self::iter) with one, use `checkpoint_after(&sampler.checkpoint(0, 0), popped)`.
+    ///
     /// For a run resumed from a checkpoint, use [`checkpoint_after`](Self::checkpoint_after).
     ///
     /// ```
@@ -356,8 +382,23 @@ impl<S: Segmented> Sampler<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn checkpoint(&self, epoch: u64, consumed_by_this_rank: u64) -> Checkpoint {
-        let (epoch, consumed) = self.inner.advance(epoch, 0, consumed_by_this_rank);
-        self.inner.checkpoint_at(epoch, consumed)
+        let inner = &*self.inner;
+        let step = inner
+            .batch
+            .map_or(0, |b| epoch.saturating_mul(inner.len.div_ceil(b)));
+        let origin = Origin {
+            epoch,
+            base: 0,
+            step,
+        };
+        let (epoch, consumed, step) = inner.after_popped(
+            origin,
+            inner.batch,
+            step,
+            &inner.skip,
+            consumed_by_this_rank,
+        );
+        inner.checkpoint_at(epoch, consumed, step, &inner.skip)
     }
 
     /// The checkpoint of a run resumed from `from` (by
@@ -365,7 +406,13 @@ impl<S: Segmented> Sampler<S> {
     /// `consumed_by_this_rank` of its samples since: in `from`'s epoch its share of the
     /// rest (see [`iter_from_checkpoint`](Self::iter_from_checkpoint)), then whole
     /// epochs. `from` is checked as `iter_from_checkpoint` checks it. With
-    /// `from = self.checkpoint(e, 0)` it is [`checkpoint`](Self::checkpoint)`(e, n)`.
+    /// `from = self.checkpoint(e, 0)` it is [`checkpoint`](Self::checkpoint)`(e, n)` (when no
+    /// start step is set). Steps: the run is the one `iter_from_checkpoint(from)` yields —
+    /// begun at the [`start_step`](crate::source::SamplerBuilder::start_step) if `from` stands
+    /// before it, leaving out `from`'s and this sampler's skipped steps — so the samples it
+    /// jumped over count as walked, and the checkpoint records the step reached and the
+    /// skipped ranges. Save between steps (whole batches popped): a run resumed from a
+    /// checkpoint inside a step cuts its batches from there.
     ///
     /// ```
     /// use pinring::source::{write_shard, TokenShards};
@@ -390,11 +437,18 @@ impl<S: Segmented> Sampler<S> {
         from: &Checkpoint,
         consumed_by_this_rank: u64,
     ) -> Result<Checkpoint> {
-        self.inner.check(from)?;
-        let (epoch, consumed) =
-            self.inner
-                .advance(from.epoch, from.consumed, consumed_by_this_rank);
-        Ok(self.inner.checkpoint_at(epoch, consumed))
+        let inner = &*self.inner;
+        inner.check(from)?;
+        let origin = Origin {
+            epoch: from.epoch,
+            base: from.consumed,
+            step: from.step,
+        };
+        let skip = inner.skip.union(&from.skip);
+        let first = inner.start_step.max(from.step);
+        let (epoch, consumed, step) =
+            inner.after_popped(origin, inner.batch, first, &skip, consumed_by_this_rank);
+        Ok(inner.checkpoint_at(epoch, consumed, step, &skip))
     }
 
     /// Checks that this sampler can resume from `checkpoint`: the same checkpoint
@@ -461,7 +515,10 @@ impl<S: Segmented> Sampler<S> {
             self.inner.clone(),
             checkpoint.epoch,
             checkpoint.consumed,
-        ))
+            checkpoint.step,
+            &checkpoint.skip,
+        )
+        .start_at_step(self.inner.start_step))
     }
 
     /// Samples this rank has left in `checkpoint`'s epoch when it resumes from it (its

@@ -9,6 +9,7 @@ use super::order::Order;
 use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::Segmented;
+use super::skip::SkipSteps;
 use crate::error::source::SourceError;
 use crate::error::Result;
 
@@ -25,6 +26,8 @@ pub struct SamplerBuilder<S> {
     even_ranks: bool,
     batch_size: Option<u64>,
     drop_last: bool,
+    start_step: Option<u64>,
+    skip_steps: Vec<(u64, u64)>,
 }
 
 impl<S> fmt::Debug for SamplerBuilder<S> {
@@ -38,6 +41,8 @@ impl<S> fmt::Debug for SamplerBuilder<S> {
             .field("even_ranks", &self.even_ranks)
             .field("batch_size", &self.batch_size)
             .field("drop_last", &self.drop_last)
+            .field("start_step", &self.start_step)
+            .field("skip_steps", &self.skip_steps)
             .finish_non_exhaustive()
     }
 }
@@ -56,11 +61,14 @@ impl<S: Segmented> Sampler<S> {
             even_ranks: false,
             batch_size: None,
             drop_last: true,
+            start_step: None,
+            skip_steps: Vec::new(),
         }
     }
 
     /// A builder with every setting of this sampler (its source, window, stride, order,
-    /// rank and world size, `even_ranks`, batch size and `drop_last`): change what differs
+    /// rank and world size, `even_ranks`, batch size, `drop_last`, start step and skipped
+    /// steps): change what differs
     /// and [`build`](SamplerBuilder::build) again. Its `build` gives a sampler equal to this
     /// one.
     ///
@@ -94,6 +102,8 @@ impl<S: Segmented> Sampler<S> {
             even_ranks: i.even_ranks,
             batch_size: i.batch,
             drop_last: i.drop_last,
+            start_step: (i.start_step > 0).then_some(i.start_step),
+            skip_steps: i.skip.ranges().to_vec(),
         }
     }
 }
@@ -198,12 +208,78 @@ impl<S: Segmented> SamplerBuilder<S> {
         self
     }
 
+    /// Begins the run at step `k` (default 0): [`Sampler::iter`] starts exactly where an
+    /// uninterrupted run from epoch 0 stands at step `k` (the `k`-th batch of this rank,
+    /// counted across epochs), and yields the same windows from there on, with the same
+    /// step numbers ([`Window::step`](crate::source::Window::step), which
+    /// [`Batch::step`](crate::Batch::step) reports). Finding the place is arithmetic on
+    /// the epoch lengths: nothing before it is read, decoded or even enumerated. A run
+    /// resumed from a [`Checkpoint`](crate::source::Checkpoint)
+    /// ([`Sampler::iter_from_checkpoint`]) begins at step `k` too if the checkpoint stands
+    /// before it, else at the checkpoint. Needs a [`batch_size`](Self::batch_size) (steps
+    /// are batches): without one, `build` fails with [`SourceError::StepsNeedBatchSize`].
+    ///
+    /// A checkpoint of such a run is `checkpoint_after(&sampler.checkpoint(0, 0), popped)`
+    /// ([`Sampler::checkpoint_after`]), which counts the steps `iter` left out;
+    /// [`Sampler::checkpoint`] describes a run from an epoch's start.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Order, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-start-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let shards = TokenShards::open([dir.join("a.bin")])?;
+    /// let sampler = |start| shards.clone().windows(11).order(Order::Shuffled { seed: 2 })
+    ///     .shard(1, 2).batch_size(4).start_step(start).build();
+    /// // 12 steps an epoch on each rank; step 30 is epoch 2's seventh batch.
+    /// let whole: Vec<_> = sampler(0)?.iter().take(40 * 4).map(|w| (w.id(), w.step())).collect();
+    /// let from_30: Vec<_> = sampler(30)?.iter().take(10 * 4).map(|w| (w.id(), w.step())).collect();
+    /// assert_eq!(from_30, whole[30 * 4..]);
+    /// assert_eq!(from_30[0].1, Some(30));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn start_step(mut self, k: u64) -> Self {
+        self.start_step = Some(k);
+        self
+    }
+
+    /// Leaves the batches of these steps out of the run (default: none): each `(a, b)` is
+    /// the half-open range `a..b` (steps `a` to `b - 1`, as Rust's `a..b` and Python's
+    /// `range(a, b)` are).
+    /// The iterators skip them by arithmetic (nothing in them is read); every other
+    /// batch keeps its step number; a checkpoint records the skipped ranges, so a run
+    /// resumed from it keeps skipping them (with any its own builder adds). The
+    /// "roll back and skip the bad data" recovery after a loss spike: resume from the
+    /// last good checkpoint with the steps of the spike skipped. Needs a
+    /// [`batch_size`](Self::batch_size); a range that ends before it starts is
+    /// [`SourceError::BadSkip`].
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-skip-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(11).batch_size(10)
+    ///     .skip_steps([(2, 4), (11, 12)]).build()?;
+    /// let steps: Vec<u64> = sampler.iter().step_by(10).take(8).map(|w| w.step().unwrap()).collect();
+    /// assert_eq!(steps, [0, 1, 4, 5, 6, 7, 8, 9]);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        self.skip_steps.extend(ranges);
+        self
+    }
+
     /// Checks the settings against the source and returns the sampler: a zero window,
     /// stride, world size or batch size is [`SourceError::Zero`], a rank not below the
     /// world size [`SourceError::BadRank`], a window longer than every file
     /// [`SourceError::NoWindows`], and an epoch that would give this rank nothing
     /// [`SourceError::EmptyShare`] (fewer windows than ranks) or, with a batch size,
-    /// [`SourceError::TooFewForBatches`].
+    /// [`SourceError::TooFewForBatches`]; `start_step` or `skip_steps` without a batch size
+    /// [`SourceError::StepsNeedBatchSize`], a reversed skipped range
+    /// [`SourceError::BadSkip`].
     pub fn build(self) -> Result<Sampler<S>> {
         let window = nonzero(self.window, "window")?;
         let stride = nonzero(self.stride.unwrap_or(window), "stride")?;
@@ -212,6 +288,15 @@ impl<S: Segmented> SamplerBuilder<S> {
             .batch_size
             .map(|b| nonzero(b, "batch_size"))
             .transpose()?;
+        let skip = SkipSteps::new(self.skip_steps)?;
+        if batch.is_none() {
+            if self.start_step.is_some() {
+                return Err(SourceError::StepsNeedBatchSize("start_step").into());
+            }
+            if !skip.is_empty() {
+                return Err(SourceError::StepsNeedBatchSize("skip_steps").into());
+            }
+        }
         if self.rank >= world {
             return Err(SourceError::BadRank {
                 rank: self.rank,
@@ -272,6 +357,8 @@ impl<S: Segmented> SamplerBuilder<S> {
             epoch_windows: 0,
             len: 0,
             fingerprint,
+            start_step: self.start_step.unwrap_or(0),
+            skip,
         };
         let (epoch_windows, len) = inner.share(0);
         if len == 0 {

@@ -4,6 +4,7 @@
 
 use super::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 use super::order::Order;
+use super::skip::SkipSteps;
 use crate::error::source::SourceError;
 use crate::error::Result;
 
@@ -33,6 +34,10 @@ pub(super) struct Inner<S> {
     /// Samples per fresh epoch for this rank.
     pub(super) len: u64,
     pub(super) fingerprint: Fingerprint,
+    /// The step a run begins at, at the earliest (`SamplerBuilder::start_step`; 0: none).
+    pub(super) start_step: u64,
+    /// The steps a run leaves out (`SamplerBuilder::skip_steps`).
+    pub(super) skip: SkipSteps,
 }
 
 impl<S> Inner<S> {
@@ -75,8 +80,14 @@ impl<S> Inner<S> {
         self.settle(epoch, 0, self.epoch_windows, k)
     }
 
-    /// The checkpoint at (epoch, consumed).
-    pub(super) fn checkpoint_at(&self, epoch: u64, consumed: u64) -> Checkpoint {
+    /// The checkpoint at (epoch, consumed), `step` steps done, skipping `skip`.
+    pub(super) fn checkpoint_at(
+        &self,
+        epoch: u64,
+        consumed: u64,
+        step: u64,
+        skip: &SkipSteps,
+    ) -> Checkpoint {
         Checkpoint {
             version: CHECKPOINT_VERSION,
             dataset: self.fingerprint.clone(),
@@ -89,15 +100,18 @@ impl<S> Inner<S> {
             consumed,
             world_size: self.world,
             batch_size: self.batch.unwrap_or(0),
+            step,
+            skip: skip.ranges().to_vec(),
         }
     }
 
     /// Checks that `c` belongs to this run and lies inside its epoch.
     pub(super) fn check(&self, c: &Checkpoint) -> Result<(), SourceError> {
-        let here = self.checkpoint_at(c.epoch, c.consumed);
+        let here = self.checkpoint_at(c.epoch, c.consumed, c.step, &SkipSteps::default());
         let same_run = Checkpoint {
             world_size: here.world_size,
             batch_size: here.batch_size,
+            skip: Vec::new(),
             ..c.clone()
         };
         if let Some((what, saved, here)) = same_run.difference(&here) {

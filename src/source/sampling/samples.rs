@@ -10,6 +10,8 @@ use super::order::Order;
 use super::rng::{epoch_key, mix64, SplitMix64};
 use super::sampler_inner::Inner;
 use super::segmented::{Segmented, WindowSpec};
+use super::skip::SkipSteps;
+use super::steps::Origin;
 
 /// Where a sampler's iterator stands: the epoch, and how many of this rank's samples of
 /// that epoch were already yielded. Positions order by epoch, then index.
@@ -80,6 +82,19 @@ pub struct Samples<S> {
     /// The shuffled order of `perm_epoch` (with [`Order::Shuffled`]).
     perm: Option<Perm>,
     perm_epoch: u64,
+    /// The step clock, when the sampler has a batch size.
+    clock: Option<Clock>,
+}
+
+/// Which step an iterator stands in: the run's origin (for the arithmetic of a jump),
+/// the batch size, the step, how many of its samples were yielded, and the steps to skip.
+#[derive(Debug, Clone)]
+struct Clock {
+    origin: Origin,
+    batch: u64,
+    step: u64,
+    into: u64,
+    skip: SkipSteps,
 }
 
 impl<S> fmt::Debug for Samples<S> {
@@ -90,20 +105,93 @@ impl<S> fmt::Debug for Samples<S> {
             .field("len", &self.len)
             .field("only_epoch", &self.only_epoch)
             .field("end_epoch", &self.end_epoch)
+            .field("step", &self.clock.as_ref().map(|c| c.step))
             .finish()
     }
 }
 
 impl<S: Segmented> Samples<S> {
+    /// From `pos` of a fresh run (epochs from their start); its steps are those of an
+    /// uninterrupted run from epoch 0, skipping the sampler's skipped steps.
     pub(super) fn new(inner: Arc<Inner<S>>, pos: Position, only_epoch: Option<u64>) -> Self {
         let len = inner.len;
-        Self::at(inner, pos, 0, len, only_epoch)
+        let mut samples = Self::at(inner, pos, 0, len, only_epoch);
+        if let Some(b) = samples.inner.batch {
+            let per_epoch = samples.inner.len.div_ceil(b);
+            let Position { epoch, index } = samples.pos;
+            let origin = Origin {
+                epoch,
+                base: 0,
+                step: epoch.saturating_mul(per_epoch),
+            };
+            samples.clock = Some(Clock {
+                origin,
+                batch: b,
+                step: origin.step.saturating_add(index / b),
+                into: index % b,
+                skip: samples.inner.skip.clone(),
+            });
+        }
+        samples
     }
 
-    /// From the start of the rest of `epoch` at global position `base`.
-    pub(super) fn resumed(inner: Arc<Inner<S>>, epoch: u64, base: u64) -> Self {
+    /// From the start of the rest of `epoch` at global position `base`, where step `step`
+    /// begins; skipping `skip` (and the sampler's own skipped steps).
+    pub(super) fn resumed(
+        inner: Arc<Inner<S>>,
+        epoch: u64,
+        base: u64,
+        step: u64,
+        skip: &[(u64, u64)],
+    ) -> Self {
         let len = inner.share(base).1;
-        Self::at(inner, Position { epoch, index: 0 }, base, len, None)
+        let mut samples = Self::at(inner, Position { epoch, index: 0 }, base, len, None);
+        if let Some(b) = samples.inner.batch {
+            samples.clock = Some(Clock {
+                origin: Origin { epoch, base, step },
+                batch: b,
+                step,
+                into: 0,
+                skip: samples.inner.skip.union(skip),
+            });
+        }
+        samples
+    }
+
+    /// Moves on to step `first` if the iterator stands before it (`start_step`).
+    pub(super) fn start_at_step(mut self, first: u64) -> Self {
+        if self.clock.as_ref().is_some_and(|c| c.step < first) {
+            self.jump(first);
+        }
+        self
+    }
+
+    /// The skipped steps this iterator leaves out (empty without a batch size).
+    pub(super) fn skipped(&self) -> &[(u64, u64)] {
+        self.clock.as_ref().map_or(&[], |c| c.skip.ranges())
+    }
+
+    /// Moves to the start of step `s` (after the current one): position, epoch part and
+    /// clock. An iterator over one epoch that `s` lies beyond is exhausted.
+    fn jump(&mut self, s: u64) {
+        let Some(clock) = self.clock.as_mut() else {
+            return;
+        };
+        let (epoch, base, index) = self.inner.step_place(clock.origin, clock.batch, s);
+        clock.step = s;
+        clock.into = 0;
+        if self.only_epoch.is_some_and(|e| e != epoch) {
+            self.pos.index = self.len;
+            return;
+        }
+        let origin = clock.origin;
+        self.len = if (epoch, base) == (origin.epoch, origin.base) {
+            self.inner.share(base).1
+        } else {
+            self.inner.len
+        };
+        self.base = base;
+        self.pos = Position { epoch, index };
     }
 
     fn at(
@@ -132,6 +220,7 @@ impl<S: Segmented> Samples<S> {
             end_epoch: None,
             perm: None,
             perm_epoch: 0,
+            clock: None,
         }
     }
 
@@ -179,6 +268,21 @@ impl<S: Segmented> Samples<S> {
         }
     }
 
+    /// The window at global position `j` of epoch `epoch`'s order (no step), building
+    /// that epoch's permutation first when it is not the one held: a mixture reads each
+    /// of its sources this way.
+    pub(crate) fn window_at(&mut self, epoch: u64, j: u64) -> S::Window {
+        let (segment, start, id) = self.locate(epoch, j);
+        self.inner.source.window(WindowSpec {
+            segment,
+            start,
+            len: self.inner.window,
+            id,
+            epoch,
+            step: None,
+        })
+    }
+
     /// The window at global position `j` of epoch `epoch`, as (segment, start unit, id).
     fn locate(&mut self, epoch: u64, j: u64) -> (usize, u64, u64) {
         let inner = &*self.inner;
@@ -215,6 +319,14 @@ impl<S: Segmented> Iterator for Samples<S> {
     type Item = S::Window;
 
     fn next(&mut self) -> Option<S::Window> {
+        if let Some(clock) = &self.clock {
+            if clock.into == 0 {
+                let kept = clock.skip.next_kept(clock.step);
+                if kept != clock.step {
+                    self.jump(kept);
+                }
+            }
+        }
         if self.pos.index >= self.len {
             if self.only_epoch.is_some() {
                 return None;
@@ -233,6 +345,16 @@ impl<S: Segmented> Iterator for Samples<S> {
         let j = self.base + self.inner.rank + self.inner.world * index;
         let (segment, start, id) = self.locate(epoch, j);
         self.pos.index += 1;
+        let step = self.clock.as_mut().map(|clock| {
+            let step = clock.step;
+            clock.into += 1;
+            if clock.into == clock.batch || self.pos.index == self.len {
+                // The batch is full, or the epoch's part ended (its last batch short).
+                clock.step = clock.step.saturating_add(1);
+                clock.into = 0;
+            }
+            step
+        });
         if self.pos.index == self.len && self.only_epoch.is_none() {
             // Keep the position canonical: an epoch's end is the next one's start.
             if let Some(next) = self.pos.epoch.checked_add(1) {
@@ -250,16 +372,19 @@ impl<S: Segmented> Iterator for Samples<S> {
             len: self.inner.window,
             id,
             epoch,
+            step,
         }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
+        // Skipped steps make the count smaller by what they hold: a bound only.
+        let skips = !self.skipped().is_empty();
         match self.remaining() {
             Some(n) => {
                 let n = usize::try_from(n).unwrap_or(usize::MAX);
-                (n, Some(n))
+                (if skips { 0 } else { n }, Some(n))
             }
-            None => (usize::MAX, None),
+            None => (if skips { 0 } else { usize::MAX }, None),
         }
     }
 }

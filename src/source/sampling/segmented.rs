@@ -31,7 +31,7 @@ use super::checkpoint::Fingerprint;
 ///     fn segments(&self) -> usize { self.0.len() }
 ///     fn units(&self, segment: usize) -> u64 { self.0[segment].len() as u64 }
 ///     fn window(&self, spec: WindowSpec) -> Chars {
-///         let WindowSpec { segment, start, len, id, epoch } = spec;
+///         let WindowSpec { segment, start, len, id, epoch, .. } = spec;
 ///         Chars { line: segment, start, len, id, epoch }
 ///     }
 ///     fn fingerprint(&self) -> Fingerprint {
@@ -120,6 +120,11 @@ pub struct WindowSpec {
     pub id: u64,
     /// The epoch it was drawn for (0 for [`Sampler::by_id`](crate::source::Sampler::by_id)).
     pub epoch: u64,
+    /// The step (this rank's batch of the run) it belongs to, where the sampler numbers
+    /// steps (it has a [`batch_size`](crate::source::SamplerBuilder::batch_size)); `None`
+    /// otherwise. A window keeps it so that its batch can say which step it is
+    /// ([`Batch::step`](crate::Batch::step)).
+    pub step: Option<u64>,
 }
 
 /// A sample that knows its stable id and the epoch it was drawn for: the windows a
@@ -130,4 +135,9 @@ pub trait Identified {
     fn id(&self) -> u64;
     /// The epoch it was drawn for.
     fn epoch(&self) -> u64;
+    /// The step it belongs to, where the sampler numbers steps ([`WindowSpec::step`]);
+    /// `None` by default.
+    fn step(&self) -> Option<u64> {
+        None
+    }
 }

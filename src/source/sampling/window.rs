@@ -6,6 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::segmented::{Identified, WindowSpec};
+use crate::describe::Describe;
+use crate::row::Row;
 
 /// A file that is one segment of a source: a run of units (tokens, records) that
 /// [`Window`]s are cut from. [`TokenShard`](crate::source::TokenShard) and
@@ -47,6 +49,7 @@ pub struct Window<F> {
     len: usize,
     id: u64,
     epoch: u64,
+    step: Option<u64>,
 }
 
 impl<F> Clone for Window<F> {
@@ -66,6 +69,7 @@ impl<F: SegmentFile> fmt::Debug for Window<F> {
             .field("len", &self.len)
             .field("id", &self.id)
             .field("epoch", &self.epoch)
+            .field("step", &self.step)
             .finish()
     }
 }
@@ -82,6 +86,7 @@ impl<F: SegmentFile> Window<F> {
             len,
             id: 0,
             epoch: 0,
+            step: None,
         })
     }
 
@@ -98,6 +103,7 @@ impl<F: SegmentFile> Window<F> {
             len,
             id: spec.id,
             epoch: spec.epoch,
+            step: spec.step,
         }
     }
 }
@@ -154,6 +160,33 @@ impl<F> Window<F> {
         self.epoch
     }
 
+    /// The step (this rank's batch of the run) the window belongs to, where the sampler
+    /// numbers steps: with a [`batch_size`](crate::source::SamplerBuilder::batch_size), step
+    /// `k` is the `k`-th batch of this rank in an uninterrupted run, across epochs. `None`
+    /// without a batch size (and for windows made by [`new`](Self::new) or
+    /// [`Sampler::by_id`](crate::source::Sampler::by_id)).
+    pub fn step(&self) -> Option<u64> {
+        self.step
+    }
+
+    /// The window with step `step`.
+    pub fn with_step(mut self, step: Option<u64>) -> Self {
+        self.step = step;
+        self
+    }
+
+    /// Writes the window's part of its batch's description: one row with its
+    /// [`id`](Self::id), and the batch's step where the window has one. The decoders of
+    /// windows ([`Tokens`](crate::source::Tokens), [`NextToken`](crate::source::NextToken),
+    /// [`RecordBytes`](crate::source::RecordBytes)) describe their samples with it; a
+    /// decoder of your own over windows can too.
+    pub fn describe(&self, out: &mut Describe<'_>) {
+        out.row(Row::id(self.id));
+        if let Some(step) = self.step {
+            out.step(step);
+        }
+    }
+
     /// The file the window lies in.
     pub fn file(&self) -> &Arc<F> {
         &self.file
@@ -182,5 +215,9 @@ impl<F> Identified for Window<F> {
 
     fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    fn step(&self) -> Option<u64> {
+        self.step
     }
 }

@@ -12,6 +12,7 @@ use super::shard::TokenShard;
 use super::token_type::TokenType;
 use super::widen::{widen_in_place, widen_into, with_stage, TooLargeForI32, Widening};
 use crate::decode::Decode;
+use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
 
@@ -87,6 +88,10 @@ impl Decode for Tokens {
 
     fn identify(window: &Window<TokenShard>) -> Option<(u64, u64)> {
         Some((window.id(), window.epoch()))
+    }
+
+    fn describe(window: &Window<TokenShard>, out: &mut Describe<'_>) {
+        window.describe(out);
     }
 
     fn decode(&self, window: Window<TokenShard>, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -199,6 +204,10 @@ impl Decode for NextToken {
 
     fn identify(window: &Window<TokenShard>) -> Option<(u64, u64)> {
         Some((window.id(), window.epoch()))
+    }
+
+    fn describe(window: &Window<TokenShard>, out: &mut Describe<'_>) {
+        window.describe(out);
     }
 
     fn decode(&self, window: Window<TokenShard>, out: &mut [u8]) -> Result<(), DecodeError> {

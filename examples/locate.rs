@@ -1,0 +1,397 @@
+//! Traces one step of a run to its data: prints, for one rank, every row of that step's
+//! batch — its source, file, offset and length (in tokens, or records) — from the run's
+//! settings or a saved state, without running the pipeline or reading any sample.
+//!
+//! ```text
+//! # A run of token windows (seq_len 1024, shuffled with seed 1337) on 8 ranks, batches of 64:
+//! cargo run --release --example locate -- --step 41000 --rank 3 --world-size 8 \
+//!     --batch-size 64 --shards 'data/fineweb_train_*.bin' --seq-len 1024 \
+//!     --order shuffled --seed 1337
+//! # A mixture of three sources (one --shards each, in source order):
+//! cargo run --release --example locate -- --step 41000 --rank 3 --world-size 8 \
+//!     --batch-size 64 --shards 'web/*.bin' --shards 'code/*.bin' --shards 'math/*.bin' \
+//!     --seq-len 1024 --order shuffled --seed 1,2,3 --weights 0.7,0.2,0.1 --mix-seed 0
+//! # From a saved state (a Checkpoint or MixtureState as JSON, e.g. `state.to_text()`):
+//! # its settings come from the state; the world size and batch size default to its own.
+//! cargo run --release --example locate -- --step 41000 --rank 3 --state state.json \
+//!     --shards 'web/*.bin' --shards 'code/*.bin' --shards 'math/*.bin'
+//! ```
+//!
+//! A state traces the steps from its own on (the run resumed from it); a step before it
+//! is traced from the settings of the run that made it. Every argument is checked first;
+//! a step the run never reaches (a stop rule ended it) is an error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use pinring::source::{
+    Checkpoint, FixedRecords, Identified, Mixture, MixtureState, Order, Sampler, Segmented, Stop,
+    TokenShards,
+};
+use pinring::Location;
+
+/// `println!` that does not panic when stdout is closed.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Prints every row of one step's batch on one rank — source, file, offset, length — from
+/// a run's settings or a saved state, without running anything.
+#[derive(Debug, Parser)]
+#[command(name = "locate", version)]
+struct Args {
+    /// The step to trace (the rank's batch number in the run, from 0).
+    #[arg(long)]
+    step: u64,
+    /// The rank whose batch to print.
+    #[arg(long, default_value_t = 0)]
+    rank: u64,
+    /// Ranks of the run [default: the state's, else 1].
+    #[arg(long)]
+    world_size: Option<u64>,
+    /// Samples per batch of each rank [default: the state's; required without one].
+    #[arg(long)]
+    batch_size: Option<u64>,
+    /// The files of one source (a path or a pattern such as 'data/train_*.bin'); give it
+    /// once per source, in the order the run's sources were given.
+    #[arg(long = "shards", value_name = "PATTERN", required = true)]
+    shards: Vec<PathBuf>,
+    /// A saved state (JSON): a sampler's Checkpoint or a MixtureState. Its settings
+    /// replace --seq-len, --record-bytes, --order, --seed, --weights, --mix-seed and
+    /// --stop.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Token windows of SEQ_LEN + 1 tokens at a stride of SEQ_LEN (token shards).
+    #[arg(long)]
+    seq_len: Option<u64>,
+    /// Files of fixed-size records of this many bytes, instead of token shards.
+    #[arg(long)]
+    record_bytes: Option<usize>,
+    /// Records per sample, with --record-bytes.
+    #[arg(long, default_value_t = 1)]
+    records: u64,
+    /// Each source's order.
+    #[arg(long, default_value = "sequential", value_parser = ["sequential", "shuffled", "random"])]
+    order: String,
+    /// Each source's seed: one for every source, or one per source (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    seed: Vec<u64>,
+    /// A mixture's weights, one per source (comma-separated) [default: equal].
+    #[arg(long, value_delimiter = ',')]
+    weights: Vec<f64>,
+    /// The mixture's seed.
+    #[arg(long, default_value_t = 0)]
+    mix_seed: u64,
+    /// The mixture's stop rule.
+    #[arg(long, default_value = "never", value_parser = ["never", "first", "all"])]
+    stop: String,
+    /// Steps the run skipped, as START..END (half-open; repeat for several).
+    #[arg(long, value_name = "START..END", value_parser = step_range)]
+    skip: Vec<(u64, u64)>,
+}
+
+fn step_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}` is not a range START..END"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|e| format!("`{x}` in `{s}`: {e}"))
+    };
+    Ok((num(a)?, num(b)?))
+}
+
+/// A saved state of either kind.
+enum Saved {
+    Sampler(Checkpoint),
+    Mixture(MixtureState),
+}
+
+fn read_state(path: &PathBuf) -> Result<Saved, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the state {}: {e}", path.display()))?;
+    if let Ok(state) = MixtureState::from_text(&text) {
+        return Ok(Saved::Mixture(state));
+    }
+    Checkpoint::from_text(&text)
+        .map(Saved::Sampler)
+        .map_err(|e| {
+            format!(
+                "{} is neither a sampler's checkpoint nor a mixture's state: {e}",
+                path.display()
+            )
+        })
+}
+
+/// One source's sampler settings.
+#[derive(Debug, Clone, Copy)]
+struct SourceSettings {
+    window: u64,
+    stride: Option<u64>,
+    order: Order,
+    record_bytes: Option<usize>,
+}
+
+impl SourceSettings {
+    fn of(c: &Checkpoint) -> Result<Self, String> {
+        Ok(SourceSettings {
+            window: c.window,
+            stride: Some(c.stride),
+            order: c.order().map_err(|e| e.to_string())?,
+            record_bytes: (c.dataset.format == "records")
+                .then(|| usize::try_from(c.dataset.record_bytes).unwrap_or(usize::MAX)),
+        })
+    }
+}
+
+/// What one row says.
+struct Row {
+    id: u64,
+    at: Location,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match locate(&args) {
+        Ok((rows, unit)) => {
+            say!(
+                "step {} of rank {}: {} rows (offset and length in {unit})",
+                args.step,
+                args.rank,
+                rows.len()
+            );
+            say!(
+                "{:>5}  {:>6}  {:>12}  {:>8}  {:>12}  file",
+                "row",
+                "source",
+                "offset",
+                "length",
+                "id"
+            );
+            for (i, row) in rows.iter().enumerate() {
+                say!(
+                    "{i:>5}  {:>6}  {:>12}  {:>8}  {:>12}  {}",
+                    row.at.source,
+                    row.at.offset,
+                    row.at.len,
+                    row.id,
+                    row.at.path.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("error: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The rows of the step, and the unit of their offsets.
+fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
+    let saved = args.state.as_ref().map(read_state).transpose()?;
+    let sources = args.shards.len();
+    // Each source's settings, from the state or the arguments.
+    let settings: Vec<SourceSettings> = match &saved {
+        Some(Saved::Sampler(c)) => vec![SourceSettings::of(c)?],
+        Some(Saved::Mixture(m)) => m
+            .sources
+            .iter()
+            .map(SourceSettings::of)
+            .collect::<Result<_, _>>()?,
+        None => {
+            let seeds = match args.seed.len() {
+                1 => vec![args.seed[0]; sources],
+                n if n == sources => args.seed.clone(),
+                n => {
+                    return Err(format!(
+                        "{n} seeds for {sources} sources: give one, or one per source"
+                    ))
+                }
+            };
+            let (window, stride, record_bytes) = match (args.seq_len, args.record_bytes) {
+                (Some(t), None) if t > 0 => (t + 1, Some(t), None),
+                (None, Some(r)) => (args.records, None, Some(r)),
+                (Some(0), None) => return Err("--seq-len must be at least 1".into()),
+                _ => {
+                    return Err(
+                        "give --seq-len (token shards) or --record-bytes (records), or --state"
+                            .into(),
+                    )
+                }
+            };
+            seeds
+                .iter()
+                .map(|&seed| SourceSettings {
+                    window,
+                    stride,
+                    order: Order::from_name(&args.order, seed).unwrap_or_default(),
+                    record_bytes,
+                })
+                .collect()
+        }
+    };
+    if settings.len() != sources {
+        return Err(format!(
+            "the state has {} source(s), but --shards was given {sources} time(s): give each source's files",
+            settings.len()
+        ));
+    }
+    let (world, batch) = match &saved {
+        Some(Saved::Sampler(c)) => (c.world_size, c.batch_size),
+        Some(Saved::Mixture(m)) => (m.world_size, m.batch_size),
+        None => (1, 0),
+    };
+    let world = args.world_size.unwrap_or(world);
+    let batch = args
+        .batch_size
+        .or((batch > 0).then_some(batch))
+        .ok_or("give --batch-size (steps are batches), or a --state saved with one")?;
+    if settings[0].record_bytes.is_some() {
+        let samplers = settings
+            .iter()
+            .zip(&args.shards)
+            .map(|(s, files)| {
+                let records = FixedRecords::glob(files, s.record_bytes.unwrap_or(1))
+                    .map_err(|e| e.to_string())?;
+                sampler(Sampler::builder(records).window(s.window), s)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((
+            rows(args, samplers, saved.as_ref(), world, batch)?,
+            "records",
+        ))
+    } else {
+        let samplers = settings
+            .iter()
+            .zip(&args.shards)
+            .map(|(s, files)| {
+                let shards = TokenShards::glob(files).map_err(|e| e.to_string())?;
+                sampler(shards.windows(s.window), s)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((
+            rows(args, samplers, saved.as_ref(), world, batch)?,
+            "tokens",
+        ))
+    }
+}
+
+/// A source's sampler, alone (world size 1, no batch size).
+fn sampler<S: Segmented>(
+    builder: pinring::source::SamplerBuilder<S>,
+    s: &SourceSettings,
+) -> Result<Sampler<S>, String> {
+    let builder = builder.order(s.order);
+    let builder = match s.stride {
+        Some(stride) => builder.stride(stride),
+        None => builder,
+    };
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// The step's rows on the rank: of one sampler, or of the mixture of several.
+fn rows<S>(
+    args: &Args,
+    samplers: Vec<Sampler<S>>,
+    saved: Option<&Saved>,
+    world: u64,
+    batch: u64,
+) -> Result<Vec<Row>, String>
+where
+    S: Segmented + Clone,
+    S::Window: Identified,
+{
+    let fail = |e: pinring::Error| e.to_string();
+    let mixed =
+        samplers.len() > 1 || !args.weights.is_empty() || matches!(saved, Some(Saved::Mixture(_)));
+    let stepped: Vec<(Option<u64>, Row)> = if mixed {
+        let (weights, seed, stop) = match saved {
+            Some(Saved::Mixture(m)) => (m.current_weights().to_vec(), m.seed, m.stop),
+            _ => (
+                if args.weights.is_empty() {
+                    vec![1.0; samplers.len()]
+                } else {
+                    args.weights.clone()
+                },
+                args.mix_seed,
+                Stop::from_name(&args.stop).unwrap_or_default(),
+            ),
+        };
+        let mix = Mixture::builder(samplers)
+            .weights(weights)
+            .seed(seed)
+            .stop(stop)
+            .shard(args.rank, world)
+            .batch_size(batch)
+            .start_step(args.step)
+            .skip_steps(args.skip.iter().copied())
+            .build()
+            .map_err(fail)?;
+        let run = match saved {
+            Some(Saved::Mixture(state)) => {
+                before_state(args.step, state.step)?;
+                mix.iter_from(state).map_err(fail)?
+            }
+            _ => mix.iter(),
+        };
+        run.take(batch as usize)
+            .map(|s| {
+                let (source, id) = (s.source(), s.item().id());
+                let at = mix.location(source, id).expect("the mixture's own sample");
+                (s.step(), Row { id, at })
+            })
+            .collect()
+    } else {
+        let one = samplers.into_iter().next().expect("one --shards at least");
+        let s = one
+            .to_builder()
+            .shard(args.rank, world)
+            .batch_size(batch)
+            .start_step(args.step)
+            .skip_steps(args.skip.iter().copied())
+            .build()
+            .map_err(fail)?;
+        let run = match saved {
+            Some(Saved::Sampler(state)) => {
+                before_state(args.step, state.step)?;
+                s.iter_from_checkpoint(state).map_err(fail)?
+            }
+            _ => s.iter(),
+        };
+        run.take(batch as usize)
+            .map(|w| {
+                let at = s.location(w.id(), 0).expect("the sampler's own window");
+                (w.step(), Row { id: w.id(), at })
+            })
+            .collect()
+    };
+    let rows: Vec<Row> = stepped
+        .into_iter()
+        .take_while(|(step, _)| *step == Some(args.step))
+        .map(|(_, row)| row)
+        .collect();
+    if rows.is_empty() {
+        return Err(format!(
+            "the run has no step {} on rank {} (it is skipped, or the run ends before it)",
+            args.step, args.rank
+        ));
+    }
+    Ok(rows)
+}
+
+fn before_state(step: u64, saved: u64) -> Result<(), String> {
+    if step < saved {
+        Err(format!(
+            "step {step} is before the state's step {saved}: a state traces the steps from its \
+             own on; trace earlier ones from the run's settings"
+        ))
+    } else {
+        Ok(())
+    }
+}

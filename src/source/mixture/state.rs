@@ -1,0 +1,200 @@
+//! [`MixtureState`]: where a mixture's run stands, rank-agnostic — the global count, each
+//! source's own place, the weights' history and the skipped steps — and its text form.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::stop::Stop;
+use crate::error::source::SourceError;
+use crate::error::Result;
+use crate::source::sampling::checkpoint::Checkpoint;
+
+/// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
+/// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
+/// refuses a state of another version. It goes up by one whenever a field is added,
+/// removed or changes meaning, or the mixing changes which sample a position stands for.
+pub const MIXTURE_STATE_VERSION: u32 = 1;
+
+/// One stretch of a mixture's global sequence under one set of weights: from global
+/// position `from` on, the blend rule ([`Blend`](crate::source::Blend)) runs with
+/// `weights` over the counts since `from` (each source's count at `from` is `counts`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightSpan {
+    /// The global position where these weights start (0, or a resume point).
+    pub from: u64,
+    /// The weights, as given (the rule normalizes them).
+    pub weights: Vec<f64>,
+    /// Each source's samples before `from`.
+    pub counts: Vec<u64>,
+}
+
+/// Where a [`Mixture`](crate::source::Mixture)'s run stands, independent of how many ranks
+/// it runs on: how many positions of the global sequence all ranks together consumed,
+/// each source's own place at that point (its own state, `C`: a sampler's
+/// [`Checkpoint`] at world size 1, whose `epoch` and `consumed` say how far that source has
+/// walked its own order), the weights' history (so that the source of every position,
+/// before and after a change of weights, is known), the step, and the skipped steps.
+///
+/// Plain data; through serde one record of the keys `version`, `seed`, `stop`, `weights`
+/// (a list of [`WeightSpan`] records: `from`, `weights`, `counts`), `consumed`, `step`,
+/// `skip` (a list of `[start, end]`), `world_size`, `batch_size` (both informative) and
+/// `sources` (each source's own record), read back strictly; [`to_text`](Self::to_text)
+/// and [`from_text`](Self::from_text) give it as JSON.
+///
+/// Made by [`Mixture::checkpoint_after`](crate::source::Mixture::checkpoint_after) from the
+/// count of samples this rank popped; in a data-parallel run every rank makes the same
+/// state ([`merge`](Self::merge) checks that). A mixture of any rank, world size and batch
+/// size resumes from it ([`Mixture::iter_from`](crate::source::Mixture::iter_from)), with
+/// the same sources, seed, stop rule and weights — or new weights from this point on
+/// ([`Mixture::reweight`](crate::source::Mixture::reweight)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixtureState<C = Checkpoint> {
+    /// The layout's version: [`MIXTURE_STATE_VERSION`] when made by this crate.
+    pub version: u32,
+    /// The mixture's seed ([`MixtureBuilder::seed`](crate::source::MixtureBuilder::seed)).
+    pub seed: u64,
+    /// The stop rule.
+    pub stop: Stop,
+    /// The weights' history, oldest first: the first span starts at 0, each later one at
+    /// the resume point where new weights took over. The last one is in force.
+    pub weights: Vec<WeightSpan>,
+    /// Positions of the global sequence all ranks together consumed: `0..consumed` were
+    /// delivered, and a resumed run goes on from `consumed`.
+    pub consumed: u64,
+    /// Steps all ranks completed: the step number of the next batch (0 without a batch
+    /// size).
+    pub step: u64,
+    /// The skipped steps in force, half-open `(start, end)` ranges, sorted and disjoint.
+    pub skip: Vec<(u64, u64)>,
+    /// The world size it was saved at (informative: a resume may use another).
+    pub world_size: u64,
+    /// The batch size it was saved at, 0 if none (informative).
+    pub batch_size: u64,
+    /// Each source's own state at `consumed`, by source index.
+    pub sources: Vec<C>,
+}
+
+impl<C> MixtureState<C> {
+    /// The weights in force (the last span's, as given).
+    pub fn current_weights(&self) -> &[f64] {
+        self.weights.last().map_or(&[], |span| &span.weights)
+    }
+}
+
+impl<C: Clone + PartialEq + std::fmt::Debug> MixtureState<C> {
+    /// Combines the states of all ranks of one run, indexed by rank, into the one
+    /// rank-agnostic state: they must be equal. Ranks that consumed unequal counts are
+    /// [`SourceError::UnequalRanks`] (each rank's `(0, consumed)`: a mixture has no epoch
+    /// of its own); states of different runs [`SourceError::MixtureMismatch`]; none at all
+    /// [`SourceError::Zero`]`("states")`.
+    pub fn merge(states: &[Self]) -> Result<Self> {
+        let Some(first) = states.first() else {
+            return Err(SourceError::Zero("states").into());
+        };
+        if states
+            .iter()
+            .any(|s| (s.consumed, s.step) != (first.consumed, first.step))
+        {
+            return Err(SourceError::UnequalRanks {
+                positions: states.iter().map(|s| (0, s.consumed)).collect(),
+            }
+            .into());
+        }
+        for (rank, state) in states.iter().enumerate().skip(1) {
+            if let Some((what, saved, here)) = first.difference(state) {
+                return Err(SourceError::MixtureMismatch {
+                    what: format!("{what} (rank {rank} against rank 0)"),
+                    saved,
+                    here,
+                }
+                .into());
+            }
+        }
+        Ok(first.clone())
+    }
+
+    /// The first field in which `other` differs, as (what, value here, value there).
+    fn difference(&self, other: &Self) -> Option<(String, String, String)> {
+        let differ = |what: &str, a: String, b: String| (a != b).then(|| (what.to_owned(), a, b));
+        differ(
+            "the state version",
+            self.version.to_string(),
+            other.version.to_string(),
+        )
+        .or_else(|| differ("the seed", self.seed.to_string(), other.seed.to_string()))
+        .or_else(|| {
+            differ(
+                "the stop rule",
+                self.stop.name().into(),
+                other.stop.name().into(),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "the weights' history",
+                format!("{:?}", self.weights),
+                format!("{:?}", other.weights),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "the skipped steps",
+                format!("{:?}", self.skip),
+                format!("{:?}", other.skip),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "the world size",
+                self.world_size.to_string(),
+                other.world_size.to_string(),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "the batch size",
+                self.batch_size.to_string(),
+                other.batch_size.to_string(),
+            )
+        })
+        .or_else(|| {
+            (self.sources != other.sources).then(|| {
+                let i = (self.sources.iter().zip(&other.sources))
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(self.sources.len().min(other.sources.len()));
+                (
+                    format!("source {i}'s state"),
+                    format!("{:?}", self.sources.get(i)),
+                    format!("{:?}", other.sources.get(i)),
+                )
+            })
+        })
+    }
+}
+
+impl<C: Serialize> MixtureState<C> {
+    /// The text form: the serde record (see [`MixtureState`]) as JSON.
+    pub fn to_text(&self) -> String {
+        serde_json::to_string_pretty(self)
+            .expect("a mixture state is numbers, strings and lists of them, which serialize")
+    }
+}
+
+impl<C: DeserializeOwned> MixtureState<C> {
+    /// Reads the form [`to_text`](Self::to_text) writes; anything else (not JSON, a key
+    /// missing, unknown or twice, a value of the wrong type, a source's record that does
+    /// not read) is [`SourceError::BadCheckpointText`] naming the line and column.
+    pub fn from_text(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| {
+            let (line, column) = (e.line(), e.column());
+            let message = e.to_string();
+            let why = message
+                .strip_suffix(&format!(" at line {line} column {column}"))
+                .unwrap_or(&message)
+                .to_owned();
+            SourceError::BadCheckpointText { line, column, why }.into()
+        })
+    }
+}

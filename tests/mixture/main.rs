@@ -1,0 +1,14 @@
+//! Mixtures, steps and lineage through the public API (issue 22): the blend's proportions
+//! at every prefix, exactly-once across save → merge → resume chains that change the world
+//! size, batch size and weights, `start_step` and `skip_steps` for samplers and mixtures
+//! on every rank, stop rules, `locate` read back against the files, per-source stats, and
+//! bad input.
+
+mod blend;
+mod errors;
+mod helpers;
+mod locate;
+mod pipeline;
+mod resume;
+mod steps;
+mod stop;
