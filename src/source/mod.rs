@@ -21,7 +21,8 @@
 //! Sources plug into the pipeline through the sampler's iterator, which yields small
 //! descriptors — a shared handle on an open file and an offset — and a decoder, which
 //! reads the file and widens its tokens on the decode pool, straight into the pinned slot.
-//! Files are read by position, never through a memory map: a file that shrinks, is
+//! Files are read through a map guarded against SIGBUS (Linux; elsewhere by position) and
+//! checked after every read: a file that shrinks, is
 //! rewritten or is replaced while a loader reads it is a [`SourceError::Read`] from `pop`
 //! (after the batches before it), naming the file, the batch and the sample; never a
 //! crash.

@@ -383,3 +383,45 @@ fn reads_of_a_changed_file_are_errors_naming_it() {
         "{err:?}"
     );
 }
+
+/// The SIGBUS guard of mapped shards is only for the reads it guards: a SIGBUS anywhere
+/// else in the process (here, a map of another file that shrank, read outside any guarded
+/// read, after a shard was opened and the guard installed) still takes its default action,
+/// in a process of its own.
+#[test]
+fn a_sigbus_outside_a_guarded_read_still_kills_the_process() {
+    let (ok, text) = super::own_process::run_in_own_process(
+        "changed_files::foreign_sigbus_child",
+        "",
+        &[("RUST_BACKTRACE", "0")],
+        "FOREIGN_SIGBUS",
+    );
+    assert!(text.contains("FOREIGN_SIGBUS mapped"), "{text}");
+    assert!(!ok, "the child read a lost page and went on:\n{text}");
+    assert!(!text.contains("FOREIGN_SIGBUS survived"), "{text}");
+}
+
+#[test]
+#[ignore = "run by a_sigbus_outside_a_guarded_read_still_kills_the_process, in its own process"]
+fn foreign_sigbus_child() {
+    let dir = tempfile::tempdir().unwrap();
+    // A shard opened: its guarded map installs the SIGBUS handler.
+    write_shard(dir.path().join("a.bin"), &[1, 2, 3]).unwrap();
+    let _shard = TokenShard::open(dir.path().join("a.bin")).unwrap();
+    // Another file, mapped by someone else, shrinks under that map.
+    let other = dir.path().join("other.bin");
+    std::fs::write(&other, vec![7u8; 64 << 10]).unwrap();
+    let file = std::fs::File::open(&other).unwrap();
+    // SAFETY: a read-only map of a file this test owns; reading past its new end is the
+    // point (the process must die of SIGBUS, as without pinring).
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    println!("FOREIGN_SIGBUS mapped");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&other)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let byte = std::hint::black_box(map[40 << 10]);
+    println!("FOREIGN_SIGBUS survived with {byte}");
+}

@@ -8,5 +8,7 @@ mod decoders;
 mod format;
 mod helpers;
 mod malformed;
+#[path = "../common/own_process.rs"]
+mod own_process;
 mod resume;
 mod sampler;

@@ -3,4 +3,5 @@
 //! ([`source_file`]), and file-name patterns ([`glob`]).
 
 pub(crate) mod glob;
+pub(crate) mod guarded_map;
 pub(crate) mod source_file;

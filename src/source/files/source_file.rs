@@ -1,17 +1,19 @@
 //! An open source file, read by position: regular files only (the cause named otherwise),
 //! what the file was when opened, and the check after every read that it still is.
 //!
-//! Sources read their files with positioned reads (`pread`) straight into the caller's
-//! buffer (the pinned slot), never through a memory map: a file that shrinks under a map
-//! makes reads of the lost pages kill the process with SIGBUS, where a read returns short
-//! and is reported. After each read the open file's size, modification time and link
-//! count are compared with those it had when opened (see [`SourceFile::read_exact_at`]).
+//! Sources read their files through a memory map guarded against SIGBUS (Linux,
+//! [`GuardedMap`]: a page lost to a truncation reads as zeros and the read is reported,
+//! never a signal), or elsewhere with positioned reads (`pread`) straight into the
+//! caller's buffer. After each read the open file's size, modification time and link
+//! count are compared with those it had when opened (see [`SourceFile::read_exact_at`]):
+//! that check, not the map, vouches for the bytes.
 
 use std::fs::{File, Metadata};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::guarded_map::{GuardedMap, Vanished};
 use crate::error::source::{FileProblem, ReadProblem, SourceError};
 
 /// What the system says about an open file, compared after every read.
@@ -44,6 +46,8 @@ pub(crate) struct SourceFile {
     path: PathBuf,
     file: File,
     opened: Snapshot,
+    /// The file mapped, read under the SIGBUS guard (`None`: read by position).
+    map: Option<GuardedMap>,
 }
 
 impl SourceFile {
@@ -68,10 +72,12 @@ impl SourceFile {
         if !meta.is_file() {
             return Err(FileProblem::NotAFile);
         }
+        let map = GuardedMap::new(&file);
         Ok(SourceFile {
             path: path.to_owned(),
             file,
             opened: Snapshot::of(&meta),
+            map,
         })
     }
 
@@ -118,7 +124,12 @@ impl SourceFile {
     ) -> Result<(), SourceError> {
         let read_all = || {
             for (offset, out) in reads {
-                self.read_unchecked(offset, out)?;
+                match self.mapped(offset, out.len()) {
+                    Some((map, at)) => map
+                        .with_bytes(at, out.len(), |bytes| out.copy_from_slice(bytes))
+                        .map_err(|Vanished| self.shrank())?,
+                    None => self.read_unchecked(offset, out)?,
+                }
             }
             self.check()
         };
@@ -142,6 +153,12 @@ impl SourceFile {
         mut each: impl FnMut(usize, &[u8]),
     ) -> Result<(), SourceError> {
         let mut read_all = || {
+            if let Some((map, at)) = self.mapped(offset, len) {
+                // Mapped: the whole range is one piece, read where it lies.
+                map.with_bytes(at, len, |bytes| each(0, bytes))
+                    .map_err(|Vanished| self.shrank())?;
+                return self.check();
+            }
             let mut done = 0;
             while done < len {
                 let n = stage.len().min(len - done);
@@ -184,6 +201,26 @@ impl SourceFile {
             }
         }
         Ok(())
+    }
+
+    /// The map and the offset in it of `len` bytes from `offset`, when the file is mapped
+    /// and they lie in the map.
+    fn mapped(&self, offset: u64, len: usize) -> Option<(&GuardedMap, usize)> {
+        let map = self.map.as_ref()?;
+        let at = usize::try_from(offset).ok()?;
+        (at.checked_add(len)? <= map.len()).then_some((map, at))
+    }
+
+    /// What a guarded read that lost a page reports: what the check finds (the file
+    /// shrank), or, should it look whole again, that it shrank under the read.
+    fn shrank(&self) -> ReadProblem {
+        match self.check() {
+            Err(problem) => problem,
+            Ok(()) => ReadProblem::Shrank {
+                len: self.file.metadata().map_or(0, |m| m.len()),
+                opened: self.opened.len,
+            },
+        }
     }
 
     /// Whether the open file is as it was when opened.

@@ -10,9 +10,9 @@ use crate::source::sampling::window::SegmentFile;
 
 /// One file of fixed-size records, checked when opened.
 ///
-/// Its records are read with positioned reads of the open file, straight into the
-/// caller's buffer, never through a memory map: a file that shrinks, is rewritten or is
-/// replaced while a loader reads it is a [`SourceError::Read`] naming it, never a crash.
+/// Its records are read through a map of the open file guarded against SIGBUS (Linux;
+/// elsewhere with positioned reads), and the file is checked after every read: a file
+/// that shrinks, is rewritten or is replaced while a loader reads it is a [`SourceError::Read`] naming it, never a crash.
 pub struct RecordFile {
     file: SourceFile,
     record_bytes: usize,

@@ -18,9 +18,9 @@ use crate::source::sampling::window::SegmentFile;
 
 /// One token shard of either format, checked when opened.
 ///
-/// Its tokens are read with positioned reads of the open file, straight into the caller's
-/// buffer (a decoder's: the pinned slot), never through a memory map: a shard that shrinks,
-/// is rewritten or is replaced while a loader reads it is a
+/// Its tokens are read through a map of the open file guarded against SIGBUS (Linux;
+/// elsewhere with positioned reads), and the file is checked after every read: a shard
+/// that shrinks, is rewritten or is replaced while a loader reads it is a
 /// [`SourceError::Read`] naming it, never a crash (see
 /// [`ReadProblem`](crate::source::ReadProblem) for what is found).
 pub struct TokenShard {
