@@ -471,6 +471,8 @@ def main():
             raise SystemExit("--packed runs on one process, with pinring or --reference")
         device = torch.device(args.device)
         if device.type == "cuda":
+            if device.index is None:  # "cuda": the current device, as torch means it
+                device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(device)
         return train_packed(args, device)
     if args.reference or args.compare or args.losses_out:

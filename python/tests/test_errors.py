@@ -342,7 +342,8 @@ def test_the_budgets_can_be_raised(shard):
     with pytest.raises(pinring.ConfigError) as info:
         pinring.Loader(src, batch_size=11, **small)  # 4400 bytes: two pages a slot
     assert info.value.argument == "host_budget"
-    big = dict(host_budget=4 * 8192 + 4096, device_budget=2 * 8192 + 4096)
+    # Two pages a slot, and two pages for the bookkeeping (descriptions, sample cells).
+    big = dict(host_budget=4 * 8192 + 8192, device_budget=2 * 8192 + 4096)
     with pinring.Loader(src, batch_size=11, epochs=1, **big) as loader:
         assert len(drain(loader)) == 1
 

@@ -553,15 +553,26 @@ def soak(loader, expected, n, cycles, early_fence=False):
     inputs, targets, cu, tok_at, cu_at, max_seqlen = expected
     wrong = torch.zeros((), dtype=torch.int64, device=DEV)
     host_wrong = 0
+    side = torch.cuda.Stream()
     for k in range(n):
         b = loader.pop(timeout=BOUND)
         host_wrong += (b.step != k) + (b.max_seqlen != max_seqlen[k])
         early = torch.cuda.Event()
         early.record()
-        x = torch.from_dlpack(b["inputs"])
-        y = torch.from_dlpack(b["targets"])
-        c = torch.from_dlpack(b["cu_seqlens"])
-        tok = torch.from_dlpack(b["tokens"])
+        if early_fence:
+            # Declared to a side stream that only waits for the step (every declared
+            # stream is fenced at release: declaring the reading stream would cover the
+            # reads); the reading stream waits for the side stream.
+            views = [torch.from_dlpack(b[f].__dlpack__(stream=side.cuda_stream))
+                     for f in ("inputs", "targets", "cu_seqlens", "tokens")]
+            torch.cuda.current_stream().wait_stream(side)
+            x, y, c, tok = views
+            del views
+        else:
+            x = torch.from_dlpack(b["inputs"])
+            y = torch.from_dlpack(b["targets"])
+            c = torch.from_dlpack(b["cu_seqlens"])
+            tok = torch.from_dlpack(b["tokens"])
         torch.cuda._sleep(cycles)  # the step holds the slot ...
         a, e = int(tok_at[k]), int(tok_at[k + 1])  # ... then every field is read
         wrong += (x.long() != inputs[a:e]).sum() + (y.long() != targets[a:e]).sum()
