@@ -5,15 +5,15 @@
 //! ```text
 //! cargo run --release --example make_shard -- /tmp/train_000.bin 100000000
 //! cargo run --release --example train_documents -- /tmp/train_000.bin
-//! cargo run --release --example train_documents -- --tokens 16384 --max-seq-len 896 \
-//!     --schedule 500:32768:2048,1000:49152:2048 --rank 0 --world 8 --steps 2000 \
+//! cargo run --release --example train_documents -- --tokens-per-batch 16384 --max-seq-len 896 \
+//!     --schedule 500:32768:2048,1000:49152:2048 --rank 0 --world-size 8 --steps 2000 \
 //!     '/data/fineweb_train_*.bin'
 //! cargo run --release --example train_documents -- --help
 //! ```
 //!
 //! Each PATH is a shard file or a pattern (`*`, `?` in the file name), in llm.c's format
 //! of `u16` tokens (GPT-2) or `u32` tokens (LLaMA-3). A document starts at each `--bos`
-//! token; each step of each rank packs `--tokens` + 1 tokens of documents cut at
+//! token; each step of each rank packs `--tokens-per-batch` + 1 tokens of documents cut at
 //! `--max-seq-len` ([`Documents`]), with `inputs`, `targets`, `cu_seqlens` (and with
 //! `--positions`, `positions`) as fields of one batch. A bad argument or a malformed file
 //! ends the run with a message and a non-zero exit status (2 for arguments, 1 for the
@@ -35,7 +35,7 @@ macro_rules! say {
     }};
 }
 
-/// Streams packed documents (each step of each rank: --tokens + 1 tokens of whole
+/// Streams packed documents (each step of each rank: --tokens-per-batch + 1 tokens of whole
 /// documents starting at --bos, cut at --max-seq-len, with cu_seqlens) from llm.c token
 /// shards through pinring, as modded-nanogpt's generator makes them, and prints steps/s,
 /// tokens/s and the pipeline's Stats.
@@ -51,7 +51,7 @@ struct Args {
     bos: Option<u32>,
     /// Tokens of inputs per rank per step (N): a step packs N + 1 tokens.
     #[arg(long, value_name = "N", default_value_t = 49152, value_parser = at_least_one)]
-    tokens: u64,
+    tokens_per_batch: u64,
     /// Documents longer than this are cut to it.
     #[arg(long, value_name = "L", default_value_t = 2048, value_parser = at_least_one)]
     max_seq_len: u64,
@@ -85,7 +85,7 @@ struct Args {
     rank: u64,
     /// Ranks each step is shared among.
     #[arg(long, value_name = "W", default_value_t = 1, value_parser = at_least_one)]
-    world: u64,
+    world_size: u64,
     /// Use the cpu backend (device slots in ordinary memory) [the default].
     #[arg(long, conflicts_with = "cuda")]
     cpu: bool,
@@ -126,8 +126,11 @@ fn schedule(s: &str) -> Result<Schedule, String> {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Dtype {
+    #[value(name = "uint16")]
     U16,
+    #[value(name = "int32")]
     I32,
+    #[value(name = "int64")]
     I64,
 }
 
@@ -196,10 +199,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         OrderArg::Shuffled => DocOrder::Shuffled { seed: args.seed },
     };
     let mut builder = Documents::builder(shards)
-        .tokens_per_batch(args.tokens)
+        .tokens_per_batch(args.tokens_per_batch)
         .max_seq_len(args.max_seq_len)
         .order(order)
-        .shard(args.rank, args.world)
+        .shard(args.rank, args.world_size)
         .token_type(args.dtype.into())
         .positions(args.positions);
     if let Some(bos) = args.bos {
@@ -238,7 +241,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             docs.bos(),
             order,
             args.rank,
-            args.world,
+            args.world_size,
             largest.tokens,
             docs.token_type(),
             largest.max_seq_len,

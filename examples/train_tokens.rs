@@ -4,8 +4,8 @@
 //! ```text
 //! cargo run --release --example make_shard -- /tmp/train_000.bin 100000000
 //! cargo run --release --example train_tokens -- /tmp/train_000.bin
-//! cargo run --release --example train_tokens -- --seq 4096 --batch 16 --dtype i32 \
-//!     --order shuffle --seed 1 --batches 2000 '/data/fineweb_train_*.bin'
+//! cargo run --release --example train_tokens -- --seq-len 4096 --batch-size 16 --dtype int32 \
+//!     --order shuffled --seed 1 --batches 2000 '/data/fineweb_train_*.bin'
 //! cargo run --release --example train_tokens -- --help
 //! ```
 //!
@@ -43,16 +43,16 @@ struct Args {
     paths: Vec<String>,
     /// Sequence length T: each sample is a window of T + 1 tokens.
     #[arg(long, value_name = "T", default_value_t = 1024, value_parser = at_least_one)]
-    seq: u64,
+    seq_len: u64,
     /// Samples (windows) per batch.
     #[arg(long, value_name = "B", default_value_t = 16, value_parser = at_least_one_usize)]
-    batch: usize,
-    /// The integer type tokens are written as (u16 only for u16 shards).
+    batch_size: usize,
+    /// The integer type tokens are written as (uint16 only for u16 shards).
     #[arg(long, value_enum, default_value_t = Dtype::I32)]
     dtype: Dtype,
     /// The order of each epoch: the window grid in file order, shuffled per epoch, or
     /// random offsets.
-    #[arg(long, value_enum, default_value_t = OrderArg::Shuffle)]
+    #[arg(long, value_enum, default_value_t = OrderArg::Shuffled)]
     order: OrderArg,
     /// The seed of the shuffle or the random offsets.
     #[arg(long, value_name = "S", default_value_t = 0)]
@@ -68,7 +68,7 @@ struct Args {
     rank: u64,
     /// Ranks the epoch is shared among.
     #[arg(long, value_name = "W", default_value_t = 1, value_parser = at_least_one)]
-    world: u64,
+    world_size: u64,
     /// Deliver to CUDA device ORDINAL [default: the cpu backend].
     #[arg(long, value_name = "ORDINAL")]
     cuda: Option<usize>,
@@ -83,8 +83,11 @@ const TRACE_SPANS: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Dtype {
+    #[value(name = "uint16")]
     U16,
+    #[value(name = "int32")]
     I32,
+    #[value(name = "int64")]
     I64,
 }
 
@@ -101,9 +104,9 @@ impl From<Dtype> for TokenType {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum OrderArg {
     /// The window grid in file order, the same every epoch.
-    Seq,
+    Sequential,
     /// The window grid, shuffled afresh each epoch.
-    Shuffle,
+    Shuffled,
     /// Windows at random offsets.
     Random,
 }
@@ -133,35 +136,35 @@ struct Plan {
 }
 
 fn plan(args: &Args) -> Result<Plan, String> {
-    let window = args.seq.checked_add(1).ok_or_else(|| {
+    let window = args.seq_len.checked_add(1).ok_or_else(|| {
         format!(
-            "--seq {} is too large: a sample is a window of T + 1 tokens",
-            args.seq
+            "--seq-len {} is too large: a sample is a window of T + 1 tokens",
+            args.seq_len
         )
     })?;
     let samples = args
         .batches
-        .checked_mul(args.batch as u64)
+        .checked_mul(args.batch_size as u64)
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| {
             format!(
-                "--batches {} × --batch {} overflows: that many samples cannot be counted \
+                "--batches {} × --batch-size {} overflows: that many samples cannot be counted \
                  (the most is {})",
                 args.batches,
-                args.batch,
+                args.batch_size,
                 usize::MAX
             )
         })?;
     let ty = TokenType::from(args.dtype);
     // Inputs and targets: 2 × T tokens of the dtype.
     let sample_bytes = args
-        .seq
+        .seq_len
         .checked_mul(2 * ty.bytes() as u64)
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| {
             format!(
-                "--seq {} is too large: a sample of 2 × {} tokens as {ty} does not fit in memory",
-                args.seq, args.seq
+                "--seq-len {} is too large: a sample of 2 × {} tokens as {ty} does not fit in memory",
+                args.seq_len, args.seq_len
             )
         })?;
     Ok(Plan {
@@ -208,18 +211,18 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
     shards.check_token_type(plan.ty)?;
     let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
     let order = match args.order {
-        OrderArg::Seq => Order::Sequential,
-        OrderArg::Shuffle => Order::Shuffled { seed: args.seed },
+        OrderArg::Sequential => Order::Sequential,
+        OrderArg::Shuffled => Order::Shuffled { seed: args.seed },
         OrderArg::Random => Order::Random { seed: args.seed },
     };
     let sampler = shards
         .windows(plan.window)
         .order(order)
-        .shard(args.rank, args.world)
+        .shard(args.rank, args.world_size)
         .build()?;
     let decoder = NextToken::new(plan.ty);
     let mut builder = Config::builder()
-        .batch_size(args.batch)
+        .batch_size(args.batch_size)
         .bytes_per_sample(plan.sample_bytes);
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);
@@ -246,7 +249,7 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
             "{files} shard(s) of {format} tokens, {tokens} tokens; batches of {} × (T = {}) as {}, \
              {:?}, rank {}/{}: {epoch_len} windows per epoch for this rank, {config_bytes} bytes \
              a batch, on {device}",
-            args.batch, args.seq, plan.ty, order, args.rank, args.world,
+            args.batch_size, args.seq_len, plan.ty, order, args.rank, args.world_size,
         )
     };
     if let Some(ordinal) = args.cuda {

@@ -12,7 +12,6 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
@@ -203,43 +202,35 @@ fn run_in(dir: &Path, name: &str, args: &[&str]) -> Run {
     }
 }
 
-/// A fresh folder, removed when dropped.
-struct TempDir(PathBuf);
+/// A fresh folder (the `tempfile` crate's, removed when dropped), and the tools run in it.
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "pinring-cli-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("pinring-cli-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 
     fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     fn run(&self, name: &str, args: &[&str]) -> Run {
-        run_in(&self.0, name, args)
+        run_in(self.path(), name, args)
     }
 
     /// The names in the folder, sorted.
     fn entries(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+        let mut names: Vec<String> = std::fs::read_dir(self.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
         names
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -272,15 +263,15 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
             "train_tokens",
             &[
                 ("<PATH>...", None),
-                ("--seq <T>", Some("[default: 1024]")),
-                ("--batch <B>", Some("[default: 16]")),
-                ("--dtype <DTYPE>", Some("[default: i32]")),
-                ("--order <ORDER>", Some("[default: shuffle]")),
+                ("--seq-len <T>", Some("[default: 1024]")),
+                ("--batch-size <B>", Some("[default: 16]")),
+                ("--dtype <DTYPE>", Some("[default: int32]")),
+                ("--order <ORDER>", Some("[default: shuffled]")),
                 ("--seed <S>", Some("[default: 0]")),
                 ("--batches <N>", Some("[default: 1000]")),
                 ("--threads <N>", Some("[default: one per core]")),
                 ("--rank <R>", Some("[default: 0]")),
-                ("--world <W>", Some("[default: 1]")),
+                ("--world-size <W>", Some("[default: 1]")),
                 ("--cuda <ORDINAL>", Some("[default: the cpu backend]")),
             ],
         ),
@@ -292,18 +283,18 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
                     "--bos <ID>",
                     Some("[default: 50256 for u16 shards, 128000 for u32]"),
                 ),
-                ("--tokens <N>", Some("[default: 49152]")),
+                ("--tokens-per-batch <N>", Some("[default: 49152]")),
                 ("--max-seq-len <L>", Some("[default: 2048]")),
                 ("--max-docs <D>", Some("[default: modded-nanogpt's rule")),
                 ("--schedule <FROM:N:L,...>", None),
                 ("--order <ORDER>", Some("[default: sequential]")),
                 ("--seed <S>", Some("[default: 0]")),
-                ("--dtype <DTYPE>", Some("[default: i32]")),
+                ("--dtype <DTYPE>", Some("[default: int32]")),
                 ("--positions", None),
                 ("--steps <K>", Some("[default: 1000]")),
                 ("--threads <N>", Some("[default: one per core]")),
                 ("--rank <R>", Some("[default: 0]")),
-                ("--world <W>", Some("[default: 1]")),
+                ("--world-size <W>", Some("[default: 1]")),
                 ("--cpu", Some("[the default]")),
                 ("--cuda <N>", None),
                 ("--trace <FILE>", None),
@@ -401,17 +392,17 @@ fn overflowing_numbers_are_refused_with_a_message() {
     let max = u64::MAX.to_string();
     let cases: [(&str, Vec<&str>, &str); 6] = [
         // T + 1 overflows (a debug build panicked, a release build wrapped to 0).
-        ("train_tokens", vec![&shard, "--seq", &max], "--seq"),
+        ("train_tokens", vec![&shard, "--seq-len", &max], "--seq-len"),
         // 2 × T × 4 bytes overflows.
         (
             "train_tokens",
-            vec![&shard, "--seq", "9223372036854775807"],
-            "--seq",
+            vec![&shard, "--seq-len", "9223372036854775807"],
+            "--seq-len",
         ),
         // batches × batch overflows (a release build wrapped to a run that never ended).
         (
             "train_tokens",
-            vec![&shard, "--batches", &max, "--batch", "2"],
+            vec![&shard, "--batches", &max, "--batch-size", "2"],
             "--batches",
         ),
         ("quickstart", vec!["--cpu", "--batches", &max], "--batches"),
@@ -626,11 +617,11 @@ fn train_tokens_takes_flag_equals_value() {
     let run = dir.run(
         "train_tokens",
         &[
-            "--seq=8",
-            "--batch=2",
+            "--seq-len=8",
+            "--batch-size=2",
             "--batches=3",
-            "--dtype=i64",
-            "--order=seq",
+            "--dtype=int64",
+            "--order=sequential",
             "--threads=1",
             &shard,
         ],
@@ -647,7 +638,7 @@ fn train_tokens_takes_flag_equals_value() {
     write_shard_u32(dir.path().join("llama.bin"), &tokens).unwrap();
     let run = dir.run(
         "train_tokens",
-        &["--seq", "16", "--batches", "2", "llama.bin"],
+        &["--seq-len", "16", "--batches", "2", "llama.bin"],
     );
     assert!(run.ok(), "{run:#?}");
     assert!(run.stdout.contains("of u32 tokens"), "{run:#?}");
@@ -663,20 +654,26 @@ fn train_tokens_errors_name_the_real_cause() {
         (vec!["data"], "data: is a directory"),
         (
             vec![
-                &shard, "--seq", "1024", "--rank", "99999", "--world", "100000",
+                &shard,
+                "--seq-len",
+                "1024",
+                "--rank",
+                "99999",
+                "--world-size",
+                "100000",
             ],
             "rank 99999's share of the epoch is empty",
         ),
         (
-            vec![&shard, "--seq", "5000"],
+            vec![&shard, "--seq-len", "5000"],
             "no window of 5001 tokens fits: the longest file, shard.bin, holds 5000 tokens",
         ),
         (
-            vec!["llama.bin", "--seq", "4", "--dtype", "u16"],
+            vec!["llama.bin", "--seq-len", "4", "--dtype", "uint16"],
             "holds u32 tokens, which the decoder's u16 cannot hold",
         ),
         (
-            vec![&shard, "--rank", "3", "--world", "2"],
+            vec![&shard, "--rank", "3", "--world-size", "2"],
             "rank 3 is not below world_size 2",
         ),
     ];
@@ -690,7 +687,7 @@ fn train_tokens_errors_name_the_real_cause() {
     }
     // Arguments clap refuses: exit status 2.
     for args in [
-        &["--batch", "0", "x.bin"][..],
+        &["--batch-size", "0", "x.bin"][..],
         &["--dtype", "u8", "x.bin"],
         &[],
     ] {
@@ -709,23 +706,26 @@ fn train_tokens_streams_exactly_the_batches_asked_for() {
     let dir = TempDir::new("train-count");
     let shard = small_shard(&dir);
     for (args, want) in [
-        (vec!["--seq", "8", "--batch", "5", "--batches", "300"], 300),
+        (
+            vec!["--seq-len", "8", "--batch-size", "5", "--batches", "300"],
+            300,
+        ),
         (
             vec![
-                "--seq",
+                "--seq-len",
                 "8",
-                "--batch",
+                "--batch-size",
                 "16",
                 "--batches",
                 "20",
-                "--world",
+                "--world-size",
                 "64",
             ],
             20,
         ),
     ] {
         let mut args: Vec<&str> = args;
-        args.extend(["--order", "seq", "--threads", "1", &shard]);
+        args.extend(["--order", "sequential", "--threads", "1", &shard]);
         let run = dir.run("train_tokens", &args);
         assert!(run.ok(), "{run:#?}");
         assert!(
@@ -746,7 +746,7 @@ fn train_tokens_trace_to_an_unwritable_path_fails_before_the_run() {
     let trace = trace.to_str().unwrap();
     let run = dir.run(
         "train_tokens",
-        &["--seq", "8", "--batches", "5", "--trace", trace, &shard],
+        &["--seq-len", "8", "--batches", "5", "--trace", trace, &shard],
     );
     run.assert_refused("train_tokens --trace into a missing folder");
     assert!(run.stderr.contains(trace), "{run:#?}");
@@ -755,7 +755,7 @@ fn train_tokens_trace_to_an_unwritable_path_fails_before_the_run() {
     let run = dir.run(
         "train_tokens",
         &[
-            "--seq",
+            "--seq-len",
             "8",
             "--batches",
             "5",
@@ -790,13 +790,13 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
     let run = dir.run(
         "train_documents",
         &[
-            "--tokens=64",
+            "--tokens-per-batch=64",
             "--max-seq-len=32",
             "--steps=25",
             "--threads=1",
             "--schedule=10:100:16,20:32:64",
             "--positions",
-            "--world=2",
+            "--world-size=2",
             "--rank=1",
             "--cpu",
             &shard,
@@ -820,7 +820,7 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
     let run = dir.run(
         "train_documents",
         &[
-            "--tokens",
+            "--tokens-per-batch",
             "40",
             "--steps",
             "12",
@@ -829,7 +829,7 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
             "--seed",
             "3",
             "--dtype",
-            "i64",
+            "int64",
             "--trace",
             "trace.json",
             "llama.bin",
@@ -851,7 +851,7 @@ fn train_documents_errors_name_the_real_cause() {
     let trace = trace.to_str().unwrap().to_owned();
     let cases: [(Vec<&str>, &str); 7] = [
         (
-            vec![&plain, "--tokens", "8"],
+            vec![&plain, "--tokens-per-batch", "8"],
             "holds no bos token 50256, so no document starts in it",
         ),
         (
@@ -859,17 +859,23 @@ fn train_documents_errors_name_the_real_cause() {
             "holds u16 tokens, which never reach bos 70000",
         ),
         (
-            vec![&shard, "--tokens", "64", "--schedule", "5:64:8,5:32:8"],
+            vec![
+                &shard,
+                "--tokens-per-batch",
+                "64",
+                "--schedule",
+                "5:64:8,5:32:8",
+            ],
             "schedule entry 1 (from step 5)",
         ),
         (
-            vec![&shard, "--tokens", "100000"],
+            vec![&shard, "--tokens-per-batch", "100000"],
             "no step fits in a whole epoch",
         ),
         (
             vec![
                 &shard,
-                "--tokens",
+                "--tokens-per-batch",
                 "64",
                 "--max-docs",
                 "2",
@@ -879,10 +885,13 @@ fn train_documents_errors_name_the_real_cause() {
             "step 0 needs",
         ),
         (
-            vec![&shard, "--rank", "3", "--world", "2"],
+            vec![&shard, "--rank", "3", "--world-size", "2"],
             "rank 3 is not below world_size 2",
         ),
-        (vec![&shard, "--tokens", "64", "--trace", &trace], &trace),
+        (
+            vec![&shard, "--tokens-per-batch", "64", "--trace", &trace],
+            &trace,
+        ),
     ];
     for (args, phrase) in cases {
         let run = dir.run("train_documents", &args);
@@ -895,7 +904,7 @@ fn train_documents_errors_name_the_real_cause() {
     }
     // Arguments clap refuses: exit status 2.
     for args in [
-        &["--tokens", "0", "x.bin"][..],
+        &["--tokens-per-batch", "0", "x.bin"][..],
         &["--schedule", "5:64", "x.bin"],
         &["--order", "random", "x.bin"],
         &["--cpu", "--cuda", "0", "x.bin"],
