@@ -12,6 +12,18 @@ use crate::source::sampling::segmented::Segmented;
 /// `Mixture<TokenShards>` mixes `Sampler<TokenShards>`s — and packed
 /// [`Documents`], mixed document by document, then packed into steps
 /// (`Mixture<Documents>`). Sealed: only these implement it.
+///
+/// A mixture's sources are of one kind by construction: windows and documents do not mix
+/// (this does not compile).
+///
+/// ```compile_fail
+/// use pinring::source::{Documents, Mixture, TokenShards};
+/// # fn mix(shards: TokenShards) -> pinring::Result<()> {
+/// let windows = shards.clone().windows(65).build()?;
+/// let documents = Documents::builder(shards);
+/// let mixed = Mixture::documents([windows, documents]);
+/// # Ok(()) }
+/// ```
 pub trait Mixable: sealed::Sealed {
     /// What a mixture of this kind shares with its iterators (not nameable outside the
     /// crate).

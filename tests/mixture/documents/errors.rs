@@ -108,7 +108,7 @@ fn sources_of_another_token_width_or_bos_are_config_errors() {
     );
     assert!(text.contains("its bos is 7, source 0's is 50256"), "{text}");
     // A mixture of windows and documents does not compile: one Vec holds one kind (see the
-    // compile_fail example of `Mixture::documents`).
+    // compile_fail example of `Mixable`).
 }
 
 #[test]
