@@ -103,7 +103,7 @@ fn only_document_starts_within_their_document_are_located() {
         .build()
         .unwrap();
     let total: u64 = data.shards.iter().map(|s| s.len() as u64).sum();
-    for s in 0..data.shards.len() {
+    for (s, path) in paths.iter().enumerate() {
         let bos = data.bos_idx(s);
         let first = data.first_token(s);
         for (j, &b) in bos.iter().enumerate() {
@@ -111,10 +111,7 @@ fn only_document_starts_within_their_document_are_located() {
             let len = (end - b) as u64;
             let id = first + b as u64;
             let at = docs.location(id, len).expect("a whole document");
-            assert_eq!(
-                (at.path.clone(), at.offset, at.len),
-                (paths[s].clone(), b as u64, len)
-            );
+            assert_eq!((&at.path, at.offset, at.len), (path, b as u64, len));
             assert!(
                 docs.location(id, len + 1).is_none(),
                 "past the document's end"
