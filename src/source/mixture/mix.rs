@@ -18,7 +18,10 @@ use crate::source::sampling::skip::SkipSteps;
 
 /// Samples from several sources of one kind — samplers of token windows, or of records —
 /// mixed by weight into one global sequence that every rank shards, resumable on any
-/// world size.
+/// world size. (`Mixture<Documents>` mixes sources of packed documents document by
+/// document and packs them into steps: built by
+/// [`Mixture::documents`](crate::source::Mixture::documents); what follows is
+/// `Mixture<S>` over samplers of segments `S`.)
 ///
 /// - **Which source**: position `g` of the global sequence comes from the source that
 ///   [`Blend`](crate::source::Blend) gives for the weights at `g` — a pure function of the
