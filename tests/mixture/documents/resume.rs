@@ -99,6 +99,44 @@ fn mixed() -> impl Strategy<Value = (Vec<(Data, ModelOrder)>, Vec<Leg>)> {
     })
 }
 
+/// Checks a chain's pieces against its last state and the model: the document sequence
+/// under the recorded weights' history, each source's documents the first ones of its own
+/// walk, each once, and the counts the state records.
+fn check_chain(
+    written: &mut Written,
+    sources: &[(Data, ModelOrder)],
+    legs: &[Leg],
+    all: &[ModelPiece],
+    state: &MixtureState<DocumentsCheckpoint>,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(state.consumed, all.len() as u64);
+    prop_assert_eq!(state.step, legs.iter().map(|l| l.1).sum::<u64>());
+    let history: Vec<(u64, Vec<f64>)> = state
+        .weights
+        .iter()
+        .map(|s| (s.from, s.weights.clone()))
+        .collect();
+    let want = written.model.sequence(&history, Stop::Never, all.len());
+    let got: Vec<u16> = all.iter().map(|p| p.0).collect();
+    prop_assert_eq!(got, want.iter().map(|p| p.0).collect::<Vec<_>>());
+    // Each source's pieces are its own walk's first documents, in order, each once: a piece
+    // is its document's start, cut at most.
+    for (s, (data, order)) in sources.iter().enumerate() {
+        let mine: Vec<Span> = all
+            .iter()
+            .filter(|p| usize::from(p.0) == s)
+            .map(|p| p.1)
+            .collect();
+        prop_assert_eq!(mine.len() as u64, count(data, *order, &state.sources[s]));
+        for (n, piece) in mine.iter().enumerate() {
+            let doc = written.model.doc(s, n as u64);
+            prop_assert_eq!((piece.shard, piece.start), (doc.shard, doc.start));
+            prop_assert!(piece.end <= doc.end && piece.end > piece.start);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -110,27 +148,47 @@ proptest! {
     ) {
         let mut written = Written::new(&sources, seed);
         let (all, state) = chain(&written, &legs, sizes);
-        prop_assert_eq!(state.consumed, all.len() as u64);
-        prop_assert_eq!(state.step, legs.iter().map(|l| l.1).sum::<u64>());
-        // The document sequence is the model's under the recorded weights' history.
-        let history: Vec<(u64, Vec<f64>)> =
-            state.weights.iter().map(|s| (s.from, s.weights.clone())).collect();
-        let want = written.model.sequence(&history, Stop::Never, all.len());
-        let got: Vec<u16> = all.iter().map(|p| p.0).collect();
-        prop_assert_eq!(got, want.iter().map(|p| p.0).collect::<Vec<_>>());
-        // Each source's pieces are its own walk's first documents, in order, each once: a
-        // piece is its document's start, cut at most.
-        for (s, (data, order)) in sources.iter().enumerate() {
-            let mine: Vec<Span> =
-                all.iter().filter(|p| usize::from(p.0) == s).map(|p| p.1).collect();
-            prop_assert_eq!(mine.len() as u64, count(data, *order, &state.sources[s]));
-            for (n, piece) in mine.iter().enumerate() {
-                let doc = written.model.doc(s, n as u64);
-                prop_assert_eq!((piece.shard, piece.start), (doc.shard, doc.start));
-                prop_assert!(piece.end <= doc.end && piece.end > piece.start);
-            }
-        }
+        check_chain(&mut written, &sources, &legs, &all, &state)?;
     }
+}
+
+#[test]
+fn two_ranks_then_three_then_one_with_new_weights() {
+    let sources: Vec<(Data, ModelOrder)> = (0..3)
+        .map(|s| {
+            let lens: Vec<usize> = (0..30).map(|i| 1 + (i * 11 + s * 5) % 29).collect();
+            let data = Data {
+                shards: vec![
+                    super::helpers::shard(1, &lens[..12], s as u32),
+                    super::helpers::shard(0, &lens[12..], s as u32 + 3),
+                ],
+                bos: super::helpers::BOS,
+            };
+            let order = if s == 0 {
+                ModelOrder::Sequential
+            } else {
+                ModelOrder::Shuffled(s as u64)
+            };
+            (data, order)
+        })
+        .collect();
+    let mut written = Written::new(&sources, 11);
+    let legs: Vec<Leg> = vec![
+        (2, 7, vec![0.6, 0.3, 0.1]),
+        (3, 5, vec![0.2, 0.2, 0.6]),
+        (1, 9, vec![0.6, 0.3, 0.1]),
+    ];
+    let (all, state) = chain(&written, &legs, (20, 12));
+    assert_eq!(state.weights.len(), 3, "{:?}", state.weights);
+    assert_eq!(state.world_size, 1);
+    check_chain(&mut written, &sources, &legs, &all, &state).unwrap();
+    // Some source went into its second epoch: each epoch its own order, each document once
+    // an epoch.
+    assert!(
+        state.sources.iter().any(|c| c.epoch > 0),
+        "{:?}",
+        state.sources
+    );
 }
 
 #[test]
