@@ -22,7 +22,7 @@ use crate::source::mixture::mix::Mixture;
 use crate::source::mixture::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 use crate::source::mixture::stop::Stop;
 use crate::source::sampling::skip::SkipSteps;
-use crate::source::tokens::TokenType;
+use crate::source::tokens::{TokenShards, TokenType};
 
 impl fmt::Debug for Mixture<Documents> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -182,7 +182,7 @@ impl Mixture<Documents> {
     }
 
     /// Each source's shards.
-    pub fn shards(&self) -> Vec<&crate::source::TokenShards> {
+    pub fn shards(&self) -> Vec<&TokenShards> {
         self.inner
             .members
             .iter()
