@@ -15,6 +15,16 @@
 //! # its settings come from the state; the world size and batch size default to its own.
 //! cargo run --release --example locate -- --step 41000 --rank 3 --state state.json \
 //!     --shards 'web/*.bin' --shards 'code/*.bin' --shards 'math/*.bin'
+//! # Packed documents (--tokens-per-batch: tokens per batch of each rank), one source or a mixture;
+//! # each row is a document's piece, its offset the document's bos token in its shard:
+//! cargo run --release --example locate -- --step 41000 --rank 3 --world-size 8 \
+//!     --tokens-per-batch 49152 --max-seq-len 2048 --shards 'data/fineweb_train_*.bin'
+//! cargo run --release --example locate -- --step 41000 --rank 3 --world-size 8 \
+//!     --tokens-per-batch 49152 --max-seq-len 2048 --shards 'web/*.bin' --shards 'code/*.bin' \
+//!     --weights 0.7,0.3 --order shuffled --seed 1,2
+//! # From a saved state of packed documents (a DocumentsCheckpoint or a mixture's state):
+//! cargo run --release --example locate -- --step 41000 --rank 3 --state docs_state.json \
+//!     --shards 'web/*.bin' --shards 'code/*.bin'
 //! ```
 //!
 //! A state traces the steps from its own on (the run resumed from it); a step before it
@@ -26,8 +36,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pinring::source::{
-    Checkpoint, FixedRecords, Identified, Mixture, MixtureState, Order, Sampler, Segmented, Stop,
-    TokenShards,
+    Checkpoint, DocOrder, Documents, DocumentsBuilder, DocumentsCheckpoint, FixedRecords,
+    Identified, Mixture, MixtureState, Order, Piece, Sampler, Segmented, Stop, TokenShards,
 };
 use pinring::Location;
 
@@ -53,16 +63,18 @@ struct Args {
     /// Ranks of the run [default: the state's, else 1].
     #[arg(long)]
     world_size: Option<u64>,
-    /// Samples per batch of each rank [default: the state's; required without one].
+    /// Samples per batch of each rank [default: the state's; required without one] (not
+    /// for packed documents: a batch is a step).
     #[arg(long)]
     batch_size: Option<u64>,
     /// The files of one source (a path or a pattern such as 'data/train_*.bin'); give it
     /// once per source, in the order the run's sources were given.
     #[arg(long = "shards", value_name = "PATTERN", required = true)]
     shards: Vec<PathBuf>,
-    /// A saved state (JSON): a sampler's Checkpoint or a MixtureState. Its settings
-    /// replace --seq-len, --record-bytes, --order, --seed, --weights, --mix-seed and
-    /// --stop.
+    /// A saved state (JSON): a sampler's Checkpoint or a MixtureState, or of packed
+    /// documents a DocumentsCheckpoint or a mixture's state. Its settings replace
+    /// --seq-len, --record-bytes, --tokens-per-batch, --max-seq-len, --max-docs, --schedule, --bos,
+    /// --order, --seed, --weights, --mix-seed and --stop.
     #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Token windows of SEQ_LEN + 1 tokens at a stride of SEQ_LEN (token shards).
@@ -74,6 +86,22 @@ struct Args {
     /// Records per sample, with --record-bytes.
     #[arg(long, default_value_t = 1)]
     records: u64,
+    /// Packed documents (instead of windows): tokens of inputs per rank per step.
+    #[arg(long, value_name = "N")]
+    tokens_per_batch: Option<u64>,
+    /// Packed documents: where documents are cut [default: --tokens-per-batch].
+    #[arg(long, value_name = "L")]
+    max_seq_len: Option<u64>,
+    /// Packed documents: the length of cu_seqlens [default: modded-nanogpt's rule].
+    #[arg(long, value_name = "D")]
+    max_docs: Option<u64>,
+    /// Packed documents: step sizes that change, FROM:N:L entries, comma separated.
+    #[arg(long, value_name = "FROM:N:L,...", value_parser = schedule, default_value = "")]
+    schedule: Schedule,
+    /// Packed documents: the token that starts a document [default: 50256 for u16
+    /// shards, 128000 for u32].
+    #[arg(long, value_name = "ID")]
+    bos: Option<u32>,
     /// Each source's order.
     #[arg(long, default_value = "sequential", value_parser = ["sequential", "shuffled", "random"])]
     order: String,
@@ -94,6 +122,32 @@ struct Args {
     skip: Vec<(u64, u64)>,
 }
 
+/// A parsed `--schedule`.
+#[derive(Debug, Clone, Default)]
+struct Schedule(Vec<(u64, u64, u64)>);
+
+fn schedule(s: &str) -> Result<Schedule, String> {
+    if s.is_empty() {
+        return Ok(Schedule::default());
+    }
+    s.split(',')
+        .map(|entry| {
+            let parts: Vec<&str> = entry.trim().split(':').collect();
+            let [from, n, l] = parts[..] else {
+                return Err(format!(
+                    "`{entry}` is not FROM:N:L (three whole numbers, such as 500:32768:2048)"
+                ));
+            };
+            let num = |what: &str, v: &str| {
+                v.parse::<u64>()
+                    .map_err(|e| format!("`{entry}`: {what} `{v}`: {e}"))
+            };
+            Ok((num("FROM", from)?, num("N", n)?, num("L", l)?))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Schedule)
+}
+
 fn step_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s
         .split_once("..")
@@ -106,10 +160,12 @@ fn step_range(s: &str) -> Result<(u64, u64), String> {
     Ok((num(a)?, num(b)?))
 }
 
-/// A saved state of either kind.
+/// A saved state of any kind.
 enum Saved {
     Sampler(Checkpoint),
     Mixture(MixtureState),
+    Documents(DocumentsCheckpoint),
+    DocumentMixture(MixtureState<DocumentsCheckpoint>),
 }
 
 fn read_state(path: &PathBuf) -> Result<Saved, String> {
@@ -118,11 +174,18 @@ fn read_state(path: &PathBuf) -> Result<Saved, String> {
     if let Ok(state) = MixtureState::from_text(&text) {
         return Ok(Saved::Mixture(state));
     }
+    if let Ok(state) = MixtureState::<DocumentsCheckpoint>::from_text(&text) {
+        return Ok(Saved::DocumentMixture(state));
+    }
+    if let Ok(state) = DocumentsCheckpoint::from_text(&text) {
+        return Ok(Saved::Documents(state));
+    }
     Checkpoint::from_text(&text)
         .map(Saved::Sampler)
         .map_err(|e| {
             format!(
-                "{} is neither a sampler's checkpoint nor a mixture's state: {e}",
+                "{} is neither a sampler's checkpoint, a mixture's state nor a state of packed \
+                 documents: {e}",
                 path.display()
             )
         })
@@ -195,6 +258,11 @@ fn main() -> ExitCode {
 /// The rows of the step, and the unit of their offsets.
 fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
     let saved = args.state.as_ref().map(read_state).transpose()?;
+    let documents = matches!(saved, Some(Saved::Documents(_) | Saved::DocumentMixture(_)))
+        || (saved.is_none() && args.tokens_per_batch.is_some());
+    if documents {
+        return Ok((document_rows(args, saved.as_ref())?, "tokens"));
+    }
     let sources = args.shards.len();
     // Each source's settings, from the state or the arguments.
     let settings: Vec<SourceSettings> = match &saved {
@@ -204,7 +272,7 @@ fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
             .iter()
             .map(SourceSettings::of)
             .collect::<Result<_, _>>()?,
-        None => {
+        Some(Saved::Documents(_) | Saved::DocumentMixture(_)) | None => {
             let seeds = match args.seed.len() {
                 1 => vec![args.seed[0]; sources],
                 n if n == sources => args.seed.clone(),
@@ -245,7 +313,7 @@ fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
     let (world, batch) = match &saved {
         Some(Saved::Sampler(c)) => (c.world_size, c.batch_size),
         Some(Saved::Mixture(m)) => (m.world_size, m.batch_size),
-        None => (1, 0),
+        _ => (1, 0),
     };
     let world = args.world_size.unwrap_or(world);
     let batch = args
@@ -382,6 +450,222 @@ where
             args.step, args.rank
         ));
     }
+    Ok(rows)
+}
+
+/// The packing settings of a run of packed documents: base sizes, schedule changes,
+/// max_docs.
+struct Packing {
+    tokens: u64,
+    max_seq_len: u64,
+    schedule: Vec<(u64, u64, u64)>,
+    max_docs: Option<u64>,
+}
+
+impl Packing {
+    /// From a saved checkpoint (its schedule starts at step 0).
+    fn of(c: &DocumentsCheckpoint) -> Self {
+        let (tokens, max_seq_len) = c.schedule.first().map_or((0, 0), |&(_, n, l)| (n, l));
+        Packing {
+            tokens,
+            max_seq_len,
+            schedule: c.schedule.get(1..).unwrap_or_default().to_vec(),
+            max_docs: (c.max_docs > 0).then_some(c.max_docs),
+        }
+    }
+}
+
+/// One source's builder: its shards, bos and order.
+fn document_source(
+    files: &PathBuf,
+    bos: Option<u32>,
+    order: DocOrder,
+) -> Result<DocumentsBuilder, String> {
+    let shards = TokenShards::glob(files).map_err(|e| e.to_string())?;
+    let source = Documents::builder(shards).order(order);
+    Ok(match bos {
+        Some(bos) => source.bos(bos),
+        None => source,
+    })
+}
+
+/// The rows of the step on the rank, of a source of packed documents or a mixture of
+/// them: each piece, its length as the batch's row gives it (the last one less 1).
+fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String> {
+    let fail = |e: pinring::Error| e.to_string();
+    let sources = args.shards.len();
+    // Each source's bos and order, and the packing, from the state or the arguments.
+    let (bos_order, packing): (Vec<(Option<u32>, DocOrder)>, Packing) = match saved {
+        Some(Saved::Documents(c)) => (
+            vec![(Some(c.bos), c.order().map_err(fail)?)],
+            Packing::of(c),
+        ),
+        Some(Saved::DocumentMixture(m)) => (
+            m.sources
+                .iter()
+                .map(|c| Ok((Some(c.bos), c.order().map_err(fail)?)))
+                .collect::<Result<_, String>>()?,
+            Packing::of(m.sources.first().ok_or("the state has no source")?),
+        ),
+        _ => {
+            let seeds = match args.seed.len() {
+                1 => vec![args.seed[0]; sources],
+                n if n == sources => args.seed.clone(),
+                n => {
+                    return Err(format!(
+                        "{n} seeds for {sources} sources: give one, or one per source"
+                    ))
+                }
+            };
+            let tokens = args.tokens_per_batch.unwrap_or(0);
+            let order = |seed| match args.order.as_str() {
+                "shuffled" => Ok(DocOrder::Shuffled { seed }),
+                "sequential" => Ok(DocOrder::Sequential),
+                other => Err(format!(
+                    "packed documents are sequential or shuffled, not {other}"
+                )),
+            };
+            (
+                seeds
+                    .iter()
+                    .map(|&seed| Ok((args.bos, order(seed)?)))
+                    .collect::<Result<_, String>>()?,
+                Packing {
+                    tokens,
+                    max_seq_len: args.max_seq_len.unwrap_or(tokens),
+                    schedule: args.schedule.0.clone(),
+                    max_docs: args.max_docs,
+                },
+            )
+        }
+    };
+    if bos_order.len() != sources {
+        return Err(format!(
+            "the state has {} source(s), but --shards was given {sources} time(s): give each source's files",
+            bos_order.len()
+        ));
+    }
+    let world = args.world_size.unwrap_or(match saved {
+        Some(Saved::Documents(c)) => c.world_size,
+        Some(Saved::DocumentMixture(m)) => m.world_size,
+        _ => 1,
+    });
+    let builders = bos_order
+        .iter()
+        .zip(&args.shards)
+        .map(|(&(bos, order), files)| document_source(files, bos, order))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mixed =
+        sources > 1 || !args.weights.is_empty() || matches!(saved, Some(Saved::DocumentMixture(_)));
+    let none = || {
+        format!(
+            "the run has no step {} on rank {} (it is skipped, or the run ends before it)",
+            args.step, args.rank
+        )
+    };
+    // A row per piece, as the batch's rows are: the last piece's row is one token shorter
+    // (the step's last token is a target only).
+    let row = |source: u16, piece: Piece, at: Option<Location>| {
+        at.map(|at| Row { id: piece.doc, at }).ok_or_else(|| {
+            format!(
+                "document {} of source {source} is not in its shards",
+                piece.doc
+            )
+        })
+    };
+    let rows: Vec<Row> = if mixed {
+        let (weights, seed, stop) = match saved {
+            Some(Saved::DocumentMixture(m)) => (m.current_weights().to_vec(), m.seed, m.stop),
+            _ => (
+                if args.weights.is_empty() {
+                    vec![1.0; sources]
+                } else {
+                    args.weights.clone()
+                },
+                args.mix_seed,
+                Stop::from_name(&args.stop).unwrap_or_default(),
+            ),
+        };
+        let mut mix = Mixture::documents(builders)
+            .weights(weights)
+            .seed(seed)
+            .stop(stop)
+            .shard(args.rank, world)
+            .tokens_per_batch(packing.tokens)
+            .max_seq_len(packing.max_seq_len)
+            .schedule(packing.schedule)
+            .start_step(args.step)
+            .skip_steps(args.skip.iter().copied());
+        if let Some(d) = packing.max_docs {
+            mix = mix.max_docs(d);
+        }
+        let mix = mix.build().map_err(fail)?;
+        let mut run = match saved {
+            Some(Saved::DocumentMixture(state)) => {
+                before_state(args.step, state.step)?;
+                mix.iter_from(state).map_err(fail)?
+            }
+            _ => mix.iter(),
+        };
+        let step = run
+            .next()
+            .filter(|s| s.step() == args.step)
+            .ok_or_else(none)?;
+        if let Some(e) = step.error() {
+            return Err(e.to_string());
+        }
+        let n = step.pieces().len();
+        step.pieces()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let len = p.piece.len - u64::from(i + 1 == n);
+                row(p.source, p.piece, mix.location(p.source, p.piece.doc, len))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        if args
+            .skip
+            .iter()
+            .any(|&(a, b)| a <= args.step && args.step < b)
+        {
+            return Err(none());
+        }
+        let mut docs = builders
+            .into_iter()
+            .next()
+            .ok_or("give --shards")?
+            .tokens_per_batch(packing.tokens)
+            .max_seq_len(packing.max_seq_len)
+            .schedule(packing.schedule)
+            .shard(args.rank, world);
+        if let Some(d) = packing.max_docs {
+            docs = docs.max_docs(d);
+        }
+        let docs = docs.build().map_err(fail)?;
+        let from = match saved {
+            Some(Saved::Documents(state)) => {
+                before_state(args.step, state.step)?;
+                Some(state)
+            }
+            _ => None,
+        };
+        let since = args.step - from.map_or(0, |s| s.step);
+        let state = docs.checkpoint_after(from, since).map_err(fail)?;
+        let step = docs
+            .iter_from(&state)
+            .map_err(fail)?
+            .next()
+            .ok_or_else(none)?;
+        if let Some(e) = step.error() {
+            return Err(e.to_string());
+        }
+        let n = step.piece_count() as usize;
+        step.pieces()
+            .enumerate()
+            .map(|(i, p)| row(0, p, docs.location(p.doc, p.len - u64::from(i + 1 == n))))
+            .collect::<Result<_, _>>()?
+    };
     Ok(rows)
 }
 

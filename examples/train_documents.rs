@@ -8,6 +8,9 @@
 //! cargo run --release --example train_documents -- --tokens-per-batch 16384 --max-seq-len 896 \
 //!     --schedule 500:32768:2048,1000:49152:2048 --rank 0 --world-size 8 --steps 2000 \
 //!     '/data/fineweb_train_*.bin'
+//! # A mixture: web documents 70% of the time, code 30%, packed into the same steps.
+//! cargo run --release --example train_documents -- --tokens-per-batch 16384 \
+//!     --source '/data/web/*.bin' --weight 0.7 --source '/data/code/*.bin' --weight 0.3
 //! cargo run --release --example train_documents -- --help
 //! ```
 //!
@@ -15,17 +18,21 @@
 //! of `u16` tokens (GPT-2) or `u32` tokens (LLaMA-3). A document starts at each `--bos`
 //! token; each step of each rank packs `--tokens-per-batch` + 1 tokens of documents cut at
 //! `--max-seq-len` ([`Documents`]), with `inputs`, `targets`, `cu_seqlens` (and with
-//! `--positions`, `positions`) as fields of one batch. A bad argument or a malformed file
-//! ends the run with a message and a non-zero exit status (2 for arguments, 1 for the
+//! `--positions`, `positions`) as fields of one batch. With `--source` (instead of PATHs),
+//! each `--source` is one source of a mixture ([`Mixture::documents`]): the documents of
+//! the sources are mixed by `--weight` (one per source, in order; equal by default), one
+//! document at a time, and packed into steps the same way. A bad argument or a malformed
+//! file ends the run with a message and a non-zero exit status (2 for arguments, 1 for the
 //! rest), never a panic.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Parser, ValueEnum};
-use pinring::source::{DocOrder, Documents, TokenShard, TokenShards, TokenType};
-use pinring::{Backend, Batch, Fence, Pipeline};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
+use pinring::source::{DocOrder, Documents, Mixture, Stop, TokenShard, TokenShards, TokenType};
+use pinring::{Backend, Batch, ConfigBuilder, Decode, Fence, Pipeline};
 
 /// `println!` that does not panic when stdout is closed (`train_documents ... | head`).
 macro_rules! say {
@@ -44,8 +51,26 @@ macro_rules! say {
 struct Args {
     /// Shard files, or patterns with `*` and `?` in the file name (quote them), of u16
     /// (GPT-2) or u32 (LLaMA-3) tokens.
-    #[arg(value_name = "PATH", required = true)]
+    #[arg(
+        value_name = "PATH",
+        required_unless_present = "source",
+        conflicts_with = "source"
+    )]
     paths: Vec<String>,
+    /// One source of a mixture of documents: a shard file or a pattern (repeat it for
+    /// each source, in order; use it instead of PATHs).
+    #[arg(long, value_name = "PATTERN")]
+    source: Vec<String>,
+    /// The weight of each --source, in the same order (repeat it) [default: equal].
+    #[arg(long, value_name = "W")]
+    weight: Vec<f64>,
+    /// The mixture's seed: it reshuffles every shuffled --source.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    mix_seed: u64,
+    /// When a mixture ends: never (each source cycles its epochs), or once the first
+    /// source, or all sources, used up their first epoch.
+    #[arg(long, value_enum, default_value_t = StopArg::Never)]
+    stop: StopArg,
     /// The token that starts a document [default: 50256 for u16 shards, 128000 for u32].
     #[arg(long, value_name = "ID")]
     bos: Option<u32>,
@@ -74,6 +99,9 @@ struct Args {
     /// Also give each input token's position in its document.
     #[arg(long)]
     positions: bool,
+    /// Begin at this step, exactly where an uninterrupted run is then (a mixture only).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    start_step: u64,
     /// Steps to stream.
     #[arg(long, value_name = "K", default_value_t = 1000, value_parser = at_least_one)]
     steps: u64,
@@ -152,6 +180,23 @@ enum OrderArg {
     Shuffled,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StopArg {
+    Never,
+    First,
+    All,
+}
+
+impl From<StopArg> for Stop {
+    fn from(s: StopArg) -> Self {
+        match s {
+            StopArg::Never => Stop::Never,
+            StopArg::First => Stop::First,
+            StopArg::All => Stop::All,
+        }
+    }
+}
+
 fn at_least_one(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("it must be at least 1".into()),
@@ -170,6 +215,25 @@ fn at_least_one_usize(s: &str) -> Result<usize, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // (clap's `requires` gives way to PATHs' conflict with --source, so this is checked here.)
+    if args.source.is_empty() {
+        let mixture_only = [
+            (!args.weight.is_empty(), "--weight"),
+            (args.mix_seed != 0, "--mix-seed"),
+            (!matches!(args.stop, StopArg::Never), "--stop"),
+            (args.start_step != 0, "--start-step"),
+        ];
+        if let Some((_, flag)) = mixture_only.iter().find(|(set, _)| *set) {
+            Args::command()
+                .error(
+                    ErrorKind::MissingRequiredArgument,
+                    format!(
+                        "{flag} is a mixture's setting: give the mixture's sources with --source"
+                    ),
+                )
+                .exit();
+        }
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -192,12 +256,26 @@ fn open(paths: &[String]) -> pinring::Result<TokenShards> {
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let shards = open(&args.paths)?;
-    let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
-    let order = match args.order {
+    if args.source.is_empty() {
+        run_one(args)
+    } else {
+        run_mixture(args)
+    }
+}
+
+/// The order of every source.
+fn order(args: &Args) -> DocOrder {
+    match args.order {
         OrderArg::Sequential => DocOrder::Sequential,
         OrderArg::Shuffled => DocOrder::Shuffled { seed: args.seed },
-    };
+    }
+}
+
+/// The steps of one source of documents.
+fn run_one(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let shards = open(&args.paths)?;
+    let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
+    let order = order(args);
     let mut builder = Documents::builder(shards)
         .tokens_per_batch(args.tokens_per_batch)
         .max_seq_len(args.max_seq_len)
@@ -217,21 +295,6 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let built = Instant::now();
     let docs = builder.build()?;
     let built = built.elapsed();
-    let mut config = docs.config();
-    if let Some(n) = args.threads {
-        config = config.decode_threads(n);
-    }
-    // The trace file is created before the run, so that a path that cannot be written ends
-    // the run before it starts, not after.
-    let trace = match &args.trace {
-        Some(path) => {
-            config = config.trace(TRACE_SPANS);
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-            Some((path.as_path(), file))
-        }
-        None => None,
-    };
     let largest = docs.schedule().largest();
     let header = |device: &str| {
         say!(
@@ -256,6 +319,111 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let steps = docs
         .iter()
         .take(usize::try_from(args.steps).unwrap_or(usize::MAX));
+    stream(args, docs.config(), docs.decoder(), steps, &header)?;
+    report(&docs, args.steps)
+}
+
+/// The steps of a mixture of sources of documents.
+fn run_mixture(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let order = order(args);
+    let mut sources = Vec::with_capacity(args.source.len());
+    let mut about = Vec::with_capacity(args.source.len());
+    for pattern in &args.source {
+        let shards = open(std::slice::from_ref(pattern))?;
+        about.push(format!(
+            "{pattern}: {} shard(s) of {} tokens, {} tokens",
+            shards.shards().len(),
+            shards.format(),
+            shards.tokens()
+        ));
+        let mut source = Documents::builder(shards).order(order);
+        if let Some(bos) = args.bos {
+            source = source.bos(bos);
+        }
+        sources.push(source);
+    }
+    let mut builder = Mixture::documents(sources)
+        .seed(args.mix_seed)
+        .stop(args.stop.into())
+        .tokens_per_batch(args.tokens_per_batch)
+        .max_seq_len(args.max_seq_len)
+        .shard(args.rank, args.world_size)
+        .token_type(args.dtype.into())
+        .positions(args.positions)
+        .start_step(args.start_step);
+    if !args.weight.is_empty() {
+        builder = builder.weights(args.weight.clone());
+    }
+    if let Some(d) = args.max_docs {
+        builder = builder.max_docs(d);
+    }
+    if let Some(Schedule(entries)) = &args.schedule {
+        builder = builder.schedule(entries.clone());
+    }
+    let built = Instant::now();
+    let mix = builder.build()?;
+    let built = built.elapsed();
+    let largest = mix.schedule().largest();
+    let header = |device: &str| {
+        for (s, line) in about.iter().enumerate() {
+            say!("source {s} (weight {:.3}): {line}", mix.shares()[s]);
+        }
+        say!(
+            "a mixture of {} sources of documents from bos {}, {order:?}, mixture seed {}, \
+             stop {}, rank {}/{}; steps of up to {} + 1 tokens as {}, cut at {}, cu_seqlens \
+             of up to {}; on {device}",
+            mix.len(),
+            mix.bos(),
+            mix.seed(),
+            mix.stop().name(),
+            args.rank,
+            args.world_size,
+            largest.tokens,
+            mix.token_type(),
+            largest.max_seq_len,
+            largest.max_docs,
+        );
+        let up_front: u64 = mix.index_stats().iter().map(|s| s.at_start).sum();
+        say!(
+            "built in {:.1} ms ({up_front} shard(s) indexed up front)",
+            built.as_secs_f64() * 1e3,
+        );
+    };
+    let steps = mix
+        .iter()
+        .take(usize::try_from(args.steps).unwrap_or(usize::MAX));
+    let config = mix.config().locator(Arc::new(mix.clone()));
+    stream(args, config, mix.decoder(), steps, &header)?;
+    report_mixture(&mix, args.steps)
+}
+
+/// Runs `steps` through a pipeline of `config` (with the backend, threads and trace the
+/// arguments ask for), printing `header` first.
+fn stream<D, I>(
+    args: &Args,
+    mut config: ConfigBuilder,
+    decoder: D,
+    steps: I,
+    header: &dyn Fn(&str),
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    D: Decode,
+    I: Iterator<Item = D::Sample> + Send + 'static,
+{
+    if let Some(n) = args.threads {
+        config = config.decode_threads(n);
+    }
+    // The trace file is created before the run, so that a path that cannot be written ends
+    // the run before it starts, not after.
+    let trace = match &args.trace {
+        Some(path) => {
+            config = config.trace(TRACE_SPANS);
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+            Some((path.as_path(), file))
+        }
+        None => None,
+    };
     if let Some(ordinal) = args.cuda {
         #[cfg(feature = "cuda")]
         {
@@ -266,13 +434,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             say!("{config}");
             // Stand-in for the training step: wait (host-side) until the step is on the
             // device. A trainer would `wait_on` its stream and release fenced on it.
-            let pipeline = Pipeline::new(config, docs.decoder(), steps)?;
-            drive(pipeline, args.steps, trace, |batch| batch.synchronize())?;
-            return report(&docs, args.steps);
+            let pipeline = Pipeline::new(config, decoder, steps)?;
+            return drive(pipeline, args.steps, trace, |batch| batch.synchronize());
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = ordinal;
+            let _ = (ordinal, decoder, steps, header);
             return Err(pinring::Error::Backend {
                 call: "--cuda",
                 message: "this build has no cuda feature".into(),
@@ -286,7 +453,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     say!("{config}");
     let mut checksum = 0u64;
     drive(
-        Pipeline::new(config, docs.decoder(), steps)?,
+        Pipeline::new(config, decoder, steps)?,
         args.steps,
         trace,
         |batch| {
@@ -299,7 +466,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     say!("checksum {checksum}");
-    report(&docs, args.steps)
+    Ok(())
 }
 
 /// Prints where the walk stands after `steps` steps (what a checkpoint then holds) and
@@ -320,6 +487,28 @@ fn report(docs: &Documents, steps: u64) -> Result<(), Box<dyn std::error::Error>
         index.ahead,
         index.on_walk,
     );
+    Ok(())
+}
+
+/// Prints where a mixture stands after `steps` steps: the documents consumed and each
+/// source's place.
+fn report_mixture(mix: &Mixture<Documents>, steps: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let state = mix.checkpoint_after(None, steps)?;
+    say!(
+        "after step {}: {} documents of the mixture consumed",
+        state.step,
+        state.consumed
+    );
+    for (s, (c, index)) in state.sources.iter().zip(mix.index_stats()).enumerate() {
+        say!(
+            "  source {s}: epoch {}, shard {}, document {}; shards indexed: {} of {}",
+            c.epoch,
+            c.shard,
+            c.doc,
+            index.indexed,
+            index.shards
+        );
+    }
     Ok(())
 }
 

@@ -16,7 +16,8 @@ use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
 use pinring::source::{
-    write_shard, write_shard_u32, Mixture, Order, ShardFormat, TokenShard, TokenShards,
+    write_shard, write_shard_u32, DocOrder, Documents, Mixture, Order, ShardFormat, TokenShard,
+    TokenShards,
 };
 
 const EXAMPLES: [&str; 5] = [
@@ -278,7 +279,7 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
         (
             "train_documents",
             &[
-                ("<PATH>...", None),
+                ("[PATH]...", None),
                 (
                     "--bos <ID>",
                     Some("[default: 50256 for u16 shards, 128000 for u32]"),
@@ -298,6 +299,11 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
                 ("--cpu", Some("[the default]")),
                 ("--cuda <N>", None),
                 ("--trace <FILE>", None),
+                ("--source <PATTERN>", None),
+                ("--weight <W>", Some("[default: equal]")),
+                ("--mix-seed <S>", Some("[default: 0]")),
+                ("--stop <STOP>", Some("[default: never]")),
+                ("--start-step <K>", Some("[default: 0]")),
             ],
         ),
         (
@@ -328,6 +334,11 @@ fn help_lists_every_option_with_its_default_and_exits_0() {
                 ("--weights <WEIGHTS>", Some("[default: equal]")),
                 ("--stop <STOP>", Some("[default: never]")),
                 ("--skip <START..END>", None),
+                ("--tokens-per-batch <N>", None),
+                ("--max-seq-len <L>", Some("[default: --tokens-per-batch]")),
+                ("--max-docs <D>", Some("[default: modded-nanogpt's rule]")),
+                ("--schedule <FROM:N:L,...>", None),
+                ("--bos <ID>", Some("[default: 50256 for u16")),
             ],
         ),
     ];
@@ -916,6 +927,125 @@ fn train_documents_errors_name_the_real_cause() {
     }
 }
 
+/// `web.bin` (80 documents of 5 to 44 tokens of 1s and 2s) and `code.bin` (60 documents
+/// of 3 to 22 tokens of 3s) in `dir`, u16, bos 50256.
+fn document_sources(dir: &TempDir) -> [&'static str; 2] {
+    let docs = |n: u16, len: &dyn Fn(u16) -> u16, t: u16| -> Vec<u16> {
+        let mut tokens = vec![7, 7];
+        for d in 0..n {
+            tokens.push(50256);
+            tokens.extend((1..len(d)).map(|i| t + i % 2));
+        }
+        tokens
+    };
+    write_shard(dir.path().join("web.bin"), &docs(80, &|d| 5 + d % 40, 1)).unwrap();
+    write_shard(dir.path().join("code.bin"), &docs(60, &|d| 3 + d % 20, 3)).unwrap();
+    ["web.bin", "code.bin"]
+}
+
+#[test]
+fn train_documents_mixes_sources_by_weight() {
+    let dir = TempDir::new("docs-mix");
+    let [web, code] = document_sources(&dir);
+    let run = dir.run(
+        "train_documents",
+        &[
+            "--tokens-per-batch=64",
+            "--max-seq-len=32",
+            "--steps=30",
+            "--threads=1",
+            "--source",
+            web,
+            "--weight=0.75",
+            "--source",
+            code,
+            "--weight=0.25",
+            "--order=shuffled",
+            "--mix-seed=5",
+            "--world-size=2",
+            "--rank=1",
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("source 0 (weight 0.750): web.bin: 1 shard(s)"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("source 1 (weight 0.250): code.bin"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("a mixture of 2 sources of documents"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("\n30 steps in "), "{run:#?}");
+    assert!(run.stdout.contains("after step 30: "), "{run:#?}");
+    assert!(run.stdout.contains("  source 1: epoch "), "{run:#?}");
+    // A stop rule ends the run early: fewer steps than asked for.
+    let run = dir.run(
+        "train_documents",
+        &[
+            "--tokens-per-batch=64",
+            "--steps=1000",
+            "--source",
+            web,
+            "--source",
+            code,
+            "--stop=first",
+            "--start-step=2",
+        ],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!(!run.stdout.contains("\n1000 steps in "), "{run:#?}");
+    // Bad mixtures: a message naming the cause.
+    let mut tokens: Vec<u32> = Vec::new();
+    for _ in 0..40u32 {
+        tokens.push(50256);
+        tokens.extend([100_000; 20]);
+    }
+    write_shard_u32(dir.path().join("wide.bin"), &tokens).unwrap();
+    for (args, says) in [
+        (
+            vec!["--source", web, "--source", code, "--weight", "1"],
+            "1 weight(s) for 2 source(s)",
+        ),
+        (
+            vec![
+                "--source",
+                web,
+                "--source",
+                "wide.bin",
+                "--tokens-per-batch",
+                "64",
+            ],
+            "source 1's samples differ from source 0's: its token width is 4",
+        ),
+        (
+            vec!["--source", web, "--weight=-1", "--tokens-per-batch", "64"],
+            "weight 0 is -1",
+        ),
+    ] {
+        let run = dir.run("train_documents", &args);
+        run.assert_refused(&format!("train_documents {args:?}"));
+        assert!(
+            run.stderr.contains(says),
+            "{args:?} should say `{says}`: {run:#?}"
+        );
+    }
+    // Arguments clap refuses: paths with --source, --weight without one.
+    for args in [
+        &[web, "--source", code][..],
+        &["--weight", "1", web],
+        &["--mix-seed", "1", web],
+    ] {
+        let run = dir.run("train_documents", args);
+        run.assert_refused(&format!("train_documents {args:?}"));
+        assert_eq!(run.code, Some(2), "{run:#?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // locate
 
@@ -1124,6 +1254,200 @@ fn locate_refuses_bad_settings_with_a_message() {
         (
             with(&["--seq-len", "64", "--state", "missing.json"]),
             "cannot read the state",
+        ),
+    ] {
+        let run = dir.run("locate", &args);
+        run.assert_refused(says);
+        assert!(
+            run.stderr.contains(says),
+            "{args:?} should say `{says}`: {run:#?}"
+        );
+    }
+}
+
+/// The rows of step `step` of rank `rank` of 2 of a mixture of `document_sources` (or of
+/// `web.bin` alone), as `locate` prints them: each piece of the library's step, its length
+/// the batch row's (the last one less 1).
+fn document_rows(
+    dir: &TempDir,
+    mixed: bool,
+    rank: u64,
+    step: u64,
+) -> Vec<(u16, u64, u64, u64, String)> {
+    let source = |f: &str| Documents::builder(TokenShards::open([dir.path().join(f)]).unwrap());
+    let mut rows = Vec::new();
+    if mixed {
+        let mix = Mixture::documents([
+            source("web.bin").order(DocOrder::Shuffled { seed: 1 }),
+            source("code.bin").order(DocOrder::Shuffled { seed: 2 }),
+        ])
+        .weights([0.7, 0.3])
+        .shard(rank, 2)
+        .tokens_per_batch(48)
+        .max_seq_len(16)
+        .start_step(step)
+        .build()
+        .unwrap();
+        let s = mix.iter().next().unwrap();
+        let n = s.pieces().len();
+        for (i, p) in s.pieces().iter().enumerate() {
+            let len = p.piece.len - u64::from(i + 1 == n);
+            let at = mix.location(p.source, p.piece.doc, len).unwrap();
+            let file = at.path.file_name().unwrap().to_string_lossy().into_owned();
+            rows.push((p.source, at.offset, at.len, p.piece.doc, file));
+        }
+    } else {
+        let docs = source("web.bin")
+            .tokens_per_batch(48)
+            .max_seq_len(16)
+            .shard(rank, 2)
+            .build()
+            .unwrap();
+        let state = docs.checkpoint_after(None, step).unwrap();
+        let s = docs.iter_from(&state).unwrap().next().unwrap();
+        let n = s.piece_count() as usize;
+        for (i, p) in s.pieces().enumerate() {
+            let at = docs.location(p.doc, p.len - u64::from(i + 1 == n)).unwrap();
+            rows.push((0, at.offset, at.len, p.doc, "web.bin".to_owned()));
+        }
+    }
+    rows
+}
+
+#[test]
+fn locate_prints_the_rows_of_a_step_of_packed_documents() {
+    let dir = TempDir::new("locate-docs");
+    document_sources(&dir);
+    let mixture = [
+        "--step",
+        "9",
+        "--rank",
+        "1",
+        "--world-size",
+        "2",
+        "--tokens-per-batch",
+        "48",
+        "--max-seq-len",
+        "16",
+        "--shards",
+        "web.bin",
+        "--shards",
+        "code.bin",
+        "--order",
+        "shuffled",
+        "--seed",
+        "1,2",
+        "--weights",
+        "0.7,0.3",
+    ];
+    let want = document_rows(&dir, true, 1, 9);
+    let run = dir.run("locate", &mixture);
+    assert!(run.ok(), "{run:#?}");
+    assert!(
+        run.stdout.starts_with(&format!(
+            "step 9 of rank 1: {} rows (offset and length in tokens)\n",
+            want.len()
+        )),
+        "{run:#?}"
+    );
+    assert_eq!(printed_rows(&run), want);
+    // From a mixture's state saved at step 4: the same rows.
+    let source = |f: &str, seed| {
+        Documents::builder(TokenShards::open([dir.path().join(f)]).unwrap())
+            .order(DocOrder::Shuffled { seed })
+    };
+    let state = Mixture::documents([source("web.bin", 1), source("code.bin", 2)])
+        .weights([0.7, 0.3])
+        .shard(0, 2)
+        .tokens_per_batch(48)
+        .max_seq_len(16)
+        .build()
+        .unwrap()
+        .checkpoint_after(None, 4)
+        .unwrap();
+    std::fs::write(dir.path().join("mix.json"), state.to_text()).unwrap();
+    let from_state = [
+        "--step", "9", "--rank", "1", "--state", "mix.json", "--shards", "web.bin", "--shards",
+        "code.bin",
+    ];
+    let run = dir.run("locate", &from_state);
+    assert!(run.ok(), "{run:#?}");
+    assert_eq!(printed_rows(&run), want);
+    // One source: the rows of Documents' step.
+    let one = [
+        "--step",
+        "6",
+        "--rank",
+        "0",
+        "--world-size",
+        "2",
+        "--tokens-per-batch",
+        "48",
+        "--max-seq-len",
+        "16",
+        "--shards",
+        "web.bin",
+    ];
+    let run = dir.run("locate", &one);
+    assert!(run.ok(), "{run:#?}");
+    assert_eq!(printed_rows(&run), document_rows(&dir, false, 0, 6));
+    // ... and from its checkpoint.
+    let docs = Documents::builder(TokenShards::open([dir.path().join("web.bin")]).unwrap())
+        .tokens_per_batch(48)
+        .max_seq_len(16)
+        .shard(1, 2)
+        .build()
+        .unwrap();
+    let state = docs.checkpoint_after(None, 2).unwrap();
+    std::fs::write(dir.path().join("docs.json"), state.to_text()).unwrap();
+    let run = dir.run(
+        "locate",
+        &["--step", "6", "--state", "docs.json", "--shards", "web.bin"],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert_eq!(printed_rows(&run), document_rows(&dir, false, 0, 6));
+    // Bad settings: a message.
+    for (args, says) in [
+        (
+            vec![
+                "--step",
+                "1",
+                "--tokens-per-batch",
+                "0",
+                "--shards",
+                "web.bin",
+            ],
+            "`tokens_per_batch` must be at least 1",
+        ),
+        (
+            vec![
+                "--step",
+                "1",
+                "--tokens-per-batch",
+                "48",
+                "--shards",
+                "web.bin",
+                "--order",
+                "random",
+            ],
+            "sequential or shuffled, not random",
+        ),
+        (
+            vec![
+                "--step",
+                "1",
+                "--tokens-per-batch",
+                "48",
+                "--shards",
+                "web.bin",
+                "--skip",
+                "0..3",
+            ],
+            "has no step 1",
+        ),
+        (
+            vec!["--step", "1", "--state", "mix.json", "--shards", "web.bin"],
+            "the state has 2 source(s)",
         ),
     ] {
         let run = dir.run("locate", &args);

@@ -10,5 +10,6 @@ mod errors;
 mod fields;
 mod helpers;
 mod llama;
+mod locate;
 mod model;
 mod walk;

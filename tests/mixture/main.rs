@@ -2,9 +2,10 @@
 //! at every prefix, exactly-once across save → merge → resume chains that change the world
 //! size, batch size and weights, `start_step` and `skip_steps` for samplers and mixtures
 //! on every rank, stop rules, `locate` read back against the files, per-source stats, and
-//! bad input.
+//! bad input — for mixtures of windows and (in `documents/`) of packed documents.
 
 mod blend;
+mod documents;
 mod errors;
 mod helpers;
 mod locate;

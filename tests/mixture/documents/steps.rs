@@ -1,0 +1,166 @@
+//! `start_step` and `skip_steps` for mixtures of documents, on every rank: a run from step
+//! `k` is the uninterrupted run from `k`; skipped steps are exactly the ones left out (the
+//! others keep their numbers and pieces); states record the skip, so a resume keeps
+//! skipping; a state made after a skip resumes where the run was.
+
+use pinring::source::{DocumentsCheckpoint, MixtureState};
+use proptest::prelude::*;
+
+use super::data::{Data, ModelOrder};
+use super::helpers::{pieces, source, Written};
+use super::model::ModelPiece;
+
+/// A step as (number, pieces).
+type Got = (u64, Vec<ModelPiece>);
+
+fn sources() -> impl Strategy<Value = Vec<(Data, ModelOrder)>> {
+    prop::collection::vec(source(), 1..4)
+}
+
+/// Sorted, disjoint ranges over the first 30 steps.
+fn ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    prop::collection::vec((0u64..30, 0u64..6), 0..4)
+        .prop_map(|r| r.into_iter().map(|(a, len)| (a, a + len)).collect())
+}
+
+fn run(
+    written: &Written,
+    rank: u64,
+    world: u64,
+    build: impl Fn(pinring::source::DocumentMixtureBuilder) -> pinring::source::DocumentMixtureBuilder,
+    take: usize,
+) -> Vec<Got> {
+    let mix = build(
+        written
+            .mixture()
+            .shard(rank, world)
+            .tokens_per_batch(17)
+            .max_seq_len(11),
+    )
+    .build()
+    .unwrap();
+    mix.iter()
+        .take(take)
+        .map(|s| (s.step(), pieces(written, &s)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn start_step_is_the_uninterrupted_run_from_there(
+        sources in sources(),
+        seed in any::<u64>(),
+        world in 1u64..4,
+        k in 0u64..40,
+    ) {
+        let written = Written::new(&sources, seed);
+        for rank in 0..world {
+            let whole = run(&written, rank, world, |b| b, k as usize + 5);
+            let from_k = run(&written, rank, world, |b| b.start_step(k), 5);
+            prop_assert_eq!(&from_k[..], &whole[k as usize..]);
+        }
+    }
+
+    #[test]
+    fn skip_steps_leaves_out_exactly_those_steps_and_resumes_keep_skipping(
+        sources in sources(),
+        seed in any::<u64>(),
+        world in 1u64..4,
+        skip in ranges(),
+        saved_after in 0u64..12,
+    ) {
+        let written = Written::new(&sources, seed);
+        let skipped = |k: u64| skip.iter().any(|&(a, b)| a <= k && k < b);
+        for rank in 0..world {
+            let whole = run(&written, rank, world, |b| b, 45);
+            let want: Vec<Got> = whole.into_iter().filter(|(k, _)| !skipped(*k)).take(12).collect();
+            let got = run(&written, rank, world, |b| b.skip_steps(skip.clone()), 12);
+            prop_assert_eq!(&got, &want);
+            // A state after `saved_after` steps (all ranks alike) resumes the rest, skipping
+            // on though the resumed mixture is not told.
+            let mix = |r| {
+                written
+                    .mixture()
+                    .shard(r, world)
+                    .tokens_per_batch(17)
+                    .max_seq_len(11)
+            };
+            let states: Vec<MixtureState<DocumentsCheckpoint>> = (0..world)
+                .map(|r| {
+                    mix(r)
+                        .skip_steps(skip.clone())
+                        .build()
+                        .unwrap()
+                        .checkpoint_after(None, saved_after)
+                        .unwrap()
+                })
+                .collect();
+            let state = MixtureState::merge(&states).unwrap();
+            prop_assert_eq!(state.skip.is_empty(), skip.iter().all(|&(a, b)| a == b));
+            let resumed: Vec<Got> = mix(rank)
+                .build()
+                .unwrap()
+                .iter_from(&state)
+                .unwrap()
+                .take(12 - saved_after as usize)
+                .map(|s| (s.step(), pieces(&written, &s)))
+                .collect();
+            prop_assert_eq!(&resumed[..], &want[saved_after as usize..]);
+        }
+    }
+}
+
+#[test]
+fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
+    let sources: Vec<(Data, ModelOrder)> = (0..2)
+        .map(|s| {
+            let lens: Vec<usize> = (0..30).map(|i| 1 + (i * 5 + s * 11) % 19).collect();
+            let data = Data {
+                shards: vec![super::helpers::shard(1, &lens, s as u32)],
+                bos: super::helpers::BOS,
+            };
+            (data, ModelOrder::Shuffled(s as u64 + 3))
+        })
+        .collect();
+    let written = Written::new(&sources, 1);
+    let whole = run(&written, 1, 2, |b| b, 40);
+    let mix = |r, k: Option<u64>| {
+        let b = written
+            .mixture()
+            .shard(r, 2)
+            .tokens_per_batch(17)
+            .max_seq_len(11);
+        match k {
+            Some(k) => b.start_step(k),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    let state = MixtureState::merge(&[
+        mix(0, None).checkpoint_after(None, 10).unwrap(),
+        mix(1, None).checkpoint_after(None, 10).unwrap(),
+    ])
+    .unwrap();
+    // start_step 25 after a state at 10: the run begins at 25.
+    let got: Vec<Got> = mix(1, Some(25))
+        .iter_from(&state)
+        .unwrap()
+        .take(5)
+        .map(|s| (s.step(), pieces(&written, &s)))
+        .collect();
+    assert_eq!(&got[..], &whole[25..30]);
+    // start_step 4, before the state: the state's step wins.
+    let got: Vec<Got> = mix(1, Some(4))
+        .iter_from(&state)
+        .unwrap()
+        .take(5)
+        .map(|s| (s.step(), pieces(&written, &s)))
+        .collect();
+    assert_eq!(&got[..], &whole[10..15]);
+    // A state's step after popping n steps counts the steps begun after.
+    let after = mix(0, Some(25)).checkpoint_after(None, 3).unwrap();
+    assert_eq!(after.step, 28);
+}
