@@ -89,7 +89,8 @@ formats! {
 
 pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
 pub use mixture::{
-    Blend, MixedDecoder, MixedSample, MixedSamples, Mixture, MixtureBuilder, MixtureState, Stop,
+    Blend, DocumentMixtureBuilder, Mixable, MixedDecoder, MixedDocStep, MixedPiece, MixedSample,
+    MixedSamples, MixedSteps, Mixture, MixtureBuilder, MixtureState, PackMixedDocuments, Stop,
     WeightSpan, MIXTURE_STATE_VERSION,
 };
 pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};

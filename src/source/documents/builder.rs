@@ -61,8 +61,10 @@ pub struct DocumentsBuilder {
     order: DocOrder,
     rank: u64,
     world: u64,
-    token_type: TokenType,
-    positions: bool,
+    /// The token type, if set (default [`TokenType::I32`]).
+    token_type: Option<TokenType>,
+    /// Whether batches carry `positions`, if set (default off).
+    positions: Option<bool>,
     index_cache: Option<PathBuf>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
@@ -81,8 +83,8 @@ impl DocumentsBuilder {
             order: DocOrder::Sequential,
             rank: 0,
             world: 1,
-            token_type: TokenType::I32,
-            positions: false,
+            token_type: None,
+            positions: None,
             index_cache: None,
             #[cfg(test)]
             gated: false,
@@ -143,13 +145,13 @@ impl DocumentsBuilder {
 
     /// The type tokens are written as (`tokens`, `inputs`, `targets`).
     pub fn token_type(mut self, ty: TokenType) -> Self {
-        self.token_type = ty;
+        self.token_type = Some(ty);
         self
     }
 
     /// Whether batches carry `positions`: each input token's position in its document.
     pub fn positions(mut self, on: bool) -> Self {
-        self.positions = on;
+        self.positions = Some(on);
         self
     }
 
@@ -197,18 +199,101 @@ impl DocumentsBuilder {
             }
             .into());
         }
-        self.shards.check_token_type(self.token_type)?;
-        let bos = self.bos.unwrap_or(match self.shards.format() {
-            ShardFormat::U16 => GPT2_BOS,
-            ShardFormat::U32 => LLAMA3_BOS,
-        });
         let schedule = Schedule::new(
             self.tokens_per_batch,
             self.max_seq_len,
             &self.schedule,
             self.max_docs,
         )?;
-        let layout = Layout::new(schedule.largest(), self.token_type, self.positions);
+        let layout = Layout::new(
+            schedule.largest(),
+            self.token_type.unwrap_or(TokenType::I32),
+            self.positions.unwrap_or(false),
+        );
+        let (rank, world) = (self.rank, self.world);
+        let inner = self.assemble(schedule, layout, rank, world, false)?;
+        // The first step, found now: its shards are indexed here, and a dataset where no
+        // step fits is refused now rather than at the first pop.
+        Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone()).locate(Cursor::default(), 0)?;
+        Ok(Documents {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The first setting given that belongs to a mixture of documents rather than to one
+    /// of its sources: `"rank/world_size"`, `"tokens_per_batch"`, `"max_seq_len"`,
+    /// `"max_docs"`, `"schedule"`, `"token_type"`, `"positions"`; `None` when the source
+    /// sets none of them.
+    pub(crate) fn mixture_setting(&self) -> Option<&'static str> {
+        [
+            (self.rank != 0 || self.world != 1, "rank/world_size"),
+            (self.tokens_per_batch != 0, "tokens_per_batch"),
+            (self.max_seq_len != 0, "max_seq_len"),
+            (self.max_docs.is_some(), "max_docs"),
+            (!self.schedule.is_empty(), "schedule"),
+            (self.token_type.is_some(), "token_type"),
+            (self.positions.is_some(), "positions"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+    }
+
+    /// The order given.
+    pub(crate) fn given_order(&self) -> DocOrder {
+        self.order
+    }
+
+    /// The widest format among the shards.
+    pub(crate) fn format(&self) -> ShardFormat {
+        self.shards.format()
+    }
+
+    /// The `bos` given, or the default for the shards' format.
+    pub(crate) fn resolved_bos(&self) -> u32 {
+        self.bos.unwrap_or(match self.shards.format() {
+            ShardFormat::U16 => GPT2_BOS,
+            ShardFormat::U32 => LLAMA3_BOS,
+        })
+    }
+
+    /// Builds the source as a mixture of documents walks it (document by document, by
+    /// count, at world size 1; never packed into steps of its own): with the mixture's
+    /// `schedule` and `layout` (which its checkpoints record and check), walked in `order`
+    /// (its own keyed by the mixture's seed). Indexes every shard now when
+    /// `index_every_shard` (a stop rule needs each source's epoch length) or the order is
+    /// shuffled; else the first shard now (a `bos` missing from it is found at build) and
+    /// the rest ahead of the walk.
+    pub(crate) fn build_member(
+        self,
+        schedule: Schedule,
+        layout: Layout,
+        order: DocOrder,
+        index_every_shard: bool,
+    ) -> Result<Documents> {
+        let inner = self
+            .order(order)
+            .assemble(schedule, layout, 0, 1, index_every_shard)?;
+        inner.index.ensure(0, BuiltBy::Start)?;
+        Ok(Documents {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The source's shared state for `schedule` and `layout` on `rank` of `world`: the
+    /// index (every shard indexed now in shuffled order, or with `index_every_shard`), the
+    /// thread indexing ahead of a sequential walk (when some shard is left to it), epoch
+    /// 0's permutation. Checks the token type against the shards and `bos` against their
+    /// formats.
+    fn assemble(
+        self,
+        schedule: Schedule,
+        layout: Layout,
+        rank: u64,
+        world: u64,
+        index_every_shard: bool,
+    ) -> Result<Inner> {
+        self.shards.check_token_type(layout.token_type)?;
+        let bos = self.resolved_bos();
         let cache = self.index_cache.map(IndexCache::new);
         let index = Arc::new(BosIndex::new(&self.shards, bos, cache)?);
         let (first_doc, epoch0, ahead) = match self.order {
@@ -218,6 +303,7 @@ impl DocumentsBuilder {
                 let epoch0 = Arc::new(Permutation::new(documents, seed, 0));
                 (first_doc, Some(epoch0), None)
             }
+            DocOrder::Sequential if index_every_shard => (index_all(&index)?, None, None),
             DocOrder::Sequential => {
                 #[cfg(test)]
                 let gated = self.gated;
@@ -229,7 +315,7 @@ impl DocumentsBuilder {
                 (Box::default(), None, ahead)
             }
         };
-        let inner = Inner {
+        Ok(Inner {
             fingerprint: self.shards.fingerprint(),
             shards: self.shards,
             index,
@@ -239,15 +325,9 @@ impl DocumentsBuilder {
             bos,
             order: self.order,
             schedule,
-            rank: self.rank,
-            world: self.world,
+            rank,
+            world,
             layout,
-        };
-        // The first step, found now: its shards are indexed here, and a dataset where no
-        // step fits is refused now rather than at the first pop.
-        Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone()).locate(Cursor::default(), 0)?;
-        Ok(Documents {
-            inner: Arc::new(inner),
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::sync::native::{AtomicU64, Mutex, OnceLock, Ordering};
 
 /// Who built a shard's index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BuiltBy {
+pub(crate) enum BuiltBy {
     /// The build, a resume or a checkpoint: before any step is asked for.
     Start,
     /// The thread that indexes ahead of the walk.
@@ -134,6 +134,14 @@ impl BosIndex {
     /// Shard `s`'s first token's offset among all shards' tokens.
     pub(super) fn first_token(&self, s: usize) -> u64 {
         self.first_token[s]
+    }
+
+    /// The shard holding global token `token` (its offset over the shards' tokens in
+    /// order), and the token's index in it; `None` past the last shard's end.
+    pub(super) fn shard_at(&self, token: u64) -> Option<(usize, u64)> {
+        let s = self.first_token.partition_point(|&t| t <= token).checked_sub(1)?;
+        let at = token - self.first_token[s];
+        (at < self.tokens(s)).then_some((s, at))
     }
 
     /// Shard `s`'s `bos` positions, if built.

@@ -20,8 +20,9 @@ pub(super) struct Inner {
     pub(super) index: Arc<BosIndex>,
     /// The thread indexing ahead of the walk (sequential order, more than one shard).
     pub(super) ahead: Option<IndexAhead>,
-    /// Documents in the shards before shard `s`, and in all at the end (shuffled order;
-    /// empty in sequential order, which does not count them up front).
+    /// Documents in the shards before shard `s`, and in all at the end, when every shard
+    /// is indexed up front (shuffled order, or a mixture's source under a stop rule);
+    /// empty otherwise (sequential order counts them as the walk reaches them).
     pub(super) first_doc: Box<[u64]>,
     /// Epoch 0's permutation, made at build (shuffled order).
     pub(super) epoch0: Option<Arc<Permutation>>,
@@ -35,7 +36,7 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    /// Documents in the dataset (shuffled order; 0 in sequential order).
+    /// Documents in the dataset when counted up front (shuffled order); 0 otherwise.
     pub(super) fn documents(&self) -> u64 {
         self.first_doc.last().copied().unwrap_or(0)
     }

@@ -15,16 +15,16 @@ pub(super) const POSITIONS: &str = "positions";
 
 /// The fields of a step and their offsets in its slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Layout {
-    pub(super) fields: Fields,
-    pub(super) token_type: TokenType,
+pub(crate) struct Layout {
+    pub(crate) fields: Fields,
+    pub(crate) token_type: TokenType,
     /// Byte offsets of the arrays.
     pub(super) tokens: usize,
     pub(super) cu_seqlens: usize,
-    pub(super) positions: Option<usize>,
+    pub(crate) positions: Option<usize>,
     /// What the slot holds at most: `N + 1` tokens, `max_docs` entries of `cu_seqlens`.
     pub(super) max_tokens: u64,
-    pub(super) max_docs: u64,
+    pub(crate) max_docs: u64,
 }
 
 /// The dtype a batch holds tokens of `ty` as.
@@ -41,7 +41,7 @@ impl Layout {
     /// length in a batch is `dims[0]`, `N + 1`), `inputs` and `targets` views one shorter,
     /// `cu_seqlens` of `largest.max_docs` (`dims[1]`), and `positions` of
     /// `largest.tokens` (`dims[2]`, `N`) when `positions`.
-    pub(super) fn new(largest: StepSizes, token_type: TokenType, positions: bool) -> Self {
+    pub(crate) fn new(largest: StepSizes, token_type: TokenType, positions: bool) -> Self {
         let max_tokens = largest.tokens + 1;
         let as_len = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut fields = Fields::new()

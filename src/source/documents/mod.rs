@@ -10,29 +10,38 @@
 //!   if asked;
 //! - `walk.rs`, `walker.rs`, `permutation.rs`, `schedule.rs`: which pieces of which
 //!   documents every rank packs into each step;
-//! - `steps.rs`, `step.rs`, `decoder.rs`, `layout.rs`: the steps a pipeline pulls, and how
-//!   one is packed into its slot;
-//! - `checkpoint.rs`: the rank-agnostic state, and resuming from it.
+//! - `steps.rs`, `step.rs`, `decoder.rs`, `pack.rs`, `layout.rs`: the steps a pipeline
+//!   pulls, and how one is packed into its slot (`pack.rs` packs any rank's pieces, a
+//!   mixture's too);
+//! - `fill.rs`, `by_count.rs`: the packing rule apart from any walk, and a source's
+//!   documents by count (the `n`-th of its order across epochs) — what a mixture of
+//!   documents walks and packs;
+//! - `checkpoint.rs`: the rank-agnostic state, and resuming from it;
+//! - `located.rs`: a row's place from its document id.
 
 mod ahead;
 #[cfg(test)]
 mod ahead_tests;
-mod builder;
+pub(crate) mod builder;
+pub(crate) mod by_count;
 mod cache;
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod decoder;
-mod index;
+pub(crate) mod fill;
+pub(crate) mod index;
 mod inner;
-mod layout;
-mod order;
-mod packed;
+pub(crate) mod layout;
+mod located;
+pub(crate) mod order;
+pub(crate) mod pack;
+pub(crate) mod packed;
 mod permutation;
 mod problem;
 mod scan;
-mod schedule;
+pub(crate) mod schedule;
 mod step;
 mod steps;
-mod walk;
+pub(crate) mod walk;
 mod walker;
 
 pub use builder::{DocumentsBuilder, GPT2_BOS, LLAMA3_BOS};

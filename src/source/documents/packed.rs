@@ -17,7 +17,7 @@ use crate::config::ConfigBuilder;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
-use crate::source::tokens::{TokenShards, TokenType};
+use crate::source::tokens::{TokenShard, TokenShards, TokenType};
 
 /// Packed documents from llm.c token shards, for variable-length attention: each batch is
 /// one step of one rank, `tokens_per_batch + 1` tokens of whole documents (each starting
@@ -272,6 +272,16 @@ impl Documents {
     /// The shards.
     pub fn shards(&self) -> &TokenShards {
         &self.inner.shards
+    }
+
+    /// The checkpoint of this source's walk at `cursor`, `step` steps done.
+    pub(crate) fn checkpoint_at(&self, cursor: Cursor, step: u64) -> DocumentsCheckpoint {
+        self.inner.checkpoint_at(cursor, step)
+    }
+
+    /// Shard `s`.
+    pub(crate) fn shard(&self, s: usize) -> &TokenShard {
+        self.inner.index.shard(s)
     }
 
     /// The documents in the dataset, when they are counted up front (shuffled order, which

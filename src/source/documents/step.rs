@@ -91,7 +91,7 @@ impl DocStep {
     /// This rank's pieces, in the order they are packed: walked again from where they
     /// start, allocating nothing. Their lengths add up to `N + 1`; none for a step that
     /// could not be made.
-    pub fn pieces(&self) -> impl Iterator<Item = Piece> + '_ {
+    pub fn pieces(&self) -> impl Iterator<Item = Piece> + Clone + '_ {
         let inner = &*self.inner;
         let walked = self.outcome.as_ref().ok().and_then(|located| {
             let docs = match &self.perm {

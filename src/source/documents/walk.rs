@@ -14,6 +14,7 @@
 //! and allocates nothing: the decoder walks a rank's pieces again from where its pieces
 //! start ([`RankPieces`]), so a step's descriptor carries a few numbers, never a list.
 
+use super::fill::Fill;
 use super::index::BosIndex;
 use super::permutation::Permutation;
 use super::schedule::StepSizes;
@@ -50,12 +51,29 @@ pub struct Piece {
 
 /// One document: its shard, first token (the `bos`), the token after its end (the next
 /// `bos`, or the shard's end) and id.
-#[derive(Debug, Clone, Copy)]
-struct Extent {
-    shard: usize,
-    start: u64,
-    end: u64,
-    id: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extent {
+    pub(crate) shard: usize,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) id: u64,
+}
+
+impl Extent {
+    /// Its tokens (at least 1: its `bos`).
+    pub(crate) fn tokens(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// The piece of it that keeps its first `len` tokens.
+    pub(crate) fn piece(&self, len: u64) -> Piece {
+        Piece {
+            doc: self.id,
+            shard: self.shard,
+            start: self.start,
+            len,
+        }
+    }
 }
 
 /// The documents a step is walked over: one shard's, in order (sequential), or one
@@ -96,7 +114,7 @@ impl StepDocs<'_> {
 }
 
 /// Document `j` of shard `s` (whose `bos` positions are `bos`).
-fn extent(index: &BosIndex, s: usize, bos: &[u32], j: u64) -> Option<Extent> {
+pub(super) fn extent(index: &BosIndex, s: usize, bos: &[u32], j: u64) -> Option<Extent> {
     let j = usize::try_from(j).ok()?;
     let start = u64::from(*bos.get(j)?);
     let end = bos
@@ -119,9 +137,8 @@ pub(super) struct RankPieces<'a> {
     docs: StepDocs<'a>,
     /// The next document.
     at: u64,
-    /// Tokens taken so far.
-    filled: u64,
-    sizes: StepSizes,
+    /// The rank's share of the step, as filled so far.
+    fill: Fill,
     ran_out: bool,
 }
 
@@ -131,8 +148,7 @@ impl<'a> RankPieces<'a> {
         RankPieces {
             docs,
             at: from,
-            filled: 0,
-            sizes,
+            fill: Fill::new(sizes),
             ran_out: false,
         }
     }
@@ -152,8 +168,7 @@ impl Iterator for RankPieces<'_> {
     type Item = Piece;
 
     fn next(&mut self) -> Option<Piece> {
-        let n = self.sizes.tokens;
-        if self.filled > n || self.ran_out {
+        if self.fill.is_full() || self.ran_out {
             return None;
         }
         let Some(d) = self.docs.doc(self.at) else {
@@ -161,18 +176,7 @@ impl Iterator for RankPieces<'_> {
             return None;
         };
         self.at += 1;
-        let end = d
-            .end
-            .min(d.start.saturating_add(self.sizes.max_seq_len))
-            .min(d.start + (n - self.filled) + 1);
-        let len = end - d.start;
-        self.filled += len;
-        Some(Piece {
-            doc: d.id,
-            shard: d.shard,
-            start: d.start,
-            len,
-        })
+        Some(d.piece(self.fill.take(d.tokens())))
     }
 }
 

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::blend::normalized;
-use super::inner::{MixInner, RunOrigin};
+use super::inner::RunOrigin;
+use super::mixable::Mixable;
 use super::samples::MixedSamples;
 use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 use super::stop::Stop;
@@ -77,11 +77,11 @@ use crate::source::sampling::skip::SkipSteps;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Mixture<S> {
-    pub(crate) inner: Arc<MixInner<S>>,
+pub struct Mixture<S: Mixable> {
+    pub(crate) inner: Arc<S::Shared>,
 }
 
-impl<S> Clone for Mixture<S> {
+impl<S: Mixable> Clone for Mixture<S> {
     fn clone(&self) -> Self {
         Mixture {
             inner: self.inner.clone(),
@@ -89,7 +89,7 @@ impl<S> Clone for Mixture<S> {
     }
 }
 
-impl<S> fmt::Debug for Mixture<S> {
+impl<S: Segmented> fmt::Debug for Mixture<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &*self.inner;
         f.debug_struct("Mixture")
@@ -291,22 +291,10 @@ impl<S: Segmented> Mixture<S> {
     pub fn reweight(&self, state: &MixtureState) -> Result<MixtureState> {
         let i = &*self.inner;
         let counts = self.check_run(state)?;
-        let current = normalized(state.current_weights(), None).ok();
-        if current.as_deref().is_some_and(|w| same(w, &i.norm)) {
+        if state.weights_in_force_are(&i.norm) {
             return Ok(state.clone());
         }
-        let mut history = state.weights.clone();
-        if history
-            .last()
-            .is_some_and(|span| span.from == state.consumed)
-        {
-            history.pop();
-        }
-        history.push(WeightSpan {
-            from: state.consumed,
-            weights: i.weights.clone(),
-            counts: counts.clone(),
-        });
+        let history = state.history_with(&i.weights, &counts);
         let skip = SkipSteps::merged(state.skip.clone());
         Ok(self.state_at(history, state.consumed, state.step, &counts, &skip))
     }
@@ -332,15 +320,7 @@ impl<S: Segmented> Mixture<S> {
     fn origin(&self, state: &MixtureState) -> Result<RunOrigin> {
         let i = &*self.inner;
         let counts = self.check_run(state)?;
-        let current = normalized(state.current_weights(), None).ok();
-        if !current.as_deref().is_some_and(|w| same(w, &i.norm)) {
-            return Err(SourceError::MixtureMismatch {
-                what: "the weights".into(),
-                saved: format!("{:?}", state.current_weights()),
-                here: format!("{:?}", i.weights),
-            }
-            .into());
-        }
+        state.check_weights(&i.weights, &i.norm)?;
         Ok(RunOrigin {
             history: state.weights.clone(),
             at: state.consumed,
@@ -354,44 +334,8 @@ impl<S: Segmented> Mixture<S> {
     /// position.
     fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
         let i = &*self.inner;
-        let mismatch = |what: &str, saved: String, here: String| -> crate::Error {
-            SourceError::MixtureMismatch {
-                what: what.into(),
-                saved,
-                here,
-            }
-            .into()
-        };
-        if state.version != MIXTURE_STATE_VERSION {
-            return Err(mismatch(
-                "the state version",
-                state.version.to_string(),
-                MIXTURE_STATE_VERSION.to_string(),
-            ));
-        }
-        if state.seed != i.seed {
-            return Err(mismatch(
-                "the seed",
-                state.seed.to_string(),
-                i.seed.to_string(),
-            ));
-        }
-        if state.stop != i.stop {
-            return Err(mismatch(
-                "the stop rule",
-                state.stop.name().into(),
-                i.stop.name().into(),
-            ));
-        }
-        let n = i.members.len();
-        if state.sources.len() != n {
-            return Err(mismatch(
-                "the number of sources",
-                state.sources.len().to_string(),
-                n.to_string(),
-            ));
-        }
-        let mut counts = Vec::with_capacity(n);
+        state.check_mixture(i.seed, i.stop, i.members.len())?;
+        let mut counts = Vec::with_capacity(i.members.len());
         for (s, (member, c)) in i.members.iter().zip(&state.sources).enumerate() {
             member.given.check_checkpoint(c).map_err(|e| match e {
                 crate::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
@@ -407,43 +351,7 @@ impl<S: Segmented> Mixture<S> {
             let count = u128::from(c.epoch) * u128::from(member.epoch_len) + u128::from(c.consumed);
             counts.push(u64::try_from(count).unwrap_or(u64::MAX));
         }
-        let bad = |why: String| -> crate::Error {
-            SourceError::BadCheckpointText {
-                line: 0,
-                column: 0,
-                why,
-            }
-            .into()
-        };
-        let Some(last) = state.weights.last() else {
-            return Err(bad("the state has no weights".into()));
-        };
-        for (k, span) in state.weights.iter().enumerate() {
-            if span.weights.len() != n || span.counts.len() != n {
-                return Err(bad(format!(
-                    "weight span {k} gives {} weight(s) and {} count(s) for {n} source(s)",
-                    span.weights.len(),
-                    span.counts.len()
-                )));
-            }
-            if k > 0 && span.from < state.weights[k - 1].from {
-                return Err(bad(format!(
-                    "weight span {k} starts before the one before it"
-                )));
-            }
-        }
-        normalized(&last.weights, Some(n))
-            .map_err(|p| bad(format!("the weights in force: {p}")))?;
-        let since: Option<u64> = counts
-            .iter()
-            .zip(&last.counts)
-            .try_fold(0u64, |sum, (c, b)| sum.checked_add(c.checked_sub(*b)?));
-        if last.from > state.consumed || since != Some(state.consumed - last.from) {
-            return Err(bad(format!(
-                "the sources' counts ({counts:?}) do not add up to the {} positions consumed",
-                state.consumed
-            )));
-        }
+        state.check_history(&counts)?;
         Ok(counts)
     }
 
@@ -481,9 +389,4 @@ impl<S: Segmented> Mixture<S> {
 /// A source's own state after `n` of its samples: its checkpoint at world size 1.
 fn source_state<S: Segmented>(sampler: &Sampler<S>, n: u64) -> Checkpoint {
     sampler.checkpoint(0, n)
-}
-
-/// Whether two normalized weight lists are the same, bit for bit.
-fn same(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }

@@ -5,25 +5,34 @@
 //! The parts that do not depend on the kind of source — the blend rule ([`Blend`], over
 //! the weights' history), the walk of the global sequence with its stop rule, and the
 //! state's layout ([`MixtureState`], generic over a source's own state) — are apart from
-//! [`Mixture`], which mixes samplers' windows sample by sample. A mixture of packed
-//! documents mixes per document with the same rule and state, then packs.
+//! [`Mixture`]'s two kinds: `Mixture<S>` over samplers of segments `S` (`mix.rs`,
+//! `builder.rs`, `samples.rs`, `decoder.rs`) mixes windows sample by sample, and
+//! `Mixture<Documents>` (`documents/`) mixes packed documents document by document with
+//! the same rule and state, then packs the mixed documents into steps. [`Mixable`] names
+//! the kinds.
 
-mod blend;
+pub(crate) mod blend;
 mod builder;
 mod decoder;
-mod inner;
+mod documents;
+pub(crate) mod inner;
 mod located;
 mod member;
-mod mix;
+pub(crate) mod mix;
+mod mixable;
 mod samples;
-mod state;
-mod stop;
-mod walk;
+pub(crate) mod state;
+pub(crate) mod stop;
+pub(crate) mod walk;
 
 pub use blend::Blend;
 pub use builder::MixtureBuilder;
 pub use decoder::MixedDecoder;
+pub use documents::{
+    DocumentMixtureBuilder, MixedDocStep, MixedPiece, MixedSteps, PackMixedDocuments,
+};
 pub use mix::Mixture;
+pub use mixable::Mixable;
 pub use samples::{MixedSample, MixedSamples};
 pub use state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 pub use stop::Stop;

@@ -4,6 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::blend::normalized;
 use super::stop::Stop;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -80,6 +81,121 @@ impl<C> MixtureState<C> {
     /// The weights in force (the last span's, as given).
     pub fn current_weights(&self) -> &[f64] {
         self.weights.last().map_or(&[], |span| &span.weights)
+    }
+
+    /// Checks what every mixture checks alike before it resumes from the state: its
+    /// version, seed, stop rule and number of sources against a mixture's.
+    pub(crate) fn check_mixture(&self, seed: u64, stop: Stop, sources: usize) -> Result<()> {
+        let differs = [
+            (
+                "the state version",
+                self.version.to_string(),
+                MIXTURE_STATE_VERSION.to_string(),
+            ),
+            ("the seed", self.seed.to_string(), seed.to_string()),
+            ("the stop rule", self.stop.name().into(), stop.name().into()),
+            (
+                "the number of sources",
+                self.sources.len().to_string(),
+                sources.to_string(),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, saved, here)| saved != here);
+        match differs {
+            Some((what, saved, here)) => Err(SourceError::MixtureMismatch {
+                what: what.into(),
+                saved,
+                here,
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the weights' history against each source's count at the state's position,
+    /// `counts`: one weight and one count per source in every span, spans in order, the
+    /// weights in force valid, and the counts since the last span's start adding up to the
+    /// positions consumed since.
+    pub(crate) fn check_history(&self, counts: &[u64]) -> Result<()> {
+        let n = counts.len();
+        let bad = |why: String| -> crate::Error {
+            SourceError::BadCheckpointText {
+                line: 0,
+                column: 0,
+                why,
+            }
+            .into()
+        };
+        let Some(last) = self.weights.last() else {
+            return Err(bad("the state has no weights".into()));
+        };
+        for (k, span) in self.weights.iter().enumerate() {
+            if span.weights.len() != n || span.counts.len() != n {
+                return Err(bad(format!(
+                    "weight span {k} gives {} weight(s) and {} count(s) for {n} source(s)",
+                    span.weights.len(),
+                    span.counts.len()
+                )));
+            }
+            if k > 0 && span.from < self.weights[k - 1].from {
+                return Err(bad(format!(
+                    "weight span {k} starts before the one before it"
+                )));
+            }
+        }
+        normalized(&last.weights, Some(n))
+            .map_err(|p| bad(format!("the weights in force: {p}")))?;
+        let since: Option<u64> = counts
+            .iter()
+            .zip(&last.counts)
+            .try_fold(0u64, |sum, (c, b)| sum.checked_add(c.checked_sub(*b)?));
+        if last.from > self.consumed || since != Some(self.consumed - last.from) {
+            return Err(bad(format!(
+                "the sources' counts ({counts:?}) do not add up to the {} positions consumed",
+                self.consumed
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that the weights in force are `weights` (normalized to `norm`), else
+    /// [`SourceError::MixtureMismatch`] about the weights.
+    pub(crate) fn check_weights(&self, weights: &[f64], norm: &[f64]) -> Result<()> {
+        if self.weights_in_force_are(norm) {
+            return Ok(());
+        }
+        Err(SourceError::MixtureMismatch {
+            what: "the weights".into(),
+            saved: format!("{:?}", self.current_weights()),
+            here: format!("{weights:?}"),
+        }
+        .into())
+    }
+
+    /// Whether the weights in force, normalized, are `norm`, bit for bit.
+    pub(crate) fn weights_in_force_are(&self, norm: &[f64]) -> bool {
+        normalized(self.current_weights(), None).is_ok_and(|w| {
+            w.len() == norm.len() && w.iter().zip(norm).all(|(x, y)| x.to_bits() == y.to_bits())
+        })
+    }
+
+    /// The weights' history with `weights` in force from the state's position on, where
+    /// each source's count is `counts` (replacing a span that starts there already).
+    pub(crate) fn history_with(&self, weights: &[f64], counts: &[u64]) -> Vec<WeightSpan> {
+        let mut history = self.weights.clone();
+        if history
+            .last()
+            .is_some_and(|span| span.from == self.consumed)
+        {
+            history.pop();
+        }
+        history.push(WeightSpan {
+            from: self.consumed,
+            weights: weights.to_vec(),
+            counts: counts.to_vec(),
+        });
+        history
     }
 }
 
