@@ -688,8 +688,8 @@ class Loader:
         src: a TokenWindows, a FixedRecords, a Documents or a Mixture.
         batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
             required for TokenWindows, FixedRecords and a Mixture of them, refused
-            (ConfigError) for Documents, whose batch is one step of `tokens_per_batch`
-            tokens.
+            (ConfigError) for Documents and a Mixture of them, whose batch is one step of
+            `tokens_per_batch` tokens.
         device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
             or torch.device("cuda", N): the primary context of device N, the one PyTorch
             uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -716,7 +716,8 @@ class Loader:
             taken too). The other batches keep their step numbers; the skipped ranges are
             recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
             any its own skip_steps add). The "roll back and skip the bad data" recovery
-            after a loss spike. (TokenWindows, FixedRecords and Mixture.)
+            after a loss spike. (TokenWindows, FixedRecords and Mixture; a Documents
+            source's steps are the walk's, which cannot yet begin elsewhere: a ConfigError.)
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
@@ -975,8 +976,16 @@ class Mixture:
     r"""
     Several sources of one kind and one sample shape mixed by weight into one global
     sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
-    feeds. Each batch's `batch.sources` says each row's source, `batch.sample_ids` its id
-    within that source.
+    feeds (`Loader(mix)` for Documents). Each batch's `batch.sources` says each row's
+    source, `batch.sample_ids` its id within that source.
+    
+    A mixture of `Documents` mixes document by document: the g-th document of the global
+    document sequence comes from the source the rule picks, each source walking its own
+    documents (its shards one after the other, or its own shuffle), and the mixed sequence
+    is packed into steps exactly as one `Documents` source packs its own (every rank takes
+    each step's documents in rank order; `tokens_per_batch`, `max_seq_len`, `max_docs`,
+    `schedule`, `dtype` and `positions` are the sources', which must agree). A batch is one
+    step of this rank; `batch.sources` and `batch.doc_ids` name each document.
     
     - Which source: the g-th sample of the global sequence comes from the source whose
       next sample falls due first among those still owed one (the quota rule; ties to the
@@ -994,8 +1003,10 @@ class Mixture:
       `load_state_dict(state, weights=[...])` goes on with new weights from the saved point.
     
     Args:
-        sources: a list of TokenWindows (of one seq_len and dtype) or of FixedRecords (of
-            one record_bytes), each made with rank=0 and world_size=1.
+        sources: a list of TokenWindows (of one seq_len and dtype), of FixedRecords (of
+            one record_bytes) or of Documents (of one packing: tokens_per_batch,
+            max_seq_len, max_docs, schedule, dtype, positions; of one bos and token width),
+            each made with rank=0 and world_size=1.
         weights: each source's weight, one per source: finite, at least 0, not all 0; they
             need not sum to 1 (each is taken over their sum). None: equal weights.
         seed: keys every source's "shuffled" or "random" order together with the source's
@@ -1007,13 +1018,15 @@ class Mixture:
             endless), "first" (end before the first sample that would start any source's
             second epoch) or "all" (end once every source of positive weight finished its
             first epoch; the early ones cycle meanwhile). The end falls on a whole step of
-            every rank.
+            every rank. (For Documents, a stop rule indexes every shard of every source
+            when the mixture is made: it needs their document counts.)
     
     Raises:
         ConfigError: `e.argument` is "weights" for weights that are negative, NaN,
             infinite, all 0 or not one per source; "sources" for no source, sources of
             different kinds (TokenWindows beside FixedRecords), of different sample shapes
-            (seq_len, dtype, record_bytes), or a source that sets its own rank/world_size;
+            (seq_len, dtype, record_bytes; for Documents their packing, bos or token
+            width), or a source that sets its own rank/world_size;
             "rank", "world_size", "seed" or "stop" for those out of range.
         TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
     """
@@ -1033,9 +1046,10 @@ class Mixture:
         Each source's share: the weights over their sum.
         """
     @property
-    def epoch_lens(self) -> builtins.list[builtins.int]:
+    def epoch_lens(self) -> builtins.list[typing.Optional[builtins.int]]:
         r"""
-        Each source's samples per epoch of its own walk.
+        Each source's samples per epoch of its own walk (documents, for Documents: None
+        where not counted yet, before every shard of the source was indexed).
         """
     @property
     def seed(self) -> builtins.int:

@@ -96,8 +96,8 @@ fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>
 ///     src: a TokenWindows, a FixedRecords, a Documents or a Mixture.
 ///     batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
 ///         required for TokenWindows, FixedRecords and a Mixture of them, refused
-///         (ConfigError) for Documents, whose batch is one step of `tokens_per_batch`
-///         tokens.
+///         (ConfigError) for Documents and a Mixture of them, whose batch is one step of
+///         `tokens_per_batch` tokens.
 ///     device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
 ///         or torch.device("cuda", N): the primary context of device N, the one PyTorch
 ///         uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -124,7 +124,8 @@ fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>
 ///         taken too). The other batches keep their step numbers; the skipped ranges are
 ///         recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
 ///         any its own skip_steps add). The "roll back and skip the bad data" recovery
-///         after a loss spike. (TokenWindows, FixedRecords and Mixture.)
+///         after a loss spike. (TokenWindows, FixedRecords and Mixture; a Documents
+///         source's steps are the walk's, which cannot yet begin elsewhere: a ConfigError.)
 ///     lease_timeout: seconds a pop() waits while you hold every device slot before it
 ///         raises AllSlotsLeased naming the batches never released (a pop can never
 ///         succeed then: without this it would hang).
@@ -278,7 +279,7 @@ impl Loader {
         poison_released: bool,
     ) -> PyResult<Self> {
         let (spec, row) = spec_of(src)?;
-        let batch_size = match (spec.is_documents(), batch_size) {
+        let batch_size = match (spec.packs_documents(), batch_size) {
             (false, Some(n)) => args::count(py, "batch_size", n)?,
             (false, None) => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
@@ -292,14 +293,14 @@ impl Loader {
                     py,
                     "batch_size",
                     format!(
-                        "batch_size={n}: a Documents source has no batch_size: each batch is \
-                         one step of this rank, of the source's tokens_per_batch tokens \
-                         (set the step's size there, or its schedule)"
+                        "batch_size={n}: a Documents source (or a Mixture of them) has no \
+                         batch_size: each batch is one step of this rank, of the source's \
+                         tokens_per_batch tokens (set the step's size there, or its schedule)"
                     ),
                 ))
             }
         };
-        if spec.is_documents() && drop_last {
+        if spec.packs_documents() && drop_last {
             return Err(config(
                 py,
                 "drop_last",
@@ -480,7 +481,10 @@ impl Loader {
                          source has no weights",
                     ));
                 };
-                let SourceState::Mixture(saved) = &state else {
+                if !matches!(
+                    state,
+                    SourceState::Mixture(_) | SourceState::DocumentMixture(_)
+                ) {
                     return Err(error(
                         py,
                         Kind::Checkpoint,
@@ -489,10 +493,10 @@ impl Loader {
                             state.kind()
                         ),
                     ));
-                };
+                }
                 let mix = mix.with_weights(&weights).map_err(|e| build_error(py, e))?;
-                let state = mix.reweight(saved).map_err(|e| to_py(py, e))?;
-                (Spec::Mixed(mix), SourceState::Mixture(state))
+                let state = mix.reweight(&state).map_err(|e| to_py(py, e))?;
+                (Spec::Mixed(mix), state)
             }
         };
         spec.check(&state).map_err(|e| to_py(py, e))?;

@@ -1,8 +1,6 @@
 //! Where a loader's delivered batches leave its run: the state it started from and what
 //! was popped since, and where that stands in the epochs.
 
-use pinring::source::DocumentsCheckpoint;
-
 use crate::state::SourceState;
 
 /// Where a position of delivered batches stands in the epochs.
@@ -26,9 +24,10 @@ pub(crate) struct Position {
     pub(crate) batches: u64,
     /// The epoch of the last batch popped, if any.
     pub(crate) last_epoch: Option<u64>,
-    /// A Documents state computed earlier and the batches popped since `from` it stands
-    /// after: the next one walks on from it rather than from `from`.
-    pub(crate) documents_after: Option<(u64, DocumentsCheckpoint)>,
+    /// A state of a source of packed documents (a Documents source, a mixture of them)
+    /// computed earlier, and the batches popped since `from` it stands after: the next one
+    /// walks on from it rather than from `from`.
+    pub(crate) walked_after: Option<(u64, SourceState)>,
     /// The epoch place computed earlier and the batches popped since `from` it was
     /// computed at: later batches count it down until its epoch ends.
     pub(crate) place: Option<(u64, EpochPlace)>,

@@ -25,8 +25,10 @@ pub(crate) enum SourceState {
     Windows(Checkpoint),
     /// Of a Documents loader.
     Documents(DocumentsCheckpoint),
-    /// Of a Mixture loader.
+    /// Of a loader over a Mixture of TokenWindows or FixedRecords.
     Mixture(MixtureState),
+    /// Of a loader over a Mixture of Documents.
+    DocumentMixture(MixtureState<DocumentsCheckpoint>),
 }
 
 impl SourceState {
@@ -35,7 +37,8 @@ impl SourceState {
         match self {
             SourceState::Windows(_) => "a TokenWindows or FixedRecords source",
             SourceState::Documents(_) => "a Documents source",
-            SourceState::Mixture(_) => "a Mixture",
+            SourceState::Mixture(_) => "a Mixture of TokenWindows or FixedRecords",
+            SourceState::DocumentMixture(_) => "a Mixture of Documents",
         }
     }
 }
@@ -77,6 +80,7 @@ pub(crate) fn to_dict<'py>(py: Python<'py>, state: &SourceState) -> PyResult<Bou
         SourceState::Windows(c) => windows_to_dict(py, c),
         SourceState::Documents(c) => record_to_dict(py, c, "documents"),
         SourceState::Mixture(c) => record_to_dict(py, c, "mixture"),
+        SourceState::DocumentMixture(c) => record_to_dict(py, c, "mixture"),
     }
 }
 
@@ -157,7 +161,17 @@ fn windows_to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, 
 fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SourceState> {
     let has = |keys: &[&str]| keys.iter().any(|k| d.contains(*k).unwrap_or(false));
     if has(&MIXTURE_ONLY) {
-        record_from_dict(d, "Mixture").map(SourceState::Mixture)
+        // Its sources' states say what it mixes: Documents states have a `bos`.
+        let of_documents = d
+            .get_item("sources")?
+            .and_then(|s| s.get_item(0).ok())
+            .and_then(|first| first.cast_into::<PyDict>().ok())
+            .is_some_and(|first| first.contains("bos").unwrap_or(false));
+        if of_documents {
+            record_from_dict(d, "Mixture").map(SourceState::DocumentMixture)
+        } else {
+            record_from_dict(d, "Mixture").map(SourceState::Mixture)
+        }
     } else if has(&DOCUMENTS_ONLY) {
         record_from_dict(d, "Documents").map(SourceState::Documents)
     } else {
@@ -279,6 +293,7 @@ fn merge(py: Python<'_>, states: Vec<SourceState>) -> PyResult<SourceState> {
     let mut windows = Vec::new();
     let mut documents = Vec::new();
     let mut mixtures = Vec::new();
+    let mut document_mixtures = Vec::new();
     let first = states.first().map_or("", SourceState::kind);
     for state in states {
         if state.kind() != first {
@@ -296,14 +311,17 @@ fn merge(py: Python<'_>, states: Vec<SourceState>) -> PyResult<SourceState> {
             SourceState::Windows(c) => windows.push(c),
             SourceState::Documents(c) => documents.push(c),
             SourceState::Mixture(c) => mixtures.push(c),
+            SourceState::DocumentMixture(c) => document_mixtures.push(c),
         }
     }
     let merged = if !windows.is_empty() {
         Checkpoint::merge(&windows).map(SourceState::Windows)
     } else if !documents.is_empty() {
         DocumentsCheckpoint::merge(&documents).map(SourceState::Documents)
-    } else {
+    } else if !mixtures.is_empty() {
         MixtureState::merge(&mixtures).map(SourceState::Mixture)
+    } else {
+        MixtureState::merge(&document_mixtures).map(SourceState::DocumentMixture)
     };
     merged.map_err(|e| to_py(py, e))
 }

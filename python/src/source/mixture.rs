@@ -11,6 +11,7 @@ use pinring::{ConfigError, Dtype};
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
+use crate::source::documents::{Documents, Packing};
 use crate::source::dtype::Row;
 use crate::source::given;
 use crate::source::mixed::MixSpec;
@@ -18,8 +19,16 @@ use crate::source::spec::Spec;
 
 /// Several sources of one kind and one sample shape mixed by weight into one global
 /// sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
-/// feeds. Each batch's `batch.sources` says each row's source, `batch.sample_ids` its id
-/// within that source.
+/// feeds (`Loader(mix)` for Documents). Each batch's `batch.sources` says each row's
+/// source, `batch.sample_ids` its id within that source.
+///
+/// A mixture of `Documents` mixes document by document: the g-th document of the global
+/// document sequence comes from the source the rule picks, each source walking its own
+/// documents (its shards one after the other, or its own shuffle), and the mixed sequence
+/// is packed into steps exactly as one `Documents` source packs its own (every rank takes
+/// each step's documents in rank order; `tokens_per_batch`, `max_seq_len`, `max_docs`,
+/// `schedule`, `dtype` and `positions` are the sources', which must agree). A batch is one
+/// step of this rank; `batch.sources` and `batch.doc_ids` name each document.
 ///
 /// - Which source: the g-th sample of the global sequence comes from the source whose
 ///   next sample falls due first among those still owed one (the quota rule; ties to the
@@ -37,8 +46,10 @@ use crate::source::spec::Spec;
 ///   `load_state_dict(state, weights=[...])` goes on with new weights from the saved point.
 ///
 /// Args:
-///     sources: a list of TokenWindows (of one seq_len and dtype) or of FixedRecords (of
-///         one record_bytes), each made with rank=0 and world_size=1.
+///     sources: a list of TokenWindows (of one seq_len and dtype), of FixedRecords (of
+///         one record_bytes) or of Documents (of one packing: tokens_per_batch,
+///         max_seq_len, max_docs, schedule, dtype, positions; of one bos and token width),
+///         each made with rank=0 and world_size=1.
 ///     weights: each source's weight, one per source: finite, at least 0, not all 0; they
 ///         need not sum to 1 (each is taken over their sum). None: equal weights.
 ///     seed: keys every source's "shuffled" or "random" order together with the source's
@@ -50,13 +61,15 @@ use crate::source::spec::Spec;
 ///         endless), "first" (end before the first sample that would start any source's
 ///         second epoch) or "all" (end once every source of positive weight finished its
 ///         first epoch; the early ones cycle meanwhile). The end falls on a whole step of
-///         every rank.
+///         every rank. (For Documents, a stop rule indexes every shard of every source
+///         when the mixture is made: it needs their document counts.)
 ///
 /// Raises:
 ///     ConfigError: `e.argument` is "weights" for weights that are negative, NaN,
 ///         infinite, all 0 or not one per source; "sources" for no source, sources of
 ///         different kinds (TokenWindows beside FixedRecords), of different sample shapes
-///         (seq_len, dtype, record_bytes), or a source that sets its own rank/world_size;
+///         (seq_len, dtype, record_bytes; for Documents their packing, bos or token
+///         width), or a source that sets its own rank/world_size;
 ///         "rank", "world_size", "seed" or "stop" for those out of range.
 ///     TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
 #[gen_stub_pyclass(module = "pinring._pinring")]
@@ -174,13 +187,7 @@ fn mixed(
                 tokens.push(sampler);
             }
             Spec::Records { sampler } => records.push(sampler),
-            Spec::Documents { .. } => {
-                return Err(config(
-                    py,
-                    "sources",
-                    "invalid Mixture: a mixture of Documents is not available in this build",
-                ))
-            }
+            Spec::Documents { .. } => unreachable!("Documents are mixed by documents_mixed"),
             Spec::Mixed(_) => unreachable!("given::single makes no mixture"),
         }
     }
@@ -196,6 +203,85 @@ fn mixed(
         })
     });
     built.map_err(|e| build_error(py, e))
+}
+
+/// A mixture of `sources`, the first of them a `Documents`: the sources' own settings
+/// (shards, bos, order, index cache) mixed, packed as they all pack (they must agree), and
+/// the mixture's row shape (its slot's bytes).
+fn documents_mixed(
+    py: Python<'_>,
+    sources: &[Bound<'_, PyAny>],
+    weights: Option<Vec<f64>>,
+    (seed, rank, world, stop): (u64, u64, u64, Stop),
+) -> PyResult<(MixSpec, Row)> {
+    let mut members = Vec::new();
+    let mut first: Option<Packing> = None;
+    for (index, src) in sources.iter().enumerate() {
+        let Ok(docs) = src.cast::<Documents>() else {
+            let here = given::single(src).map_or("another object", |s| s.2);
+            return Err(problem_error(
+                py,
+                &MixtureProblem::Kinds {
+                    index,
+                    first: "Documents".to_owned(),
+                    here: here.to_owned(),
+                },
+            ));
+        };
+        let (member, packing, (_, world_size)) = docs.get().member();
+        if world_size != 1 {
+            return Err(problem_error(
+                py,
+                &MixtureProblem::SourceSetting {
+                    index,
+                    setting: "rank/world_size",
+                },
+            ));
+        }
+        if let Some(p) = &first {
+            if let Some((name, here, there)) = p.difference(&packing) {
+                return Err(config(
+                    py,
+                    "sources",
+                    format!(
+                        "invalid Mixture: source {index}'s {name} is {there}, source 0's is \
+                         {here}: a mixture's Documents sources pack steps of one shape (the \
+                         mixture packs them all alike)"
+                    ),
+                ));
+            }
+        } else {
+            first = Some(packing);
+        }
+        members.push(member);
+    }
+    let Some(packing) = first else {
+        return Err(problem_error(py, &MixtureProblem::NoSources));
+    };
+    let built = py.detach(|| {
+        let mut b = source::Mixture::documents(members)
+            .seed(seed)
+            .shard(rank, world)
+            .stop(stop)
+            .tokens_per_batch(packing.tokens_per_batch)
+            .max_seq_len(packing.max_seq_len)
+            .schedule(packing.schedule.clone())
+            .token_type(packing.token_type)
+            .positions(packing.positions);
+        if let Some(m) = packing.max_docs {
+            b = b.max_docs(m);
+        }
+        if let Some(w) = &weights {
+            b = b.weights(w.clone());
+        }
+        b.build()
+    });
+    let mix = built.map_err(|e| build_error(py, e))?;
+    let row = Row {
+        cols: mix.fields().bytes(),
+        dtype: Dtype::U8,
+    };
+    Ok((MixSpec::Documents { mix }, row))
 }
 
 /// `b` with the mixture's own settings: `(seed, rank, world_size, stop)` and the weights.
@@ -265,7 +351,13 @@ impl Mixture {
             ),
             |s| (s.1, s.2),
         );
-        let spec = mixed(py, specs, weights, (seed, rank, world_size, stop))?;
+        let settings = (seed, rank, world_size, stop);
+        let (spec, row) = if kind == "Documents" {
+            let given = sources.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            documents_mixed(py, &given, weights, settings)?
+        } else {
+            (mixed(py, specs, weights, settings)?, row)
+        };
         Ok(Mixture {
             spec,
             row,
@@ -297,9 +389,10 @@ impl Mixture {
         self.spec.shares()
     }
 
-    /// Each source's samples per epoch of its own walk.
+    /// Each source's samples per epoch of its own walk (documents, for Documents: None
+    /// where not counted yet, before every shard of the source was indexed).
     #[getter]
-    fn epoch_lens(&self) -> Vec<u64> {
+    fn epoch_lens(&self) -> Vec<Option<u64>> {
         self.spec.epoch_lens()
     }
 

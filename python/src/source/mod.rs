@@ -3,12 +3,11 @@
 //! ([`dtype`]), the sampling arguments ([`sampling`]), paths and globs ([`paths`]), token
 //! shards and the `dtype` argument ([`shards`]), a source object read ([`given`]), what a
 //! loader needs from a source ([`spec`]; a mixture's: [`mixed`]), the steps a run begins at
-//! and skips ([`steps`]), and where a packed document lies ([`documents_locate`]). All of
+//! and skips ([`steps`]). All of
 //! it is Rust: files are opened and checked when the source is made, and the pipeline's
 //! threads never call into Python.
 
 pub(crate) mod documents;
-pub(crate) mod documents_locate;
 pub(crate) mod dtype;
 pub(crate) mod fixed_records;
 pub(crate) mod given;

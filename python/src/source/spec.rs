@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use pinring::source::{
-    Checkpoint, Documents, DocumentsCheckpoint, FixedRecords, MixtureState, RecordBytes, Sampler,
-    Samples, Segmented, SourceError, TokenShards, Tokens,
+    Checkpoint, Documents, DocumentsCheckpoint, FixedRecords, RecordBytes, Sampler, Samples,
+    Segmented, SourceError, TokenShards, Tokens,
 };
 use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
 
 use crate::position::{EpochPlace, Position};
-use crate::source::documents_locate::DocumentLocator;
 use crate::source::mixed::MixSpec;
 use crate::source::steps::{kept_between, Steps};
 use crate::state::SourceState;
@@ -79,15 +78,6 @@ fn documents_state(from: Option<&SourceState>) -> pinring::Result<Option<&Docume
         None => Ok(None),
         Some(SourceState::Documents(c)) => Ok(Some(c)),
         Some(other) => Err(other_kind(other, "Documents source")),
-    }
-}
-
-/// The mixture state in `from`, or the error of a state of another kind.
-fn mixture_state(from: Option<&SourceState>) -> pinring::Result<Option<&MixtureState>> {
-    match from {
-        None => Ok(None),
-        Some(SourceState::Mixture(m)) => Ok(Some(m)),
-        Some(other) => Err(other_kind(other, "Mixture")),
     }
 }
 
@@ -168,6 +158,16 @@ impl Spec {
         matches!(self, Spec::Documents { .. })
     }
 
+    /// Whether a batch is a step of packed documents (a Documents source or a mixture of
+    /// them): no batch size.
+    pub(crate) fn packs_documents(&self) -> bool {
+        match self {
+            Spec::Documents { .. } => true,
+            Spec::Mixed(m) => m.is_documents(),
+            _ => false,
+        }
+    }
+
     /// Whether the source is a mixture (its batches have no epochs of its own).
     pub(crate) fn is_mixture(&self) -> bool {
         matches!(self, Spec::Mixed(_))
@@ -186,7 +186,7 @@ impl Spec {
         match self {
             Spec::Tokens { sampler, .. } => Arc::new(sampler.clone()),
             Spec::Records { sampler } => Arc::new(sampler.clone()),
-            Spec::Documents { docs } => Arc::new(DocumentLocator::new(docs.shards())),
+            Spec::Documents { docs } => Arc::new(docs.clone()),
             Spec::Mixed(m) => m.locator(),
         }
     }
@@ -246,18 +246,19 @@ impl Spec {
     pub(crate) fn checkpoint(&self, position: &mut Position) -> pinring::Result<SourceState> {
         let from = position.from.as_ref();
         match self {
-            Spec::Mixed(m) => m
-                .checkpoint(mixture_state(from)?, position.samples)
-                .map(SourceState::Mixture),
+            Spec::Mixed(m) => m.checkpoint(position),
             Spec::Documents { docs } => {
                 let start = documents_state(from)?;
-                let (done, after) = match &position.documents_after {
-                    Some((done, state)) if *done <= position.batches => (*done, Some(state)),
+                let (done, after) = match &position.walked_after {
+                    Some((done, SourceState::Documents(state))) if *done <= position.batches => {
+                        (*done, Some(state))
+                    }
                     _ => (0, start),
                 };
-                let state = docs.checkpoint_after(after, position.batches - done)?;
-                position.documents_after = Some((position.batches, state.clone()));
-                Ok(SourceState::Documents(state))
+                let state =
+                    SourceState::Documents(docs.checkpoint_after(after, position.batches - done)?);
+                position.walked_after = Some((position.batches, state.clone()));
+                Ok(state)
             }
             _ => {
                 let from = windows_state(from)?;
@@ -276,10 +277,7 @@ impl Spec {
                 Some(c) => docs.check_checkpoint(c),
                 None => Ok(()),
             },
-            Spec::Mixed(m) => match mixture_state(Some(state))? {
-                Some(c) => m.check(c),
-                None => Ok(()),
-            },
+            Spec::Mixed(m) => m.check(state),
             _ => match windows_state(Some(state))? {
                 Some(c) => with_sampler!(self, s => s.check_checkpoint(c), _ => Ok(())),
                 None => Ok(()),
@@ -370,7 +368,7 @@ impl Spec {
                     steps.take_while(move |step| step.epoch() < cap),
                 )
             }
-            Spec::Mixed(m) => m.start(config, mixture_state(from)?),
+            Spec::Mixed(m) => m.start(config, from),
         }
     }
 }
