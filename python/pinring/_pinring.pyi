@@ -1074,7 +1074,7 @@ class Mixture:
     @property
     def dtype(self) -> builtins.str:
         r"""
-        The samples' element type (the sources').
+        The samples' element type (the sources'; for Documents, their tokens').
         """
     def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Sequence[float] | None = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never') -> Mixture: ...
     def __repr__(self) -> builtins.str: ...

@@ -523,12 +523,13 @@ impl Documents {
 
 impl Documents {
     /// What a mixture of this source builds on: its own settings (no packing, no ranks),
-    /// its packing settings, and its rank and world size.
-    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64)) {
+    /// its packing settings, its rank and world size, and its tokens' dtype.
+    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64), Dtype) {
         (
             self.member.clone(),
             self.packing.clone(),
             (self.docs.rank(), self.docs.world_size()),
+            self.dtype,
         )
     }
 

@@ -77,7 +77,10 @@ use crate::source::spec::Spec;
 #[derive(Debug)]
 pub struct Mixture {
     spec: MixSpec,
+    /// A batch's row (Documents: the slot's bytes).
     row: Row,
+    /// The samples' (tokens') element type.
+    dtype: Dtype,
     /// The sources' class name.
     kind: &'static str,
     /// The source objects, as given.
@@ -213,9 +216,9 @@ fn documents_mixed(
     sources: &[Bound<'_, PyAny>],
     weights: Option<Vec<f64>>,
     (seed, rank, world, stop): (u64, u64, u64, Stop),
-) -> PyResult<(MixSpec, Row)> {
+) -> PyResult<(MixSpec, Row, Dtype)> {
     let mut members = Vec::new();
-    let mut first: Option<Packing> = None;
+    let mut first: Option<(Packing, Dtype)> = None;
     for (index, src) in sources.iter().enumerate() {
         let Ok(docs) = src.cast::<Documents>() else {
             let here = given::single(src).map_or("another object", |s| s.2);
@@ -228,7 +231,7 @@ fn documents_mixed(
                 },
             ));
         };
-        let (member, packing, (_, world_size)) = docs.get().member();
+        let (member, packing, (_, world_size), dtype) = docs.get().member();
         if world_size != 1 {
             return Err(problem_error(
                 py,
@@ -238,7 +241,7 @@ fn documents_mixed(
                 },
             ));
         }
-        if let Some(p) = &first {
+        if let Some((p, _)) = &first {
             if let Some((name, here, there)) = p.difference(&packing) {
                 return Err(config(
                     py,
@@ -251,11 +254,11 @@ fn documents_mixed(
                 ));
             }
         } else {
-            first = Some(packing);
+            first = Some((packing, dtype));
         }
         members.push(member);
     }
-    let Some(packing) = first else {
+    let Some((packing, dtype)) = first else {
         return Err(problem_error(py, &MixtureProblem::NoSources));
     };
     let built = py.detach(|| {
@@ -281,7 +284,7 @@ fn documents_mixed(
         cols: mix.fields().bytes(),
         dtype: Dtype::U8,
     };
-    Ok((MixSpec::Documents { mix }, row))
+    Ok((MixSpec::Documents { mix }, row, dtype))
 }
 
 /// `b` with the mixture's own settings: `(seed, rank, world_size, stop)` and the weights.
@@ -352,15 +355,16 @@ impl Mixture {
             |s| (s.1, s.2),
         );
         let settings = (seed, rank, world_size, stop);
-        let (spec, row) = if kind == "Documents" {
+        let (spec, row, dtype) = if kind == "Documents" {
             let given = sources.try_iter()?.collect::<PyResult<Vec<_>>>()?;
             documents_mixed(py, &given, weights, settings)?
         } else {
-            (mixed(py, specs, weights, settings)?, row)
+            (mixed(py, specs, weights, settings)?, row, row.dtype)
         };
         Ok(Mixture {
             spec,
             row,
+            dtype,
             kind,
             sources: objects,
             rank,
@@ -420,10 +424,10 @@ impl Mixture {
         self.stop.name()
     }
 
-    /// The samples' element type (the sources').
+    /// The samples' element type (the sources'; for Documents, their tokens').
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.row.dtype.name()
+        self.dtype.name()
     }
 
     fn __repr__(&self) -> String {
@@ -437,7 +441,7 @@ impl Mixture {
             self.rank,
             self.world_size,
             self.stop.name(),
-            self.row.dtype.name()
+            self.dtype.name()
         )
     }
 }
