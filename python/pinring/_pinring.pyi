@@ -716,8 +716,9 @@ class Loader:
             taken too). The other batches keep their step numbers; the skipped ranges are
             recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
             any its own skip_steps add). The "roll back and skip the bad data" recovery
-            after a loss spike. (TokenWindows, FixedRecords and Mixture; a Documents
-            source's steps are the walk's, which cannot yet begin elsewhere: a ConfigError.)
+            after a loss spike. (TokenWindows, FixedRecords and Mixture; a single Documents
+            source takes start_step, but skip_steps only inside a Mixture: its state has
+            no place to record them, a ConfigError.)
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).

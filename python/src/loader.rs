@@ -124,8 +124,9 @@ fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>
 ///         taken too). The other batches keep their step numbers; the skipped ranges are
 ///         recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
 ///         any its own skip_steps add). The "roll back and skip the bad data" recovery
-///         after a loss spike. (TokenWindows, FixedRecords and Mixture; a Documents
-///         source's steps are the walk's, which cannot yet begin elsewhere: a ConfigError.)
+///         after a loss spike. (TokenWindows, FixedRecords and Mixture; a single Documents
+///         source takes start_step, but skip_steps only inside a Mixture: its state has
+///         no place to record them, a ConfigError.)
 ///     lease_timeout: seconds a pop() waits while you hold every device slot before it
 ///         raises AllSlotsLeased naming the batches never released (a pop can never
 ///         succeed then: without this it would hang).
@@ -320,16 +321,12 @@ impl Loader {
             ));
         }
         let steps = Steps::parse(py, start_step, skip_steps)?;
-        if spec.is_documents() && !steps.is_none() {
+        if spec.is_documents() && !steps.skip.is_empty() {
             return Err(config(
                 py,
-                if steps.start > 0 {
-                    "start_step"
-                } else {
-                    "skip_steps"
-                },
-                "start_step and skip_steps are not available for a Documents source in this \
-                 build",
+                "skip_steps",
+                "skip_steps is not available for a single Documents source (its state has no \
+                 place to record the skipped steps): use a Mixture of it, or start_step",
             ));
         }
         let settings = Settings {
@@ -376,6 +373,7 @@ impl Loader {
         if let Some(from) = &from {
             spec.check(from).map_err(|e| to_py(py, e))?;
         }
+        let from = py.detach(|| spec.begin(from)).map_err(|e| to_py(py, e))?;
         let (pipeline, device) = py
             .detach(|| settings.open(&spec, request, from.as_ref()))
             .map_err(|e| e.into_py_err(py))?;
@@ -500,6 +498,12 @@ impl Loader {
             }
         };
         spec.check(&state).map_err(|e| to_py(py, e))?;
+        let Some(state) = py
+            .detach(|| spec.begin(Some(state)))
+            .map_err(|e| to_py(py, e))?
+        else {
+            return Err(error(py, Kind::Checkpoint, "no state given"));
+        };
         let request = match self.device {
             Device::Cpu => DeviceRequest::Cpu,
             Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),

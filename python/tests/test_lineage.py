@@ -158,9 +158,40 @@ def test_bad_steps_are_config_errors(shards, tmp_path):
     refused("skip_steps", "0..2\\*\\*64", skip_steps=[(-1, 2)])
     refused("skip_steps", "got a dict", skip_steps={1: 2})
     docs = pinring.Documents(write_doc_shards(tmp_path / "d", [5000]), tokens_per_batch=256, max_seq_len=64)
-    for kw in [dict(start_step=2), dict(skip_steps=[(1, 2)])]:
-        with pytest.raises(pinring.ConfigError):
-            pinring.Loader(docs, device="cpu", **kw)
+    with pytest.raises(pinring.ConfigError, match="Mixture") as info:
+        pinring.Loader(docs, device="cpu", skip_steps=[(1, 2)])
+    assert info.value.argument == "skip_steps"
+
+
+def test_start_step_of_documents_equals_the_uninterrupted_run(tmp_path):
+    """A single Documents source begins at step k: the same steps as the uninterrupted run
+    from k (the steps before it walked over the index, not read), on every rank; a state
+    before k begins at k too, and the state after it counts on."""
+    pattern = write_doc_shards(tmp_path / "d", [9000, 4000, 7000])
+    src = lambda rank: pinring.Documents(pattern, tokens_per_batch=256, max_seq_len=64, rank=rank,  # noqa: E731
+                                         world_size=2)
+
+    def steps(loader, n):
+        out = []
+        for _ in range(n):
+            b = loader.pop(timeout=BOUND)
+            out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
+            b.release()
+        return out
+
+    for rank in range(2):
+        with pinring.Loader(src(rank), device="cpu") as loader:
+            whole = steps(loader, 40)
+            early = None
+        with pinring.Loader(src(rank), device="cpu") as loader:
+            steps(loader, 3)
+            early = loader.state_dict()
+        for k, state in [(9, None), (31, None), (12, early)]:
+            with pinring.Loader(src(rank), device="cpu", start_step=k, state=state) as loader:
+                assert loader.state_dict()["step"] == k
+                got = steps(loader, 40 - k)
+                assert loader.state_dict()["step"] == 40
+            same([(s, e, i, t) for s, e, i, t in got], whole[k:])
 
 
 def check_token_rows(batch, rows):

@@ -542,6 +542,7 @@ impl Documents {
         (
             Spec::Documents {
                 docs: self.docs.clone(),
+                start_step: 0,
             },
             row,
         )

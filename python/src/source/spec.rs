@@ -34,6 +34,8 @@ pub(crate) enum Spec {
     Documents {
         /// The source.
         docs: Documents,
+        /// The step a run begins at (`start_step`; 0: the start).
+        start_step: u64,
     },
     /// A mixture of samplers of one kind.
     Mixed(MixSpec),
@@ -186,7 +188,7 @@ impl Spec {
         match self {
             Spec::Tokens { sampler, .. } => Arc::new(sampler.clone()),
             Spec::Records { sampler } => Arc::new(sampler.clone()),
-            Spec::Documents { docs } => Arc::new(docs.clone()),
+            Spec::Documents { docs, .. } => Arc::new(docs.clone()),
             Spec::Mixed(m) => m.locator(),
         }
     }
@@ -196,7 +198,7 @@ impl Spec {
     /// fields).
     pub(crate) fn config_base(&self, batch: usize, sample_bytes: usize) -> ConfigBuilder {
         match self {
-            Spec::Documents { docs } => docs.config().locator(self.locator()),
+            Spec::Documents { docs, .. } => docs.config().locator(self.locator()),
             Spec::Mixed(m) => m.config_base(batch, sample_bytes),
             _ => Config::builder()
                 .batch_size(batch)
@@ -228,7 +230,10 @@ impl Spec {
             Spec::Records { sampler } => Spec::Records {
                 sampler: batched(sampler, batch, drop_last, steps)?,
             },
-            Spec::Documents { .. } => self.clone(),
+            Spec::Documents { docs, .. } => Spec::Documents {
+                docs: docs.clone(),
+                start_step: steps.start,
+            },
             Spec::Mixed(m) => Spec::Mixed(m.batched(batch, steps)?),
         })
     }
@@ -247,7 +252,7 @@ impl Spec {
         let from = position.from.as_ref();
         match self {
             Spec::Mixed(m) => m.checkpoint(position),
-            Spec::Documents { docs } => {
+            Spec::Documents { docs, .. } => {
                 let start = documents_state(from)?;
                 let (done, after) = match &position.walked_after {
                     Some((done, SourceState::Documents(state))) if *done <= position.batches => {
@@ -270,10 +275,29 @@ impl Spec {
         }
     }
 
+    /// Where a run from `from` (the start when `None`) begins: `from` itself, or, for a
+    /// Documents source with a start step that `from` stands before, the state at that
+    /// step (its steps walked over the index, nothing read: about a microsecond a step).
+    /// Samplers and mixtures begin at their start step by themselves.
+    pub(crate) fn begin(&self, from: Option<SourceState>) -> pinring::Result<Option<SourceState>> {
+        let Spec::Documents { docs, start_step } = self else {
+            return Ok(from);
+        };
+        let at = match &from {
+            None => 0,
+            Some(state) => documents_state(Some(state))?.map_or(0, |c| c.step),
+        };
+        if *start_step <= at {
+            return Ok(from);
+        }
+        let state = docs.checkpoint_after(documents_state(from.as_ref())?, start_step - at)?;
+        Ok(Some(SourceState::Documents(state)))
+    }
+
     /// Checks that this source can resume from `state`.
     pub(crate) fn check(&self, state: &SourceState) -> pinring::Result<()> {
         match self {
-            Spec::Documents { docs } => match documents_state(Some(state))? {
+            Spec::Documents { docs, .. } => match documents_state(Some(state))? {
                 Some(c) => docs.check_checkpoint(c),
                 None => Ok(()),
             },
@@ -356,7 +380,7 @@ impl Spec {
                 RecordBytes,
                 samples(sampler, windows_state(from)?, epochs)?,
             ),
-            Spec::Documents { docs } => {
+            Spec::Documents { docs, .. } => {
                 let steps = match documents_state(from)? {
                     None => docs.iter(),
                     Some(state) => docs.iter_from(state)?,

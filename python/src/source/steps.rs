@@ -93,11 +93,6 @@ impl Steps {
         }
         Ok(Steps { start, skip })
     }
-
-    /// Whether the run begins at step 0 and skips nothing.
-    pub(crate) fn is_none(&self) -> bool {
-        self.start == 0 && self.skip.iter().all(|(a, b)| a == b)
-    }
 }
 
 /// How many of the steps `from..to` a run keeps that skips `skip` (sorted, disjoint
