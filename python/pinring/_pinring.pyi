@@ -187,7 +187,7 @@ class Batch:
         r"""
         Whether `name` is one of the batch's fields.
         """
-    def locate(self) -> list[pinring._lineage.Location]:
+    def locate(self) -> list[_lineage.Location]:
         r"""
         Where each row came from, in row order (each document piece, for Documents): a list
         of `pinring.Location` named tuples `(source, path, offset, len)`: the source's

@@ -243,7 +243,7 @@ impl PyBatch {
     /// Raises:
     ///     SourceError: a row the source cannot place (not expected: the locator is the
     ///         loader's own source).
-    #[gen_stub(override_return_type(type_repr = "list[pinring._lineage.Location]", imports = ("pinring._lineage",)))]
+    #[gen_stub(override_return_type(type_repr = "list[_lineage.Location]", imports = ("pinring._lineage",)))]
     fn locate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         locations(py, &*self.locator, &self.facts)
     }
