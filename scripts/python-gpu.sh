@@ -72,10 +72,10 @@ run() {
     # run compares its losses with the first's, step for step.
     rm -f /tmp/pinring-gpt-packed.npy
     timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
-        --tokens 4096 --max-seq-len 512 --schedule 150:8192:1024 --check --losses-out /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
+        --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --check --losses-out /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
     rc_packed=${PIPESTATUS[0]}
     timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
-        --tokens 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
+        --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
     [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
     [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/" 2>/dev/null
 

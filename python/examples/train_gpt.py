@@ -52,7 +52,27 @@ non_blocking copies: both print every step's loss, which must match to rounding.
 --synthetic with --packed writes four shards of BOS-delimited learnable documents (each a
 run of token + 1..4 mod 1024 from a random start, some longer than --max-seq-len), so the
 steps cross shard boundaries.
+
+Packed documents, data-parallel (--ddp --packed): each rank feeds the model from its own
+loader over a pinring.Mixture of two pinring.Documents sources (--data and --data2, or two
+--synthetic corpora; --weights 0.7 0.3), document-masked attention, DDP over NCCL (gloo with
+--backend gloo, which runs on cpu: --device cpu). Every step, each rank logs the step, its
+loss and the (source, document id) of every document it consumed to --ids-out DIR
+(one JSON line per step, a file per rank and run); --stop-after N saves model, optimizer
+and the merged loader state (--save) after N steps; --resume goes on from it on any number
+of ranks, to the end of the mixture (stop "first": the end of the smaller source's epoch).
+python/examples/check_ddp_run.py checks the logs: no document twice, every document of each
+source's walk up to the end delivered, equal steps per rank, each source's share within one
+document of its weight at every step, and the loss falling across the resume.
+
+    torchrun --nproc_per_node=2 python/examples/train_gpt.py --ddp --packed \
+        --synthetic /tmp/gpt-mix --stop-after 300 --save /tmp/mix.pt --ids-out /tmp/ids --run-name 1
+    torchrun --nproc_per_node=1 python/examples/train_gpt.py --ddp --packed \
+        --synthetic /tmp/gpt-mix --resume /tmp/mix.pt --ids-out /tmp/ids --run-name 2
+    python3 python/examples/check_ddp_run.py --ids /tmp/ids --data /tmp/gpt-mix/a/train_*.bin \
+        /tmp/gpt-mix/b/train_*.bin --weights 0.7 0.3
 """
+import json
 
 import argparse
 import glob
@@ -185,7 +205,9 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, cu_seqlens=None, attn="mask", packed=False):
+        if packed:
+            return self.forward_packed(idx, targets, cu_seqlens, attn=attn)
         t = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for block in self.blocks:
@@ -294,7 +316,7 @@ def pinring_packed(args, device):
     """(inputs, targets, cu_seqlens, max_seqlen, done) per step from pinring.Documents:
     views of the device slot (targets widened to int64 on the device); done() releases the
     step fenced on the current stream."""
-    src = pinring.Documents(args.data, tokens_per_batch=args.tokens, max_seq_len=args.max_seq_len,
+    src = pinring.Documents(args.data, tokens_per_batch=args.tokens_per_batch, max_seq_len=args.max_seq_len,
                             schedule=args.schedule)
     print(f"pinring: {src}")
     loader = pinring.Loader(src, device=device, pop_timeout=60.0)
@@ -325,13 +347,140 @@ def reference_packed(args, device):
 
     cuda = device.type == "cuda"
     for inputs, targets, cu in modded_reference.steps(
-        args.data, tokens_per_batch=args.tokens, max_seq_len=args.max_seq_len, schedule=args.schedule
+        args.data, tokens_per_batch=args.tokens_per_batch, max_seq_len=args.max_seq_len, schedule=args.schedule
     ):
         def to(a):
             t = torch.from_numpy(a)
             return t.pin_memory().to(device, non_blocking=True) if cuda else t
 
         yield to(inputs), to(targets), to(cu), int(np.diff(cu).max()), (lambda: None)
+
+
+def two_corpora(args):
+    """The mixture's two sources: --data and --data2, or two --synthetic corpora in
+    DIR/a (the larger) and DIR/b, of learnable documents."""
+    if args.synthetic:
+        a = synthetic_docs(os.path.join(args.synthetic, "a"), shards=args.synthetic_shards,
+                           tokens_per_shard=args.synthetic_tokens_per_shard, seed=1)
+        b = synthetic_docs(os.path.join(args.synthetic, "b"), shards=max(1, args.synthetic_shards // 2),
+                           tokens_per_shard=args.synthetic_tokens_per_shard // 2, seed=2)
+        return [a, b]
+    if not args.data2:
+        raise SystemExit("--ddp --packed mixes two sources: give --data and --data2 (or --synthetic DIR)")
+    return [args.data, args.data2]
+
+
+def packed_mixture(args, corpora, rank, world):
+    """The rank's pinring.Mixture of two Documents sources."""
+    sources = [pinring.Documents(p, tokens_per_batch=args.tokens_per_batch, max_seq_len=args.max_seq_len,
+                                 schedule=args.schedule) for p in corpora]
+    return pinring.Mixture(sources, weights=args.weights, seed=args.mix_seed, rank=rank, world_size=world,
+                           stop=args.stop)
+
+
+def train_packed_ddp(args, device):
+    """Data-parallel training on a mixture of packed documents: one loader per rank, the
+    documents of every step logged per rank, a merged loader state saved and resumed."""
+    backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    elif args.threads:
+        torch.set_num_threads(args.threads)
+    corpora = two_corpora(args) if rank == 0 else None
+    box = [corpora]
+    dist.broadcast_object_list(box, src=0)  # rank 0 writes --synthetic; the others wait for it
+    corpora = box[0]
+    args.schedule = parse_schedule(args.schedule or "")
+    longest = max([args.max_seq_len] + [m for _, _, m in args.schedule])
+    torch.manual_seed(args.seed)
+    model = GPT(longest, layers=args.layers, d=args.d_model).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    state, start_step = None, 0
+    if args.resume:
+        ckpt = torch.load(args.resume, map_location=device, weights_only=False)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        state, start_step = ckpt["loader"], ckpt["step"]
+        if rank == 0:
+            print(f"resumed from {args.resume}: step {start_step}, {state['consumed']} documents consumed "
+                  f"by {state['world_size']} rank(s); now {world} rank(s)")
+    net = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None)
+    mix = packed_mixture(args, corpora, rank, world)
+    if rank == 0:
+        print(f"pinring: {mix} on {world} rank(s), {backend}; {args.tokens_per_batch} tokens a rank a step")
+    loader = pinring.Loader(mix, device=device if device.type == "cuda" else "cpu", pop_timeout=120.0, state=state)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    cuda = device.type == "cuda"
+    log = None
+    if args.ids_out:
+        os.makedirs(args.ids_out, exist_ok=True)
+        log = open(os.path.join(args.ids_out, f"run{args.run_name}-rank{rank}.jsonl"), "w")
+    steps, losses, t0 = 0, [], time.perf_counter()
+    while args.stop_after is None or steps < args.stop_after:
+        batch = loader.pop()
+        if batch is None:  # the mixture's stop rule ended the run (on every rank alike)
+            break
+        step = batch.step
+        for g in opt.param_groups:
+            g["lr"] = args.lr * min(1.0, (step + 1) / 30)
+        inputs = torch.from_dlpack(batch["inputs"])
+        targets = torch.from_dlpack(batch["targets"]).long()
+        cu = torch.from_dlpack(batch["cu_seqlens"])
+        with autocast:
+            loss = packed_loss(net, inputs, targets, cu, args.attn)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        batch.release(event=torch.cuda.current_stream() if cuda else None)
+        del inputs, targets, cu
+        steps += 1
+        value = loss.item()
+        losses.append(value)
+        if log is not None:
+            log.write(json.dumps({"run": args.run_name, "rank": rank, "world": world, "step": step, "loss": value,
+                                  "sources": batch.sources.tolist(), "ids": batch.doc_ids.tolist()}) + "\n")
+        if rank == 0 and (steps % args.log_every == 0 or steps == 1):
+            elapsed = time.perf_counter() - t0
+            print(f"step {step:5d}  loss {np.mean(losses[-args.log_every:]):.4f}  "
+                  f"{steps * args.tokens_per_batch * world / elapsed:,.0f} tokens/s")
+    wall = time.perf_counter() - t0
+    loader_state = loader.state_dict()
+    stats = loader.stats()
+    loader.close()
+    if log is not None:
+        log.close()
+    reports = [None] * world
+    dist.all_gather_object(reports, (rank, steps, loader_state))
+    ok = True
+    if rank == 0:
+        counts = [r[1] for r in reports]
+        ok = len(set(counts)) == 1
+        merged = pinring.merge_states([r[2] for r in reports])  # refuses ranks not in step
+        window = max(1, min(20, len(losses) // 5))
+        print(f"per-rank steps: {counts} ({'equal' if ok else 'UNEQUAL'}); loader state: step {merged['step']}, "
+              f"{merged['consumed']} documents consumed; each source's cursor (epoch, shard, doc): "
+              f"{[(s['epoch'], s['shard'], s['doc']) for s in merged['sources']]}")
+        print(f"sources: {[(s['samples'], round(s['share'], 3)) for s in stats['sources']]} decoded on rank 0")
+        if losses:
+            print(f"loss {np.mean(losses[:window]):.4f} -> {np.mean(losses[-window:]):.4f} (rank 0, mean of the "
+                  f"first and last {window} steps of this run); {steps} steps in {wall:.1f} s")
+        if args.save:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loader": merged,
+                        "step": start_step + steps}, args.save)
+            print(f"saved {args.save}")
+    dist.destroy_process_group()
+    if not ok:
+        raise SystemExit("failed: the ranks ran unequal steps")
+
+
+def packed_loss(net, inputs, targets, cu, attn):
+    """The packed forward through DDP's wrapper (so that its gradient hooks run)."""
+    return net(inputs, targets, cu, attn=attn, packed=True)
 
 
 def train_packed(args, device):
@@ -358,7 +507,7 @@ def train_packed(args, device):
     feed = "modded-nanogpt's generator (reference)" if args.reference else "pinring.Documents"
     steps = (reference_packed if args.reference else pinring_packed)(args, device)
     print(f"{feed} feeding {device}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters, "
-          f"{args.tokens} tokens a step, documents cut at {args.max_seq_len}, schedule {args.schedule}, "
+          f"{args.tokens_per_batch} tokens a step, documents cut at {args.max_seq_len}, schedule {args.schedule}, "
           f"attention {args.attn}, {args.steps} steps")
     losses, t0 = [], time.perf_counter()
     for step in range(args.steps):
@@ -434,6 +583,7 @@ def main():
     data = ap.add_mutually_exclusive_group(required=True)
     data.add_argument("--data", help="token shards: a path or a glob")
     data.add_argument("--synthetic", metavar="DIR", help="write (once) and train on a learnable shard in DIR")
+    ap.add_argument("--data2", help="--ddp --packed: the mixture's second source (token shards: a path or a glob)")
     ap.add_argument("--synthetic-tokens", type=int, default=10_000_000, help="tokens in the --synthetic shard")
     ap.add_argument("--loader", choices=["pinring", "torch"], default="pinring")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -454,7 +604,7 @@ def main():
     packed = ap.add_argument_group("packed documents (--packed)")
     packed.add_argument("--packed", action="store_true", help="train on packed documents (pinring.Documents) with document-masked attention")
     packed.add_argument("--reference", action="store_true", help="feed the same model from modded-nanogpt's generator (the faithful copy) instead")
-    packed.add_argument("--tokens", type=int, default=1024, help="tokens of inputs per step (tokens_per_batch)")
+    packed.add_argument("--tokens-per-batch", type=int, default=1024, help="tokens of inputs per step (tokens_per_batch)")
     packed.add_argument("--max-seq-len", type=int, default=256, help="documents are cut at this length")
     packed.add_argument("--schedule", default="", metavar="FROM:TOKENS:MAX_SEQ_LEN,...", help="step size changes")
     packed.add_argument("--attn", choices=["mask", "flex"], default="mask",
@@ -463,12 +613,28 @@ def main():
                         help="allow the fastest (non-deterministic) kernels: losses then differ run to run")
     packed.add_argument("--losses-out", metavar="FILE", help="save every step's loss (.npy)")
     packed.add_argument("--compare", metavar="FILE", help="exit 1 unless every step's loss matches this --losses-out to rounding")
+    mixed = ap.add_argument_group("packed documents, data-parallel (--ddp --packed): a pinring.Mixture of two sources")
+    mixed.add_argument("--weights", type=float, nargs=2, default=[0.7, 0.3], metavar="W", help="the two sources' weights")
+    mixed.add_argument("--mix-seed", type=int, default=0, help="the Mixture's seed")
+    mixed.add_argument("--stop", choices=["never", "first", "all"], default="first",
+                       help="when the mixture ends (first: at the end of the smaller source's epoch)")
+    mixed.add_argument("--backend", choices=["nccl", "gloo"], help="the process group's backend (default: nccl on cuda, gloo on cpu)")
+    mixed.add_argument("--run-name", default="1", help="names this run's --ids-out files")
+    mixed.add_argument("--layers", type=int, default=4, help="transformer blocks")
+    mixed.add_argument("--d-model", type=int, default=256, help="the model's width")
+    mixed.add_argument("--threads", type=int, default=None, help="torch threads per process on cpu")
+    mixed.add_argument("--synthetic-shards", type=int, default=4, help="--synthetic: shards of the larger source (the other: half)")
+    mixed.add_argument("--synthetic-tokens-per-shard", type=int, default=400_000, help="--synthetic: tokens a shard (the other source: half)")
     args = ap.parse_args()
     if args.packed and not args.nondeterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+    if args.packed and args.ddp:
+        if args.loader != "pinring" or args.reference:
+            raise SystemExit("--ddp --packed runs with pinring")
+        return train_packed_ddp(args, torch.device(args.device))
     if args.packed:
-        if args.ddp or args.loader != "pinring":
-            raise SystemExit("--packed runs on one process, with pinring or --reference")
+        if args.loader != "pinring":
+            raise SystemExit("--packed runs with pinring or --reference")
         device = torch.device(args.device)
         if device.type == "cuda":
             if device.index is None:  # "cuda": the current device, as torch means it

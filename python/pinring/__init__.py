@@ -34,6 +34,7 @@ from ._pinring import (
     Field,
     FixedRecords,
     Loader,
+    Mixture,
     PopTimeout,
     SourceError,
     SourceFileNotFoundError,
@@ -42,6 +43,7 @@ from ._pinring import (
     __version__,
     merge_states,
 )
+from ._lineage import Location
 
 __all__ = [
     "AllSlotsLeased",
@@ -56,6 +58,8 @@ __all__ = [
     "Field",
     "FixedRecords",
     "Loader",
+    "Location",
+    "Mixture",
     "PopTimeout",
     "SourceError",
     "SourceFileNotFoundError",

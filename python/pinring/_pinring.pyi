@@ -6,6 +6,7 @@ import numpy
 import numpy.typing
 import os
 import pathlib
+from pinring import _lineage
 import typing
 __all__ = [
     "AllSlotsLeased",
@@ -20,6 +21,7 @@ __all__ = [
     "Field",
     "FixedRecords",
     "Loader",
+    "Mixture",
     "PopTimeout",
     "SourceError",
     "SourceFileNotFoundError",
@@ -111,10 +113,20 @@ class Batch:
         size. None for a batch without fields (windows, records: see `sample_ids`).
         """
     @property
+    def sources(self) -> numpy.typing.NDArray[numpy.uint16]:
+        r"""
+        Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
+        its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
+        single source. With `sample_ids` (each row's id within its source) it names every
+        row.
+        """
+    @property
     def step(self) -> typing.Optional[builtins.int]:
         r"""
-        The step of the run this batch is (from 0), where the source numbers steps (a
-        `Documents` step); None otherwise.
+        The step of the run this batch is (from 0): this rank's k-th batch of an
+        uninterrupted run, counted across epochs (TokenWindows, FixedRecords, Mixture), or
+        the step a `Documents` batch packs; the same on every rank, and numbered on by a
+        resumed run, from `start_step`, past `skip_steps`.
         """
     @property
     def samples(self) -> builtins.int:
@@ -174,6 +186,21 @@ class Batch:
     def __contains__(self, name: builtins.str) -> builtins.bool:
         r"""
         Whether `name` is one of the batch's fields.
+        """
+    def locate(self) -> list[_lineage.Location]:
+        r"""
+        Where each row came from, in row order (each document piece, for Documents): a list
+        of `pinring.Location` named tuples `(source, path, offset, len)`: the source's
+        index in a Mixture (0 otherwise), the file (as the source opened it), the row's
+        first token in the file (a record's index for FixedRecords; a document's `bos`
+        token for Documents) and its length in tokens (records). A token row's bytes are
+        `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
+        header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
+        on the source's layout: nothing is read, and it works after `release()`.
+        
+        Raises:
+            SourceError: a row the source cannot place (not expected: the locator is the
+                loader's own source).
         """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
@@ -650,11 +677,20 @@ class Loader:
     the run (endless with epochs=None), since how many steps an epoch holds is not known up
     front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
     
+    Over a `Mixture`, the batches are the mixture's steps (`batch.sources` says each row's
+    source): `for batch in loader:` yields them to the mixture's end (endless with
+    stop="never"); a mixture has no epochs of its own (each source has its own), so
+    `batch.epoch` is 0, `len(loader)` raises TypeError and `epochs` is refused.
+    
+    Every batch has a step (`batch.step`): the k-th batch of this rank in an uninterrupted
+    run, counted across epochs, the same on every rank; a resumed run numbers on.
+    
     Args:
-        src: a TokenWindows, a FixedRecords or a Documents.
+        src: a TokenWindows, a FixedRecords, a Documents or a Mixture.
         batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
-            required for TokenWindows and FixedRecords, refused (ConfigError) for Documents,
-            whose batch is one step of `tokens_per_batch` tokens.
+            required for TokenWindows, FixedRecords and a Mixture of them, refused
+            (ConfigError) for Documents and a Mixture of them, whose batch is one step of
+            `tokens_per_batch` tokens.
         device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
             or torch.device("cuda", N): the primary context of device N, the one PyTorch
             uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -666,10 +702,24 @@ class Loader:
         drop_last: drop each epoch's short last batch (Documents: never short; True is a
             ConfigError).
         epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
-            (the default): no cap. Iterating past the cap raises StoppedError.
+            (the default): no cap. Iterating past the cap raises StoppedError. A Mixture
+            has no epochs: end it with its `stop` instead (epochs is a ConfigError).
         state: a state_dict() to resume from (of any rank of a run at any world size, or
             a list of every rank's); for Documents, the walk goes on from the saved cursor
-            with this source's world size.
+            with this source's world size. A Mixture's state must have this mixture's
+            weights in force (to change them, use `load_state_dict(state, weights=...)`).
+        start_step: begin at this step: exactly where an uninterrupted run stands at step
+            `start_step`, with the same batches from there on (their `batch.step` from
+            `start_step`), found by arithmetic on the schedule: nothing before it is read
+            or decoded. Resuming from a `state` before it begins at it too.
+        skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
+            (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
+            taken too). The other batches keep their step numbers; the skipped ranges are
+            recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
+            any its own skip_steps add). The "roll back and skip the bad data" recovery
+            after a loss spike. (TokenWindows, FixedRecords and Mixture; a single Documents
+            source takes start_step, but skip_steps only inside a Mixture: its state has
+            no place to record them, a ConfigError.)
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
@@ -698,6 +748,17 @@ class Loader:
     def batch_size(self) -> builtins.int:
         r"""
         Samples per full batch (1 for Documents: a batch is one step).
+        """
+    @property
+    def start_step(self) -> builtins.int:
+        r"""
+        The step the run begins at (`start_step`; 0 from the start).
+        """
+    @property
+    def skip_steps(self) -> builtins.list[tuple[builtins.int, builtins.int]]:
+        r"""
+        The step ranges given as `skip_steps`, as `(start, end)` pairs (half-open). A state
+        resumed from may add its own: `state_dict()["skip"]` holds every range in force.
         """
     @property
     def device(self) -> builtins.str:
@@ -750,7 +811,7 @@ class Loader:
         drop_last, fewer than world_size without).
         
         Raises:
-            TypeError: for Documents (not known up front).
+            TypeError: for Documents (not known up front) and a Mixture (no epochs).
         """
     @property
     def epoch_batches(self) -> builtins.int:
@@ -758,15 +819,16 @@ class Loader:
         Batches per epoch for this rank: the same on every rank (as `len(loader)`).
         
         Raises:
-            TypeError: for Documents (not known up front).
+            TypeError: for Documents (not known up front) and a Mixture (no epochs).
         """
     @property
     def total_batches(self) -> typing.Optional[builtins.int]:
         r"""
-        Batches this loader delivers in all, from its start or the state it resumed from;
-        None with epochs=None, and for Documents (not known up front).
+        Batches this loader delivers in all, from its start (its `start_step`) or the
+        state it resumed from, the skipped steps left out; None with epochs=None, and for
+        Documents (not known up front) and a Mixture.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
@@ -781,16 +843,34 @@ class Loader:
         steps popped (`step`) and `world_size`; the same on every rank after the same number
         of steps, and resumable at any world size. (It walks the steps popped since the last
         state_dict(), about a microsecond each.)
+        
+        Every state also holds `step` (the steps all ranks completed: the next batch's
+        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
+        pairs), so that a resumed run numbers its steps on and keeps skipping.
+        
+        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
+        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
+        in force), `consumed` (positions of the global sequence all ranks consumed),
+        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
+        dict at its count, at world size 1). The same on every rank after the same number
+        of batches; resumable at any world size and batch size.
         """
-    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]) -> None:
+    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Sequence[float] | None = None) -> None:
         r"""
         Continues from `state`: across the consumed part of the saved run and this one,
         every window of the epoch is delivered once, and later epochs are those of an
-        uninterrupted run at this loader's world size.
+        uninterrupted run at this loader's world size. A Mixture continues its global
+        sequence: every position once across the runs.
         
         Args:
             state: a `state_dict()` of any rank of a run at any world size, or a list of
                 every rank's (merged as `merge_states` does).
+            weights: (a Mixture) new weights, one per source, from the saved point on: the
+                rule applies them to the positions after the state's, counting from there
+                (so each source stays within 1 of its new share of what follows), and the
+                state records the change, so a later resume reproduces the run. None: the
+                state's weights in force, which must be this loader's Mixture's. After it,
+                `state_dict()` carries the new weights.
         
         Must come before the first pop (the pipeline restarts from `state`;
         `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
@@ -799,9 +879,12 @@ class Loader:
         
         Raises:
             CheckpointError: a state of another dataset, seq_len, record size, order or
-                seed (Documents: bos, schedule or max_docs), of another kind of source, of
-                ranks that consumed unequal counts (popped unequal steps), an empty list, or
-                a loader that delivered a batch already.
+                seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
+                rule, or other weights in force without `weights=`), of another kind of
+                source, of ranks that consumed unequal counts (popped unequal steps), an
+                empty list, or a loader that delivered a batch already.
+            ConfigError: `weights` for a loader that is not over a Mixture, or weights that
+                are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
         """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
@@ -831,6 +914,13 @@ class Loader:
         bottleneck verdict: `bottleneck` ("consumer", "source", "decode", "copy",
         "device_slots", "cpu", "hand_off" or "not_yet") and `verdict`, a sentence with the
         figures that say so.
+        
+        Over a Mixture, `sources` lists each source's part, by index: `samples` (decoded:
+        those popped and the few batches in flight), `share` (of all samples decoded),
+        `decode` (seconds its decodes took, summed over the decode threads) and
+        `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
+        times slower per sample than the others (else None), and a decode-bound verdict
+        names it. (`sources` is empty and `slowest_source` None for a single source.)
         """
     def write_trace(self, path: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> builtins.int:
         r"""
@@ -857,7 +947,8 @@ class Loader:
         Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
         
         Raises:
-            TypeError: for Documents (steps per epoch are not known up front).
+            TypeError: for Documents (steps per epoch are not known up front) and a
+                Mixture (no epochs).
         """
     def __bool__(self) -> builtins.bool:
         r"""
@@ -880,6 +971,114 @@ class Loader:
         r"""
         Closes the loader.
         """
+    def __repr__(self) -> builtins.str: ...
+
+@typing.final
+class Mixture:
+    r"""
+    Several sources of one kind and one sample shape mixed by weight into one global
+    sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
+    feeds (`Loader(mix)` for Documents). Each batch's `batch.sources` says each row's
+    source, `batch.sample_ids` its id within that source.
+    
+    A mixture of `Documents` mixes document by document: the g-th document of the global
+    document sequence comes from the source the rule picks, each source walking its own
+    documents (its shards one after the other, or its own shuffle), and the mixed sequence
+    is packed into steps exactly as one `Documents` source packs its own (every rank takes
+    each step's documents in rank order; `tokens_per_batch`, `max_seq_len`, `max_docs`,
+    `schedule`, `dtype` and `positions` are the sources', which must agree). A batch is one
+    step of this rank; `batch.sources` and `batch.doc_ids` name each document.
+    
+    - Which source: the g-th sample of the global sequence comes from the source whose
+      next sample falls due first among those still owed one (the quota rule; ties to the
+      lowest index), a pure function of the weights and g: after any n samples each
+      source's count is within 1 of `weight × n` (weights normalized to sum to 1).
+    - Which sample: each source walks its own order (its own shuffle each epoch of its
+      own; no sample twice within its epoch), keyed by the mixture's `seed`.
+    - Ranks: rank r of world_size W takes positions r, r + W, ... of the global sequence;
+      with the Loader's batch_size B, step k of every rank is positions k·W·B .. (k+1)·W·B,
+      so every rank gets the same whole batches. The sources are built without rank and
+      world_size (rank=0, world_size=1, their defaults): those belong to the mixture.
+    - State: `Loader.state_dict()` is the global count, each source's own state, the
+      weights' history, the step and the skipped steps, the same on every rank; it resumes
+      on any world size and batch size (exactly once across the runs), and
+      `load_state_dict(state, weights=[...])` goes on with new weights from the saved point.
+    
+    Args:
+        sources: a list of TokenWindows (of one seq_len and dtype), of FixedRecords (of
+            one record_bytes) or of Documents (of one packing: tokens_per_batch,
+            max_seq_len, max_docs, schedule, dtype, positions; of one bos and token width),
+            each made with rank=0 and world_size=1.
+        weights: each source's weight, one per source: finite, at least 0, not all 0; they
+            need not sum to 1 (each is taken over their sum). None: equal weights.
+        seed: keys every source's "shuffled" or "random" order together with the source's
+            own seed (0: each source walks exactly as it would alone). It does not change
+            which source a position takes.
+        rank: this process's rank: ranks take disjoint positions of the global sequence.
+        world_size: how many ranks share it.
+        stop: "never" (each source cycles its own epochs, a fresh order each; the run is
+            endless), "first" (end before the first sample that would start any source's
+            second epoch) or "all" (end once every source of positive weight finished its
+            first epoch; the early ones cycle meanwhile). The end falls on a whole step of
+            every rank. (For Documents, a stop rule indexes every shard of every source
+            when the mixture is made: it needs their document counts.)
+    
+    Raises:
+        ConfigError: `e.argument` is "weights" for weights that are negative, NaN,
+            infinite, all 0 or not one per source; "sources" for no source, sources of
+            different kinds (TokenWindows beside FixedRecords), of different sample shapes
+            (seq_len, dtype, record_bytes; for Documents their packing, bos or token
+            width), or a source that sets its own rank/world_size;
+            "rank", "world_size", "seed" or "stop" for those out of range.
+        TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
+    """
+    @property
+    def sources(self) -> list[TokenWindows | FixedRecords | Documents]:
+        r"""
+        The sources, as given.
+        """
+    @property
+    def weights(self) -> builtins.list[builtins.float]:
+        r"""
+        The weights, as given (equal ones when none were).
+        """
+    @property
+    def shares(self) -> builtins.list[builtins.float]:
+        r"""
+        Each source's share: the weights over their sum.
+        """
+    @property
+    def epoch_lens(self) -> builtins.list[typing.Optional[builtins.int]]:
+        r"""
+        Each source's samples per epoch of its own walk (documents, for Documents: None
+        where not counted yet, before every shard of the source was indexed).
+        """
+    @property
+    def seed(self) -> builtins.int:
+        r"""
+        The mixture's seed.
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks the global sequence is sharded over.
+        """
+    @property
+    def stop(self) -> builtins.str:
+        r"""
+        "never", "first" or "all".
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The samples' element type (the sources'; for Documents, their tokens').
+        """
+    def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Sequence[float] | None = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never') -> Mixture: ...
     def __repr__(self) -> builtins.str: ...
 
 class PopTimeout(Error, builtins.TimeoutError):

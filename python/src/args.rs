@@ -47,3 +47,25 @@ pub(crate) fn seconds(py: Python<'_>, name: &str, value: f64) -> PyResult<Durati
         )
     })
 }
+
+/// `rank` and `world_size`: a world size of at least 1 and a rank below it.
+pub(crate) fn rank_in_world(py: Python<'_>, rank: i128, world_size: i128) -> PyResult<(u64, u64)> {
+    let world = at_least_one(py, "world_size", world_size)?;
+    let rank = u64::try_from(rank)
+        .ok()
+        .filter(|&r| r < world)
+        .ok_or_else(|| {
+            config(
+                py,
+                "rank",
+                format!("rank must be in 0..world_size ({world}), got {rank}"),
+            )
+        })?;
+    Ok((rank, world))
+}
+
+/// A seed: an int in `0..2**64`.
+pub(crate) fn seed(py: Python<'_>, seed: i128) -> PyResult<u64> {
+    u64::try_from(seed)
+        .map_err(|_| config(py, "seed", format!("seed must be in 0..2**64, got {seed}")))
+}

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use pinring::FieldAt;
+use pinring::{FieldAt, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use crate::device::Device;
@@ -16,16 +16,28 @@ use crate::errors::from_core::to_py_with;
 use crate::field::PyField;
 use crate::holder::PipelineHolder;
 use crate::lease::BatchCell;
+use crate::lineage::locations;
 use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
 
-/// `values` as a read-only numpy uint64 array (`what` names it in the error without numpy).
-fn u64_array<'py>(py: Python<'py>, values: &[u64], what: &str) -> PyResult<Bound<'py, PyAny>> {
+/// `bytes` as a read-only numpy array of `dtype` (`what` names it in the error without
+/// numpy).
+fn numpy_array<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    dtype: &str,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
     let numpy = py.import("numpy").map_err(|e| {
         PyImportError::new_err(format!("{what} is a numpy array: install numpy ({e})"))
     })?;
+    numpy.call_method1("frombuffer", (PyBytes::new(py, bytes), dtype))
+}
+
+/// `values` as a read-only numpy uint64 array.
+fn u64_array<'py>(py: Python<'py>, values: &[u64], what: &str) -> PyResult<Bound<'py, PyAny>> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    numpy.call_method1("frombuffer", (PyBytes::new(py, &bytes), "<u8"))
+    numpy_array(py, &bytes, "<u8", what)
 }
 
 /// One batch in a device slot, leased to you until released.
@@ -46,6 +58,8 @@ pub struct PyBatch {
     facts: BatchFacts,
     row: Row,
     device: Device,
+    /// What places the rows in their files (the pipeline's source).
+    locator: Arc<dyn Locate>,
 }
 
 impl PyBatch {
@@ -58,6 +72,7 @@ impl PyBatch {
     ) -> Self {
         PyBatch {
             facts: batch.facts(),
+            locator: pipeline.locator().clone(),
             cell: Arc::new(BatchCell::new(batch, pipeline)),
             row,
             device,
@@ -200,8 +215,43 @@ impl PyBatch {
         u64_array(py, &self.facts.ids, "Batch.doc_ids").map(Some)
     }
 
-    /// The step of the run this batch is (from 0), where the source numbers steps (a
-    /// `Documents` step); None otherwise.
+    /// Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
+    /// its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
+    /// single source. With `sample_ids` (each row's id within its source) it names every
+    /// row.
+    #[getter]
+    #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint16]", imports = ("numpy", "numpy.typing")))]
+    fn sources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let bytes: Vec<u8> = self
+            .facts
+            .sources
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        numpy_array(py, &bytes, "<u2", "Batch.sources")
+    }
+
+    /// Where each row came from, in row order (each document piece, for Documents): a list
+    /// of `pinring.Location` named tuples `(source, path, offset, len)`: the source's
+    /// index in a Mixture (0 otherwise), the file (as the source opened it), the row's
+    /// first token in the file (a record's index for FixedRecords; a document's `bos`
+    /// token for Documents) and its length in tokens (records). A token row's bytes are
+    /// `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
+    /// header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
+    /// on the source's layout: nothing is read, and it works after `release()`.
+    ///
+    /// Raises:
+    ///     SourceError: a row the source cannot place (not expected: the locator is the
+    ///         loader's own source).
+    #[gen_stub(override_return_type(type_repr = "list[_lineage.Location]", imports = ("pinring._lineage",)))]
+    fn locate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        locations(py, &*self.locator, &self.facts)
+    }
+
+    /// The step of the run this batch is (from 0): this rank's k-th batch of an
+    /// uninterrupted run, counted across epochs (TokenWindows, FixedRecords, Mixture), or
+    /// the step a `Documents` batch packs; the same on every rank, and numbered on by a
+    /// resumed run, from `start_step`, past `skip_steps`.
     #[getter]
     fn step(&self) -> Option<u64> {
         self.facts.step

@@ -94,6 +94,8 @@ pub(crate) struct BatchFacts {
     /// [`Batch::row_lens`]: each row's length where the source says it (a packed
     /// document's tokens in the batch), else 0.
     pub(crate) row_lens: Box<[u32]>,
+    /// [`Batch::row_sources`]: each row's source in a mixture, else 0.
+    pub(crate) sources: Box<[u16]>,
     /// [`Batch::step`].
     pub(crate) step: Option<u64>,
     /// Each field of the batch ([`Batch::field`]), in layout order; empty without fields.
@@ -116,6 +118,7 @@ fn facts<B: Backend>(b: &Batch<B>, ptr: u64) -> BatchFacts {
         epoch: b.epoch(),
         ids: b.sample_ids().into(),
         row_lens: b.row_lens().into(),
+        sources: b.row_sources().into(),
         step: b.step(),
         fields: fields.into(),
     }

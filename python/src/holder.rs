@@ -1,41 +1,29 @@
 //! The running pipeline, shared by the loader and every batch popped from it (and every
-//! view of those), with the position it has delivered up to.
+//! view of those), with the source it runs and the position it has delivered up to.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 
-use pinring::source::DocumentsCheckpoint;
+use pinring::Locate;
 
 use crate::dispatch::AnyPipeline;
 use crate::gil::drop_detached;
+use crate::position::Position;
+use crate::source::spec::Spec;
 use crate::state::SourceState;
 
-/// Where the delivered batches leave the run: the state the pipeline started from and what
-/// was popped since.
-#[derive(Debug, Default)]
-pub(crate) struct Position {
-    /// The state the pipeline started from; `None`: the start of epoch 0.
-    pub(crate) from: Option<SourceState>,
-    /// Samples popped since `from`.
-    pub(crate) samples: u64,
-    /// Batches popped since `from`.
-    pub(crate) batches: u64,
-    /// The epoch of the last batch popped, if any.
-    pub(crate) last_epoch: Option<u64>,
-    /// A Documents state computed earlier and the batches popped since `from` it stands
-    /// after: the next one walks on from it rather than from `from`.
-    pub(crate) documents_after: Option<(u64, DocumentsCheckpoint)>,
-}
-
-/// The pipeline and its position, changed together under one lock: a `pop` counts its batch
-/// under the lock it popped it with, and `load_state_dict` swaps pipeline and position in
-/// one step, so neither sees the other half done.
+/// The pipeline, its source and its position, changed together under one lock: a `pop`
+/// counts its batch under the lock it popped it with, and `load_state_dict` swaps
+/// pipeline, source (a mixture's new weights) and position in one step, so neither sees
+/// the other half done.
 #[derive(Debug)]
 pub(crate) struct Running {
     /// The pipeline; `None` once dropped by `close()`.
     pub(crate) pipeline: Option<AnyPipeline>,
+    /// The source it runs (batched as the loader cuts it).
+    pub(crate) spec: Spec,
     /// What it has delivered.
     pub(crate) position: Position,
 }
@@ -47,20 +35,29 @@ pub(crate) struct Running {
 #[derive(Debug)]
 pub(crate) struct PipelineHolder {
     running: Mutex<Running>,
+    /// What places the batches' rows in their files (the same whatever the weights).
+    locator: Arc<dyn Locate>,
 }
 
 impl PipelineHolder {
-    /// A holder of `pipeline`, started from `from`.
-    pub(crate) fn new(pipeline: AnyPipeline, from: Option<SourceState>) -> Self {
+    /// A holder of `pipeline`, running `spec` from `from`.
+    pub(crate) fn new(pipeline: AnyPipeline, spec: Spec, from: Option<SourceState>) -> Self {
         PipelineHolder {
+            locator: spec.locator(),
             running: Mutex::new(Running {
                 pipeline: Some(pipeline),
+                spec,
                 position: Position {
                     from,
                     ..Position::default()
                 },
             }),
         }
+    }
+
+    /// What places the batches' rows in their files.
+    pub(crate) fn locator(&self) -> &Arc<dyn Locate> {
+        &self.locator
     }
 
     /// The lock, for a thread detached from the interpreter (inside `py.detach`).

@@ -8,7 +8,9 @@
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects;
-//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents` and what they share;
+//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents`, `Mixture` and what they
+//!   share; [`position`]: where a loader's delivered batches leave its run; [`lineage`]:
+//!   `Batch.locate()`;
 //! - [`dispatch`]: the cpu and cuda backends behind one type each; [`device`]: `device=`;
 //! - [`args`]: checks of plain arguments; [`state`]: the state dict ([`plain`]: a serde
 //!   record as Python data); [`errors`]: the exception classes and the mapping of the
@@ -34,8 +36,10 @@ mod field;
 mod gil;
 mod holder;
 mod lease;
+mod lineage;
 mod loader;
 mod plain;
+mod position;
 mod release_forms;
 mod settings;
 mod source;
@@ -49,6 +53,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<source::token_windows::TokenWindows>()?;
     module.add_class::<source::fixed_records::FixedRecords>()?;
     module.add_class::<source::documents::Documents>()?;
+    module.add_class::<source::mixture::Mixture>()?;
     module.add_class::<loader::Loader>()?;
     module.add_class::<loader::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;

@@ -21,14 +21,15 @@ use crate::dispatch::{AnyBatch, AnyStop};
 use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py;
 use crate::gil::detached;
-use crate::holder::{PipelineHolder, Position};
+use crate::holder::PipelineHolder;
+use crate::position::{EpochPlace, Position};
 use crate::settings::{OpenError, Settings, TRACE_SPANS};
-use crate::source::documents::Documents;
 use crate::source::dtype::Row;
-use crate::source::fixed_records::FixedRecords;
-use crate::source::spec::{EpochPlace, Spec};
-use crate::source::token_windows::TokenWindows;
-use crate::state;
+use crate::source::given;
+use crate::source::mixture::{build_error, Mixture};
+use crate::source::spec::Spec;
+use crate::source::steps::Steps;
+use crate::state::{self, SourceState};
 use crate::stats::stats_dict;
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
@@ -36,19 +37,38 @@ const SLICE: Duration = Duration::from_millis(30);
 
 /// The spec and row shape of a source object, or a TypeError.
 fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
-    if let Ok(t) = src.cast::<TokenWindows>() {
-        return Ok(t.get().spec());
+    if let Ok(m) = src.cast::<Mixture>() {
+        return Ok(m.get().spec());
     }
-    if let Ok(r) = src.cast::<FixedRecords>() {
-        return Ok(r.get().spec());
-    }
-    if let Ok(d) = src.cast::<Documents>() {
-        return Ok(d.get().spec());
+    if let Some((spec, row, _)) = given::single(src) {
+        return Ok((spec, row));
     }
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "src must be a pinring.TokenWindows, pinring.FixedRecords or pinring.Documents, got {}",
+        "src must be a pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or \
+         pinring.Mixture, got {}",
         src.get_type().name()?
     )))
+}
+
+/// The `weights` argument of `load_state_dict`: a list of numbers.
+fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
+    let wrong = || {
+        config(
+            py,
+            "weights",
+            format!(
+                "weights must be a list of numbers, one per source of the Mixture, got {}",
+                weights.repr().map(|r| r.to_string()).unwrap_or_default()
+            ),
+        )
+    };
+    if weights.is_instance_of::<pyo3::types::PyString>() {
+        return Err(wrong());
+    }
+    weights
+        .try_iter()
+        .and_then(|items| items.map(|i| i.and_then(|i| i.extract::<f64>())).collect())
+        .map_err(|_| wrong())
 }
 
 /// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
@@ -64,11 +84,20 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 /// the run (endless with epochs=None), since how many steps an epoch holds is not known up
 /// front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
 ///
+/// Over a `Mixture`, the batches are the mixture's steps (`batch.sources` says each row's
+/// source): `for batch in loader:` yields them to the mixture's end (endless with
+/// stop="never"); a mixture has no epochs of its own (each source has its own), so
+/// `batch.epoch` is 0, `len(loader)` raises TypeError and `epochs` is refused.
+///
+/// Every batch has a step (`batch.step`): the k-th batch of this rank in an uninterrupted
+/// run, counted across epochs, the same on every rank; a resumed run numbers on.
+///
 /// Args:
-///     src: a TokenWindows, a FixedRecords or a Documents.
+///     src: a TokenWindows, a FixedRecords, a Documents or a Mixture.
 ///     batch_size: samples per batch (an epoch's last batch may be short, see drop_last);
-///         required for TokenWindows and FixedRecords, refused (ConfigError) for Documents,
-///         whose batch is one step of `tokens_per_batch` tokens.
+///         required for TokenWindows, FixedRecords and a Mixture of them, refused
+///         (ConfigError) for Documents and a Mixture of them, whose batch is one step of
+///         `tokens_per_batch` tokens.
 ///     device: None or "cpu": the cpu backend (device slots in host memory); "cuda:N", N
 ///         or torch.device("cuda", N): the primary context of device N, the one PyTorch
 ///         uses; "cuda" or torch.device("cuda"): the device whose context is current on
@@ -80,10 +109,24 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 ///     drop_last: drop each epoch's short last batch (Documents: never short; True is a
 ///         ConfigError).
 ///     epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
-///         (the default): no cap. Iterating past the cap raises StoppedError.
+///         (the default): no cap. Iterating past the cap raises StoppedError. A Mixture
+///         has no epochs: end it with its `stop` instead (epochs is a ConfigError).
 ///     state: a state_dict() to resume from (of any rank of a run at any world size, or
 ///         a list of every rank's); for Documents, the walk goes on from the saved cursor
-///         with this source's world size.
+///         with this source's world size. A Mixture's state must have this mixture's
+///         weights in force (to change them, use `load_state_dict(state, weights=...)`).
+///     start_step: begin at this step: exactly where an uninterrupted run stands at step
+///         `start_step`, with the same batches from there on (their `batch.step` from
+///         `start_step`), found by arithmetic on the schedule: nothing before it is read
+///         or decoded. Resuming from a `state` before it begins at it too.
+///     skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
+///         (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
+///         taken too). The other batches keep their step numbers; the skipped ranges are
+///         recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
+///         any its own skip_steps add). The "roll back and skip the bad data" recovery
+///         after a loss spike. (TokenWindows, FixedRecords and Mixture; a single Documents
+///         source takes start_step, but skip_steps only inside a Mixture: its state has
+///         no place to record them, a ConfigError.)
 ///     lease_timeout: seconds a pop() waits while you hold every device slot before it
 ///         raises AllSlotsLeased naming the batches never released (a pop can never
 ///         succeed then: without this it would hang).
@@ -113,8 +156,8 @@ pub struct Loader {
     /// The last stats, taken when the pipeline was dropped by `close()`.
     final_stats: Mutex<Option<Stats>>,
     settings: Settings,
-    /// The source, its epochs cut into `batch_size` batches on every rank.
-    spec: Spec,
+    /// `start_step` and `skip_steps`.
+    steps: Steps,
     device: Device,
     pop_timeout: Option<Duration>,
     /// Where `close()` writes the trace.
@@ -143,21 +186,33 @@ impl Loader {
         error(py, Kind::Stopped, "the loader is closed")
     }
 
-    /// The epoch of the next batch and how many batches it has left; None for Documents.
+    /// The epoch of the next batch and how many batches it has left; None for Documents
+    /// and mixtures.
     fn place(&self, py: Python<'_>) -> PyResult<Option<EpochPlace>> {
-        let running = self.holder.lock_attached(py);
-        let position = &running.position;
-        self.spec
-            .place(position.from.as_ref(), position.batches)
+        let mut running = self.holder.lock_attached(py);
+        let running = &mut *running;
+        running
+            .spec
+            .place(&mut running.position)
             .map_err(|e| to_py(py, e))
     }
 
-    /// The TypeError of a question about epochs' lengths asked of a Documents loader.
-    fn no_epoch_length(what: &str) -> PyErr {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "{what} is not known up front for a Documents source: how many steps an epoch \
-             holds depends on where its documents fall (batch.epoch says each step's epoch)"
-        ))
+    /// The source the pipeline runs (a clone: its parts are shared).
+    fn spec(&self, py: Python<'_>) -> Spec {
+        self.holder.lock_attached(py).spec.clone()
+    }
+
+    /// The TypeError of a question about epochs' lengths asked of a Documents or Mixture
+    /// loader.
+    fn no_epoch_length(&self, py: Python<'_>, what: &str) -> PyErr {
+        let why = if self.spec(py).is_mixture() {
+            "a Mixture: it has no epochs of its own (each source has its own), and its run \
+             ends where its stop rule says"
+        } else {
+            "a Documents source: how many steps an epoch holds depends on where its \
+             documents fall (batch.epoch says each step's epoch)"
+        };
+        pyo3::exceptions::PyTypeError::new_err(format!("{what} is not known up front for {why}"))
     }
 
     /// Writes the trace to `path` (without the GIL); `Ok(None)` when closed.
@@ -190,11 +245,13 @@ impl Loader {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        #[gen_stub(override_type(type_repr = "TokenWindows | FixedRecords | Documents"))]
+        #[gen_stub(override_type(
+            type_repr = "TokenWindows | FixedRecords | Documents | Mixture"
+        ))]
         src: &Bound<'_, PyAny>,
         batch_size: Option<i128>,
         #[gen_stub(override_type(type_repr = "str | int | typing.Any | None", imports = ("typing",)))]
@@ -210,6 +267,12 @@ impl Loader {
             imports = ("typing",)
         ))]
         state: Option<&Bound<'_, PyAny>>,
+        start_step: i128,
+        #[gen_stub(override_type(
+            type_repr = "typing.Sequence[tuple[int, int] | range] | None",
+            imports = ("typing",)
+        ))]
+        skip_steps: Option<&Bound<'_, PyAny>>,
         lease_timeout: f64,
         host_budget: i128,
         device_budget: i128,
@@ -217,7 +280,7 @@ impl Loader {
         poison_released: bool,
     ) -> PyResult<Self> {
         let (spec, row) = spec_of(src)?;
-        let batch_size = match (spec.is_documents(), batch_size) {
+        let batch_size = match (spec.packs_documents(), batch_size) {
             (false, Some(n)) => args::count(py, "batch_size", n)?,
             (false, None) => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
@@ -231,19 +294,39 @@ impl Loader {
                     py,
                     "batch_size",
                     format!(
-                        "batch_size={n}: a Documents source has no batch_size: each batch is \
-                         one step of this rank, of the source's tokens_per_batch tokens \
-                         (set the step's size there, or its schedule)"
+                        "batch_size={n}: a Documents source (or a Mixture of them) has no \
+                         batch_size: each batch is one step of this rank, of the source's \
+                         tokens_per_batch tokens (set the step's size there, or its schedule)"
                     ),
                 ))
             }
         };
-        if spec.is_documents() && drop_last {
+        if spec.packs_documents() && drop_last {
             return Err(config(
                 py,
                 "drop_last",
                 "drop_last=True: a Documents source has no short batch to drop (every step \
                  holds tokens_per_batch + 1 tokens; the walk drops partial steps itself)",
+            ));
+        }
+        if let (true, Some(e)) = (spec.is_mixture(), epochs) {
+            return Err(config(
+                py,
+                "epochs",
+                format!(
+                    "epochs={e}: a Mixture has no epochs of its own (each source walks its own \
+                     epochs): end its run with Mixture(..., stop=\"first\") or \"all\", or \
+                     stop popping"
+                ),
+            ));
+        }
+        let steps = Steps::parse(py, start_step, skip_steps)?;
+        if spec.is_documents() && !steps.skip.is_empty() {
+            return Err(config(
+                py,
+                "skip_steps",
+                "skip_steps is not available for a single Documents source (its state has no \
+                 place to record the skipped steps): use a Mixture of it, or start_step",
             ));
         }
         let settings = Settings {
@@ -284,23 +367,24 @@ impl Loader {
         }
         // Every rank gets the same number of batches per epoch.
         let spec = spec
-            .batched(settings.batch_size as u64, drop_last)
+            .batched(settings.batch_size as u64, drop_last, &steps)
             .map_err(|e| to_py(py, e))?;
         let from = state.map(state::read).transpose()?;
         if let Some(from) = &from {
             spec.check(from).map_err(|e| to_py(py, e))?;
         }
+        let from = py.detach(|| spec.begin(from)).map_err(|e| to_py(py, e))?;
         let (pipeline, device) = py
             .detach(|| settings.open(&spec, request, from.as_ref()))
             .map_err(|e| e.into_py_err(py))?;
         let stop = pipeline.stop_handle();
         Ok(Loader {
-            holder: Arc::new(PipelineHolder::new(pipeline, from)),
+            holder: Arc::new(PipelineHolder::new(pipeline, spec, from)),
             stop: Mutex::new(stop),
             closed: AtomicBool::new(false),
             final_stats: Mutex::new(None),
             settings,
-            spec,
+            steps,
             device,
             pop_timeout,
             trace,
@@ -319,21 +403,42 @@ impl Loader {
     /// steps popped (`step`) and `world_size`; the same on every rank after the same number
     /// of steps, and resumable at any world size. (It walks the steps popped since the last
     /// state_dict(), about a microsecond each.)
+    ///
+    /// Every state also holds `step` (the steps all ranks completed: the next batch's
+    /// `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
+    /// pairs), so that a resumed run numbers its steps on and keeps skipping.
+    ///
+    /// For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
+    /// `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
+    /// in force), `consumed` (positions of the global sequence all ranks consumed),
+    /// `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
+    /// dict at its count, at world size 1). The same on every rank after the same number
+    /// of batches; resumable at any world size and batch size.
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let holder = &self.holder;
-        let spec = &self.spec;
-        let state = py.detach(|| spec.checkpoint(&mut holder.lock().position));
+        let state = py.detach(|| {
+            let mut running = holder.lock();
+            let running = &mut *running;
+            running.spec.checkpoint(&mut running.position)
+        });
         state::to_dict(py, &state.map_err(|e| to_py(py, e))?)
     }
 
     /// Continues from `state`: across the consumed part of the saved run and this one,
     /// every window of the epoch is delivered once, and later epochs are those of an
-    /// uninterrupted run at this loader's world size.
+    /// uninterrupted run at this loader's world size. A Mixture continues its global
+    /// sequence: every position once across the runs.
     ///
     /// Args:
     ///     state: a `state_dict()` of any rank of a run at any world size, or a list of
     ///         every rank's (merged as `merge_states` does).
+    ///     weights: (a Mixture) new weights, one per source, from the saved point on: the
+    ///         rule applies them to the positions after the state's, counting from there
+    ///         (so each source stays within 1 of its new share of what follows), and the
+    ///         state records the change, so a later resume reproduces the run. None: the
+    ///         state's weights in force, which must be this loader's Mixture's. After it,
+    ///         `state_dict()` carries the new weights.
     ///
     /// Must come before the first pop (the pipeline restarts from `state`;
     /// `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
@@ -342,9 +447,13 @@ impl Loader {
     ///
     /// Raises:
     ///     CheckpointError: a state of another dataset, seq_len, record size, order or
-    ///         seed (Documents: bos, schedule or max_docs), of another kind of source, of
-    ///         ranks that consumed unequal counts (popped unequal steps), an empty list, or
-    ///         a loader that delivered a batch already.
+    ///         seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
+    ///         rule, or other weights in force without `weights=`), of another kind of
+    ///         source, of ranks that consumed unequal counts (popped unequal steps), an
+    ///         empty list, or a loader that delivered a batch already.
+    ///     ConfigError: `weights` for a loader that is not over a Mixture, or weights that
+    ///         are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
+    #[pyo3(signature = (state, weights = None))]
     fn load_state_dict(
         &self,
         py: Python<'_>,
@@ -353,9 +462,48 @@ impl Loader {
             imports = ("typing",)
         ))]
         state: &Bound<'_, PyAny>,
+        #[gen_stub(override_type(type_repr = "typing.Sequence[float] | None", imports = ("typing",)))]
+        weights: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let state = state::read(state)?;
-        self.spec.check(&state).map_err(|e| to_py(py, e))?;
+        let spec = self.spec(py);
+        let (spec, state) = match weights.filter(|w| !w.is_none()) {
+            None => (spec, state),
+            Some(weights) => {
+                let weights = weights_list(py, weights)?;
+                let Some(mix) = spec.mixture() else {
+                    return Err(config(
+                        py,
+                        "weights",
+                        "weights= is for a loader over a pinring.Mixture: this loader's \
+                         source has no weights",
+                    ));
+                };
+                if !matches!(
+                    state,
+                    SourceState::Mixture(_) | SourceState::DocumentMixture(_)
+                ) {
+                    return Err(error(
+                        py,
+                        Kind::Checkpoint,
+                        format!(
+                            "the state is of {}, not of a Mixture: it has no weights to change",
+                            state.kind()
+                        ),
+                    ));
+                }
+                let mix = mix.with_weights(&weights).map_err(|e| build_error(py, e))?;
+                let state = mix.reweight(&state).map_err(|e| to_py(py, e))?;
+                (Spec::Mixed(mix), state)
+            }
+        };
+        spec.check(&state).map_err(|e| to_py(py, e))?;
+        let Some(state) = py
+            .detach(|| spec.begin(Some(state)))
+            .map_err(|e| to_py(py, e))?
+        else {
+            return Err(error(py, Kind::Checkpoint, "no state given"));
+        };
         let request = match self.device {
             Device::Cpu => DeviceRequest::Cpu,
             Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),
@@ -380,10 +528,11 @@ impl Loader {
             // Nothing was popped: the loader alone holds the pipeline. Join it and free
             // its memory before the new one takes the same amount.
             drop(running.pipeline.take());
-            match self.settings.open(&self.spec, request, Some(&state)) {
+            match self.settings.open(&spec, request, Some(&state)) {
                 Ok((pipeline, _)) => {
                     *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.stop_handle();
                     running.pipeline = Some(pipeline);
+                    running.spec = spec;
                     running.position = Position {
                         from: Some(state),
                         ..Position::default()
@@ -481,6 +630,13 @@ impl Loader {
     /// bottleneck verdict: `bottleneck` ("consumer", "source", "decode", "copy",
     /// "device_slots", "cpu", "hand_off" or "not_yet") and `verdict`, a sentence with the
     /// figures that say so.
+    ///
+    /// Over a Mixture, `sources` lists each source's part, by index: `samples` (decoded:
+    /// those popped and the few batches in flight), `share` (of all samples decoded),
+    /// `decode` (seconds its decodes took, summed over the decode threads) and
+    /// `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
+    /// times slower per sample than the others (else None), and a decode-bound verdict
+    /// names it. (`sources` is empty and `slowest_source` None for a single source.)
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let live = self
@@ -569,6 +725,19 @@ impl Loader {
         self.settings.batch_size
     }
 
+    /// The step the run begins at (`start_step`; 0 from the start).
+    #[getter]
+    fn start_step(&self) -> u64 {
+        self.steps.start
+    }
+
+    /// The step ranges given as `skip_steps`, as `(start, end)` pairs (half-open). A state
+    /// resumed from may add its own: `state_dict()["skip"]` holds every range in force.
+    #[getter]
+    fn skip_steps(&self) -> Vec<(u64, u64)> {
+        self.steps.skip.clone()
+    }
+
     /// "cpu" or "cuda:N".
     #[getter]
     fn device(&self) -> String {
@@ -634,57 +803,51 @@ impl Loader {
     /// drop_last, fewer than world_size without).
     ///
     /// Raises:
-    ///     TypeError: for Documents (not known up front).
+    ///     TypeError: for Documents (not known up front) and a Mixture (no epochs).
     #[getter]
-    fn epoch_len(&self) -> PyResult<u64> {
-        self.spec
+    fn epoch_len(&self, py: Python<'_>) -> PyResult<u64> {
+        self.spec(py)
             .epoch_len()
-            .ok_or_else(|| Self::no_epoch_length("epoch_len"))
+            .ok_or_else(|| self.no_epoch_length(py, "epoch_len"))
     }
 
     /// Batches per epoch for this rank: the same on every rank (as `len(loader)`).
     ///
     /// Raises:
-    ///     TypeError: for Documents (not known up front).
+    ///     TypeError: for Documents (not known up front) and a Mixture (no epochs).
     #[getter]
-    fn epoch_batches(&self) -> PyResult<u64> {
-        self.spec
+    fn epoch_batches(&self, py: Python<'_>) -> PyResult<u64> {
+        self.spec(py)
             .epoch_batches()
-            .ok_or_else(|| Self::no_epoch_length("epoch_batches"))
+            .ok_or_else(|| self.no_epoch_length(py, "epoch_batches"))
     }
 
-    /// Batches this loader delivers in all, from its start or the state it resumed from;
-    /// None with epochs=None, and for Documents (not known up front).
+    /// Batches this loader delivers in all, from its start (its `start_step`) or the
+    /// state it resumed from, the skipped steps left out; None with epochs=None, and for
+    /// Documents (not known up front) and a Mixture.
     #[getter]
     fn total_batches(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         let Some(epochs) = self.settings.epochs else {
             return Ok(None);
         };
-        let from = self.holder.lock_attached(py).position.from.clone();
-        let Some(first) = self
-            .spec
-            .place(from.as_ref(), 0)
-            .map_err(|e| to_py(py, e))?
-        else {
-            return Ok(None);
+        let (spec, from) = {
+            let running = self.holder.lock_attached(py);
+            (running.spec.clone(), running.position.from.clone())
         };
-        if first.epoch >= epochs {
-            return Ok(Some(0));
-        }
-        let per_epoch = self.spec.epoch_batches().unwrap_or(0);
-        let later = (epochs - first.epoch - 1).saturating_mul(per_epoch);
-        Ok(Some(first.left.saturating_add(later)))
+        spec.total_batches(from.as_ref(), epochs)
+            .map_err(|e| to_py(py, e))
     }
 
     /// Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
     ///
     /// Raises:
-    ///     TypeError: for Documents (steps per epoch are not known up front).
-    fn __len__(&self) -> PyResult<usize> {
+    ///     TypeError: for Documents (steps per epoch are not known up front) and a
+    ///         Mixture (no epochs).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         let batches = self
-            .spec
+            .spec(py)
             .epoch_batches()
-            .ok_or_else(|| Self::no_epoch_length("len(loader)"))?;
+            .ok_or_else(|| self.no_epoch_length(py, "len(loader)"))?;
         Ok(usize::try_from(batches).unwrap_or(usize::MAX))
     }
 

@@ -1,17 +1,18 @@
 //! A loader's state as plain Python data: the core's rank-agnostic [`Checkpoint`] (windows,
-//! records) or [`DocumentsCheckpoint`] (packed documents) as a dict of ints, strings and
-//! lists of them (what `torch.save` and `json` hold), read back strictly, and the ranks'
-//! states merged into one.
+//! records), [`DocumentsCheckpoint`] (packed documents) or [`MixtureState`] (a mixture) as
+//! a dict of ints, floats (a mixture's weights), strings and lists of them (what
+//! `torch.save` and `json` hold), read back strictly, and the ranks' states merged into
+//! one.
 //!
-//! A window state's keys are written out here ([`KEYS`]); a documents state is the core's
-//! serde record itself (through [`crate::plain`]), so its dict and the Rust struct cannot
-//! drift.
+//! A window state's keys are written out here ([`KEYS`], the names of the core's serde
+//! record); a documents or mixture state is the core's serde record itself (through
+//! [`crate::plain`]), so its dict and the Rust struct cannot drift.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
-use pinring::source::{Checkpoint, DocumentsCheckpoint, Fingerprint};
+use pinring::source::{Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState};
 
 use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
@@ -24,6 +25,10 @@ pub(crate) enum SourceState {
     Windows(Checkpoint),
     /// Of a Documents loader.
     Documents(DocumentsCheckpoint),
+    /// Of a loader over a Mixture of TokenWindows or FixedRecords.
+    Mixture(MixtureState),
+    /// Of a loader over a Mixture of Documents.
+    DocumentMixture(MixtureState<DocumentsCheckpoint>),
 }
 
 impl SourceState {
@@ -32,15 +37,20 @@ impl SourceState {
         match self {
             SourceState::Windows(_) => "a TokenWindows or FixedRecords source",
             SourceState::Documents(_) => "a Documents source",
+            SourceState::Mixture(_) => "a Mixture of TokenWindows or FixedRecords",
+            SourceState::DocumentMixture(_) => "a Mixture of Documents",
         }
     }
 }
 
 /// Keys only a documents state has: a dict with one of them is read as one.
-const DOCUMENTS_ONLY: [&str; 4] = ["bos", "schedule", "doc", "step"];
+const DOCUMENTS_ONLY: [&str; 3] = ["bos", "schedule", "doc"];
 
-/// The keys of a state dict, in the order `state_dict()` writes them.
-const KEYS: [&str; 14] = [
+/// Keys only a mixture state has: a dict with one of them is read as one.
+const MIXTURE_ONLY: [&str; 3] = ["sources", "weights", "stop"];
+
+/// The keys of a window state dict, in the order `state_dict()` writes them.
+const KEYS: [&str; 16] = [
     "version",
     "format",
     "record_bytes",
@@ -55,44 +65,59 @@ const KEYS: [&str; 14] = [
     "consumed",
     "world_size",
     "batch_size",
+    "step",
+    "skip",
 ];
 
 fn bad(py: Python<'_>, why: impl Into<String>) -> PyErr {
     error(py, Kind::Checkpoint, why)
 }
 
-/// A state as a dict: a window state's keys in [`KEYS`] order, a documents state's as its
-/// serde record has them.
+/// A state as a dict: a window state's keys in [`KEYS`] order, a documents or mixture
+/// state's as its serde record has them.
 pub(crate) fn to_dict<'py>(py: Python<'py>, state: &SourceState) -> PyResult<Bound<'py, PyDict>> {
     match state {
         SourceState::Windows(c) => windows_to_dict(py, c),
-        SourceState::Documents(c) => {
-            let value = serde_json::to_value(c).map_err(|e| {
-                bad(
-                    py,
-                    format!("the documents state could not be written as plain data: {e}"),
-                )
-            })?;
-            Ok(plain::to_py(py, &value)?.cast_into::<PyDict>()?)
-        }
+        SourceState::Documents(c) => record_to_dict(py, c, "documents"),
+        SourceState::Mixture(c) => record_to_dict(py, c, "mixture"),
+        SourceState::DocumentMixture(c) => record_to_dict(py, c, "mixture"),
     }
 }
 
-/// A documents state dict, read strictly through the core's serde record.
-fn documents_from_dict(d: &Bound<'_, PyDict>) -> PyResult<DocumentsCheckpoint> {
-    let py = d.py();
-    let value = plain::from_py(d.as_any(), "state").map_err(|e| bad(py, e.to_string()))?;
-    serde_json::from_value::<DocumentsCheckpoint>(value).map_err(|e| bad(py, serde_words(&e)))
+/// A serde record as a dict.
+fn record_to_dict<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    record: &T,
+    what: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let value = serde_json::to_value(record).map_err(|e| {
+        bad(
+            py,
+            format!("the {what} state could not be written as plain data: {e}"),
+        )
+    })?;
+    Ok(plain::to_py(py, &value)?.cast_into::<PyDict>()?)
 }
 
-/// serde's complaint about a state dict, in the words of a dict.
-fn serde_words(e: &serde_json::Error) -> String {
+/// A state dict of a serde record's kind (`kind`: "Documents", "Mixture"), read strictly
+/// through the core's record.
+fn record_from_dict<T: serde::de::DeserializeOwned>(
+    d: &Bound<'_, PyDict>,
+    kind: &str,
+) -> PyResult<T> {
+    let py = d.py();
+    let value = plain::from_py(d.as_any(), "state").map_err(|e| bad(py, e.to_string()))?;
+    serde_json::from_value::<T>(value).map_err(|e| bad(py, serde_words(&e, kind)))
+}
+
+/// serde's complaint about a state dict of a `kind` source, in the words of a dict.
+fn serde_words(e: &serde_json::Error, kind: &str) -> String {
     let text = e.to_string();
     let quoted = |rest: &str| rest.split('`').nth(1).unwrap_or_default().to_owned();
     if let Some(rest) = text.strip_prefix("unknown field ") {
         format!(
-            "not a pinring loader state: unknown key {:?} (a Documents state has the keys \
-             of Loader.state_dict(), no others)",
+            "not a pinring loader state: unknown key {:?} (a {kind} state has the keys of \
+             Loader.state_dict(), no others)",
             quoted(rest)
         )
     } else if let Some(rest) = text.strip_prefix("missing field ") {
@@ -101,7 +126,7 @@ fn serde_words(e: &serde_json::Error) -> String {
             quoted(rest)
         )
     } else {
-        format!("not a pinring Documents loader state: {text}")
+        format!("not a pinring {kind} loader state: {text}")
     }
 }
 
@@ -122,19 +147,61 @@ fn windows_to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, 
     d.set_item("consumed", c.consumed)?;
     d.set_item("world_size", c.world_size)?;
     d.set_item("batch_size", c.batch_size)?;
+    d.set_item("step", c.step)?;
+    let skip = c
+        .skip
+        .iter()
+        .map(|&(a, b)| PyList::new(py, [a, b]))
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("skip", PyList::new(py, skip)?)?;
     Ok(d)
 }
 
-/// Reads one state dict, of either kind.
+/// Reads one state dict, of any kind.
 fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SourceState> {
-    let documents = DOCUMENTS_ONLY
-        .iter()
-        .any(|k| d.contains(*k).unwrap_or(false));
-    if documents {
-        documents_from_dict(d).map(SourceState::Documents)
+    let has = |keys: &[&str]| keys.iter().any(|k| d.contains(*k).unwrap_or(false));
+    if has(&MIXTURE_ONLY) {
+        // Its sources' states say what it mixes: Documents states have a `bos`.
+        let of_documents = d
+            .get_item("sources")?
+            .and_then(|s| s.get_item(0).ok())
+            .and_then(|first| first.cast_into::<PyDict>().ok())
+            .is_some_and(|first| first.contains("bos").unwrap_or(false));
+        if of_documents {
+            record_from_dict(d, "Mixture").map(SourceState::DocumentMixture)
+        } else {
+            record_from_dict(d, "Mixture").map(SourceState::Mixture)
+        }
+    } else if has(&DOCUMENTS_ONLY) {
+        record_from_dict(d, "Documents").map(SourceState::Documents)
     } else {
         windows_from_dict(d).map(SourceState::Windows)
     }
+}
+
+/// `state["skip"]`: a list of `[start, end]` pairs of ints.
+fn skip_from(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u64)>> {
+    let wrong = || {
+        bad(
+            py,
+            format!(
+                "state[\"skip\"] must be a list of [start, end] step ranges, got {}",
+                v.repr().map(|r| r.to_string()).unwrap_or_default()
+            ),
+        )
+    };
+    if !(v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+        return Err(wrong());
+    }
+    v.try_iter()?
+        .map(|item| {
+            let pair: Vec<u64> = item.and_then(|i| i.extract()).map_err(|_| wrong())?;
+            match pair[..] {
+                [a, b] => Ok((a, b)),
+                _ => Err(wrong()),
+            }
+        })
+        .collect()
 }
 
 /// Reads one window state dict: every key of [`KEYS`], nothing else, each of its type.
@@ -213,9 +280,8 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
         consumed: int("consumed")?,
         world_size: int("world_size")?,
         batch_size: int("batch_size")?,
-        // The Python layer numbers no steps yet (issue 22's Python half adds them).
-        step: 0,
-        skip: Vec::new(),
+        step: int("step")?,
+        skip: skip_from(py, &get("skip")?)?,
     };
     state.order().map_err(|e| to_py(py, e))?;
     Ok(state)
@@ -226,25 +292,38 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
 fn merge(py: Python<'_>, states: Vec<SourceState>) -> PyResult<SourceState> {
     let mut windows = Vec::new();
     let mut documents = Vec::new();
+    let mut mixtures = Vec::new();
+    let mut document_mixtures = Vec::new();
+    let first = states.first().map_or("", SourceState::kind);
     for state in states {
+        if state.kind() != first {
+            return Err(bad(
+                py,
+                format!(
+                    "the states are of different kinds of source ({} state beside {} one): \
+                     they are not of one run",
+                    state.kind(),
+                    first
+                ),
+            ));
+        }
         match state {
             SourceState::Windows(c) => windows.push(c),
             SourceState::Documents(c) => documents.push(c),
+            SourceState::Mixture(c) => mixtures.push(c),
+            SourceState::DocumentMixture(c) => document_mixtures.push(c),
         }
     }
-    match (windows.is_empty(), documents.is_empty()) {
-        (false, true) => Checkpoint::merge(&windows)
-            .map(SourceState::Windows)
-            .map_err(|e| to_py(py, e)),
-        (true, false) => DocumentsCheckpoint::merge(&documents)
-            .map(SourceState::Documents)
-            .map_err(|e| to_py(py, e)),
-        _ => Err(bad(
-            py,
-            "the states are of different kinds of source (a Documents state beside a \
-             TokenWindows or FixedRecords one): they are not of one run",
-        )),
-    }
+    let merged = if !windows.is_empty() {
+        Checkpoint::merge(&windows).map(SourceState::Windows)
+    } else if !documents.is_empty() {
+        DocumentsCheckpoint::merge(&documents).map(SourceState::Documents)
+    } else if !mixtures.is_empty() {
+        MixtureState::merge(&mixtures).map(SourceState::Mixture)
+    } else {
+        MixtureState::merge(&document_mixtures).map(SourceState::DocumentMixture)
+    };
+    merged.map_err(|e| to_py(py, e))
 }
 
 /// A state dict, or a list (tuple) of every rank's state dicts in rank order, merged:

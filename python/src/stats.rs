@@ -1,5 +1,5 @@
 //! `Loader.stats()`: the core's [`Stats`] as a dict of plain values, seconds for times,
-//! with the bottleneck verdict.
+//! with each source's part (a mixture's) and the bottleneck verdict.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -63,6 +63,22 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py,
     d.set_item("copies", s.copies)?;
     d.set_item("consumer_stalls", s.consumer_stalls)?;
     d.set_item("consumer_stall_time", s.consumer_stall_time.as_secs_f64())?;
+    let shares = s.source_shares();
+    let sources = s
+        .sources
+        .iter()
+        .zip(shares)
+        .map(|(source, share)| {
+            let one = PyDict::new(py);
+            one.set_item("samples", source.samples)?;
+            one.set_item("share", share)?;
+            one.set_item("decode", source.decode.as_secs_f64())?;
+            one.set_item("per_sample", source.per_sample().as_secs_f64())?;
+            Ok(one)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("sources", PyList::new(py, sources)?)?;
+    d.set_item("slowest_source", s.slowest_source().map(|(i, _, _)| i))?;
     let (bottleneck, verdict) = s.bottleneck();
     d.set_item("bottleneck", bottleneck_name(bottleneck))?;
     d.set_item("verdict", verdict)?;

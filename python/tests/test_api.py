@@ -12,7 +12,7 @@ from conftest import BOUND, drain
 
 LOADER_ARGS = [
     "src", "batch_size", "device", "host_slots", "device_slots", "decode_threads",
-    "pop_timeout", "drop_last", "epochs", "state", "lease_timeout", "host_budget",
+    "pop_timeout", "drop_last", "epochs", "state", "start_step", "skip_steps", "lease_timeout", "host_budget",
     "device_budget", "trace", "poison_released",
 ]
 
@@ -24,7 +24,7 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     assert defaults == {
         "batch_size": None, "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
-        "lease_timeout": 30.0, "host_budget": 16 << 30, "device_budget": 16 << 30,
+        "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": 16 << 30, "device_budget": 16 << 30,
         "trace": None, "poison_released": False,
     }
     doc = pinring.Loader.__doc__
@@ -35,11 +35,16 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
         (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype"]),
         (pinring.Documents, ["paths", "bos", "tokens_per_batch", "max_seq_len", "max_docs", "schedule",
                              "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache"]),
+        (pinring.Mixture, ["sources", "weights", "seed", "rank", "world_size", "stop"]),
     ]:
         assert list(inspect.signature(cls).parameters) == args
         for name in args:
             assert f"    {name}: " in cls.__doc__, (cls, name)
-    for fn in [pinring.merge_states, pinring.Loader.pop, pinring.Loader.load_state_dict,
+    load = inspect.signature(pinring.Loader.load_state_dict)
+    assert list(load.parameters) == ["self", "state", "weights"]
+    for name in ["state", "weights"]:
+        assert f"    {name}: " in pinring.Loader.load_state_dict.__doc__, name
+    for fn in [pinring.merge_states, pinring.Loader.pop, pinring.Loader.load_state_dict, pinring.Batch.locate,
                pinring.Loader.write_trace, pinring.Batch.release, pinring.Batch.__dlpack__,
                pinring.Field.__dlpack__, pinring.Batch.__getitem__]:
         assert fn.__doc__ and inspect.signature(fn), fn

@@ -214,6 +214,7 @@ def test_window_batches_have_no_fields(tmp_path):
     with pinring.Loader(pinring.TokenWindows(path, seq_len=9), batch_size=2) as loader:
         b = loader.pop(timeout=BOUND)
         assert b.fields == () and b.max_seqlen is None and b.doc_ids is None
+        assert b.step == 0  # windows number their steps too (issue 22)
         with pytest.raises(KeyError, match="no fields"):
             b["inputs"]
         assert np.from_dlpack(b).shape == (2, 10)

@@ -221,7 +221,7 @@ def test_cuda_99_is_a_clear_error_never_a_crash(shard):
 
 
 def test_a_source_that_is_not_one(shard):
-    with pytest.raises(TypeError, match="pinring.TokenWindows, pinring.FixedRecords or pinring.Documents"):
+    with pytest.raises(TypeError, match="pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or pinring.Mixture"):
         pinring.Loader([shard], batch_size=2)
 
 
@@ -342,8 +342,8 @@ def test_the_budgets_can_be_raised(shard):
     with pytest.raises(pinring.ConfigError) as info:
         pinring.Loader(src, batch_size=11, **small)  # 4400 bytes: two pages a slot
     assert info.value.argument == "host_budget"
-    # Two pages a slot, and two pages for the bookkeeping (descriptions, sample cells).
-    big = dict(host_budget=4 * 8192 + 8192, device_budget=2 * 8192 + 4096)
+    # Two pages of bookkeeping: each row's id, length, source and step count too.
+    big = dict(host_budget=4 * 8192 + 2 * 4096, device_budget=2 * 8192 + 2 * 4096)
     with pinring.Loader(src, batch_size=11, epochs=1, **big) as loader:
         assert len(drain(loader)) == 1
 

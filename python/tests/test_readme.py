@@ -1,4 +1,4 @@
-"""The README's cpu quick start runs as written."""
+"""The README's examples run as written: the cpu quick start, packed documents, mixing\ndatasets and tracing a loss spike."""
 
 import pathlib
 import re
@@ -25,3 +25,22 @@ def test_the_packed_documents_example(tmp_path, monkeypatch, capsys):
     steps = [line.split() for line in lines if line.strip()]
     assert [int(s[0]) for s in steps] == list(range(8))
     assert [int(s[1]) for s in steps] == [1024] * 5 + [2048] * 3
+
+
+def _block(text, heading):
+    return re.search(r"```python\n(.*?)```", text.split(heading, 1)[1], re.S).group(1)
+
+
+def test_the_mixing_and_tracing_examples(tmp_path, monkeypatch, capsys):
+    """Issue 22: "Mixing datasets" runs as written, and "Tracing a loss spike" continues it."""
+    text = README.read_text()
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(_block(text, "## Mixing datasets"), str(README), "exec"), scope)
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert lines[0] == "320 10 [224, 64, 32]"
+    assert [int(line.split()[0]) for line in lines[1:6]] == [10, 11, 12, 13, 14]
+    assert lines[6] == "[0.5, 0.4, 0.1]"
+    exec(compile(_block(text, "## Tracing a loss spike"), str(README), "exec"), scope)
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert len(lines) == 4 and lines[-1] == "[10, 13, 14]"

@@ -24,13 +24,16 @@ fn kind_of(e: &pinring::Error) -> Kind {
             | SourceError::UnequalRanks { .. }
             | SourceError::BadCheckpointText { .. }
             | SourceError::DocumentsCheckpointMismatch { .. }
-            | SourceError::UnequalSteps { .. },
+            | SourceError::UnequalSteps { .. }
+            | SourceError::MixtureMismatch { .. },
         ) => Kind::Checkpoint,
         // Settings of a source, whichever step finds them wrong: the fix is an argument.
         E::Source(
             SourceError::BadSchedule { .. }
             | SourceError::OutOfRange { .. }
-            | SourceError::TooManyDocuments { .. },
+            | SourceError::TooManyDocuments { .. }
+            | SourceError::BadSkip { .. }
+            | SourceError::StepsNeedBatchSize(_),
         ) => Kind::Config,
         E::Source(s) if not_found(s) => Kind::SourceNotFound,
         E::SourcePanic { .. } | E::Source(_) => Kind::Source,
@@ -170,6 +173,18 @@ fn message(e: &pinring::Error) -> String {
             from_step,
             why,
         }) => format!("schedule[{index}] (from step {from_step}): {why}"),
+        E::Source(SourceError::MixtureMismatch { what, saved, here }) if what == "the weights" => {
+            format!(
+                "the mixture's state does not match: the weights in force are {saved} in the \
+                 state but {here} here: make the Mixture with the saved weights to continue \
+                 as saved, or switch to other weights from the saved point with \
+                 loader.load_state_dict(state, weights=[...])"
+            )
+        }
+        E::Source(SourceError::BadSkip { start, end }) => format!(
+            "skip_steps: the range ({start}, {end}) ends before it starts: give half-open \
+             ranges (start, end), as range(start, end), with start <= end"
+        ),
         _ => e.to_string(),
     }
 }
@@ -203,6 +218,10 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
         }
         E::Source(SourceError::TooManyDocuments { .. }) => {
             vec![("argument", obj(py, "max_docs"))]
+        }
+        E::Source(SourceError::BadSkip { .. }) => vec![("argument", obj(py, "skip_steps"))],
+        E::Source(SourceError::StepsNeedBatchSize(setting)) => {
+            vec![("argument", obj(py, *setting))]
         }
         E::Source(s) => {
             let Some(path) = source_path(s) else {

@@ -7,7 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
-use pinring::source::{self, DocOrder, DocumentProblem, SourceError, MAX_TOKENS_PER_BATCH};
+use pinring::source::{
+    self, DocOrder, DocumentProblem, SourceError, TokenType, MAX_TOKENS_PER_BATCH,
+};
 use pinring::Dtype;
 
 use crate::args;
@@ -95,10 +97,80 @@ use crate::source::spec::Spec;
 #[derive(Debug)]
 pub struct Documents {
     docs: source::Documents,
+    /// The source's own settings (shards, bos, order, index cache), without the packing
+    /// or the ranks: what a `Mixture` of it builds on.
+    member: source::DocumentsBuilder,
+    /// The packing settings, as given (a mixture takes them from its sources).
+    packing: Packing,
     dtype: Dtype,
     files: Vec<String>,
     tokens: u64,
     positions: bool,
+}
+
+/// How a `Documents` source packs its steps, as given: what a mixture's sources must
+/// share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Packing {
+    /// `tokens_per_batch`.
+    pub(crate) tokens_per_batch: u64,
+    /// `max_seq_len`.
+    pub(crate) max_seq_len: u64,
+    /// `max_docs`.
+    pub(crate) max_docs: Option<u64>,
+    /// `schedule`.
+    pub(crate) schedule: Vec<(u64, u64, u64)>,
+    /// `dtype`.
+    pub(crate) token_type: TokenType,
+    /// `positions`.
+    pub(crate) positions: bool,
+}
+
+impl Packing {
+    /// The first setting in which `other` differs, as (name, here, there).
+    pub(crate) fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
+        let differ = |name, a: String, b: String| (a != b).then_some((name, a, b));
+        differ(
+            "tokens_per_batch",
+            self.tokens_per_batch.to_string(),
+            other.tokens_per_batch.to_string(),
+        )
+        .or_else(|| {
+            differ(
+                "max_seq_len",
+                self.max_seq_len.to_string(),
+                other.max_seq_len.to_string(),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "max_docs",
+                format!("{:?}", self.max_docs),
+                format!("{:?}", other.max_docs),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "schedule",
+                format!("{:?}", self.schedule),
+                format!("{:?}", other.schedule),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "dtype",
+                format!("{:?}", self.token_type),
+                format!("{:?}", other.token_type),
+            )
+        })
+        .or_else(|| {
+            differ(
+                "positions",
+                self.positions.to_string(),
+                other.positions.to_string(),
+            )
+        })
+    }
 }
 
 /// The `schedule` argument: a list (or tuple) of `(from_step, tokens_per_batch,
@@ -260,6 +332,14 @@ impl Documents {
             })?;
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let paths = path_list(paths)?;
+        let packing = Packing {
+            tokens_per_batch,
+            max_seq_len,
+            max_docs,
+            schedule,
+            token_type: ty,
+            positions,
+        };
         let built = py.detach(|| -> pinring::Result<_> {
             let shards = open_shards(&paths)?;
             let files = shards
@@ -268,28 +348,31 @@ impl Documents {
                 .map(|s| s.path().to_string_lossy().into_owned())
                 .collect::<Vec<_>>();
             let tokens = shards.tokens();
-            let mut builder = source::Documents::builder(shards)
-                .tokens_per_batch(tokens_per_batch)
-                .max_seq_len(max_seq_len)
-                .schedule(schedule)
-                .order(order)
+            let mut member = source::Documents::builder(shards).order(order);
+            if let Some(bos) = bos {
+                member = member.bos(bos);
+            }
+            if let Some(dir) = index_cache {
+                member = member.index_cache(dir);
+            }
+            let mut builder = member
+                .clone()
+                .tokens_per_batch(packing.tokens_per_batch)
+                .max_seq_len(packing.max_seq_len)
+                .schedule(packing.schedule.clone())
                 .shard(rank, world)
                 .token_type(ty)
                 .positions(positions);
-            if let Some(bos) = bos {
-                builder = builder.bos(bos);
-            }
             if let Some(m) = max_docs {
                 builder = builder.max_docs(m);
             }
-            if let Some(dir) = index_cache {
-                builder = builder.index_cache(dir);
-            }
-            Ok((builder.build()?, files, tokens))
+            Ok((builder.build()?, member, files, tokens))
         });
-        let (docs, files, tokens) = built.map_err(|e| build_error(py, e, dtype))?;
+        let (docs, member, files, tokens) = built.map_err(|e| build_error(py, e, dtype))?;
         Ok(Documents {
             docs,
+            member,
+            packing,
             dtype,
             files,
             tokens,
@@ -439,6 +522,17 @@ impl Documents {
 }
 
 impl Documents {
+    /// What a mixture of this source builds on: its own settings (no packing, no ranks),
+    /// its packing settings, its rank and world size, and its tokens' dtype.
+    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64), Dtype) {
+        (
+            self.member.clone(),
+            self.packing.clone(),
+            (self.docs.rank(), self.docs.world_size()),
+            self.dtype,
+        )
+    }
+
     /// The source as a loader needs it, and its row shape (the slot's bytes).
     pub(crate) fn spec(&self) -> (Spec, Row) {
         let row = Row {
@@ -448,6 +542,7 @@ impl Documents {
         (
             Spec::Documents {
                 docs: self.docs.clone(),
+                start_step: 0,
             },
             row,
         )

@@ -1,13 +1,18 @@
 //! What a loader needs from a source: its sampler (and decoder), the epochs it cuts into
-//! batches, its checkpoints, and a pipeline started over it.
+//! batches, the steps it begins at and skips, its checkpoints, what places its rows, and a
+//! pipeline started over it.
+
+use std::sync::Arc;
 
 use pinring::source::{
     Checkpoint, Documents, DocumentsCheckpoint, FixedRecords, RecordBytes, Sampler, Samples,
     Segmented, SourceError, TokenShards, Tokens,
 };
-use pinring::{Backend, Config, ConfigBuilder, Pipeline};
+use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
 
-use crate::holder::Position;
+use crate::position::{EpochPlace, Position};
+use crate::source::mixed::MixSpec;
+use crate::source::steps::{kept_between, Steps};
 use crate::state::SourceState;
 
 /// A source's sampler (of either format), or a packed-documents source.
@@ -29,17 +34,21 @@ pub(crate) enum Spec {
     Documents {
         /// The source.
         docs: Documents,
+        /// The step a run begins at (`start_step`; 0: the start).
+        start_step: u64,
     },
+    /// A mixture of samplers of one kind.
+    Mixed(MixSpec),
 }
 
 /// Runs `$body` with `$s` bound to the spec's sampler, whichever source it samples, or
-/// `$docs` with `$d` bound to a Documents source.
+/// `$other` for a source without one (Documents, a mixture).
 macro_rules! with_sampler {
-    ($spec:expr, $s:ident => $body:expr, $d:pat => $docs:expr) => {
+    ($spec:expr, $s:ident => $body:expr, _ => $other:expr) => {
         match $spec {
             Spec::Tokens { sampler: $s, .. } => $body,
             Spec::Records { sampler: $s } => $body,
-            Spec::Documents { docs: $d } => $docs,
+            Spec::Documents { .. } | Spec::Mixed(_) => $other,
         }
     };
 }
@@ -50,8 +59,8 @@ fn other_kind(state: &SourceState, here: &'static str) -> pinring::Error {
     let saved = state.kind().trim_start_matches("a ").to_owned();
     let here = here.to_owned();
     match state {
-        SourceState::Documents(_) => SourceError::CheckpointMismatch { what, saved, here },
         SourceState::Windows(_) => SourceError::DocumentsCheckpointMismatch { what, saved, here },
+        _ => SourceError::CheckpointMismatch { what, saved, here },
     }
     .into()
 }
@@ -75,20 +84,57 @@ fn documents_state(from: Option<&SourceState>) -> pinring::Result<Option<&Docume
 }
 
 /// The sampler `s` again, cutting its epochs into batches of `batch` samples, so that
-/// every rank gets the same number of batches (see `SamplerBuilder::batch_size`).
+/// every rank gets the same number of batches (see `SamplerBuilder::batch_size`), its run
+/// beginning at `steps.start` and leaving out `steps.skip`.
 fn batched<S: Segmented + Clone>(
     s: &Sampler<S>,
     batch: u64,
     drop_last: bool,
+    steps: &Steps,
 ) -> pinring::Result<Sampler<S>> {
-    Sampler::builder(s.source().clone())
-        .window(s.window())
-        .stride(s.stride())
-        .order(s.order())
-        .shard(s.rank(), s.world_size())
+    let b = s
+        .to_builder()
         .batch_size(batch)
         .drop_last(drop_last)
-        .build()
+        .skip_steps(steps.skip.iter().copied());
+    if steps.start > 0 {
+        b.start_step(steps.start).build()
+    } else {
+        b.build()
+    }
+}
+
+/// The checkpoint of `s`'s run from `from` (its start when `None`) after this rank
+/// popped `samples` samples: the run begins at the sampler's start step and leaves out its
+/// skipped steps (and `from`'s).
+fn sampler_checkpoint<S: Segmented>(
+    s: &Sampler<S>,
+    from: Option<&Checkpoint>,
+    samples: u64,
+) -> pinring::Result<Checkpoint> {
+    match from {
+        None => s.checkpoint_after(&s.checkpoint(0, 0), samples),
+        Some(from) => s.checkpoint_after(from, samples),
+    }
+}
+
+/// Where the next batch of `s`'s run stands after `samples` popped since `from`: its epoch
+/// and the batches its epoch has left (those the run keeps).
+fn sampler_place<S: Segmented>(
+    s: &Sampler<S>,
+    from: Option<&Checkpoint>,
+    samples: u64,
+) -> pinring::Result<(EpochPlace, Checkpoint)> {
+    let at = sampler_checkpoint(s, from, samples)?;
+    let raw = s.batches_left(&at)?.unwrap_or(0);
+    let left = kept_between(&at.skip, at.step, at.step.saturating_add(raw));
+    Ok((
+        EpochPlace {
+            epoch: at.epoch,
+            left,
+        },
+        at,
+    ))
 }
 
 /// `sampler`'s samples from `from` (the start of epoch 0 when `None`) to the end of epoch
@@ -108,19 +154,43 @@ fn samples<S: Segmented>(
     })
 }
 
-/// Where a position of delivered batches stands in the epochs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct EpochPlace {
-    /// The epoch of the next batch.
-    pub(crate) epoch: u64,
-    /// Batches left in that epoch, the next one included.
-    pub(crate) left: u64,
-}
-
 impl Spec {
     /// Whether the source packs documents (a batch is a step).
     pub(crate) fn is_documents(&self) -> bool {
         matches!(self, Spec::Documents { .. })
+    }
+
+    /// Whether a batch is a step of packed documents (a Documents source or a mixture of
+    /// them): no batch size.
+    pub(crate) fn packs_documents(&self) -> bool {
+        match self {
+            Spec::Documents { .. } => true,
+            Spec::Mixed(m) => m.is_documents(),
+            _ => false,
+        }
+    }
+
+    /// Whether the source is a mixture (its batches have no epochs of its own).
+    pub(crate) fn is_mixture(&self) -> bool {
+        matches!(self, Spec::Mixed(_))
+    }
+
+    /// The mixture, if it is one.
+    pub(crate) fn mixture(&self) -> Option<&MixSpec> {
+        match self {
+            Spec::Mixed(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// What places a batch's rows in their files.
+    pub(crate) fn locator(&self) -> Arc<dyn Locate> {
+        match self {
+            Spec::Tokens { sampler, .. } => Arc::new(sampler.clone()),
+            Spec::Records { sampler } => Arc::new(sampler.clone()),
+            Spec::Documents { docs, .. } => Arc::new(docs.clone()),
+            Spec::Mixed(m) => m.locator(),
+        }
     }
 
     /// The config builder a pipeline over this source starts from: batches of `batch`
@@ -128,73 +198,110 @@ impl Spec {
     /// fields).
     pub(crate) fn config_base(&self, batch: usize, sample_bytes: usize) -> ConfigBuilder {
         match self {
-            Spec::Documents { docs } => docs.config(),
+            Spec::Documents { docs, .. } => docs.config().locator(self.locator()),
+            Spec::Mixed(m) => m.config_base(batch, sample_bytes),
             _ => Config::builder()
                 .batch_size(batch)
-                .bytes_per_sample(sample_bytes),
+                .bytes_per_sample(sample_bytes)
+                .locator(self.locator()),
         }
     }
 
-    /// Samples per epoch for this rank; None for Documents (not known up front).
+    /// Samples per epoch for this rank; None for Documents (not known up front) and
+    /// mixtures (each source has epochs of its own).
     pub(crate) fn epoch_len(&self) -> Option<u64> {
         with_sampler!(self, s => Some(s.epoch_len()), _ => None)
     }
 
     /// The same source with its epochs cut into batches of `batch` samples on every rank
-    /// (the last one of an epoch short unless `drop_last`); Documents as it is.
-    pub(crate) fn batched(&self, batch: u64, drop_last: bool) -> pinring::Result<Spec> {
+    /// (the last one of an epoch short unless `drop_last`), its run beginning at
+    /// `steps.start` and leaving out `steps.skip`; Documents as it is.
+    pub(crate) fn batched(
+        &self,
+        batch: u64,
+        drop_last: bool,
+        steps: &Steps,
+    ) -> pinring::Result<Spec> {
         Ok(match self {
             Spec::Tokens { sampler, decoder } => Spec::Tokens {
-                sampler: batched(sampler, batch, drop_last)?,
+                sampler: batched(sampler, batch, drop_last, steps)?,
                 decoder: *decoder,
             },
             Spec::Records { sampler } => Spec::Records {
-                sampler: batched(sampler, batch, drop_last)?,
+                sampler: batched(sampler, batch, drop_last, steps)?,
             },
-            Spec::Documents { .. } => self.clone(),
+            Spec::Documents { docs, .. } => Spec::Documents {
+                docs: docs.clone(),
+                start_step: steps.start,
+            },
+            Spec::Mixed(m) => Spec::Mixed(m.batched(batch, steps)?),
         })
     }
 
     /// Batches per epoch for this rank (the same on every rank); 0 without a batch size;
-    /// None for Documents (not known up front).
+    /// None for Documents (not known up front) and mixtures.
     pub(crate) fn epoch_batches(&self) -> Option<u64> {
         with_sampler!(self, s => Some(s.epoch_batches().unwrap_or(0)), _ => None)
     }
 
     /// The rank-agnostic state after what `position` says was popped since its `from`
-    /// (the start of epoch 0 when `None`): samples for windows, steps for documents (a
-    /// documents state walks on from the last one computed, kept in `position`).
+    /// (the start of epoch 0 when `None`): samples for windows and mixtures, steps for
+    /// documents (a documents state walks on from the last one computed, kept in
+    /// `position`).
     pub(crate) fn checkpoint(&self, position: &mut Position) -> pinring::Result<SourceState> {
         let from = position.from.as_ref();
         match self {
-            Spec::Documents { docs } => {
+            Spec::Mixed(m) => m.checkpoint(position),
+            Spec::Documents { docs, .. } => {
                 let start = documents_state(from)?;
-                let (done, after) = match &position.documents_after {
-                    Some((done, state)) if *done <= position.batches => (*done, Some(state)),
+                let (done, after) = match &position.walked_after {
+                    Some((done, SourceState::Documents(state))) if *done <= position.batches => {
+                        (*done, Some(state))
+                    }
                     _ => (0, start),
                 };
-                let state = docs.checkpoint_after(after, position.batches - done)?;
-                position.documents_after = Some((position.batches, state.clone()));
-                Ok(SourceState::Documents(state))
+                let state =
+                    SourceState::Documents(docs.checkpoint_after(after, position.batches - done)?);
+                position.walked_after = Some((position.batches, state.clone()));
+                Ok(state)
             }
             _ => {
                 let from = windows_state(from)?;
                 let consumed = position.samples;
-                with_sampler!(self, s => match from {
-                    None => Ok(SourceState::Windows(s.checkpoint(0, consumed))),
-                    Some(from) => s.checkpoint_after(from, consumed).map(SourceState::Windows),
-                }, _ => unreachable!("documents are handled above"))
+                with_sampler!(self, s => sampler_checkpoint(s, from, consumed)
+                    .map(SourceState::Windows),
+                    _ => unreachable!("documents and mixtures are handled above"))
             }
         }
+    }
+
+    /// Where a run from `from` (the start when `None`) begins: `from` itself, or, for a
+    /// Documents source with a start step that `from` stands before, the state at that
+    /// step (its steps walked over the index, nothing read: about a microsecond a step).
+    /// Samplers and mixtures begin at their start step by themselves.
+    pub(crate) fn begin(&self, from: Option<SourceState>) -> pinring::Result<Option<SourceState>> {
+        let Spec::Documents { docs, start_step } = self else {
+            return Ok(from);
+        };
+        let at = match &from {
+            None => 0,
+            Some(state) => documents_state(Some(state))?.map_or(0, |c| c.step),
+        };
+        if *start_step <= at {
+            return Ok(from);
+        }
+        let state = docs.checkpoint_after(documents_state(from.as_ref())?, start_step - at)?;
+        Ok(Some(SourceState::Documents(state)))
     }
 
     /// Checks that this source can resume from `state`.
     pub(crate) fn check(&self, state: &SourceState) -> pinring::Result<()> {
         match self {
-            Spec::Documents { docs } => match documents_state(Some(state))? {
+            Spec::Documents { docs, .. } => match documents_state(Some(state))? {
                 Some(c) => docs.check_checkpoint(c),
                 None => Ok(()),
             },
+            Spec::Mixed(m) => m.check(state),
             _ => match windows_state(Some(state))? {
                 Some(c) => with_sampler!(self, s => s.check_checkpoint(c), _ => Ok(())),
                 None => Ok(()),
@@ -202,37 +309,57 @@ impl Spec {
         }
     }
 
-    /// The epoch of the batch after `popped` batches delivered since `from` (the start
-    /// when `None`), and how many batches its epoch has left; None for Documents, whose
-    /// epochs' lengths are not known up front.
-    pub(crate) fn place(
-        &self,
-        from: Option<&SourceState>,
-        popped: u64,
-    ) -> pinring::Result<Option<EpochPlace>> {
-        let Some(per_epoch) = self.epoch_batches() else {
+    /// The epoch of the next batch after what `position` says was popped since its
+    /// `from` (the start when `None`), and how many batches its epoch has left (of those
+    /// the run keeps: not the skipped steps); None for Documents and mixtures, whose
+    /// epochs' lengths are not known up front. The answer is kept in `position` and
+    /// counted down batch by batch until its epoch ends (no state is made per batch).
+    pub(crate) fn place(&self, position: &mut Position) -> pinring::Result<Option<EpochPlace>> {
+        if self.epoch_batches().is_none() {
+            return Ok(None);
+        }
+        if let Some((at, place)) = position.place {
+            let since = position.batches.wrapping_sub(at);
+            if position.batches >= at && since < place.left {
+                return Ok(Some(EpochPlace {
+                    epoch: place.epoch,
+                    left: place.left - since,
+                }));
+            }
+        }
+        let from = windows_state(position.from.as_ref())?;
+        let samples = position.samples;
+        let Some((place, _)) =
+            with_sampler!(self, s => Some(sampler_place(s, from, samples)?), _ => None)
+        else {
             return Ok(None);
         };
-        let per_epoch = per_epoch.max(1);
-        let (epoch, first) = match windows_state(from)? {
-            None => (0, per_epoch),
-            Some(state) => (
-                state.epoch,
-                with_sampler!(self, s => s.batches_left(state)?.unwrap_or(0), _ => 0),
-            ),
-        };
-        Ok(Some(if popped < first {
-            EpochPlace {
-                epoch,
-                left: first - popped,
+        position.place = Some((position.batches, place));
+        Ok(Some(place))
+    }
+
+    /// Batches a run from `from` (the start when `None`) delivers before epoch `epochs`
+    /// (the run's cap): those of its steps it keeps; None for Documents and mixtures.
+    pub(crate) fn total_batches(
+        &self,
+        from: Option<&SourceState>,
+        epochs: u64,
+    ) -> pinring::Result<Option<u64>> {
+        if self.epoch_batches().is_none() {
+            return Ok(None);
+        }
+        let from = windows_state(from)?;
+        with_sampler!(self, s => {
+            let (first, at) = sampler_place(s, from, 0)?;
+            if first.epoch >= epochs {
+                return Ok(Some(0));
             }
-        } else {
-            let after = popped - first;
-            EpochPlace {
-                epoch: epoch + 1 + after / per_epoch,
-                left: per_epoch - after % per_epoch,
-            }
-        }))
+            let raw = s.batches_left(&at)?.unwrap_or(0);
+            let per_epoch = s.epoch_batches().unwrap_or(0);
+            let later = (epochs - first.epoch - 1).saturating_mul(per_epoch);
+            let end = at.step.saturating_add(raw).saturating_add(later);
+            Ok(Some(kept_between(&at.skip, at.step, end)))
+        }, _ => Ok(None))
     }
 
     /// Starts a pipeline of backend `B` over this source, from `from` for `epochs`.
@@ -253,7 +380,7 @@ impl Spec {
                 RecordBytes,
                 samples(sampler, windows_state(from)?, epochs)?,
             ),
-            Spec::Documents { docs } => {
+            Spec::Documents { docs, .. } => {
                 let steps = match documents_state(from)? {
                     None => docs.iter(),
                     Some(state) => docs.iter_from(state)?,
@@ -265,6 +392,7 @@ impl Spec {
                     steps.take_while(move |step| step.epoch() < cap),
                 )
             }
+            Spec::Mixed(m) => m.start(config, from),
         }
     }
 }
