@@ -24,7 +24,7 @@ impl FenceArg {
     /// What the caller passed, for messages.
     pub(crate) fn form(&self) -> &'static str {
         match self {
-            FenceArg::Default => "the streams declared to __dlpack__",
+            FenceArg::Default => "the streams the batch is bound to",
             FenceArg::Event { form, .. } | FenceArg::Stream { form, .. } => form,
         }
     }
@@ -61,7 +61,7 @@ fn nonzero_event(raw: usize, what: &str) -> PyResult<usize> {
 
 /// Whether an object with `.record` and `.ptr` is a stream (cupy.cuda.Stream) rather than
 /// an event (cupy.cuda.Event, which has `.record(stream=None)` too).
-fn looks_like_stream(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn looks_like_stream(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     if obj.hasattr("wait_event")? || obj.hasattr("__cuda_stream__")? {
         return Ok(true);
     }

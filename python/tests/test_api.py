@@ -13,7 +13,7 @@ from conftest import BOUND, drain
 LOADER_ARGS = [
     "src", "batch_size", "device", "host_slots", "device_slots", "decode_threads",
     "pop_timeout", "drop_last", "epochs", "state", "lease_timeout", "host_budget",
-    "device_budget", "trace", "poison_released",
+    "device_budget", "trace", "poison_released", "stream", "fixed_views",
 ]
 
 
@@ -25,7 +25,7 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
         "batch_size": None, "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
         "lease_timeout": 30.0, "host_budget": 16 << 30, "device_budget": 16 << 30,
-        "trace": None, "poison_released": False,
+        "trace": None, "poison_released": False, "stream": None, "fixed_views": None,
     }
     doc = pinring.Loader.__doc__
     for name in LOADER_ARGS:
