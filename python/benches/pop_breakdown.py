@@ -14,6 +14,9 @@ the pipeline stays ahead of the loop. Rows:
   pop+from_dlpack+release
   fixed: pop / view / release / pop+view+release   a Loader(fixed_views=numpy.from_dlpack)
   getattrs            (batch.seq, batch.slot, batch.samples)
+  busy thread: pop / release   pop + release with another Python thread running beside
+                      (a pure-Python loop): a call that releases the GIL waits up to the
+                      interpreter's switch interval (5 ms) to get it back
 
 --device cuda (needs torch): 16 x 4097 int32 on cuda:0, torch.from_dlpack as the consumer,
 at the default slots and at H64 D16: the same rows, release(event=stream) for the
@@ -52,6 +55,39 @@ def ready_pop(loader):
             time.sleep(50e-6)
             continue
         return b, time.perf_counter() - t0
+
+
+class BusyThread:
+    """Another Python thread that always wants the GIL (a pure-Python loop)."""
+
+    def __enter__(self):
+        import threading
+
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.spin, daemon=True)
+        self.thread.start()
+        return self
+
+    def spin(self):
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def pop_release(loader, iters):
+    """Per-call seconds of pop (ready) and release()."""
+    T = {"pop": [], "release": []}
+    for _ in range(iters):
+        b, t_pop = ready_pop(loader)
+        t0 = time.perf_counter()
+        b.release()
+        T["pop"].append(t_pop)
+        T["release"].append(time.perf_counter() - t0)
+    return T
 
 
 def breakdown(loader, consume, release, iters, fixed):
@@ -105,6 +141,8 @@ def run_cpu(iters):
             report("cpu, fixed views", breakdown(loader, None, lambda b: b.release(), iters, True))
     else:
         print("cpu, fixed views: not in this build (no Loader(fixed_views=...))")
+    with pinring.Loader(src, **kw) as loader, BusyThread():
+        report("cpu, busy thread beside", pop_release(loader, max(200, iters // 10)))
     os.remove(path)
     os.rmdir(d)
 
