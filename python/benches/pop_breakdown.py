@@ -24,7 +24,6 @@ from_dlpack path and a declared stream (Loader(stream=...), release()) for the f
 and, for reference, what torch itself costs for from_dlpack of a torch tensor, an event
 record and torch.cuda.current_stream().cuda_stream.
 
-Run from the repo root (it imports python/tests/conftest.py's shard writer).
 """
 import argparse
 import os
@@ -34,9 +33,17 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 import pinring  # noqa: E402
-from conftest import write_shard  # noqa: E402
+
+
+def write_shard(path, tokens):
+    """An llm.c token shard of `tokens` (uint16)."""
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, 1, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+    return path
 
 
 def pct(xs):

@@ -233,15 +233,18 @@ def test_fixed_views_of_fields_are_per_slot_and_narrowed_to_the_step(tmp_path):
 
 def test_close_lets_the_fixed_views_go_and_a_view_kept_stays_readable(shard):
     """close() drops the loader's views (so that the pipeline can be freed with the last
-    batch); a view the caller kept keeps the slot's memory alive."""
+    batch); a view the caller kept keeps the slot's memory alive: readable (the batch,
+    while it is leased) after close, and memory still after the batch's release."""
     with pinring.Loader(windows(shard, dtype="int32"), batch_size=4,
                         fixed_views=np.from_dlpack) as loader:
         b = loader.pop(timeout=BOUND)
         v = b.view()
         want = v.copy()
-        del b
     assert loader.closed
     np.testing.assert_array_equal(v, want)
+    b.release()
+    del b, loader
+    assert v.shape == (4, T + 1) and int(v.sum()) == int(v.astype(np.int64).sum())
 
 
 # The per-batch path.
