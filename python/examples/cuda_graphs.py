@@ -123,7 +123,9 @@ class Step:
 
 
 def run(torch, pinring, shard, n, device_slots, timed_from=200):
-    """Both paths over `n` batches: a dict of their results (read back once, at the end)."""
+    """Both paths over `n` batches: a dict of their results (read back once, at the end).
+    The step times count the batches from `timed_from` on (the captures come before)."""
+    timed_from = min(timed_from, n // 2)
     dev = torch.device("cuda", 0)
     gen = torch.Generator(device=dev).manual_seed(0)
     init = [torch.randn(V, D, device=dev, generator=gen) * 0.02,

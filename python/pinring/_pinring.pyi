@@ -874,8 +874,10 @@ class Loader:
         The next batch, in order, across epochs; None once every batch of `epochs` was
         delivered (never with epochs=None).
         
-        Waits with the GIL released, in slices of 30 ms with a signal check between them
-        (Ctrl-C raises KeyboardInterrupt at once).
+        A batch that is ready is taken at once, with the GIL held (with `stream=`, the
+        declared stream is made to wait for it, one stream-side wait). Otherwise it waits
+        with the GIL released, in slices of 30 ms with a signal check between them (Ctrl-C
+        raises KeyboardInterrupt at once).
         
         Args:
             timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);
