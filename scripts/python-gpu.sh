@@ -12,7 +12,9 @@
 #                                   python/benches/bench_documents.py,
 #                                   python/examples/train_gpt.py --synthetic --check and
 #                                   its --packed run against --reference (the losses step
-#                                   for step); the summary table last.
+#                                   for step), python/examples/cuda_graphs.py (a CUDA graph
+#                                   per device slot against static.copy_, checked on the
+#                                   device); the summary table last.
 #
 # PYTHON (default python3) is the interpreter whose site-packages hold torch (and cupy).
 # The wheel is abi3 (CPython >= 3.10) for the architecture it is built on. --run exits
@@ -46,7 +48,7 @@ build() {
 run() {
     [ -n "$(ls "$DIR"/pinring-*.whl 2>/dev/null)" ] || { echo "no wheel in $DIR: run scripts/python-gpu.sh --build first"; exit 2; }
     : >"$LOG"
-    local py=${PYTHON:-python3} site="$PWD/$DIR/site" rc_tests rc_bench rc_docbench rc_example rc_packed rows="" w
+    local py=${PYTHON:-python3} site="$PWD/$DIR/site" rc_tests rc_bench rc_docbench rc_example rc_packed rc_graphs rows="" w
     # Wheels are zip files: unpacked onto PYTHONPATH, they need neither pip nor a venv, and
     # the interpreter keeps its own torch, numpy and cupy.
     rm -rf "$site" && mkdir -p "$site"
@@ -77,6 +79,9 @@ run() {
     timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
         --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
     [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
+    # CUDA graphs over the fixed device slots (issue 23): RESULT and ROW lines.
+    timeout 600 "$py" python/examples/cuda_graphs.py 2>&1 | tee -a "$LOG"
+    rc_graphs=${PIPESTATUS[0]}
     [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/" 2>/dev/null
 
     echo
@@ -91,8 +96,9 @@ run() {
     fi
     grep -E '^loss ' "$LOG" | tail -3
     grep -E '^compared with ' "$LOG" | tail -1
-    echo "exit status: tests $rc_tests, benchmark $rc_bench, documents benchmark $rc_docbench, example $rc_example, packed example $rc_packed"
-    [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ] && [ "$rc_packed" = 0 ]
+    grep -E $'^RESULT\tcuda_graphs\t' "$LOG" | tail -1
+    echo "exit status: tests $rc_tests, benchmark $rc_bench, documents benchmark $rc_docbench, example $rc_example, packed example $rc_packed, cuda graphs $rc_graphs"
+    [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ] && [ "$rc_packed" = 0 ] && [ "$rc_graphs" = 0 ]
 }
 
 case "${1:-}" in

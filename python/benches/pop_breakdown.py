@@ -1,51 +1,213 @@
-"""Where the Python consumer's per-batch time goes: loader.pop(), torch.from_dlpack(batch)
-(with pinring's own __dlpack__ alone beside it) and batch.release(event=stream), p50 and
-p90 over 5,000 calls with the pipeline ahead, at the default slots and at H64 D16; and, for
-reference, what torch itself costs for from_dlpack of a torch tensor, an event record and
-torch.cuda.current_stream().cuda_stream. Needs torch and a CUDA device; run from the repo
-root:  python3 python/benches/pop_breakdown.py
+#!/usr/bin/env python3
+"""Where the Python consumer's per-batch time goes: p50 and p90 per call of
+loader.pop(), the DLPack consumer's from_dlpack(batch), batch.view() (fixed views) and
+batch.release(), with the pipeline ahead (only pops that found their batch ready count).
+
+    python3 python/benches/pop_breakdown.py [--device cpu|cuda] [--iters N]
+
+--device cpu (the default without torch and a CUDA device; needs numpy only): the cpu
+backend, numpy.from_dlpack as the consumer; batches of 16 x 129 int32, small enough that
+the pipeline stays ahead of the loop. Rows:
+  pop                 loader.pop(timeout=0) that found a batch ready
+  from_dlpack         numpy.from_dlpack(batch)
+  release             batch.release()
+  pop+from_dlpack+release
+  fixed: pop / view / release / pop+view+release   a Loader(fixed_views=numpy.from_dlpack)
+  getattrs            (batch.seq, batch.slot, batch.samples)
+  busy thread: pop / release   pop + release with another Python thread running beside
+                      (a pure-Python loop): a call that releases the GIL waits up to the
+                      interpreter's switch interval (5 ms) to get it back
+
+--device cuda (needs torch): 16 x 4097 int32 on cuda:0, torch.from_dlpack as the consumer,
+at the default slots and at H64 D16: the same rows, release(event=stream) for the
+from_dlpack path and a declared stream (Loader(stream=...), release()) for the fixed views;
+and, for reference, what torch itself costs for from_dlpack of a torch tensor, an event
+record and torch.cuda.current_stream().cuda_stream.
+
 """
-import sys, time
-import numpy as np, torch, pinring
-sys.path.insert(0, "python/tests")
-from conftest import write_shard
-import tempfile, os
-d = tempfile.mkdtemp()
-path = write_shard(os.path.join(d, "s.bin"), np.arange(4_000_000) % 50000)
-src = pinring.TokenWindows(path, seq_len=4096, dtype="int32", order="random", seed=1)
-stream = torch.cuda.current_stream()
-def pct(xs): xs = sorted(xs); return f"p50 {xs[len(xs)//2]*1e6:.1f} us  p90 {xs[int(len(xs)*0.9)]*1e6:.1f}"
-for hs, ds in [(4, 2), (64, 16)]:
-    loader = pinring.Loader(src, batch_size=16, device="cuda:0", epochs=None, host_slots=hs, device_slots=ds)
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import pinring  # noqa: E402
+
+
+def write_shard(path, tokens):
+    """An llm.c token shard of `tokens` (uint16)."""
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, 1, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+    return path
+
+
+def pct(xs):
+    xs = sorted(xs)
+    return f"p50 {xs[len(xs) // 2] * 1e6:6.2f} us  p90 {xs[int(len(xs) * 0.9)] * 1e6:6.2f} us"
+
+
+def ready_pop(loader):
+    """(batch, seconds) of a pop(timeout=0) that found its batch ready; retries (untimed)
+    while the pipeline is behind."""
+    while True:
+        t0 = time.perf_counter()
+        try:
+            b = loader.pop(timeout=0)
+        except pinring.PopTimeout:
+            time.sleep(50e-6)
+            continue
+        return b, time.perf_counter() - t0
+
+
+class BusyThread:
+    """Another Python thread that always wants the GIL (a pure-Python loop)."""
+
+    def __enter__(self):
+        import threading
+
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.spin, daemon=True)
+        self.thread.start()
+        return self
+
+    def spin(self):
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def pop_release(loader, iters):
+    """Per-call seconds of pop (ready) and release()."""
+    T = {"pop": [], "release": []}
+    for _ in range(iters):
+        b, t_pop = ready_pop(loader)
+        t0 = time.perf_counter()
+        b.release()
+        T["pop"].append(t_pop)
+        T["release"].append(time.perf_counter() - t0)
+    return T
+
+
+def breakdown(loader, consume, release, iters, fixed):
+    """Per-call seconds of each step over `iters` batches."""
     for _ in range(200):
-        b = loader.pop(); x = torch.from_dlpack(b); b.release(event=stream); del x
-    T = {k: [] for k in ["pop", "from_dlpack", "release", "dlpack_capsule", "getattrs", "all"]}
-    for i in range(5000):
-        if i % 50 == 0:
-            torch.cuda.synchronize(); time.sleep(0.002)  # let the pipeline get ahead
-        t0 = time.perf_counter(); b = loader.pop(); t1 = time.perf_counter()
-        x = torch.from_dlpack(b); t2 = time.perf_counter()
-        b.release(event=stream); t3 = time.perf_counter()
+        b, _ = ready_pop(loader)
+        x = b.view() if fixed else consume(b)
+        release(b)
         del x
-        T["pop"].append(t1 - t0); T["from_dlpack"].append(t2 - t1); T["release"].append(t3 - t2); T["all"].append(t3 - t0)
-    for i in range(2000):
-        b = loader.pop()
-        t0 = time.perf_counter(); c = b.__dlpack__(stream=1); t1 = time.perf_counter()
-        _ = (b.seq, b.shape, b.dtype); t2 = time.perf_counter()
-        del c; b.release(event=stream)
-        T["dlpack_capsule"].append(t1 - t0); T["getattrs"].append(t2 - t1)
-    print(f"H{hs} D{ds}: " + "; ".join(f"{k} {pct(v)}" for k, v in T.items()))
-    loader.close()
-t = torch.zeros(16, 4097, dtype=torch.int32, device="cuda")
-ref = []
-for i in range(5000):
-    t0 = time.perf_counter(); y = torch.from_dlpack(t); ref.append(time.perf_counter() - t0)
-print("torch.from_dlpack(torch tensor):", pct(ref))
-ev = torch.cuda.Event(); ref = []
-for i in range(5000):
-    t0 = time.perf_counter(); ev.record(stream); ref.append(time.perf_counter() - t0)
-print("torch Event.record(stream):", pct(ref))
-ref = []
-for i in range(5000):
-    t0 = time.perf_counter(); s = torch.cuda.current_stream(); h = s.cuda_stream; ref.append(time.perf_counter() - t0)
-print("current_stream().cuda_stream:", pct(ref))
+    names = ["pop", "view" if fixed else "from_dlpack", "release", "all", "getattrs"]
+    T = {k: [] for k in names}
+    for _ in range(iters):
+        b, t_pop = ready_pop(loader)
+        t1 = time.perf_counter()
+        x = b.view() if fixed else consume(b)
+        t2 = time.perf_counter()
+        release(b)
+        t3 = time.perf_counter()
+        _ = (b.seq, b.slot, b.samples)
+        t4 = time.perf_counter()
+        del x
+        T["pop"].append(t_pop)
+        T[names[1]].append(t2 - t1)
+        T["release"].append(t3 - t2)
+        T["all"].append(t_pop + t3 - t1)
+        T["getattrs"].append(t4 - t3)
+    return T
+
+
+def report(label, T):
+    for k, v in T.items():
+        what = k if k != "all" else ("pop+view+release" if "view" in T else "pop+from_dlpack+release")
+        print(f"{label:<28} {what:<26} {pct(v)}")
+
+
+def fixed_views_supported():
+    import inspect
+
+    return "fixed_views" in inspect.signature(pinring.Loader).parameters
+
+
+def run_cpu(iters):
+    d = tempfile.mkdtemp()
+    path = write_shard(os.path.join(d, "s.bin"), np.arange(2_000_000) % 50000)
+    src = pinring.TokenWindows(path, seq_len=128, dtype="int32", order="random", seed=1)
+    kw = dict(batch_size=16, device="cpu", epochs=None, host_slots=16, device_slots=8)
+    with pinring.Loader(src, **kw) as loader:
+        report("cpu, from_dlpack", breakdown(loader, np.from_dlpack, lambda b: b.release(), iters, False))
+    if fixed_views_supported():
+        with pinring.Loader(src, fixed_views=np.from_dlpack, **kw) as loader:
+            report("cpu, fixed views", breakdown(loader, None, lambda b: b.release(), iters, True))
+    else:
+        print("cpu, fixed views: not in this build (no Loader(fixed_views=...))")
+    with pinring.Loader(src, **kw) as loader, BusyThread():
+        report("cpu, busy thread beside", pop_release(loader, max(200, iters // 10)))
+    os.remove(path)
+    os.rmdir(d)
+
+
+def run_cuda(iters):
+    import torch
+
+    d = tempfile.mkdtemp()
+    path = write_shard(os.path.join(d, "s.bin"), np.arange(4_000_000) % 50000)
+    src = pinring.TokenWindows(path, seq_len=4096, dtype="int32", order="random", seed=1)
+    stream = torch.cuda.current_stream()
+    for hs, ds in [(4, 2), (64, 16)]:
+        kw = dict(batch_size=16, device="cuda:0", epochs=None, host_slots=hs, device_slots=ds)
+        with pinring.Loader(src, **kw) as loader:
+            T = breakdown(loader, torch.from_dlpack, lambda b: b.release(event=stream), iters, False)
+            report(f"H{hs} D{ds}, from_dlpack", T)
+        if fixed_views_supported():
+            with pinring.Loader(src, stream=stream, fixed_views=torch.from_dlpack, **kw) as loader:
+                report(f"H{hs} D{ds}, fixed+stream", breakdown(loader, None, lambda b: b.release(), iters, True))
+    t = torch.zeros(16, 4097, dtype=torch.int32, device="cuda")
+    ref = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        torch.from_dlpack(t)
+        ref.append(time.perf_counter() - t0)
+    print(f"{'torch':<28} {'from_dlpack(tensor)':<26} {pct(ref)}")
+    ev, ref = torch.cuda.Event(), []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        ev.record(stream)
+        ref.append(time.perf_counter() - t0)
+    print(f"{'torch':<28} {'Event.record(stream)':<26} {pct(ref)}")
+    ref = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        torch.cuda.current_stream().cuda_stream
+        ref.append(time.perf_counter() - t0)
+    print(f"{'torch':<28} {'current_stream().cuda_stream':<26} {pct(ref)}")
+    os.remove(path)
+    os.rmdir(d)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"])
+    ap.add_argument("--iters", type=int, default=5000)
+    args = ap.parse_args()
+    device = args.device
+    if device is None:
+        try:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            device = "cpu"
+    print(f"pinring {pinring.__version__} ({pinring.__file__}), {device}, {args.iters} calls a row")
+    (run_cuda if device == "cuda" else run_cpu)(args.iters)
+
+
+if __name__ == "__main__":
+    main()

@@ -59,11 +59,13 @@ class Batch:
     A DLPack producer: `torch.from_dlpack(batch)`, `numpy.from_dlpack(batch)` (cpu) or
     `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. A batch of
     several fields (a `Documents` step) is exported field by field instead:
-    `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. Release it with
-    `release(event=...)` once the work reading it is enqueued, leave a `with batch:` block,
-    or drop every reference to it, to its fields and to the views made from them. A view
-    read after the release may show the next batch's bytes (with
-    `Loader(poison_released=True)`, a debug mode, it shows out-of-range values instead).
+    `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. With
+    `Loader(fixed_views=...)`, `batch.view()` returns its slot's view, made once. Release
+    it with `release(event=...)` (or `release()` with the Loader's `stream=`) once the work
+    reading it is enqueued, leave a `with batch:` block, or drop every reference to it, to
+    its fields and to the views made from them. A view read after the release may show the
+    next batch's bytes (with `Loader(poison_released=True)`, a debug mode, it shows
+    out-of-range values instead).
     """
     @property
     def seq(self) -> builtins.int:
@@ -88,6 +90,9 @@ class Batch:
         and are drawn independently: the id is the index of the window's start among every
         possible start (shard by shard, token by token), so it numbers start offsets, not
         grid windows, and the same id can come more than once in an epoch.
+        
+        Read them before `release()`: they come from the leased slot's bookkeeping, copied
+        the first time they are asked for (asked first after the release: BufferError).
         """
     @property
     def fields(self) -> tuple[str, ...]:
@@ -111,6 +116,8 @@ class Batch:
         read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
         token over the shards in order, the same whatever the order, seed, rank or world
         size. None for a batch without fields (windows, records: see `sample_ids`).
+        
+        Read them before `release()`, as `sample_ids`.
         """
     @property
     def sources(self) -> numpy.typing.NDArray[numpy.uint16]:
@@ -118,15 +125,13 @@ class Batch:
         Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
         its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
         single source. With `sample_ids` (each row's id within its source) it names every
-        row.
+        row. Read it before `release()`, as `sample_ids`.
         """
     @property
     def step(self) -> typing.Optional[builtins.int]:
         r"""
-        The step of the run this batch is (from 0): this rank's k-th batch of an
-        uninterrupted run, counted across epochs (TokenWindows, FixedRecords, Mixture), or
-        the step a `Documents` batch packs; the same on every rank, and numbered on by a
-        resumed run, from `start_step`, past `skip_steps`.
+        The step of the run this batch is (from 0), where the source numbers steps (a
+        `Documents` step); None otherwise.
         """
     @property
     def samples(self) -> builtins.int:
@@ -165,7 +170,8 @@ class Batch:
     @property
     def slot(self) -> builtins.int:
         r"""
-        The device slot the batch occupies.
+        The device slot the batch occupies (0 to device_slots - 1): with fixed views, which
+        slot's view `view()` returns (a CUDA graph per slot: `graphs[batch.slot].replay()`).
         """
     @property
     def released(self) -> builtins.bool:
@@ -187,6 +193,39 @@ class Batch:
         r"""
         Whether `name` is one of the batch's fields.
         """
+    def view(self, field: typing.Optional[builtins.str] = None) -> typing.Any:
+        r"""
+        The batch's view in its slot's fixed view (`Loader(fixed_views=...)`, the
+        CUDA-graph mode): the object the loader's `fixed_views` consumer made for this
+        device slot (`batch.slot`) the first time a batch landed there, returned as it is
+        (no call into the consumer, no DLPack export): the same object, at the same address,
+        every time the slot comes round, so a CUDA graph captured over it replays on every
+        batch of the slot.
+        
+        A short batch (an epoch's last, fewer than batch_size rows; a field shorter than
+        the longest it can be) is not the whole view: it returns `view[:n]`, a new object
+        that narrows the cached view to the batch's rows (the same address; for torch a
+        view sharing its storage). Index a full-size graph input with it as you would
+        pad (or skip the short batch, or use `drop_last=True`).
+        
+        The view holds no lease: read it only between this batch's pop and its release,
+        on the loader's `stream=` (which every pop makes wait for the batch's copy;
+        cpu: this call waits for the copy). A view read after `release()` is a bug of the
+        caller: it shows the slot's next batch (with `poison_released=True`, the poison
+        pattern).
+        
+        Args:
+            field: a batch of fields (a `Documents` step): the name of one of
+                `batch.fields`, whose view is as long as the field can be in a batch
+                (narrowed to this batch's length); None for a batch without fields (its
+                view is `(batch_size, cols)`).
+        
+        Raises:
+            ConfigError: the Loader was made without fixed_views (`e.argument` is
+                "fixed_views").
+            BufferError: the batch was released.
+            KeyError: no such field, or a batch of fields viewed without naming one.
+        """
     def locate(self) -> list[_lineage.Location]:
         r"""
         Where each row came from, in row order (each document piece, for Documents): a list
@@ -196,11 +235,15 @@ class Batch:
         token for Documents) and its length in tokens (records). A token row's bytes are
         `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
         header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
-        on the source's layout: nothing is read, and it works after `release()`.
+        on the source's layout: nothing is read. The rows are copied from the leased slot
+        the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
+        at `release()`: it works after `release()`, though not after a release by the last
+        view's death with none of them called before.
         
         Raises:
             SourceError: a row the source cannot place (not expected: the locator is the
                 loader's own source).
+            BufferError: the batch was released before its rows were read.
         """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
@@ -233,13 +276,19 @@ class Batch:
         Gives the slot back; its reuse waits for the fence, stream-side.
         
         Args:
-            event: None: the slot is fenced on every stream declared to `__dlpack__` (what
-                `torch.from_dlpack` and `cupy.from_dlpack` pass), each from the thread that
-                declared it; with none declared, conservatively (cuda: a context
-                synchronize, with the GIL released). Or an int (a raw CUevent), a
-                torch.cuda.Event, a torch.cuda.Stream, a cupy.cuda.Stream or a
-                cupy.cuda.Event: reuse waits for it as it stands now (and for the declared
-                streams). On the cpu backend only None.
+            event: None: the slot is fenced on every stream the batch is bound to: the
+                Loader's `stream=` (every pop binds its batch to it) and every stream
+                declared to `__dlpack__` (what `torch.from_dlpack` and `cupy.from_dlpack`
+                pass), each from the thread that declared it; bound to none,
+                conservatively (cuda: a context synchronize, with the GIL released). Or an
+                int (a raw CUevent), a torch.cuda.Event, a torch.cuda.Stream, a
+                cupy.cuda.Stream or a cupy.cuda.Event: reuse waits for it as it stands now
+                (and for the bound streams). On the cpu backend only None (the slot is
+                free at once: every read through numpy is done when its call returns).
+        
+        Records events only (no host wait) with the GIL held, when the batch is bound to
+        streams of their own (the Loader's `stream=` a stream object, not 0, 1 or 2);
+        otherwise a release that may block is done with the GIL released.
         
         Idempotent; works from any thread and after the loader is closed.
         
@@ -732,6 +781,25 @@ class Loader:
             pattern (ordered after its release fence), so a view read after its release
             shows out-of-range values instead of the next batch's plausible data. The
             environment variable PINRING_POISON_RELEASED=1 turns it on for every loader.
+        stream: (cuda) the stream your steps run on, declared once: a torch.cuda.Stream
+            (`.cuda_stream`), a cupy.cuda.Stream (`.ptr`), an object of the CUDA stream
+            protocol (`__cuda_stream__`) or a raw CUstream int (0: the default stream).
+            Every pop() makes it wait for its batch's copy, stream-side (the host never
+            blocks), and binds the batch to it; `batch.release()` with no argument fences
+            the slot on it. A loop then looks up no stream per step. Kept alive as long as
+            the loader or a batch of it exists. It must be of the loader's device (else
+            ConfigError). A stream object of its own (torch.cuda.Stream()) releases
+            cheapest: a release fenced on 0, 1 or 2 (the default streams, named relative
+            to the calling thread) is done with the GIL released. None (the default): no
+            stream is declared; cpu: only None.
+        fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
+            `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
+            mode. It is called once per device slot (and field) when a batch first lands
+            in the slot, to view the whole slot (`(batch_size, cols)`; a field: as long
+            as it can be), and `batch.view()` returns that object every time the slot
+            comes round: the same object at the same address, so a graph captured over
+            `batch.view()` replays on every batch of `batch.slot`. cuda: needs `stream=`
+            (the views are read on it; each pop orders its batch there).
     
     Raises:
         ConfigError: an argument is out of range (`e.argument` names it), or a batch does
@@ -828,7 +896,7 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
@@ -891,8 +959,10 @@ class Loader:
         The next batch, in order, across epochs; None once every batch of `epochs` was
         delivered (never with epochs=None).
         
-        Waits with the GIL released, in slices of 30 ms with a signal check between them
-        (Ctrl-C raises KeyboardInterrupt at once).
+        A batch that is ready is taken at once, with the GIL held (with `stream=`, the
+        declared stream is made to wait for it, one stream-side wait). Otherwise it waits
+        with the GIL released, in slices of 30 ms with a signal check between them (Ctrl-C
+        raises KeyboardInterrupt at once).
         
         Args:
             timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);

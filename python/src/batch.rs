@@ -1,21 +1,23 @@
 //! `pinring.Batch`: a leased device slot, exported through DLPack and released with a
 //! fence.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use pinring::{FieldAt, Locate};
+use pinring::{Fence, FieldAt, Fields, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use crate::device::Device;
-use crate::dispatch::{AnyBatch, BatchFacts};
-use crate::dlpack::{export, Shape, SlotView};
+use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
+use crate::dlpack::{export, released_error, Owner, Shape, SlotView};
+use crate::errors::classes::config;
 use crate::errors::from_core::to_py_with;
 use crate::field::PyField;
+use crate::fixed_views::SlotViews;
 use crate::holder::PipelineHolder;
-use crate::lease::BatchCell;
+use crate::lease::{BatchCell, Leased, StreamsBound};
 use crate::lineage::locations;
 use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
@@ -45,41 +47,197 @@ fn u64_array<'py>(py: Python<'py>, values: &[u64], what: &str) -> PyResult<Bound
 /// A DLPack producer: `torch.from_dlpack(batch)`, `numpy.from_dlpack(batch)` (cpu) or
 /// `cupy.from_dlpack(batch)` give a zero-copy view of shape `(samples, cols)`. A batch of
 /// several fields (a `Documents` step) is exported field by field instead:
-/// `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. Release it with
-/// `release(event=...)` once the work reading it is enqueued, leave a `with batch:` block,
-/// or drop every reference to it, to its fields and to the views made from them. A view
-/// read after the release may show the next batch's bytes (with
-/// `Loader(poison_released=True)`, a debug mode, it shows out-of-range values instead).
+/// `torch.from_dlpack(batch["inputs"])`; `batch.fields` names them. With
+/// `Loader(fixed_views=...)`, `batch.view()` returns its slot's view, made once. Release
+/// it with `release(event=...)` (or `release()` with the Loader's `stream=`) once the work
+/// reading it is enqueued, leave a `with batch:` block, or drop every reference to it, to
+/// its fields and to the views made from them. A view read after the release may show the
+/// next batch's bytes (with `Loader(poison_released=True)`, a debug mode, it shows
+/// out-of-range values instead).
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", name = "Batch", frozen)]
 #[derive(Debug)]
 pub struct PyBatch {
     cell: Arc<BatchCell>,
     facts: BatchFacts,
+    /// The rows (ids, lengths, sources), copied from the lease the first time they are
+    /// asked for.
+    rows: OnceLock<RowColumns>,
+    /// The loader's field layout, for a batch of fields.
+    layout: Option<Arc<Fields>>,
+    /// Its slot's fixed views (`Loader(fixed_views=...)`).
+    views: Option<Arc<SlotViews>>,
     row: Row,
+    /// Samples in a full batch (the loader's batch_size): a fixed view's rows.
+    batch_size: usize,
     device: Device,
     /// What places the rows in their files (the pipeline's source).
     locator: Arc<dyn Locate>,
 }
 
+/// What every batch of one loader shares: how its rows look, where they live, and its
+/// field layout.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchShape {
+    /// One sample's shape and type.
+    pub(crate) row: Row,
+    /// Samples in a full batch.
+    pub(crate) batch_size: usize,
+    /// The loader's device.
+    pub(crate) device: Device,
+    /// The field layout, for batches of fields.
+    pub(crate) layout: Option<Arc<Fields>>,
+}
+
+impl BatchShape {
+    /// The fixed views of the slot at `ptr`: the whole slot as `(batch_size, cols)` for
+    /// batches without fields, else each field as long as it can be, in layout order.
+    pub(crate) fn fixed_views(&self, ptr: u64) -> (Option<SlotView>, Vec<SlotView>) {
+        let Some(layout) = &self.layout else {
+            let whole = SlotView {
+                seq: 0,
+                ptr,
+                shape: Shape::Rows {
+                    samples: self.batch_size,
+                    cols: self.row.cols,
+                },
+                dtype: self.row.dtype,
+                device: self.device,
+            };
+            return (Some(whole), Vec::new());
+        };
+        let fields = layout
+            .iter()
+            .map(|f| SlotView {
+                seq: 0,
+                ptr: ptr + f.offset as u64,
+                shape: Shape::Flat {
+                    len: longest(layout, f),
+                },
+                dtype: f.dtype,
+                device: self.device,
+            })
+            .collect();
+        (None, fields)
+    }
+}
+
+/// The longest `field` of `layout` can be in a batch: its fixed view's length. An array's
+/// `max_len`; a view's room in its array (`max_len`) less what it leaves off the array's
+/// end (`inputs` of `tokens` is one shorter than `tokens`, so one shorter than its room).
+fn longest(layout: &Fields, field: &pinring::Field) -> usize {
+    let Some(base) = field.view_of.as_deref().and_then(|of| layout.get(of)) else {
+        return field.max_len;
+    };
+    // A batch's extent is at most what the array holds: base.max_len + base.less.
+    let extent = base.max_len as u64 + base.less;
+    let longest = usize::try_from(extent.saturating_sub(field.less)).unwrap_or(usize::MAX);
+    longest.min(field.max_len)
+}
+
+/// A release that failed: the batch, to lease again, and why.
+type Refused = (Leased, pinring::Error);
+
+/// Releases `leased` with `fence`: on cpu with `Fence::Sync` (the Python layer binds no
+/// cpu stream, and every read through numpy is done when its call returns); on cuda
+/// fenced on the bound streams (no fence named) or on the fence named, and on the bound
+/// streams with it. A cuda batch bound to no stream and released with no fence is dropped:
+/// fenced conservatively (a context synchronize: call this without the GIL then).
+fn release_leased(leased: Leased, fence: FenceArg) -> Result<(), Box<Refused>> {
+    let streams = leased.streams;
+    let refused = |batch: AnyBatch, error| Box::new((Leased { batch, streams }, error));
+    match (leased.batch, fence) {
+        (AnyBatch::Cpu(batch), _) => batch
+            .release(Fence::Sync)
+            .map_err(|e| refused(AnyBatch::Cpu(e.batch), e.error)),
+        (AnyBatch::Cuda(batch), FenceArg::Default) if streams.release_may_block(false) => {
+            drop(batch);
+            Ok(())
+        }
+        (AnyBatch::Cuda(batch), FenceArg::Default) => batch
+            .release(Fence::Bound)
+            .map_err(|e| refused(AnyBatch::Cuda(e.batch), e.error)),
+        (AnyBatch::Cuda(batch), fence) => fence.release(batch).map_err(|e| {
+            let e = *e;
+            refused(AnyBatch::Cuda(e.batch), e.error)
+        }),
+    }
+}
+
 impl PyBatch {
-    /// Wraps a freshly popped batch of the pipeline `pipeline` holds.
+    /// Wraps a freshly popped batch (bound to the streams `streams` counts) of the
+    /// pipeline `pipeline` holds; `views` are its slot's fixed views, if the loader has
+    /// them.
     pub(crate) fn new(
         batch: AnyBatch,
-        row: Row,
-        device: Device,
+        streams: StreamsBound,
+        shape: &BatchShape,
         pipeline: Arc<PipelineHolder>,
+        views: Option<Arc<SlotViews>>,
     ) -> Self {
+        let locator = pipeline.locator().clone();
         PyBatch {
             facts: batch.facts(),
-            locator: pipeline.locator().clone(),
-            cell: Arc::new(BatchCell::new(batch, pipeline)),
-            row,
-            device,
+            cell: Arc::new(BatchCell::new(batch, streams, pipeline)),
+            rows: OnceLock::new(),
+            locator,
+            layout: shape.layout.clone(),
+            views,
+            row: shape.row,
+            batch_size: shape.batch_size,
+            device: shape.device,
         }
     }
 
-    fn view(&self) -> SlotView {
+    /// The batch's rows: copied from the lease the first time (BufferError if the batch was
+    /// released before that).
+    fn rows(&self, py: Python<'_>, what: &str) -> PyResult<&RowColumns> {
+        if let Some(rows) = self.rows.get() {
+            return Ok(rows);
+        }
+        let copied = match self.cell.lock_attached(py).as_ref() {
+            Some(leased) => leased.batch.rows(),
+            None => {
+                return Err(PyBufferError::new_err(format!(
+                    "batch {} was released before its {what} were read: they are read from \
+                     the leased slot's bookkeeping (copied once, when first asked for); read \
+                     them before release()",
+                    self.facts.seq
+                )))
+            }
+        };
+        Ok(self.rows.get_or_init(|| copied))
+    }
+
+    /// Whether the batch is still leased; on cpu, also waits (host-side, without the GIL)
+    /// for its copy, as a cpu export does.
+    fn ready_for_view(&self, py: Python<'_>) -> bool {
+        if self.device != Device::Cpu {
+            return self.cell.lock_attached(py).is_some();
+        }
+        let cell = &self.cell;
+        py.detach(|| match cell.lock().as_ref().map(|l| &l.batch) {
+            Some(AnyBatch::Cpu(b)) => {
+                let _ = b.bytes();
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// `view`, narrowed to its first `len` elements (rows) when it has more.
+    fn narrowed(py: Python<'_>, view: &Py<PyAny>, len: usize, room: usize) -> PyResult<Py<PyAny>> {
+        if len >= room {
+            return Ok(view.clone_ref(py));
+        }
+        let len = isize::try_from(len).unwrap_or(isize::MAX);
+        Ok(view
+            .bind(py)
+            .get_item(PySlice::new(py, 0, len, 1))?
+            .unbind())
+    }
+
+    fn whole_view(&self) -> SlotView {
         SlotView {
             seq: self.facts.seq,
             ptr: self.facts.ptr,
@@ -90,6 +248,23 @@ impl PyBatch {
             dtype: self.row.dtype,
             device: self.device,
         }
+    }
+
+    /// The field `name` of this batch: its place in the layout and where it lies in the
+    /// slot, with its length in this batch.
+    fn field(&self, name: &str) -> Option<(usize, &pinring::Field, FieldAt)> {
+        let (i, field) = self
+            .layout
+            .as_ref()?
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.name == name)?;
+        let at = FieldAt {
+            dtype: field.dtype,
+            offset: field.offset,
+            len: field.len(&self.facts.dims),
+        };
+        Some((i, field, at))
     }
 
     /// The view of the field `at` of this batch: its elements inside the slot.
@@ -103,14 +278,23 @@ impl PyBatch {
         }
     }
 
+    /// Whether the batch has fields.
+    fn has_fields(&self) -> bool {
+        self.layout.as_ref().is_some_and(|l| !l.is_empty())
+    }
+
     /// The names of the batch's fields, in layout order.
     fn field_names(&self) -> Vec<&str> {
-        self.facts.fields.iter().map(|(n, _)| n.as_str()).collect()
+        self.layout
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|f| f.name.as_str())
+            .collect()
     }
 
     /// The error for a name that is no field of this batch.
     fn no_such_field(&self, name: &str) -> PyErr {
-        if self.facts.fields.is_empty() {
+        if !self.has_fields() {
             PyKeyError::new_err(format!(
                 "{name:?}: batch {} has no fields (a TokenWindows or FixedRecords batch is one \
                  array: torch.from_dlpack(batch))",
@@ -153,8 +337,11 @@ impl PyBatch {
     /// grid windows, and the same id can come more than once in an epoch.
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64]", imports = ("numpy", "numpy.typing")))]
+    ///
+    /// Read them before `release()`: they come from the leased slot's bookkeeping, copied
+    /// the first time they are asked for (asked first after the release: BufferError).
     fn sample_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        u64_array(py, &self.facts.ids, "Batch.sample_ids")
+        u64_array(py, &self.rows(py, "sample_ids")?.ids, "Batch.sample_ids")
     }
 
     /// The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
@@ -176,21 +363,92 @@ impl PyBatch {
     ///     KeyError: the batch has no field of that name (the message lists its fields).
     fn __getitem__(slf: Bound<'_, Self>, name: &str) -> PyResult<PyField> {
         let batch = slf.get();
-        let Some((name, at)) = batch.facts.fields.iter().find(|(n, _)| n == name) else {
+        let Some((_, field, at)) = batch.field(name) else {
             return Err(batch.no_such_field(name));
         };
         Ok(PyField::new(
             slf.clone().into_any().unbind(),
             batch.cell.clone(),
-            name.clone(),
-            *at,
-            batch.field_view(at),
+            field.name.clone(),
+            at,
+            batch.field_view(&at),
         ))
     }
 
     /// Whether `name` is one of the batch's fields.
     fn __contains__(&self, name: &str) -> bool {
-        self.facts.fields.iter().any(|(n, _)| n == name)
+        self.field(name).is_some()
+    }
+
+    /// The batch's view in its slot's fixed view (`Loader(fixed_views=...)`, the
+    /// CUDA-graph mode): the object the loader's `fixed_views` consumer made for this
+    /// device slot (`batch.slot`) the first time a batch landed there, returned as it is
+    /// (no call into the consumer, no DLPack export): the same object, at the same address,
+    /// every time the slot comes round, so a CUDA graph captured over it replays on every
+    /// batch of the slot.
+    ///
+    /// A short batch (an epoch's last, fewer than batch_size rows; a field shorter than
+    /// the longest it can be) is not the whole view: it returns `view[:n]`, a new object
+    /// that narrows the cached view to the batch's rows (the same address; for torch a
+    /// view sharing its storage). Index a full-size graph input with it as you would
+    /// pad (or skip the short batch, or use `drop_last=True`).
+    ///
+    /// The view holds no lease: read it only between this batch's pop and its release,
+    /// on the loader's `stream=` (which every pop makes wait for the batch's copy;
+    /// cpu: this call waits for the copy). A view read after `release()` is a bug of the
+    /// caller: it shows the slot's next batch (with `poison_released=True`, the poison
+    /// pattern).
+    ///
+    /// Args:
+    ///     field: a batch of fields (a `Documents` step): the name of one of
+    ///         `batch.fields`, whose view is as long as the field can be in a batch
+    ///         (narrowed to this batch's length); None for a batch without fields (its
+    ///         view is `(batch_size, cols)`).
+    ///
+    /// Raises:
+    ///     ConfigError: the Loader was made without fixed_views (`e.argument` is
+    ///         "fixed_views").
+    ///     BufferError: the batch was released.
+    ///     KeyError: no such field, or a batch of fields viewed without naming one.
+    #[pyo3(signature = (field = None))]
+    #[gen_stub(override_return_type(type_repr = "typing.Any", imports = ("typing",)))]
+    fn view(&self, py: Python<'_>, field: Option<&str>) -> PyResult<Py<PyAny>> {
+        let Some(views) = &self.views else {
+            return Err(config(
+                py,
+                "fixed_views",
+                "batch.view() returns the loader's fixed views: make the Loader with \
+                 fixed_views=torch.from_dlpack (or another DLPack consumer); without them, \
+                 view a batch with torch.from_dlpack(batch)",
+            ));
+        };
+        if !self.ready_for_view(py) {
+            return Err(released_error(self.facts.seq));
+        }
+        match (field, &views.whole) {
+            (None, Some(whole)) => Self::narrowed(py, whole, self.facts.samples, self.batch_size),
+            (None, None) => Err(PyKeyError::new_err(format!(
+                "batch {} holds several fields ({}): view one of them, e.g. \
+                 batch.view(\"{}\")",
+                self.facts.seq,
+                self.field_names().join(", "),
+                self.field_names().first().copied().unwrap_or("")
+            ))),
+            (Some(name), _) => {
+                let Some((i, field, at)) = self.field(name) else {
+                    return Err(self.no_such_field(name));
+                };
+                let view = views
+                    .fields
+                    .get(i)
+                    .ok_or_else(|| self.no_such_field(name))?;
+                let layout = self
+                    .layout
+                    .as_deref()
+                    .ok_or_else(|| self.no_such_field(name))?;
+                Self::narrowed(py, view, at.len, longest(layout, field))
+            }
+        }
     }
 
     /// The longest row of the batch, as a host int: for a `Documents` step, the longest
@@ -199,7 +457,7 @@ impl PyBatch {
     /// records).
     #[getter]
     fn max_seqlen(&self) -> Option<u32> {
-        self.facts.row_lens.iter().copied().max().filter(|&m| m > 0)
+        self.facts.max_row_len
     }
 
     /// Each document's id, one per document piece of the step in `cu_seqlens` order, as a
@@ -208,24 +466,23 @@ impl PyBatch {
     /// size. None for a batch without fields (windows, records: see `sample_ids`).
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64] | None", imports = ("numpy", "numpy.typing")))]
+    ///
+    /// Read them before `release()`, as `sample_ids`.
     fn doc_ids<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if self.facts.fields.is_empty() {
+        if !self.has_fields() {
             return Ok(None);
         }
-        u64_array(py, &self.facts.ids, "Batch.doc_ids").map(Some)
+        u64_array(py, &self.rows(py, "doc_ids")?.ids, "Batch.doc_ids").map(Some)
     }
 
     /// Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
     /// its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
     /// single source. With `sample_ids` (each row's id within its source) it names every
-    /// row.
+    /// row. Read it before `release()`, as `sample_ids`.
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint16]", imports = ("numpy", "numpy.typing")))]
     fn sources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let bytes: Vec<u8> = self
-            .facts
-            .sources
-            .iter()
+        let bytes: Vec<u8> = (self.rows(py, "sources")?.sources.iter())
             .flat_map(|v| v.to_le_bytes())
             .collect();
         numpy_array(py, &bytes, "<u2", "Batch.sources")
@@ -238,20 +495,22 @@ impl PyBatch {
     /// token for Documents) and its length in tokens (records). A token row's bytes are
     /// `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
     /// header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
-    /// on the source's layout: nothing is read, and it works after `release()`.
+    /// on the source's layout: nothing is read. The rows are copied from the leased slot
+    /// the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
+    /// at `release()`: it works after `release()`, though not after a release by the last
+    /// view's death with none of them called before.
     ///
     /// Raises:
     ///     SourceError: a row the source cannot place (not expected: the locator is the
     ///         loader's own source).
+    ///     BufferError: the batch was released before its rows were read.
     #[gen_stub(override_return_type(type_repr = "list[_lineage.Location]", imports = ("pinring._lineage",)))]
     fn locate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        locations(py, &*self.locator, &self.facts)
+        locations(py, &*self.locator, self.rows(py, "rows")?)
     }
 
-    /// The step of the run this batch is (from 0): this rank's k-th batch of an
-    /// uninterrupted run, counted across epochs (TokenWindows, FixedRecords, Mixture), or
-    /// the step a `Documents` batch packs; the same on every rank, and numbered on by a
-    /// resumed run, from `start_step`, past `skip_steps`.
+    /// The step of the run this batch is (from 0), where the source numbers steps (a
+    /// `Documents` step); None otherwise.
     #[getter]
     fn step(&self) -> Option<u64> {
         self.facts.step
@@ -298,7 +557,8 @@ impl PyBatch {
         self.facts.ptr
     }
 
-    /// The device slot the batch occupies.
+    /// The device slot the batch occupies (0 to device_slots - 1): with fixed views, which
+    /// slot's view `view()` returns (a CUDA graph per slot: `graphs[batch.slot].replay()`).
     #[getter]
     fn slot(&self) -> usize {
         self.facts.slot
@@ -344,7 +604,7 @@ impl PyBatch {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        if !self.facts.fields.is_empty() {
+        if self.has_fields() {
             return Err(PyBufferError::new_err(format!(
                 "batch {} holds several fields ({}): export one of them, e.g. \
                  torch.from_dlpack(batch[\"{}\"])",
@@ -355,8 +615,8 @@ impl PyBatch {
         }
         export(
             py,
-            &self.cell,
-            self.view(),
+            Owner::Lease(&self.cell),
+            self.whole_view(),
             stream,
             max_version,
             dl_device,
@@ -367,13 +627,19 @@ impl PyBatch {
     /// Gives the slot back; its reuse waits for the fence, stream-side.
     ///
     /// Args:
-    ///     event: None: the slot is fenced on every stream declared to `__dlpack__` (what
-    ///         `torch.from_dlpack` and `cupy.from_dlpack` pass), each from the thread that
-    ///         declared it; with none declared, conservatively (cuda: a context
-    ///         synchronize, with the GIL released). Or an int (a raw CUevent), a
-    ///         torch.cuda.Event, a torch.cuda.Stream, a cupy.cuda.Stream or a
-    ///         cupy.cuda.Event: reuse waits for it as it stands now (and for the declared
-    ///         streams). On the cpu backend only None.
+    ///     event: None: the slot is fenced on every stream the batch is bound to: the
+    ///         Loader's `stream=` (every pop binds its batch to it) and every stream
+    ///         declared to `__dlpack__` (what `torch.from_dlpack` and `cupy.from_dlpack`
+    ///         pass), each from the thread that declared it; bound to none,
+    ///         conservatively (cuda: a context synchronize, with the GIL released). Or an
+    ///         int (a raw CUevent), a torch.cuda.Event, a torch.cuda.Stream, a
+    ///         cupy.cuda.Stream or a cupy.cuda.Event: reuse waits for it as it stands now
+    ///         (and for the bound streams). On the cpu backend only None (the slot is
+    ///         free at once: every read through numpy is done when its call returns).
+    ///
+    /// Records events only (no host wait) with the GIL held, when the batch is bound to
+    /// streams of their own (the Loader's `stream=` a stream object, not 0, 1 or 2);
+    /// otherwise a release that may block is done with the GIL released.
     ///
     /// Idempotent; works from any thread and after the loader is closed.
     ///
@@ -398,41 +664,53 @@ impl PyBatch {
                 form.name()
             )));
         }
-        if self.released(py) {
-            // Idempotent: nothing to fence, and nothing is recorded on the caller's stream.
-            return Ok(());
-        }
         let mut keep = Vec::new();
         let fence = resolve(&form, &mut keep)?;
+        let named = !matches!(fence, FenceArg::Default);
         let cell = &self.cell;
-        // Without the GIL: an unbound batch's release may synchronize (cuda).
-        let failed = py.detach(|| {
-            let mut lease = cell.lock();
-            match (lease.take(), fence) {
-                (None, _) => None,
-                (Some(batch), FenceArg::Default) => {
-                    drop(lease);
-                    drop(batch);
-                    None
-                }
-                (Some(AnyBatch::Cuda(batch)), fence) => match fence.release(batch) {
-                    Ok(()) => None,
-                    Err(e) => {
-                        let e = *e;
-                        *lease = Some(AnyBatch::Cuda(e.batch));
-                        Some(e.error)
-                    }
-                },
-                // A CUDA fence on a cpu batch was refused above.
-                (Some(batch), _) => {
-                    drop(lease);
-                    drop(batch);
-                    None
+        let refused = {
+            // The common case, with the GIL held: under one hold of the lease, a release
+            // that records events only (or, on cpu, none).
+            let mut lease = cell.lock_attached(py);
+            let taken = lease.take();
+            if let Some(leased) = &taken {
+                // The rows, kept past the release (`sample_ids`, `sources`, `locate()` after
+                // a step: what a loss spike's trace asks for), unless already read.
+                if self.facts.rows > 0 && self.rows.get().is_none() {
+                    let _ = self.rows.set(leased.batch.rows());
                 }
             }
-        });
+            match taken {
+                // Idempotent: nothing to fence, and nothing is recorded on the caller's
+                // stream.
+                None => return Ok(()),
+                Some(leased)
+                    if self.device == Device::Cpu || !leased.streams.release_may_block(named) =>
+                {
+                    release_leased(leased, fence).err().map(|refused| {
+                        let (leased, error) = *refused;
+                        *lease = Some(leased);
+                        error
+                    })
+                }
+                Some(leased) => {
+                    // It may block (a context synchronize): again, without the GIL.
+                    *lease = Some(leased);
+                    drop(lease);
+                    py.detach(|| {
+                        let mut lease = cell.lock();
+                        let leased = lease.take()?;
+                        release_leased(leased, fence).err().map(|refused| {
+                            let (leased, error) = *refused;
+                            *lease = Some(leased);
+                            error
+                        })
+                    })
+                }
+            }
+        };
         drop(keep);
-        match failed {
+        match refused {
             None => Ok(()),
             Some(error) => {
                 let context = format!(
@@ -466,7 +744,7 @@ impl PyBatch {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let released = if self.released(py) { " released" } else { "" };
-        if !self.facts.fields.is_empty() {
+        if self.has_fields() {
             let step = self
                 .facts
                 .step
@@ -476,7 +754,7 @@ impl PyBatch {
                 self.facts.seq,
                 self.facts.epoch,
                 self.field_names().join(", "),
-                self.facts.ids.len(),
+                self.facts.rows,
                 self.device.name(),
             );
         }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use pinring::{Backend, Batch, Cpu, Cuda, FieldAt, Pipeline, Stats, StopHandle};
+use pinring::{Backend, Batch, Cpu, Cuda, Pipeline, Stats, StopHandle, TryPop, MAX_DIMS};
 
 /// A pipeline of either backend.
 #[derive(Debug)]
@@ -20,6 +20,25 @@ impl AnyPipeline {
         Ok(match self {
             AnyPipeline::Cpu(p) => p.pop_for(timeout)?.map(AnyBatch::Cpu),
             AnyPipeline::Cuda(p) => p.pop_for(timeout)?.map(AnyBatch::Cuda),
+        })
+    }
+
+    /// [`Pipeline::try_pop`]: the next batch if it is ready (`Ok(Some(Some(_)))`), the end
+    /// (`Ok(Some(None))`), or `Ok(None)` when the caller must wait; never blocks.
+    pub(crate) fn try_pop(&mut self) -> pinring::Result<Option<Option<AnyBatch>>> {
+        fn taken<B: Backend>(
+            popped: TryPop<B>,
+            wrap: fn(Batch<B>) -> AnyBatch,
+        ) -> Option<Option<AnyBatch>> {
+            match popped {
+                TryPop::Batch(b) => Some(Some(wrap(b))),
+                TryPop::End => Some(None),
+                TryPop::NotReady => None,
+            }
+        }
+        Ok(match self {
+            AnyPipeline::Cpu(p) => taken(p.try_pop()?, AnyBatch::Cpu),
+            AnyPipeline::Cuda(p) => taken(p.try_pop()?, AnyBatch::Cuda),
         })
     }
 
@@ -76,7 +95,8 @@ pub(crate) enum AnyBatch {
     Cuda(Batch<Cuda>),
 }
 
-/// What a batch says about itself, read once when it is popped.
+/// What a batch says about itself, read once when it is popped: plain numbers, no
+/// allocation (its ids are read from the lease when asked, see `Batch.sample_ids`).
 #[derive(Debug)]
 pub(crate) struct BatchFacts {
     /// [`Batch::seq`].
@@ -89,38 +109,30 @@ pub(crate) struct BatchFacts {
     pub(crate) ptr: u64,
     /// [`Batch::epoch`].
     pub(crate) epoch: u64,
-    /// [`Batch::sample_ids`]: one per row (a sample, or a packed document).
-    pub(crate) ids: Box<[u64]>,
-    /// [`Batch::row_lens`]: each row's length where the source says it (a packed
-    /// document's tokens in the batch), else 0.
-    pub(crate) row_lens: Box<[u32]>,
-    /// [`Batch::row_sources`]: each row's source in a mixture, else 0.
-    pub(crate) sources: Box<[u16]>,
+    /// Rows the batch describes: its [`Batch::sample_ids`] (a sample, or a packed
+    /// document, each).
+    pub(crate) rows: usize,
+    /// The longest of [`Batch::row_lens`] where the source gives lengths (a packed
+    /// document's tokens in the batch); `None` where it gives none.
+    pub(crate) max_row_len: Option<u32>,
     /// [`Batch::step`].
     pub(crate) step: Option<u64>,
-    /// Each field of the batch ([`Batch::field`]), in layout order; empty without fields.
-    pub(crate) fields: Box<[(String, FieldAt)]>,
+    /// [`Batch::dims`]: the extents its fields' lengths come from.
+    pub(crate) dims: [u64; MAX_DIMS],
 }
 
 /// What `batch` says about itself, with its slot's address as a number.
 fn facts<B: Backend>(b: &Batch<B>, ptr: u64) -> BatchFacts {
-    let fields = b.fields().map_or_else(Vec::new, |layout| {
-        layout
-            .iter()
-            .filter_map(|f| Some((f.name.clone(), b.field(&f.name)?)))
-            .collect()
-    });
     BatchFacts {
         seq: b.seq(),
         samples: b.samples(),
         slot: b.slot(),
         ptr,
         epoch: b.epoch(),
-        ids: b.sample_ids().into(),
-        row_lens: b.row_lens().into(),
-        sources: b.row_sources().into(),
+        rows: b.sample_ids().len(),
+        max_row_len: b.row_lens().iter().copied().max().filter(|&m| m > 0),
         step: b.step(),
-        fields: fields.into(),
+        dims: b.dims(),
     }
 }
 
@@ -141,11 +153,54 @@ impl AnyBatch {
         }
     }
 
-    /// Everything the Python object shows without touching the lease again.
+    /// The device slot and its address (a host pointer on cpu, a `CUdeviceptr` on cuda).
+    pub(crate) fn slot_and_ptr(&self) -> (usize, u64) {
+        match self {
+            AnyBatch::Cpu(b) => (b.slot(), b.device_ptr().as_ptr() as usize as u64),
+            AnyBatch::Cuda(b) => (b.slot(), b.device_ptr()),
+        }
+    }
+
+    /// The batch's rows, copied: [`Batch::sample_ids`], [`Batch::row_lens`],
+    /// [`Batch::row_sources`].
+    pub(crate) fn rows(&self) -> RowColumns {
+        fn of<B: Backend>(b: &Batch<B>) -> RowColumns {
+            RowColumns {
+                ids: b.sample_ids().into(),
+                lens: b.row_lens().into(),
+                sources: b.row_sources().into(),
+            }
+        }
+        match self {
+            AnyBatch::Cpu(b) => of(b),
+            AnyBatch::Cuda(b) => of(b),
+        }
+    }
+
+    /// [`Batch::fields`], copied (once per loader).
+    pub(crate) fn fields(&self) -> Option<pinring::Fields> {
+        match self {
+            AnyBatch::Cpu(b) => b.fields().cloned(),
+            AnyBatch::Cuda(b) => b.fields().cloned(),
+        }
+    }
+
+    /// What the Python object shows without touching the lease again.
     pub(crate) fn facts(&self) -> BatchFacts {
         match self {
             AnyBatch::Cpu(b) => facts(b, b.device_ptr().as_ptr() as usize as u64),
             AnyBatch::Cuda(b) => facts(b, b.device_ptr()),
         }
     }
+}
+
+/// A batch's rows in three columns, copied out of the leased slot's bookkeeping.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowColumns {
+    /// Each row's id within its source.
+    pub(crate) ids: Box<[u64]>,
+    /// Each row's length where the source says it, else 0.
+    pub(crate) lens: Box<[u32]>,
+    /// Each row's source in a mixture, else 0.
+    pub(crate) sources: Box<[u16]>,
 }

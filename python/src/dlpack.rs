@@ -21,7 +21,8 @@ use pinring::{CuStream, Dtype};
 use crate::device::Device;
 use crate::dispatch::AnyBatch;
 use crate::errors::from_core::to_py_with;
-use crate::lease::BatchCell;
+use crate::holder::PipelineHolder;
+use crate::lease::{BatchCell, Leased};
 use crate::source::dtype;
 
 /// The shape of what an export views.
@@ -74,18 +75,34 @@ pub(crate) fn released_error(seq: u64) -> PyErr {
 }
 
 // The DLPack contract of the `finish` calls in `Export`: `data` is the address of the view's
-// first element inside the leased slot, and the slot holds the elements the shape and strides
+// first element inside the slot, and the slot holds the elements the shape and strides
 // describe from there, of `dtype` (the batch's bytes: `samples × cols` row-major, or a
-// field's `len` contiguous elements, which the field's layout keeps inside the slot). The managed tensor's context is an `Arc` of the cell, which keeps the
-// pipeline (and so the slot's memory) alive until the consumer calls the deleter, and keeps
-// the slot leased unless the caller releases it explicitly (then the caller's fence orders
-// reuse after its reads). No flag is asserted.
+// field's `len` contiguous elements, which the field's layout keeps inside the slot; a fixed
+// view's `batch_size × cols`, or a field's longest, which the slot is sized for). The
+// managed tensor's context is an `Arc` of the cell, which keeps the pipeline (and so the
+// slot's memory) alive until the consumer calls the deleter, and keeps the slot leased
+// unless the caller releases it explicitly (then the caller's fence orders reuse after its
+// reads); or, for a fixed view, an `Arc` of the pipeline's holder, which keeps the slot's
+// memory alive (what the view shows is then the batch of the slot's current lease, by the
+// lease and fence rules the docs of `Batch.view` state). No flag is asserted.
+
+/// What an export's capsule holds on to, and so what it waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Owner<'a> {
+    /// A batch's lease: every capsule shares it (the slot stays leased while one lives),
+    /// and the export waits for the batch's copy as the request asks.
+    Lease(&'a Arc<BatchCell>),
+    /// A fixed view of a device slot (`Loader(fixed_views=...)`): the capsule keeps the
+    /// slot's memory alive but holds no lease, and the export waits for nothing (it is
+    /// made once per slot; each `pop` orders its batch on the declared stream).
+    Slot(&'a Arc<PipelineHolder>),
+}
 
 /// One `__dlpack__` call.
 #[derive(Debug)]
 pub(crate) struct Export<'a> {
-    /// The lease every capsule shares.
-    pub(crate) cell: &'a Arc<BatchCell>,
+    /// What the capsule holds on to.
+    pub(crate) owner: Owner<'a>,
     /// What the capsule views.
     pub(crate) view: SlotView,
     /// The version a versioned capsule declares: 1.x with x no higher than the consumer's
@@ -97,6 +114,11 @@ impl Export<'_> {
     /// Makes the bytes ready for the consumer of an export, per the request's stream.
     fn prepare(&self, py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
         let seq = self.view.seq;
+        let cell = match self.owner {
+            // A fixed view: nothing to wait for now, whatever stream the consumer names.
+            Owner::Slot(_) => return Ok(()),
+            Owner::Lease(cell) => cell,
+        };
         match self.view.device {
             Device::Cpu => {
                 if let Some(stream) = request.stream() {
@@ -108,10 +130,10 @@ impl Export<'_> {
                         )));
                     }
                 }
-                let cell = self.cell.clone();
+                let cell = cell.clone();
                 // A host wait on READY (the cpu backend's copy runs on its own thread):
                 // without the GIL, since it may take as long as the copy.
-                let ready = py.detach(move || match &*cell.lock() {
+                let ready = py.detach(move || match cell.lock().as_ref().map(|l| &l.batch) {
                     Some(AnyBatch::Cpu(b)) => {
                         let _ = b.bytes();
                         true
@@ -140,15 +162,19 @@ impl Export<'_> {
                     }
                 };
                 let Some(stream) = stream else {
-                    let leased = self.cell.lock_attached(py).is_some();
+                    let leased = cell.lock_attached(py).is_some();
                     return if leased {
                         Ok(())
                     } else {
                         Err(released_error(seq))
                     };
                 };
-                let mut lease = self.cell.lock_attached(py);
-                let Some(AnyBatch::Cuda(batch)) = lease.as_mut() else {
+                let mut lease = cell.lock_attached(py);
+                let Some(Leased {
+                    batch: AnyBatch::Cuda(batch),
+                    streams,
+                }) = lease.as_mut()
+                else {
                     return Err(released_error(seq));
                 };
                 // Stream-side: cuStreamWaitEvent(stream, READY(slot)); no host block. The
@@ -156,22 +182,28 @@ impl Export<'_> {
                 // fences the slot on all of them.
                 batch
                     .wait_on(&stream)
-                    .map_err(|e| to_py_with(py, e, &format!("__dlpack__ of batch {seq}")))
+                    .map_err(|e| to_py_with(py, e, &format!("__dlpack__ of batch {seq}")))?;
+                streams.bind(stream.raw() as usize);
+                Ok(())
             }
         }
     }
 
     /// A fresh, unfinished managed tensor of ABI `M` and rank `N` viewing the slot with
-    /// `shape` and `strides` (in elements), owning a reference to the cell.
+    /// `shape` and `strides` (in elements), owning a reference to the cell (or, for a
+    /// fixed view, to the pipeline).
     fn initialized<M: ManagedTensorBase, const N: usize>(
         &self,
         shape: [i64; N],
         strides: [i64; N],
     ) -> PyResult<fixed::Initialized<M, N>> {
         let view = self.view;
-        let mut tensor = Fixed::new(shape, strides)
-            .initialize_as::<M>(self.cell.clone())
-            .map_err(|e| PyBufferError::new_err(e.to_string()))?;
+        let metadata = Fixed::new(shape, strides);
+        let mut tensor = match self.owner {
+            Owner::Lease(cell) => metadata.initialize_as::<M>(cell.clone()),
+            Owner::Slot(holder) => metadata.initialize_as::<M>(holder.clone()),
+        }
+        .map_err(|e| PyBufferError::new_err(e.to_string()))?;
         tensor
             .set_data(view.ptr as usize as *mut c_void)
             .set_dtype(dtype::dlpack(view.dtype))
@@ -219,8 +251,9 @@ impl DlpackExporter for Export<'_> {
         Ok(match self.extents()? {
             Extents::Two(shape, strides) => {
                 let tensor = self.initialized::<DLManagedTensor, 2>(shape, strides)?;
-                // SAFETY: see the note above `Export`: the descriptor views the leased slot,
-                // and its context keeps the slot's memory alive until the deleter runs.
+                // SAFETY: see the note above `Export`: the descriptor views the slot (leased,
+                // or a fixed view), and its context keeps the slot's memory alive until the
+                // deleter runs.
                 unsafe { tensor.finish() }
             }
             Extents::One(shape, strides) => {
@@ -250,12 +283,13 @@ impl DlpackExporter for Export<'_> {
     }
 }
 
-/// `__dlpack__` of a batch or a field: a capsule viewing `view`, sharing `cell`'s lease,
-/// after the stream-side wait (or, on cpu, the host wait) the request asks for.
+/// `__dlpack__` of a batch or a field (a capsule viewing `view`, sharing the lease of
+/// `owner`, after the stream-side wait, or on cpu the host wait, the request asks for), or
+/// of a fixed view (a capsule keeping the slot's memory alive, no wait).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn export<'py>(
     py: Python<'py>,
-    cell: &Arc<BatchCell>,
+    owner: Owner<'_>,
     view: SlotView,
     stream: Option<Bound<'py, PyAny>>,
     max_version: Option<(u32, u32)>,
@@ -269,7 +303,7 @@ pub(crate) fn export<'py>(
     };
     let request = ExportRequest::parse(stream.as_ref(), max_version, dl_device, copy)?;
     let export = Export {
-        cell,
+        owner,
         view,
         version: DLPackVersion {
             major: current.major,

@@ -9,7 +9,7 @@ use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::FieldAt;
 
-use crate::dlpack::{export, SlotView};
+use crate::dlpack::{export, Owner, SlotView};
 use crate::lease::BatchCell;
 
 /// One field of a batch: `batch["inputs"]`, `batch["targets"]`, `batch["cu_seqlens"]`...
@@ -140,7 +140,7 @@ impl PyField {
     ) -> PyResult<Py<PyAny>> {
         export(
             py,
-            &self.cell,
+            Owner::Lease(&self.cell),
             self.view,
             stream,
             max_version,

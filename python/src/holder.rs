@@ -1,7 +1,7 @@
 //! The running pipeline, shared by the loader and every batch popped from it (and every
 //! view of those), with the source it runs and the position it has delivered up to.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
@@ -37,11 +37,22 @@ pub(crate) struct PipelineHolder {
     running: Mutex<Running>,
     /// What places the batches' rows in their files (the same whatever the weights).
     locator: Arc<dyn Locate>,
+    /// The object of the Loader's `stream=`, which keeps the declared stream alive while
+    /// the pipeline waits on it and batches bound to it record their fences on it (a cupy
+    /// stream is destroyed with its object). Declared after `running`: dropped after the
+    /// pipeline, and after every batch, whose cells hold this holder.
+    _stream: Option<Py<PyAny>>,
 }
 
 impl PipelineHolder {
-    /// A holder of `pipeline`, running `spec` from `from`.
-    pub(crate) fn new(pipeline: AnyPipeline, spec: Spec, from: Option<SourceState>) -> Self {
+    /// A holder of `pipeline`, running `spec` from `from`, whose declared stream (if any)
+    /// the object `stream` keeps alive.
+    pub(crate) fn new(
+        pipeline: AnyPipeline,
+        spec: Spec,
+        from: Option<SourceState>,
+        stream: Option<Py<PyAny>>,
+    ) -> Self {
         PipelineHolder {
             locator: spec.locator(),
             running: Mutex::new(Running {
@@ -52,6 +63,17 @@ impl PipelineHolder {
                     ..Position::default()
                 },
             }),
+            _stream: stream,
+        }
+    }
+
+    /// The lock if it is free now (a `pop` that finds its batch ready takes it this way,
+    /// without releasing the GIL); `None` when another thread holds it.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Running>> {
+        match self.running.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 

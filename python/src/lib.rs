@@ -7,7 +7,9 @@
 //! - [`batch`]: `Batch`, a leased slot; [`field`]: `Field`, one named array of a batch of
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
-//!   duck-typed from torch or cupy objects;
+//!   duck-typed from torch or cupy objects, and [`declared_stream`] the stream
+//!   `Loader(stream=...)` declares; [`fixed_views`]: the per-slot views of
+//!   `Loader(fixed_views=...)` that `Batch.view()` returns (the CUDA-graph mode);
 //! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents`, `Mixture` and what they
 //!   share; [`position`]: where a loader's delivered batches leave its run; [`lineage`]:
 //!   `Batch.locate()`;
@@ -28,11 +30,13 @@ use pyo3::prelude::*;
 
 mod args;
 mod batch;
+mod declared_stream;
 mod device;
 mod dispatch;
 mod dlpack;
 mod errors;
 mod field;
+mod fixed_views;
 mod gil;
 mod holder;
 mod lease;

@@ -9,25 +9,25 @@ use pyo3::types::{PyList, PyType};
 use pinring::source::SourceError;
 use pinring::{Locate, Row};
 
-use crate::dispatch::BatchFacts;
+use crate::dispatch::RowColumns;
 use crate::errors::from_core::to_py;
 
 /// `pinring._lineage.Location`, imported once.
 static LOCATION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// Each row of `facts` placed by `locator`, as a list of `pinring.Location`.
+/// Each of `rows` placed by `locator`, as a list of `pinring.Location`.
 pub(crate) fn locations<'py>(
     py: Python<'py>,
     locator: &dyn Locate,
-    facts: &BatchFacts,
+    rows: &RowColumns,
 ) -> PyResult<Bound<'py, PyList>> {
     let class = LOCATION.import(py, "pinring._lineage", "Location")?;
     let list = PyList::empty(py);
-    for (index, &id) in facts.ids.iter().enumerate() {
+    for (index, &id) in rows.ids.iter().enumerate() {
         let row = Row {
             id,
-            len: facts.row_lens.get(index).copied().unwrap_or(0),
-            source: facts.sources.get(index).copied().unwrap_or(0),
+            len: rows.lens.get(index).copied().unwrap_or(0),
+            source: rows.sources.get(index).copied().unwrap_or(0),
         };
         let Some(at) = locator.locate(&row) else {
             let e = SourceError::Unlocated {

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
@@ -15,13 +15,16 @@ use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 use pinring::{Config, Stats};
 
 use crate::args;
-use crate::batch::PyBatch;
+use crate::batch::{BatchShape, PyBatch};
+use crate::declared_stream::{self, DeclaredStream};
 use crate::device::{self, Device, DeviceRequest};
 use crate::dispatch::{AnyBatch, AnyStop};
 use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py;
-use crate::gil::detached;
-use crate::holder::PipelineHolder;
+use crate::fixed_views::FixedViews;
+use crate::gil::{detached, drop_detached};
+use crate::holder::{PipelineHolder, Running};
+use crate::lease::StreamsBound;
 use crate::position::{EpochPlace, Position};
 use crate::settings::{OpenError, Settings, TRACE_SPANS};
 use crate::source::dtype::Row;
@@ -139,6 +142,25 @@ fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>
 ///         pattern (ordered after its release fence), so a view read after its release
 ///         shows out-of-range values instead of the next batch's plausible data. The
 ///         environment variable PINRING_POISON_RELEASED=1 turns it on for every loader.
+///     stream: (cuda) the stream your steps run on, declared once: a torch.cuda.Stream
+///         (`.cuda_stream`), a cupy.cuda.Stream (`.ptr`), an object of the CUDA stream
+///         protocol (`__cuda_stream__`) or a raw CUstream int (0: the default stream).
+///         Every pop() makes it wait for its batch's copy, stream-side (the host never
+///         blocks), and binds the batch to it; `batch.release()` with no argument fences
+///         the slot on it. A loop then looks up no stream per step. Kept alive as long as
+///         the loader or a batch of it exists. It must be of the loader's device (else
+///         ConfigError). A stream object of its own (torch.cuda.Stream()) releases
+///         cheapest: a release fenced on 0, 1 or 2 (the default streams, named relative
+///         to the calling thread) is done with the GIL released. None (the default): no
+///         stream is declared; cpu: only None.
+///     fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
+///         `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
+///         mode. It is called once per device slot (and field) when a batch first lands
+///         in the slot, to view the whole slot (`(batch_size, cols)`; a field: as long
+///         as it can be), and `batch.view()` returns that object every time the slot
+///         comes round: the same object at the same address, so a graph captured over
+///         `batch.view()` replays on every batch of `batch.slot`. cuda: needs `stream=`
+///         (the views are read on it; each pop orders its batch there).
 ///
 /// Raises:
 ///     ConfigError: an argument is out of range (`e.argument` names it), or a batch does
@@ -162,6 +184,10 @@ pub struct Loader {
     pop_timeout: Option<Duration>,
     /// Where `close()` writes the trace.
     trace: Option<PathBuf>,
+    /// What every batch shares; its field layout is read from the first batch popped.
+    shape: OnceLock<BatchShape>,
+    /// The views of `fixed_views=`, per slot, once made.
+    fixed: Option<FixedViews>,
 }
 
 /// What one wait slice of `pop` found.
@@ -171,11 +197,114 @@ enum Popped {
 }
 
 impl Loader {
+    /// The Python batch of a batch just popped: with its slot's fixed views (made now, at
+    /// the slot's first use), bound to the declared stream (the core's pop did that).
     fn wrap(&self, py: Python<'_>, batch: AnyBatch) -> PyResult<Py<PyBatch>> {
+        let shape = self.shape.get_or_init(|| BatchShape {
+            row: self.settings.row,
+            batch_size: self.settings.batch_size,
+            device: self.device,
+            layout: batch.fields().map(Arc::new),
+        });
+        let views = match &self.fixed {
+            None => None,
+            Some(fixed) => {
+                let (slot, ptr) = batch.slot_and_ptr();
+                match fixed.of_slot(py, slot, &self.holder, || shape.fixed_views(ptr)) {
+                    Ok(views) => Some(views),
+                    Err(e) => {
+                        // Released as a drop does, without the GIL (it may synchronize).
+                        drop_detached(batch);
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let mut streams = StreamsBound::default();
+        if let Some(raw) = self.settings.consumer_stream {
+            streams.bind(raw);
+        }
         Py::new(
             py,
-            PyBatch::new(batch, self.settings.row, self.device, self.holder.clone()),
+            PyBatch::new(batch, streams, shape, self.holder.clone(), views),
         )
+    }
+
+    /// Counts a batch popped into the position, under the lock it was popped with (so
+    /// `state_dict` and `load_state_dict` see every pop).
+    fn count(running: &mut Running, batch: &AnyBatch) {
+        running.position.samples += batch.samples() as u64;
+        running.position.batches += 1;
+        running.position.last_epoch = Some(batch.epoch());
+    }
+
+    /// A pop that never waits, with the GIL held: the ready batch (the common case, a
+    /// pipeline ahead of its consumer), the end, or an error; `None` when the caller must
+    /// wait (no batch ready, or another thread holds the pipeline).
+    fn pop_ready(&self, py: Python<'_>) -> Option<PyResult<Option<Py<PyBatch>>>> {
+        let popped = {
+            let mut running = self.holder.try_lock()?;
+            if self.closed.load(Ordering::Acquire) {
+                return Some(Err(self.closed_error(py)));
+            }
+            let running = &mut *running;
+            let popped = running.pipeline.as_mut()?.try_pop();
+            if let Ok(Some(Some(batch))) = &popped {
+                Self::count(running, batch);
+            }
+            popped
+        };
+        // Wrapped without the lock (making a slot's fixed views calls Python).
+        match popped {
+            Ok(None) => None,
+            Ok(Some(None)) => Some(Ok(None)),
+            Ok(Some(Some(batch))) => Some(self.wrap(py, batch).map(Some)),
+            Err(pinring::Error::Stopped) if self.closed.load(Ordering::Acquire) => {
+                Some(Err(self.closed_error(py)))
+            }
+            Err(e) => Some(Err(to_py(py, e))),
+        }
+    }
+
+    /// Checks `stream=` and `fixed_views=` against the device: a cpu loader takes no
+    /// stream; a cuda loader's fixed views need one (the stream they are read on, which
+    /// each pop orders its batch on); fixed_views must be callable.
+    fn check_stream_and_views(
+        py: Python<'_>,
+        request: DeviceRequest,
+        declared: Option<&DeclaredStream>,
+        fixed: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        if let Some(f) = fixed {
+            if !f.is_callable() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "fixed_views={} ({}) is not callable: pass a DLPack consumer, such as \
+                     torch.from_dlpack",
+                    f.repr()?,
+                    f.get_type().name()?
+                )));
+            }
+        }
+        match (request, declared, fixed) {
+            (DeviceRequest::Cpu, Some(d), _) => Err(config(
+                py,
+                "stream",
+                format!(
+                    "stream= is a {} but the loader runs on the cpu backend, which has no \
+                     CUDA streams: pass stream=None (or device=\"cuda\")",
+                    d.form
+                ),
+            )),
+            (DeviceRequest::Cuda(_), None, Some(_)) => Err(config(
+                py,
+                "stream",
+                "fixed_views on cuda needs stream=, the stream the views are read on (and \
+                 graphs replayed on): every pop makes it wait for its batch's copy, and \
+                 release() fences the slot on it. Pass stream=torch.cuda.current_stream() \
+                 (or the stream your steps run on)",
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn stop(&self) {
@@ -245,7 +374,7 @@ impl Loader {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -278,6 +407,13 @@ impl Loader {
         device_budget: i128,
         trace: Option<PathBuf>,
         poison_released: bool,
+        #[gen_stub(override_type(type_repr = "typing.Any | None", imports = ("typing",)))]
+        stream: Option<&Bound<'_, PyAny>>,
+        #[gen_stub(override_type(
+            type_repr = "typing.Callable[[typing.Any], typing.Any] | None",
+            imports = ("typing",)
+        ))]
+        fixed_views: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let (spec, row) = spec_of(src)?;
         let batch_size = match (spec.packs_documents(), batch_size) {
@@ -346,6 +482,7 @@ impl Loader {
             device_budget: args::bytes(py, "device_budget", device_budget)?,
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
+            consumer_stream: None,
         };
         const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
         let pop_timeout = pop_timeout
@@ -354,6 +491,16 @@ impl Loader {
         let request = match device {
             None => DeviceRequest::Cpu,
             Some(d) => device::parse(d)?,
+        };
+        let declared = stream
+            .filter(|s| !s.is_none())
+            .map(declared_stream::parse)
+            .transpose()?;
+        let fixed = fixed_views.filter(|f| !f.is_none());
+        Self::check_stream_and_views(py, request, declared.as_ref(), fixed)?;
+        let settings = Settings {
+            consumer_stream: declared.as_ref().map(|d| d.raw),
+            ..settings
         };
         if let Some(path) = &trace {
             // An unwritable path fails now, not after the run.
@@ -378,8 +525,14 @@ impl Loader {
             .detach(|| settings.open(&spec, request, from.as_ref()))
             .map_err(|e| e.into_py_err(py))?;
         let stop = pipeline.stop_handle();
+        let fixed = fixed.map(|f| FixedViews::new(f.clone().unbind(), settings.device_slots));
         Ok(Loader {
-            holder: Arc::new(PipelineHolder::new(pipeline, spec, from)),
+            holder: Arc::new(PipelineHolder::new(
+                pipeline,
+                spec,
+                from,
+                declared.map(|d| d.owner),
+            )),
             stop: Mutex::new(stop),
             closed: AtomicBool::new(false),
             final_stats: Mutex::new(None),
@@ -388,6 +541,8 @@ impl Loader {
             device,
             pop_timeout,
             trace,
+            shape: OnceLock::new(),
+            fixed,
         })
     }
 
@@ -561,8 +716,10 @@ impl Loader {
     /// The next batch, in order, across epochs; None once every batch of `epochs` was
     /// delivered (never with epochs=None).
     ///
-    /// Waits with the GIL released, in slices of 30 ms with a signal check between them
-    /// (Ctrl-C raises KeyboardInterrupt at once).
+    /// A batch that is ready is taken at once, with the GIL held (with `stream=`, the
+    /// declared stream is made to wait for it, one stream-side wait). Otherwise it waits
+    /// with the GIL released, in slices of 30 ms with a signal check between them (Ctrl-C
+    /// raises KeyboardInterrupt at once).
     ///
     /// Args:
     ///     timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);
@@ -583,6 +740,10 @@ impl Loader {
             Some(t) => Some(args::seconds(py, "timeout", t)?),
             None => self.pop_timeout,
         };
+        // A ready batch is taken with the GIL held: no release and reacquire of it.
+        if let Some(popped) = self.pop_ready(py) {
+            return popped;
+        }
         let start = Instant::now();
         loop {
             let slice = limit.map_or(SLICE, |l| l.saturating_sub(start.elapsed()).min(SLICE));
@@ -597,11 +758,7 @@ impl Loader {
                 };
                 let popped = pipeline.pop_for(slice);
                 if let Ok(Some(batch)) = &popped {
-                    // Under the lock the batch was popped with: state_dict and
-                    // load_state_dict see every pop.
-                    running.position.samples += batch.samples() as u64;
-                    running.position.batches += 1;
-                    running.position.last_epoch = Some(batch.epoch());
+                    Self::count(running, batch);
                 }
                 Popped::Got(popped)
             });
@@ -692,6 +849,10 @@ impl Loader {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let first = !self.closed.swap(true, Ordering::AcqRel);
         self.stop();
+        // The fixed views keep the pipeline's memory: let it go with the last batch.
+        if let Some(fixed) = &self.fixed {
+            fixed.clear(py);
+        }
         let written = match (&self.trace, first) {
             (Some(path), true) => self.write_trace_to(py, path.clone()).map(|_| ()),
             _ => Ok(()),

@@ -24,7 +24,7 @@ impl FenceArg {
     /// What the caller passed, for messages.
     pub(crate) fn form(&self) -> &'static str {
         match self {
-            FenceArg::Default => "the streams declared to __dlpack__",
+            FenceArg::Default => "the streams the batch is bound to",
             FenceArg::Event { form, .. } | FenceArg::Stream { form, .. } => form,
         }
     }
@@ -61,7 +61,7 @@ fn nonzero_event(raw: usize, what: &str) -> PyResult<usize> {
 
 /// Whether an object with `.record` and `.ptr` is a stream (cupy.cuda.Stream) rather than
 /// an event (cupy.cuda.Event, which has `.record(stream=None)` too).
-fn looks_like_stream(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn looks_like_stream(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     if obj.hasattr("wait_event")? || obj.hasattr("__cuda_stream__")? {
         return Ok(true);
     }
@@ -104,9 +104,10 @@ impl Form<'_> {
 }
 
 /// Which form `event` has. Checked in this order, since the objects share attributes: a
-/// torch Event also has `.record()`, a cupy Event has `.record()` and `.ptr` like a cupy
-/// Stream (a stream is told apart by `.wait_event` / `__cuda_stream__`, or failing those,
-/// by its class name not naming an event).
+/// torch Stream (`.cuda_stream` or `.record_event`), a torch Event (`.cuda_event`; it also
+/// has `.record()`), then a cupy Stream or Event: a cupy Event has `.record()` and `.ptr`
+/// like a cupy Stream (a stream is told apart by `.wait_event` / `__cuda_stream__`, or
+/// failing those, by its class name not naming an event).
 pub(crate) fn inspect<'py>(event: Option<&Bound<'py, PyAny>>) -> PyResult<Form<'py>> {
     let Some(obj) = event.filter(|e| !e.is_none()) else {
         return Ok(Form::Default);
@@ -115,11 +116,13 @@ pub(crate) fn inspect<'py>(event: Option<&Bound<'py, PyAny>>) -> PyResult<Form<'
     if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
         return Ok(Form::RawEvent(obj));
     }
+    // First the common form on the hot path, `release(event=torch_stream)`: a lookup that
+    // finds its attribute is cheap; one that misses raises (and drops) an AttributeError.
+    if obj.hasattr("cuda_stream")? || obj.hasattr("record_event")? {
+        return Ok(Form::TorchStream(obj));
+    }
     if obj.hasattr("cuda_event")? {
         return Ok(Form::TorchEvent(obj));
-    }
-    if obj.hasattr("record_event")? {
-        return Ok(Form::TorchStream(obj));
     }
     if obj.hasattr("record")? && looks_like_stream(&obj)? {
         return Ok(Form::CupyStream(obj));
@@ -156,8 +159,8 @@ pub(crate) fn resolve<'py>(
             "event.cuda_event",
         ),
         Form::TorchStream(obj) => {
-            if obj.hasattr("cuda_stream")? {
-                let raw = handle(&obj.getattr("cuda_stream")?, "stream.cuda_stream")?;
+            if let Ok(raw) = obj.getattr("cuda_stream") {
+                let raw = handle(&raw, "stream.cuda_stream")?;
                 return Ok(FenceArg::Stream { raw, form: name });
             }
             let recorded = obj.call_method0("record_event")?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 
-use pinring::{ConfigBuilder, ConfigError, CudaOptions, LastBatch};
+use pinring::{ConfigBuilder, ConfigError, CuStream, CudaOptions, LastBatch};
 
 use crate::device::{Device, DeviceRequest};
 use crate::dispatch::AnyPipeline;
@@ -46,6 +46,9 @@ pub(crate) struct Settings {
     pub(crate) trace_spans: usize,
     /// `poison_released`.
     pub(crate) poison_released: bool,
+    /// The raw `CUstream` of `stream=` (cuda only), declared to the core as the consumer
+    /// stream; the Loader keeps its object alive.
+    pub(crate) consumer_stream: Option<usize>,
 }
 
 /// Why a pipeline did not start.
@@ -103,9 +106,16 @@ impl Settings {
                     // leaves it after torch.cuda.set_device or any CUDA op), else 0.
                     None => (CudaOptions::current_or(0), "device=\"cuda\"".to_owned()),
                 };
-                let pipeline = self
-                    .config(spec)
-                    .cuda(options)
+                let mut builder = self.config(spec).cuda(options);
+                if let Some(raw) = self.consumer_stream {
+                    // SAFETY: `raw` is the handle read from the Loader's `stream=` object,
+                    // which the pipeline's holder keeps alive for as long as the pipeline
+                    // and every batch bound to it exist (`PipelineHolder`); 0, 1 and 2
+                    // name the default streams, valid in every context.
+                    let stream = unsafe { CuStream::from_raw(raw as *mut _) };
+                    builder = builder.consumer_stream(stream);
+                }
+                let pipeline = builder
                     .build()
                     .map_err(pinring::Error::from)
                     .and_then(|config| spec.start(config, from, self.epochs))
@@ -175,6 +185,12 @@ impl OpenError {
         match self {
             OpenError::Config(e) => config_error(py, &e),
             OpenError::Core(pinring::Error::Config(e), _) => config_error(py, &e),
+            // The one fence a pipeline checks when it starts: the declared stream's.
+            OpenError::Core(pinring::Error::Fence(why), _) => config(
+                py,
+                "stream",
+                format!("stream= cannot be the loader's consumer stream: {why}"),
+            ),
             OpenError::Core(e, context) => to_py_with(py, e, context.as_deref().unwrap_or("")),
         }
     }

@@ -12,8 +12,8 @@ from conftest import BOUND, drain
 
 LOADER_ARGS = [
     "src", "batch_size", "device", "host_slots", "device_slots", "decode_threads",
-    "pop_timeout", "drop_last", "epochs", "state", "start_step", "skip_steps", "lease_timeout", "host_budget",
-    "device_budget", "trace", "poison_released",
+    "pop_timeout", "drop_last", "epochs", "state", "start_step", "skip_steps", "lease_timeout",
+    "host_budget", "device_budget", "trace", "poison_released", "stream", "fixed_views",
 ]
 
 
@@ -24,8 +24,9 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     assert defaults == {
         "batch_size": None, "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
-        "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": 16 << 30, "device_budget": 16 << 30,
-        "trace": None, "poison_released": False,
+        "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": 16 << 30,
+        "device_budget": 16 << 30, "trace": None, "poison_released": False, "stream": None,
+        "fixed_views": None,
     }
     doc = pinring.Loader.__doc__
     for name in LOADER_ARGS:

@@ -608,3 +608,144 @@ def test_the_packed_check_can_fail(doc_shards, cycles_per_ms):
         wrong, _ = soak(loader, expected, 300, cycles_per_ms, early_fence=True)  # 1 ms holds
     print(f"packed, unfenced: {wrong} wrong elements in 300 steps")
     assert wrong > 0
+
+
+# Issue 23: the consumer stream declared once (Loader(stream=...)), fixed views
+# (Loader(fixed_views=...), batch.view()) and CUDA graphs over them.
+
+
+class ProtocolStream:
+    """A stream of the CUDA stream protocol (as cuda.core's), over a torch stream."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __cuda_stream__(self):
+        return (0, self.stream.cuda_stream)
+
+
+def declared_soak(loader, n, cycles, read_on=None):
+    """Each batch: the step on the declared (current) stream holds the slot, then checks
+    its fixed view on the device; release() with no argument, fenced on the declared stream
+    (Fence::Bound). With `read_on`, the hold and the check run on that other stream instead,
+    which neither waits for the batch nor is fenced: the check must see it."""
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    epoch_len = loader.epoch_len
+    for _ in range(n):
+        batch = loader.pop(timeout=BOUND)
+        x = batch.view()
+        with torch.cuda.stream(read_on or torch.cuda.current_stream()):
+            torch.cuda._sleep(cycles)
+            wrong += count_wrong(x, batch.seq, epoch_len)
+        batch.release()
+    torch.cuda.synchronize()
+    return int(wrong)
+
+
+def test_declared_stream_forms_order_every_batch(shard, cycles_per_ms):
+    """stream= as a torch.cuda.Stream, its raw handle, an object of the CUDA stream protocol,
+    a cupy stream (where installed) and 0 (the default stream, named relative to the
+    thread): each pop makes the stream wait for its batch, release() fences on it; 1,000
+    batches each read through the fixed views on that stream, with a hold per batch, 0
+    wrong on the device."""
+    s = torch.cuda.Stream()
+    forms = {"torch": s, "raw": s.cuda_stream, "protocol": ProtocolStream(s)}
+    try:
+        import cupy
+
+        forms["cupy"] = cupy.cuda.ExternalStream(s.cuda_stream)
+    except ImportError:
+        pass
+    for name, form in list(forms.items()) + [("default stream 0", 0)]:
+        on = s if name != "default stream 0" else torch.cuda.default_stream()
+        with torch.cuda.stream(on), pinring.Loader(
+            windows_source(shard), B, device="cuda:0", epochs=None, stream=form,
+            fixed_views=torch.from_dlpack,
+        ) as loader:
+            wrong = declared_soak(loader, 1000, cycles_per_ms // 20)
+        assert wrong == 0, f"stream={name}: {wrong} wrong rows"
+
+
+def test_release_fences_on_the_declared_stream_10000_batches(shard, cycles_per_ms):
+    """10,000 batches, a 50 us kernel holding each slot on the declared stream before the
+    device check; release() names no stream: 0 wrong. The copy into a slot waits for the
+    declared stream's work on the batch before it."""
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s), pinring.Loader(
+        windows_source(shard), B, device="cuda:0", epochs=None, stream=s,
+        fixed_views=torch.from_dlpack,
+    ) as loader:
+        wrong = declared_soak(loader, BATCHES, cycles_per_ms // 20)
+        stats = loader.stats()
+    print(f"declared stream: {BATCHES} batches, {wrong} wrong; {stats['verdict']}")
+    assert wrong == 0
+
+
+def test_the_fixed_view_check_can_fail_read_off_the_declared_stream(shard, cycles_per_ms):
+    """A fixed view read on another stream (which neither waits for the batch nor is
+    fenced) with a 1 ms hold: the slot is refilled under the reading kernel, and the device
+    check sees it."""
+    s, other = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(s), pinring.Loader(
+        windows_source(shard), B, device="cuda:0", epochs=None, stream=s,
+        fixed_views=torch.from_dlpack,
+    ) as loader:
+        wrong = declared_soak(loader, 200, cycles_per_ms, read_on=other)
+    print(f"read off the declared stream: {wrong} wrong rows of 1600")
+    assert wrong > 0
+
+
+def test_fixed_views_are_one_tensor_per_slot_at_its_address(shard):
+    """One tensor per device slot, made by the consumer once: batch.view() is that object
+    each time the slot comes round, its data_ptr the slot's address; a short batch is a
+    narrow of it."""
+    calls = []
+
+    def consumer(producer):
+        calls.append(producer)
+        return torch.from_dlpack(producer)
+
+    s = torch.cuda.Stream()
+    per_slot = {}
+    src = windows_source(shard)
+    with torch.cuda.stream(s), pinring.Loader(src, B, device="cuda:0", device_slots=3, epochs=1,
+                                              stream=s, fixed_views=consumer) as loader:
+        wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+        short = 0
+        while (b := loader.pop(timeout=BOUND)) is not None:
+            v = b.view()
+            assert v.device == DEV and v.dtype == torch.int32 and v.data_ptr() == b.ptr
+            if b.samples == B:
+                assert v is per_slot.setdefault(b.slot, v)
+            else:
+                short += 1
+                assert v.shape == (b.samples, T + 1) and v.data_ptr() == per_slot[b.slot].data_ptr()
+            wrong += count_wrong(v, b.seq, loader.epoch_len)
+            b.release()
+        torch.cuda.synchronize()
+    assert int(wrong) == 0 and short == (1 if loader.epoch_len % B else 0)
+    assert len(calls) == 3 and sorted(per_slot) == [0, 1, 2]
+
+
+def test_fixed_views_need_a_declared_stream_on_cuda(shard):
+    with pytest.raises(pinring.ConfigError, match="needs stream=") as info:
+        pinring.Loader(windows_source(shard), B, device="cuda:0", fixed_views=torch.from_dlpack)
+    assert info.value.argument == "stream"
+
+
+def test_cuda_graphs_per_slot_replay_every_batch_right(shard):
+    """python/examples/cuda_graphs.py's run, shorter: a graph per slot over its fixed view
+    against one graph fed by static.copy_(batch.view()); rows, checksums and losses
+    compared on the device, 0 wrong."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "cuda_graphs.py"
+    spec = importlib.util.spec_from_file_location("cuda_graphs", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    r = example.run(torch, pinring, shard, 1000, 3)
+    print(f"cuda graphs: {r['n']} batches; graph {r['graph']['wall_us']:.1f} us/step, "
+          f"static.copy_ {r['static']['wall_us']:.1f} us/step; max loss diff {r['max_loss_diff']:.3g}")
+    assert example.wrong_of(r) == 0, r
+    assert r["graph"]["graphs"] == 3

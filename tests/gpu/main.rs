@@ -11,7 +11,9 @@
 //! - `reliability.rs`: the reliability issue's CUDA items (every bound stream fenced, the
 //!   poison mode and its cost, no completion thread left by a failed open);
 //! - `ready.rs`: issue 23's Rust items (`synchronize` parks on the copy count; copies per
-//!   piece and batched; the consumer stream declared once and `Fence::Bound`).
+//!   piece and batched; the consumer stream declared once and `Fence::Bound`);
+//! - `graphs.rs`: issue 23's CUDA graphs, one per device slot over its fixed address,
+//!   replayed for every batch of the slot (no static buffer), checked on the device.
 //!
 //! Checks that break the context (a fault) or need a process setting (a locked-memory
 //! limit, a kernel that outlives the pipeline) run in a process of their own.
@@ -22,6 +24,7 @@ mod harness;
 mod own_process;
 
 mod fences;
+mod graphs;
 mod lifecycle;
 mod ready;
 mod reliability;
