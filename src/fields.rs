@@ -17,6 +17,7 @@
 //!     .array("cu_seqlens", Dtype::I32, 128, 1);
 //! let targets = fields.get("targets").unwrap();
 //! assert_eq!((targets.offset, targets.len(&[9, 128])), (4, 8));
+//! assert_eq!(fields.get("inputs").unwrap().max_len, 1024); // one shorter than tokens
 //! assert_eq!(fields.get("cu_seqlens").unwrap().offset, 4352); // 4100 rounded up to 256
 //! assert_eq!(fields.bytes(), 4352 + 512);
 //! ```
@@ -171,7 +172,12 @@ impl Fields {
             offset: base.offset + skip.min(base.max_len) * base.dtype.size(),
             dim: base.dim,
             less: base.less + less,
-            max_len: base.max_len.saturating_sub(skip),
+            // At most what the array holds past `skip`, and `less` fewer than the array's
+            // longest extent.
+            max_len: base
+                .max_len
+                .saturating_sub(skip)
+                .min(base.max_len.saturating_sub(usize::try_from(less).unwrap_or(usize::MAX))),
             view_of: Some(of.to_owned()),
         };
         if skip > base.max_len {

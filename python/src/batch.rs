@@ -112,7 +112,7 @@ impl BatchShape {
                 seq: 0,
                 ptr: ptr + f.offset as u64,
                 shape: Shape::Flat {
-                    len: longest(layout, f),
+                    len: f.max_len,
                 },
                 dtype: f.dtype,
                 device: self.device,
@@ -122,18 +122,6 @@ impl BatchShape {
     }
 }
 
-/// The longest `field` of `layout` can be in a batch: its fixed view's length. An array's
-/// `max_len`; a view's room in its array (`max_len`) less what it leaves off the array's
-/// end (`inputs` of `tokens` is one shorter than `tokens`, so one shorter than its room).
-fn longest(layout: &Fields, field: &pinring::Field) -> usize {
-    let Some(base) = field.view_of.as_deref().and_then(|of| layout.get(of)) else {
-        return field.max_len;
-    };
-    // A batch's extent is at most what the array holds: base.max_len + base.less.
-    let extent = base.max_len as u64 + base.less;
-    let longest = usize::try_from(extent.saturating_sub(field.less)).unwrap_or(usize::MAX);
-    longest.min(field.max_len)
-}
 
 /// A release that failed: the batch, to lease again, and why.
 type Refused = (Leased, pinring::Error);
@@ -442,11 +430,7 @@ impl PyBatch {
                     .fields
                     .get(i)
                     .ok_or_else(|| self.no_such_field(name))?;
-                let layout = self
-                    .layout
-                    .as_deref()
-                    .ok_or_else(|| self.no_such_field(name))?;
-                Self::narrowed(py, view, at.len, longest(layout, field))
+                Self::narrowed(py, view, at.len, field.max_len)
             }
         }
     }
