@@ -10,6 +10,9 @@
 #   scripts/ddp-check.sh --gloo        the packed-mixture part on cpu: two processes over
 #                                      gloo, small sizes (no GPU needed; the pinring found
 #                                      by $PYTHON, or the wheel)
+#   scripts/ddp-check.sh --one-gpu     the packed-mixture part on one GPU: two processes
+#                                      sharing it over gloo (the same code path as one rank
+#                                      per GPU over NCCL), then one
 #
 # Windows part. Run 1: torchrun --nproc_per_node=2 train_gpt.py --ddp, one epoch of a
 # learnable synthetic shard, stopped after STOP_AFTER steps (default 300) with model,
@@ -37,13 +40,14 @@ WORK=${DDP_DIR:-/tmp/pinring-ddp}
 LOG="$WORK/ddp_check.log"
 STOP_AFTER=${STOP_AFTER:-300}
 py=${PYTHON:-python3}
-part=all gloo=0
+part=all gloo=0 one=0
 case "${1:-}" in
     --packed) part=packed ;;
     --windows) part=windows ;;
     --gloo) part=packed gloo=1 ;;
+    --one-gpu) part=packed one=1 ;;
     "") ;;
-    *) echo "usage: scripts/ddp-check.sh [--packed | --windows | --gloo]"; exit 2 ;;
+    *) echo "usage: scripts/ddp-check.sh [--packed | --windows | --gloo | --one-gpu]"; exit 2 ;;
 esac
 PACKED_STOP_AFTER=${PACKED_STOP_AFTER:-$([ "$gloo" = 1 ] && echo 60 || echo 300)}
 torchrun=("$py" -m torch.distributed.run --standalone)
@@ -88,6 +92,10 @@ if [ "$part" != windows ]; then
             --synthetic-tokens-per-shard 160000 --tokens-per-batch 256 --max-seq-len 128 --layers 2 --d-model 64
             --threads 1 --lr 3e-3 --log-every 20 --ids-out "$WORK/ids")
         where=("2 processes (gloo, cpu)" "1 process (gloo, cpu)")
+    elif [ "$one" = 1 ]; then
+        packed=(--ddp --packed --backend gloo --synthetic "$WORK/mix" --tokens-per-batch 1024
+            --max-seq-len 256 --lr 3e-3 --log-every 50 --ids-out "$WORK/ids")
+        where=("2 processes on 1 GPU (gloo)" "1 process on 1 GPU (gloo)")
     else
         packed=(--ddp --packed --synthetic "$WORK/mix" --tokens-per-batch 1024 --max-seq-len 256 --lr 3e-3
             --log-every 50 --ids-out "$WORK/ids")

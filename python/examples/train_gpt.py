@@ -385,7 +385,10 @@ def train_packed_ddp(args, device):
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        # Ranks share the visible GPUs round-robin: two ranks on one GPU (with gloo) run the
+        # same code as one rank per GPU (with NCCL).
+        local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
+        device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     elif args.threads:
         torch.set_num_threads(args.threads)
