@@ -86,15 +86,44 @@ impl GuardedMap {
     ) -> Result<R, Vanished> {
         let bytes = &self.map[offset..offset + len];
         let range = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + len);
-        GUARDED.with(|g| g.set(range));
-        HIT.with(|h| h.set(false));
+        let guard = Guard::set(range);
         let out = f(bytes);
-        GUARDED.with(|g| g.set((0, 0)));
-        if HIT.with(Cell::get) {
+        let hit = guard.hit();
+        drop(guard);
+        if hit {
             Err(Vanished)
         } else {
             Ok(out)
         }
+    }
+}
+
+/// This thread's guarded range while it lives: set on creation, and put back as it was
+/// (empty, outside a guarded read) when dropped, also when the read unwinds, so that a
+/// SIGBUS after the read (at an address the map's pages may since have left for another
+/// mapping) is never taken for this read's.
+struct Guard {
+    previous: ((usize, usize), bool),
+}
+
+impl Guard {
+    fn set(range: (usize, usize)) -> Self {
+        let previous = (GUARDED.with(Cell::get), HIT.with(Cell::get));
+        HIT.with(|h| h.set(false));
+        GUARDED.with(|g| g.set(range));
+        Guard { previous }
+    }
+
+    /// Whether the handler replaced a page of the range since it was set.
+    fn hit(&self) -> bool {
+        HIT.with(Cell::get)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        GUARDED.with(|g| g.set(self.previous.0));
+        HIT.with(|h| h.set(self.previous.1));
     }
 }
 
