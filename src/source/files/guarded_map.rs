@@ -254,3 +254,48 @@ mod handler {
         false
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A file of `len` bytes of 7, mapped.
+    fn mapped(len: usize) -> (tempfile::NamedTempFile, GuardedMap) {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), vec![7u8; len]).unwrap();
+        let map = GuardedMap::new(&File::open(file.path()).unwrap()).expect("mapped");
+        (file, map)
+    }
+
+    #[test]
+    fn a_read_of_pages_the_file_lost_sees_zeros_and_says_so() {
+        let (file, map) = mapped(64 << 10);
+        assert_eq!(map.with_bytes(0, 16, |b| b.to_vec()), Ok(vec![7; 16]));
+        file.as_file().set_len(4096).unwrap();
+        // The first page is still the file's; the rest is gone: a guarded read of it ends
+        // (no signal reaches the test) and reports the loss.
+        let read = map.with_bytes(4000, 8192, |b| (b[0], b[8191]));
+        assert_eq!(read, Err(Vanished));
+        assert_eq!(
+            GUARDED.with(Cell::get),
+            (0, 0),
+            "the range is cleared after the read"
+        );
+        assert_eq!(
+            map.with_bytes(0, 16, |b| b[0]),
+            Ok(7),
+            "the page it kept reads as before"
+        );
+    }
+
+    #[test]
+    fn a_read_that_unwinds_clears_its_range() {
+        let (_file, map) = mapped(8192);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            map.with_bytes(0, 8192, |_| panic!("a decoder's bug"))
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(GUARDED.with(Cell::get), (0, 0));
+        assert!(!HIT.with(Cell::get));
+    }
+}
