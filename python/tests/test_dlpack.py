@@ -197,3 +197,60 @@ def test_a_capsule_is_released_by_its_consumer_exactly_once(loader):
     del x
     gc.collect()
     assert loader.pop(timeout=BOUND).seq == 1
+
+DELETER_WITHOUT_THE_GIL = r'''
+import ctypes, gc, sys
+import numpy as np
+import pinring
+
+api = ctypes.pythonapi
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# A CFUNCTYPE call releases the GIL for the call, as torch's C++ does around its work.
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+pending = []
+
+def consumer(export):
+    # Called by pop() (a pinring method) at a slot's first use: the deleter of a capsule
+    # taken earlier runs here, on a thread pinring entered, with the GIL released.
+    while pending:
+        ptr = pending.pop()
+        deleter = ctypes.c_void_p.from_address(ptr + DELETER_OFFSET).value
+        DELETER(deleter)(ptr)
+    return np.from_dlpack(export)
+
+# DLManagedTensor: the DLTensor (48 bytes on 64-bit), manager_ctx, deleter.
+DELETER_OFFSET = 56
+src = pinring.TokenWindows(sys.argv[1], seq_len=9, dtype="int32")
+with pinring.Loader(src, batch_size=3, device="cpu", device_slots=2, fixed_views=consumer) as loader:
+    b = loader.pop(timeout=30)
+    capsule = b.__dlpack__()
+    ptr = api.PyCapsule_GetPointer(capsule, b"dltensor")
+    api.PyCapsule_SetName(capsule, b"used_dltensor")  # taken: the deleter is ours to call
+    pending.append(ptr)
+    del b, capsule
+    gc.collect()
+    second = loader.pop(timeout=30)  # slot 1's first use: the consumer runs the deleter
+    assert not pending
+    second.release()
+    # The deleter released batch 0: its slot comes round again.
+    print("popped", [loader.pop(timeout=30).seq for _ in range(2)])
+'''
+
+
+def test_a_deleter_run_without_the_gil_inside_a_pinring_call_releases_its_batch(shard, tmp_path):
+    """A DLPack deleter may run on a thread that is inside a pinring call and has let the
+    GIL go in C code: torch's C++ frees tensors under `gil_scoped_release` (it did so during
+    a CUDA-graph capture), here a ctypes call from the fixed_views consumer that pop()
+    calls. The deleter must release the batch it held without detaching from the
+    interpreter again: it used to, and the process died with "PyEval_SaveThread: the
+    function must be called with the GIL held"."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "deleter_without_the_gil.py"
+    script.write_text(DELETER_WITHOUT_THE_GIL)
+    run = subprocess.run([sys.executable, str(script), shard], capture_output=True, text=True, timeout=BOUND * 4)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.strip() == "popped [2, 3]"
