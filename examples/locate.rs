@@ -177,18 +177,22 @@ fn read_state(path: &PathBuf) -> Result<Saved, String> {
     if let Ok(state) = MixtureState::<DocumentsCheckpoint>::from_text(&text) {
         return Ok(Saved::DocumentMixture(state));
     }
-    if let Ok(state) = DocumentsCheckpoint::from_text(&text) {
-        return Ok(Saved::Documents(state));
-    }
-    Checkpoint::from_text(&text)
-        .map(Saved::Sampler)
-        .map_err(|e| {
-            format!(
-                "{} is neither a sampler's checkpoint, a mixture's state nor a state of packed \
-                 documents: {e}",
-                path.display()
-            )
-        })
+    let documents = match DocumentsCheckpoint::from_text(&text) {
+        Ok(state) => return Ok(Saved::Documents(state)),
+        Err(e) => e,
+    };
+    let e = match Checkpoint::from_text(&text) {
+        Ok(state) => return Ok(Saved::Sampler(state)),
+        // A state of packed documents (it has a `bos`, and no sources): its own error says
+        // what is wrong (an old version, a key missing).
+        Err(_) if text.contains("\"bos\"") && !text.contains("\"sources\"") => documents,
+        Err(e) => e,
+    };
+    Err(format!(
+        "{} is neither a sampler's checkpoint, a mixture's state nor a state of packed \
+         documents: {e}",
+        path.display()
+    ))
 }
 
 /// One source's sampler settings.
@@ -624,13 +628,6 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             })
             .collect::<Result<_, _>>()?
     } else {
-        if args
-            .skip
-            .iter()
-            .any(|&(a, b)| a <= args.step && args.step < b)
-        {
-            return Err(none());
-        }
         let mut docs = builders
             .into_iter()
             .next()
@@ -638,27 +635,28 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             .tokens_per_batch(packing.tokens)
             .max_seq_len(packing.max_seq_len)
             .schedule(packing.schedule)
-            .shard(args.rank, world);
+            .shard(args.rank, world)
+            .start_step(args.step)
+            .skip_steps(args.skip.iter().copied());
         if let Some(d) = packing.max_docs {
             docs = docs.max_docs(d);
         }
         let docs = docs.build().map_err(fail)?;
-        let from = match saved {
+        // The run from the state (which skips the state's skipped steps too) or from the
+        // start, walked to the step over the index.
+        let mut run = match saved {
             Some(Saved::Documents(state)) => {
                 before_state(args.step, state.step)?;
-                Some(state)
+                docs.iter_from(state).map_err(fail)?
             }
-            _ => None,
+            _ => docs.iter(),
         };
-        let since = args.step - from.map_or(0, |s| s.step);
-        let state = docs.checkpoint_after(from, since).map_err(fail)?;
-        let step = docs
-            .iter_from(&state)
-            .map_err(fail)?
-            .next()
-            .ok_or_else(none)?;
+        let step = run.next().ok_or_else(none)?;
         if let Some(e) = step.error() {
             return Err(e.to_string());
+        }
+        if step.step() != args.step {
+            return Err(none());
         }
         let n = step.piece_count() as usize;
         step.pieces()

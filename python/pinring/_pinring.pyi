@@ -759,16 +759,16 @@ class Loader:
             weights in force (to change them, use `load_state_dict(state, weights=...)`).
         start_step: begin at this step: exactly where an uninterrupted run stands at step
             `start_step`, with the same batches from there on (their `batch.step` from
-            `start_step`), found by arithmetic on the schedule: nothing before it is read
-            or decoded. Resuming from a `state` before it begins at it too.
+            `start_step`), found by arithmetic on the schedule (Documents: by walking the
+            shards' index, about a microsecond a step): nothing before it is read or
+            decoded. Resuming from a `state` before it begins at it too.
         skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
             (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
             taken too). The other batches keep their step numbers; the skipped ranges are
             recorded in `state_dict()`, so a run resumed from it keeps skipping them (with
             any its own skip_steps add). The "roll back and skip the bad data" recovery
-            after a loss spike. (TokenWindows, FixedRecords and Mixture; a single Documents
-            source takes start_step, but skip_steps only inside a Mixture: its state has
-            no place to record them, a ConfigError.)
+            after a loss spike. For Documents (alone or mixed), a skipped step's documents
+            are used up, not delivered: the other steps keep their documents too.
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
@@ -908,8 +908,8 @@ class Loader:
         
         For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
         order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
-        steps popped (`step`) and `world_size`; the same on every rank after the same number
-        of steps, and resumable at any world size. (It walks the steps popped since the last
+        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
+        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
         state_dict(), about a microsecond each.)
         
         Every state also holds `step` (the steps all ranks completed: the next batch's

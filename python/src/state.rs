@@ -12,7 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
-use pinring::source::{Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState};
+use pinring::source::{
+    Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState, DOCUMENTS_CHECKPOINT_VERSION,
+};
 
 use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
@@ -173,9 +175,33 @@ fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SourceState> {
             record_from_dict(d, "Mixture").map(SourceState::Mixture)
         }
     } else if has(&DOCUMENTS_ONLY) {
-        record_from_dict(d, "Documents").map(SourceState::Documents)
+        record_from_dict(d, "Documents")
+            .map(SourceState::Documents)
+            .map_err(|e| of_another_version(d, e))
     } else {
         windows_from_dict(d).map(SourceState::Windows)
+    }
+}
+
+/// `e`, a documents state dict `d` that does not read, naming `d`'s version when it is
+/// not this build's (an older state lacks keys this one has: `skip` before version 2).
+fn of_another_version(d: &Bound<'_, PyDict>, e: PyErr) -> PyErr {
+    let py = d.py();
+    let version = d
+        .get_item("version")
+        .ok()
+        .flatten()
+        .and_then(|v| v.extract::<u64>().ok());
+    match version {
+        Some(v) if v != u64::from(DOCUMENTS_CHECKPOINT_VERSION) => bad(
+            py,
+            format!(
+                "a Documents state of version {v}, which this build (version \
+                 {DOCUMENTS_CHECKPOINT_VERSION}) cannot read: {}",
+                e.value(py)
+            ),
+        ),
+        _ => e,
     }
 }
 

@@ -1,8 +1,9 @@
 """Lineage, seek and skip (issue 22) for single sources: batch.step numbers every batch;
 batch.locate() reads back the very bytes of each row from its file (windows, records,
 packed documents, a mixture); Loader(start_step=k) is the uninterrupted run from k;
-Loader(skip_steps=...) leaves out exactly those steps, also across a resume; window states
-carry their step and skipped ranges."""
+Loader(skip_steps=...) leaves out exactly those steps, also across a resume (of packed
+documents too, on another world size); window and documents states carry their step and
+skipped ranges."""
 
 import pathlib
 
@@ -158,8 +159,8 @@ def test_bad_steps_are_config_errors(shards, tmp_path):
     refused("skip_steps", "0..2\\*\\*64", skip_steps=[(-1, 2)])
     refused("skip_steps", "got a dict", skip_steps={1: 2})
     docs = pinring.Documents(write_doc_shards(tmp_path / "d", [5000]), tokens_per_batch=256, max_seq_len=64)
-    with pytest.raises(pinring.ConfigError, match="Mixture") as info:
-        pinring.Loader(docs, device="cpu", skip_steps=[(1, 2)])
+    with pytest.raises(pinring.ConfigError, match="ends before it starts") as info:
+        pinring.Loader(docs, device="cpu", skip_steps=[(2, 1)])
     assert info.value.argument == "skip_steps"
 
 
@@ -192,6 +193,65 @@ def test_start_step_of_documents_equals_the_uninterrupted_run(tmp_path):
                 got = steps(loader, 40 - k)
                 assert loader.state_dict()["step"] == 40
             same([(s, e, i, t) for s, e, i, t in got], whole[k:])
+
+
+def test_skip_steps_of_documents_leave_out_exactly_those_steps_across_resumes(tmp_path):
+    """A single Documents source skips steps on every rank: the others are the
+    uninterrupted run's, with their numbers and documents; the state records the skipped
+    ranges, so a resume (on the same world size or another, adding ranges of its own) keeps
+    skipping them; across the runs no document is delivered twice, and none of a skipped
+    step's."""
+    pattern = write_doc_shards(tmp_path / "d", [9000, 4000, 7000])
+    src = lambda rank, world=2: pinring.Documents(pattern, tokens_per_batch=256,  # noqa: E731
+                                                  max_seq_len=64, rank=rank, world_size=world)
+
+    def steps(loader, n):
+        out = []
+        for _ in range(n):
+            b = loader.pop(timeout=BOUND)
+            out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
+            b.release()
+        return out
+
+    skip = [(3, 6), range(10, 12)]
+    skipped = {3, 4, 5, 10, 11}
+    whole, states = [], []
+    for rank in range(2):
+        with pinring.Loader(src(rank), device="cpu") as loader:
+            whole.append(steps(loader, 30))
+        kept = [s for s in whole[rank] if s[0] not in skipped]
+        with pinring.Loader(src(rank), device="cpu", skip_steps=skip) as loader:
+            assert loader.skip_steps == [(3, 6), (10, 12)]
+            same(steps(loader, 5), kept[:5])
+            states.append(loader.state_dict())
+        # After steps 0, 1, 2, 6 and 7: the next kept step, the ranges recorded.
+        assert states[rank]["step"] == 8 and states[rank]["skip"] == [[3, 6], [10, 12]]
+        # Resumed without skip_steps: the state keeps skipping.
+        with pinring.Loader(src(rank), device="cpu", state=states[rank]) as loader:
+            same(steps(loader, 10), kept[5:15])
+        # A start step inside a skipped range: the first kept step after it.
+        with pinring.Loader(src(rank), device="cpu", start_step=4, skip_steps=skip) as loader:
+            assert loader.state_dict()["step"] == 6
+            same(steps(loader, 3), kept[3:6])
+    state = pinring.merge_states(states)
+    # The first run used the documents of steps 0 to 7 on both ranks (3 to 5 skipped).
+    used = {(e, int(i)) for run in whole for s, e, ids, _ in run if s < 8 for i in ids}
+    delivered = set()
+    for rank in range(3):
+        with pinring.Loader(src(rank, 3), device="cpu", state=state, skip_steps=[(20, 22)]) as loader:
+            got = steps(loader, 12)
+            assert loader.state_dict()["skip"] == [[3, 6], [10, 12], [20, 22]]
+        assert [s for s, *_ in got] == [8, 9, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23]
+        for _, e, ids, _ in got:
+            for i in ids:
+                assert (e, int(i)) not in used and (e, int(i)) not in delivered, (rank, e, i)
+                delivered.add((e, int(i)))
+    # A state of version 1 (before `skip`) is refused by name.
+    old = {k: v for k, v in states[0].items() if k != "skip"}
+    old["version"] = 1
+    with pytest.raises(pinring.CheckpointError, match="a Documents state of version 1, which this build "
+                       "\\(version 2\\) cannot read: .*\"skip\" is missing"):
+        pinring.Loader(src(0), device="cpu", state=old)
 
 
 def check_token_rows(batch, rows):

@@ -14,13 +14,13 @@ use crate::model::{self, At, Data};
 
 /// What a run used: every piece of every rank, with its epoch.
 #[derive(Debug, Default)]
-struct Used {
+pub struct Used {
     /// (epoch, document id) of every piece.
-    pieces: Vec<(u64, u64)>,
+    pub pieces: Vec<(u64, u64)>,
 }
 
 impl Used {
-    fn add(&mut self, g: &Got, data: &Data) {
+    pub fn add(&mut self, g: &Got, data: &Data) {
         for &span in &g.spans {
             self.pieces.push((g.epoch, data.id(span)));
         }
@@ -28,7 +28,7 @@ impl Used {
 
     /// No document twice in an epoch; the documents used in each (epoch, shard)
     /// (sequential) or epoch (shuffled) are a prefix of its walk.
-    fn check(&self, data: &Data, order: DocOrder) -> Result<(), TestCaseError> {
+    pub fn check(&self, data: &Data, order: DocOrder) -> Result<(), TestCaseError> {
         let mut seen = BTreeSet::new();
         for &p in &self.pieces {
             prop_assert!(
@@ -159,7 +159,7 @@ fn run_ranks(
     ))
 }
 
-fn orders() -> impl Strategy<Value = DocOrder> {
+pub fn orders() -> impl Strategy<Value = DocOrder> {
     prop_oneof![
         Just(DocOrder::Sequential),
         any::<u64>().prop_map(|seed| DocOrder::Shuffled { seed }),

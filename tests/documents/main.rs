@@ -1,7 +1,7 @@
 //! The packed-documents source (`pinring::source::Documents`) through the public API: its
 //! walk against an independent model of modded-nanogpt's generator, the fields of real
-//! pipelines against the tokens on disk, coverage and elastic resume, LLaMA-3 shards, and
-//! every bad input.
+//! pipelines against the tokens on disk, coverage and elastic resume, starting at a step
+//! and skipping steps, LLaMA-3 shards, and every bad input.
 
 mod by_hand;
 mod cache;
@@ -12,4 +12,5 @@ mod helpers;
 mod llama;
 mod locate;
 mod model;
+mod seek;
 mod walk;

@@ -542,7 +542,6 @@ impl Documents {
         (
             Spec::Documents {
                 docs: self.docs.clone(),
-                start_step: 0,
             },
             row,
         )

@@ -32,10 +32,8 @@ pub(crate) enum Spec {
     },
     /// Packed documents: a batch is one step of this rank.
     Documents {
-        /// The source.
+        /// The source (with the run's start step and skipped steps, if any).
         docs: Documents,
-        /// The step a run begins at (`start_step`; 0: the start).
-        start_step: u64,
     },
     /// A mixture of samplers of one kind.
     Mixed(MixSpec),
@@ -155,11 +153,6 @@ fn samples<S: Segmented>(
 }
 
 impl Spec {
-    /// Whether the source packs documents (a batch is a step).
-    pub(crate) fn is_documents(&self) -> bool {
-        matches!(self, Spec::Documents { .. })
-    }
-
     /// Whether a batch is a step of packed documents (a Documents source or a mixture of
     /// them): no batch size.
     pub(crate) fn packs_documents(&self) -> bool {
@@ -188,7 +181,7 @@ impl Spec {
         match self {
             Spec::Tokens { sampler, .. } => Arc::new(sampler.clone()),
             Spec::Records { sampler } => Arc::new(sampler.clone()),
-            Spec::Documents { docs, .. } => Arc::new(docs.clone()),
+            Spec::Documents { docs } => Arc::new(docs.clone()),
             Spec::Mixed(m) => m.locator(),
         }
     }
@@ -198,7 +191,7 @@ impl Spec {
     /// fields).
     pub(crate) fn config_base(&self, batch: usize, sample_bytes: usize) -> ConfigBuilder {
         match self {
-            Spec::Documents { docs, .. } => docs.config().locator(self.locator()),
+            Spec::Documents { docs } => docs.config().locator(self.locator()),
             Spec::Mixed(m) => m.config_base(batch, sample_bytes),
             _ => Config::builder()
                 .batch_size(batch)
@@ -214,8 +207,8 @@ impl Spec {
     }
 
     /// The same source with its epochs cut into batches of `batch` samples on every rank
-    /// (the last one of an epoch short unless `drop_last`), its run beginning at
-    /// `steps.start` and leaving out `steps.skip`; Documents as it is.
+    /// (the last one of an epoch short unless `drop_last`; Documents: a step a batch), its
+    /// run beginning at `steps.start` and leaving out `steps.skip`.
     pub(crate) fn batched(
         &self,
         batch: u64,
@@ -230,9 +223,8 @@ impl Spec {
             Spec::Records { sampler } => Spec::Records {
                 sampler: batched(sampler, batch, drop_last, steps)?,
             },
-            Spec::Documents { docs, .. } => Spec::Documents {
-                docs: docs.clone(),
-                start_step: steps.start,
+            Spec::Documents { docs } => Spec::Documents {
+                docs: docs.with_steps(steps.start, steps.skip.iter().copied())?,
             },
             Spec::Mixed(m) => Spec::Mixed(m.batched(batch, steps)?),
         })
@@ -252,7 +244,7 @@ impl Spec {
         let from = position.from.as_ref();
         match self {
             Spec::Mixed(m) => m.checkpoint(position),
-            Spec::Documents { docs, .. } => {
+            Spec::Documents { docs } => {
                 let start = documents_state(from)?;
                 let (done, after) = match &position.walked_after {
                     Some((done, SourceState::Documents(state))) if *done <= position.batches => {
@@ -277,27 +269,29 @@ impl Spec {
 
     /// Where a run from `from` (the start when `None`) begins: `from` itself, or, for a
     /// Documents source with a start step that `from` stands before, the state at that
-    /// step (its steps walked over the index, nothing read: about a microsecond a step).
-    /// Samplers and mixtures begin at their start step by themselves.
+    /// step (its steps walked over the index by the source, nothing read: about a
+    /// microsecond a step), so that the loader's epoch and states count from there.
+    /// Samplers and mixtures begin at their start step by themselves (and so would
+    /// Documents: this only says where).
     pub(crate) fn begin(&self, from: Option<SourceState>) -> pinring::Result<Option<SourceState>> {
-        let Spec::Documents { docs, start_step } = self else {
+        let Spec::Documents { docs } = self else {
             return Ok(from);
         };
         let at = match &from {
             None => 0,
             Some(state) => documents_state(Some(state))?.map_or(0, |c| c.step),
         };
-        if *start_step <= at {
+        if docs.start_step() <= at {
             return Ok(from);
         }
-        let state = docs.checkpoint_after(documents_state(from.as_ref())?, start_step - at)?;
+        let state = docs.checkpoint_after(documents_state(from.as_ref())?, 0)?;
         Ok(Some(SourceState::Documents(state)))
     }
 
     /// Checks that this source can resume from `state`.
     pub(crate) fn check(&self, state: &SourceState) -> pinring::Result<()> {
         match self {
-            Spec::Documents { docs, .. } => match documents_state(Some(state))? {
+            Spec::Documents { docs } => match documents_state(Some(state))? {
                 Some(c) => docs.check_checkpoint(c),
                 None => Ok(()),
             },
@@ -380,7 +374,7 @@ impl Spec {
                 RecordBytes,
                 samples(sampler, windows_state(from)?, epochs)?,
             ),
-            Spec::Documents { docs, .. } => {
+            Spec::Documents { docs } => {
                 let steps = match documents_state(from)? {
                     None => docs.iter(),
                     Some(state) => docs.iter_from(state)?,

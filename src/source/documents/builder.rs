@@ -21,6 +21,7 @@ use super::walker::Walker;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::segmented::Segmented;
+use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
 
 /// GPT-2's `<|endoftext|>`, which starts every document of modded-nanogpt's shards: the
@@ -49,6 +50,7 @@ impl Documents {
 /// | [`token_type`](Self::token_type) | [`TokenType::I32`] |
 /// | [`positions`](Self::positions) | off |
 /// | [`index_cache`](Self::index_cache) | none: every run scans the shards it needs |
+/// | [`start_step`](Self::start_step), [`skip_steps`](Self::skip_steps) | none: from step 0, every step |
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct DocumentsBuilder {
@@ -66,6 +68,10 @@ pub struct DocumentsBuilder {
     /// Whether batches carry `positions`, if set (default off).
     positions: Option<bool>,
     index_cache: Option<PathBuf>,
+    /// The step a run begins at, if set.
+    start_step: Option<u64>,
+    /// The steps a run leaves out, as given.
+    skip_steps: Vec<(u64, u64)>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
     gated: bool,
@@ -86,6 +92,8 @@ impl DocumentsBuilder {
             token_type: None,
             positions: None,
             index_cache: None,
+            start_step: None,
+            skip_steps: Vec::new(),
             #[cfg(test)]
             gated: false,
         }
@@ -168,6 +176,76 @@ impl DocumentsBuilder {
         self
     }
 
+    /// Begins the run at step `k` (default 0): [`iter`](Documents::iter) yields exactly
+    /// what an uninterrupted run yields from step `k` on — the same steps, numbered from
+    /// `k` — found by walking the shards' indexes through the steps before it (about a
+    /// microsecond a step, when the first step is pulled; shards not indexed yet are
+    /// indexed, and no token is read or packed). A run resumed from a checkpoint that
+    /// stands before step `k` begins at `k` too
+    /// ([`iter_from`](Documents::iter_from)), and its checkpoints
+    /// ([`checkpoint_after`](Documents::checkpoint_after)) count the steps walked over.
+    /// A step before `k` that packs too many documents for its `cu_seqlens` is walked
+    /// over, not an error (it is never packed); one that fits nowhere is
+    /// ([`SourceError::NoStepFits`]).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Documents, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-docstart-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// // Documents of 1 to 9 tokens, each starting at 50256.
+    /// let tokens: Vec<u16> = (0..9000u16).map(|i| if i % 9 == i / 9 % 9 { 50256 } else { 1 }).collect();
+    /// write_shard(dir.join("train_000.bin"), &tokens)?;
+    /// let shards = TokenShards::open([dir.join("train_000.bin")])?;
+    /// let docs = |start| Documents::builder(shards.clone()).tokens_per_batch(31).max_seq_len(8)
+    ///     .shard(1, 2).start_step(start).build();
+    /// let ids = |step: pinring::source::DocStep| (step.step(), step.pieces().map(|p| p.doc).collect::<Vec<_>>());
+    /// let whole: Vec<_> = docs(0)?.iter().take(40).map(ids).collect();
+    /// let from_25: Vec<_> = docs(25)?.iter().take(15).map(ids).collect();
+    /// assert_eq!(from_25, whole[25..]);
+    /// assert_eq!(from_25[0].0, 25);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn start_step(mut self, k: u64) -> Self {
+        self.start_step = Some(k);
+        self
+    }
+
+    /// Leaves the batches of these steps out of the run (default: none): each `(a, b)` is
+    /// the half-open range `a..b` (steps `a` to `b - 1`, as Rust's `a..b` and Python's
+    /// `range(a, b)` are). The walk goes through a skipped step as through any other —
+    /// its documents are used up, on every rank, but not delivered (nothing of them is
+    /// read) — so every other step keeps its number and its documents. A checkpoint
+    /// records the skipped ranges, so a run resumed from it keeps skipping them (with any
+    /// its own builder adds). The "roll back and skip the bad data" recovery after a loss
+    /// spike: resume from the last good checkpoint with the steps of the spike skipped. A
+    /// skipped step that packs too many documents is no error. A range that ends before
+    /// it starts is [`SourceError::BadSkip`] at [`build`](Self::build).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Documents, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-docskip-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let tokens: Vec<u16> = (0..2000u16).map(|i| if i % 10 == 0 { 50256 } else { 1 }).collect();
+    /// write_shard(dir.join("train_000.bin"), &tokens)?;
+    /// let shards = TokenShards::open([dir.join("train_000.bin")])?;
+    /// let docs = Documents::builder(shards).tokens_per_batch(19).max_seq_len(64)
+    ///     .skip_steps([(2, 4), (6, 7)]).build()?;
+    /// // Two documents of 10 tokens a step: step k starts at document 2k, skipped or not.
+    /// let steps: Vec<(u64, u64)> = docs.iter().take(5)
+    ///     .map(|s| (s.step(), s.pieces().next().unwrap().doc)).collect();
+    /// assert_eq!(steps, [(0, 0), (1, 20), (4, 80), (5, 100), (7, 140)]);
+    /// // The checkpoint after them records the skips.
+    /// let state = docs.checkpoint_after(None, 5)?;
+    /// assert_eq!((state.step, state.doc, state.skip.clone()), (8, 16, vec![(2, 4), (6, 7)]));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        self.skip_steps.extend(ranges);
+        self
+    }
+
     /// Tests: the thread ahead builds nothing until the test opens its gate.
     #[cfg(test)]
     pub(super) fn gated(mut self) -> Self {
@@ -187,8 +265,11 @@ impl DocumentsBuilder {
     /// sizes of 0, too large, or a schedule that is not increasing
     /// ([`Schedule::new`]'s errors); a shard indexed here without a `bos`
     /// ([`DocumentProblem::NoBos`](crate::source::DocumentProblem::NoBos)); no first
-    /// step fitting in a whole epoch ([`SourceError::NoStepFits`]).
-    pub fn build(self) -> Result<Documents> {
+    /// step fitting in a whole epoch ([`SourceError::NoStepFits`]); a skipped range that
+    /// ends before it starts ([`SourceError::BadSkip`]).
+    pub fn build(mut self) -> Result<Documents> {
+        let skip = SkipSteps::new(std::mem::take(&mut self.skip_steps))?;
+        let start_step = self.start_step.unwrap_or(0);
         if self.world == 0 {
             return Err(SourceError::Zero("world_size").into());
         }
@@ -217,13 +298,16 @@ impl DocumentsBuilder {
         Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone()).locate(Cursor::default(), 0)?;
         Ok(Documents {
             inner: Arc::new(inner),
+            start_step,
+            skip,
         })
     }
 
     /// The first setting given that belongs to a mixture of documents rather than to one
     /// of its sources: `"rank/world_size"`, `"tokens_per_batch"`, `"max_seq_len"`,
-    /// `"max_docs"`, `"schedule"`, `"token_type"`, `"positions"`; `None` when the source
-    /// sets none of them.
+    /// `"max_docs"`, `"schedule"`, `"token_type"`, `"positions"`, `"start_step"`,
+    /// `"skip_steps"` (the mixture's steps are its own); `None` when the source sets none
+    /// of them.
     pub(crate) fn mixture_setting(&self) -> Option<&'static str> {
         [
             (self.rank != 0 || self.world != 1, "rank/world_size"),
@@ -233,6 +317,8 @@ impl DocumentsBuilder {
             (!self.schedule.is_empty(), "schedule"),
             (self.token_type.is_some(), "token_type"),
             (self.positions.is_some(), "positions"),
+            (self.start_step.is_some(), "start_step"),
+            (!self.skip_steps.is_empty(), "skip_steps"),
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))
@@ -276,6 +362,8 @@ impl DocumentsBuilder {
         inner.index.ensure(0, BuiltBy::Start)?;
         Ok(Documents {
             inner: Arc::new(inner),
+            start_step: 0,
+            skip: SkipSteps::default(),
         })
     }
 

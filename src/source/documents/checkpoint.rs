@@ -13,8 +13,11 @@ use super::walk::Cursor;
 /// The version of the [`DocumentsCheckpoint`] layout and of the walk it describes: it goes
 /// up whenever a field is added, removed or changes meaning, or the walk changes which
 /// documents a cursor or a step stands for. A source refuses a checkpoint of another
-/// version.
-pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 1;
+/// version, and [`DocumentsCheckpoint::from_text`] names the version of one it cannot
+/// read.
+///
+/// Version 2 added `skip` (the skipped steps, issue 22).
+pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 2;
 
 /// Where a packed-documents run stands, independent of rank and world size: the walk's
 /// cursor after the steps every rank popped, and the step count — plus what a source
@@ -27,13 +30,16 @@ pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 1;
 /// schedule and `max_docs` are the same: the walk goes on from the cursor with the new
 /// world size, so every document is delivered at most once across the runs and none is
 /// skipped but those the walk itself drops (a shard's tail too short for a step, the
-/// cut-off tails of long documents).
+/// cut-off tails of long documents) and those of the skipped steps
+/// ([`DocumentsBuilder::skip_steps`](crate::source::DocumentsBuilder::skip_steps), which it
+/// records, so a resumed run keeps skipping them).
 ///
 /// Plain data. Through serde it is one flat record of the keys `version`, `format`,
 /// `files`, `sizes` (the dataset's [`Fingerprint`]), `bos`, `order`, `seed`, `schedule`
 /// (a list of `[from_step, tokens_per_batch, max_seq_len]`, the first from step 0),
-/// `max_docs` (0: modded-nanogpt's rule), `epoch`, `shard`, `doc`, `step` and
-/// `world_size`, read back strictly (no key missing, none unknown);
+/// `max_docs` (0: modded-nanogpt's rule), `epoch`, `shard`, `doc`, `step`, `world_size`
+/// and `skip` (a list of `[start, end]`), read back strictly (no key missing, none
+/// unknown);
 /// [`to_text`](Self::to_text) and [`from_text`](Self::from_text) give it as JSON.
 ///
 /// ```
@@ -84,6 +90,12 @@ pub struct DocumentsCheckpoint {
     pub step: u64,
     /// The world size it was saved at (informative: a resume may use another).
     pub world_size: u64,
+    /// The skipped steps in force, as half-open ranges `(start, end)`, sorted and
+    /// disjoint ([`DocumentsBuilder::skip_steps`](crate::source::DocumentsBuilder::skip_steps)):
+    /// a run resumed from here skips them too (and any its own builder adds). Always
+    /// empty in a source's part of a mixture's state: the mixture's skipped steps are its
+    /// own.
+    pub skip: Vec<(u64, u64)>,
 }
 
 impl DocumentsCheckpoint {
@@ -112,8 +124,8 @@ impl DocumentsCheckpoint {
     /// Combines the checkpoints of all ranks of one run, indexed by rank, into the one
     /// rank-agnostic state: they must be equal. Ranks at different steps are
     /// [`SourceError::UnequalSteps`], naming each rank's step; checkpoints of different
-    /// runs (or at the same step but different cursors) are
-    /// [`SourceError::DocumentsCheckpointMismatch`]; none at all is
+    /// runs (another world size or other skipped steps too, or at the same step but
+    /// different cursors) are [`SourceError::DocumentsCheckpointMismatch`]; none at all is
     /// [`SourceError::Zero`]`("checkpoints")`.
     pub fn merge(states: &[DocumentsCheckpoint]) -> Result<DocumentsCheckpoint> {
         let Some(first) = states.first() else {
@@ -121,10 +133,21 @@ impl DocumentsCheckpoint {
         };
         for (rank, state) in states.iter().enumerate().skip(1) {
             let world = |s: &Self| s.world_size.to_string();
-            let differs = first.run_difference(state).or_else(|| {
-                (state.world_size != first.world_size)
-                    .then(|| ("the world size".to_owned(), world(first), world(state)))
-            });
+            let differs = first
+                .run_difference(state)
+                .or_else(|| {
+                    (state.world_size != first.world_size)
+                        .then(|| ("the world size".to_owned(), world(first), world(state)))
+                })
+                .or_else(|| {
+                    (state.skip != first.skip).then(|| {
+                        (
+                            "the skipped steps".to_owned(),
+                            format!("{:?}", first.skip),
+                            format!("{:?}", state.skip),
+                        )
+                    })
+                });
             if let Some((what, saved, here)) = differs {
                 return Err(SourceError::DocumentsCheckpointMismatch {
                     what: format!("{what} (rank {rank} against rank 0)"),
@@ -155,8 +178,8 @@ impl DocumentsCheckpoint {
         Ok(first.clone())
     }
 
-    /// The first difference in what a resume must match (everything but the position and
-    /// the world size), as (what, value in `self`, value in `other`).
+    /// The first difference in what a resume must match (everything but the position, the
+    /// world size and the skipped steps), as (what, value in `self`, value in `other`).
     pub(super) fn run_difference(&self, other: &Self) -> Option<(String, String, String)> {
         let differs = |what: &str, a: String, b: String| (a != b).then(|| (what.to_owned(), a, b));
         differs(
@@ -194,28 +217,53 @@ impl DocumentsCheckpoint {
 
     /// Reads the form [`to_text`](Self::to_text) writes. Anything else — not JSON, a key
     /// missing, unknown or given twice, a value of the wrong type, more files than sizes,
-    /// an unknown order, a schedule entry that is not three numbers — is
-    /// [`SourceError::BadCheckpointText`] naming the line and column.
+    /// an unknown order, a schedule entry that is not three numbers, a skipped range
+    /// that is not two numbers — is [`SourceError::BadCheckpointText`] naming the line
+    /// and column. A checkpoint of another [`DOCUMENTS_CHECKPOINT_VERSION`] reads if its
+    /// keys do (a source then refuses it); if they do not, the error says which version
+    /// it is.
     ///
     /// ```
     /// use pinring::source::{DocumentsCheckpoint, SourceError};
     /// use pinring::Error;
-    /// let text = "{\n  \"version\": 1,\n  \"window\": 3\n}";
+    /// let text = "{\n  \"version\": 2,\n  \"window\": 3\n}";
     /// let err = DocumentsCheckpoint::from_text(text).unwrap_err();
     /// let Error::Source(SourceError::BadCheckpointText { line, .. }) = err else { panic!() };
     /// assert_eq!(line, 3); // an unknown key
+    /// // Version 1 had no `skip`:
+    /// let text = "{\"version\": 1, \"format\": \"u16\"}";
+    /// let err = DocumentsCheckpoint::from_text(text).unwrap_err();
+    /// assert!(err.to_string().contains("a documents checkpoint of version 1, which this build \
+    ///     (version 2) cannot read"), "{err}");
     /// ```
     pub fn from_text(text: &str) -> Result<DocumentsCheckpoint> {
         serde_json::from_str(text).map_err(|e| {
             let (line, column) = (e.line(), e.column());
             let message = e.to_string();
-            let why = message
+            let bare = message
                 .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message)
-                .to_owned();
+                .unwrap_or(&message);
+            let why = match version_of(text) {
+                Some(v) if v != DOCUMENTS_CHECKPOINT_VERSION => format!(
+                    "a documents checkpoint of version {v}, which this build (version \
+                     {DOCUMENTS_CHECKPOINT_VERSION}) cannot read: {bare}"
+                ),
+                _ => bare.to_owned(),
+            };
             SourceError::BadCheckpointText { line, column, why }.into()
         })
     }
+}
+
+/// The `version` key of a checkpoint's text, when it is JSON with one.
+fn version_of(text: &str) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: u32,
+    }
+    serde_json::from_str::<Versioned>(text)
+        .ok()
+        .map(|v| v.version)
 }
 
 /// A cursor in words.
@@ -253,6 +301,7 @@ struct Record {
     doc: u64,
     step: u64,
     world_size: u64,
+    skip: Vec<(u64, u64)>,
 }
 
 impl From<DocumentsCheckpoint> for Record {
@@ -272,6 +321,7 @@ impl From<DocumentsCheckpoint> for Record {
             doc: c.doc,
             step: c.step,
             world_size: c.world_size,
+            skip: c.skip,
         }
     }
 }
@@ -308,6 +358,7 @@ impl TryFrom<Record> for DocumentsCheckpoint {
             doc: r.doc,
             step: r.step,
             world_size: r.world_size,
+            skip: r.skip,
         })
     }
 }

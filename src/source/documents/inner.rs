@@ -12,6 +12,7 @@ use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
 use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::TokenShards;
 
 /// What a source, its iterators, steps and decoder share.
@@ -41,8 +42,13 @@ impl Inner {
         self.first_doc.last().copied().unwrap_or(0)
     }
 
-    /// The checkpoint of this run at `cursor`, `step` steps done.
-    pub(super) fn checkpoint_at(&self, cursor: Cursor, step: u64) -> DocumentsCheckpoint {
+    /// The checkpoint of this run at `cursor`, `step` steps done, skipping `skip`.
+    pub(super) fn checkpoint_at(
+        &self,
+        cursor: Cursor,
+        step: u64,
+        skip: &SkipSteps,
+    ) -> DocumentsCheckpoint {
         DocumentsCheckpoint {
             version: DOCUMENTS_CHECKPOINT_VERSION,
             dataset: self.fingerprint.clone(),
@@ -56,6 +62,7 @@ impl Inner {
             doc: cursor.doc,
             step,
             world_size: self.world,
+            skip: skip.ranges().to_vec(),
         }
     }
 }

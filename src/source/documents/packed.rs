@@ -17,6 +17,7 @@ use crate::config::ConfigBuilder;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
+use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{TokenShard, TokenShards, TokenType};
 
 /// Packed documents from llm.c token shards, for variable-length attention: each batch is
@@ -29,7 +30,9 @@ use crate::source::tokens::{TokenShard, TokenShards, TokenType};
 ///
 /// Build one with [`Documents::builder`]; run it with a config from
 /// [`config`](Self::config), the decoder from [`decoder`](Self::decoder) and the steps
-/// from [`iter`](Self::iter) (or [`iter_from`](Self::iter_from) a checkpoint). A batch
+/// from [`iter`](Self::iter) (or [`iter_from`](Self::iter_from) a checkpoint) — from a
+/// [`start_step`](crate::source::DocumentsBuilder::start_step) if given, leaving out the
+/// [`skip_steps`](crate::source::DocumentsBuilder::skip_steps). A batch
 /// then has the fields `tokens` (`N + 1`, the token type), `inputs` and `targets` (views,
 /// `N` each), `cu_seqlens` (int32, `max_docs` long: `[0, end of each document…, N, N…]`,
 /// the last document ending at `N`) and, with
@@ -79,6 +82,11 @@ use crate::source::tokens::{TokenShard, TokenShards, TokenType};
 #[derive(Clone)]
 pub struct Documents {
     pub(super) inner: Arc<Inner>,
+    /// The step a run begins at, at the earliest (`DocumentsBuilder::start_step`; 0: the
+    /// start).
+    pub(super) start_step: u64,
+    /// The steps a run leaves out (`DocumentsBuilder::skip_steps`).
+    pub(super) skip: SkipSteps,
 }
 
 impl fmt::Debug for Documents {
@@ -93,6 +101,8 @@ impl fmt::Debug for Documents {
             .field("world_size", &inner.world)
             .field("token_type", &inner.layout.token_type)
             .field("positions", &inner.layout.positions.is_some())
+            .field("start_step", &self.start_step)
+            .field("skip_steps", &self.skip.ranges())
             .finish()
     }
 }
@@ -115,20 +125,28 @@ impl Documents {
         PackDocuments::new()
     }
 
-    /// This rank's steps from step 0: endless, epoch after epoch.
+    /// This rank's steps: endless, epoch after epoch — from step 0, or from the
+    /// [`start_step`](crate::source::DocumentsBuilder::start_step) (the steps before it
+    /// walked over when the first step is pulled), leaving out the
+    /// [`skip_steps`](crate::source::DocumentsBuilder::skip_steps).
     pub fn iter(&self) -> Steps {
         Steps::new(
             self.inner.clone(),
             Cursor::default(),
             0,
             self.inner.epoch0.clone(),
+            self.start_step,
+            self.skip.clone(),
         )
     }
 
     /// This rank's steps from `checkpoint` (which [`check_checkpoint`](Self::check_checkpoint)
     /// checks first): the walk goes on from its cursor, at its step, with this source's
-    /// world size. The shards the next step needs are indexed here, off the steps' path;
-    /// a next step that fits nowhere is [`SourceError::NoStepFits`].
+    /// world size — to this source's
+    /// [`start_step`](crate::source::DocumentsBuilder::start_step) first if the checkpoint
+    /// stands before it — leaving out the checkpoint's skipped steps and this source's.
+    /// The shards the next step needs are indexed here, off the steps' path; a next step
+    /// that fits nowhere is [`SourceError::NoStepFits`].
     pub fn iter_from(&self, checkpoint: &DocumentsCheckpoint) -> Result<Steps> {
         self.check_checkpoint(checkpoint)?;
         let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
@@ -138,57 +156,93 @@ impl Documents {
             checkpoint.cursor(),
             checkpoint.step,
             walker.into_perm(),
+            self.start_step,
+            self.skip.union(&checkpoint.skip),
         ))
     }
 
     /// The rank-agnostic state after this rank popped `steps` steps since `from` (`None`:
-    /// since the start), which is checked first: the walk's cursor after them and the
-    /// step count. Every rank of a run makes the same one
-    /// ([`DocumentsCheckpoint::merge`] checks that). It walks the steps again (about a
-    /// microsecond a step; indexing shards not indexed yet): pass the last checkpoint as
-    /// `from` to keep it short. A step that cannot be made (too many documents, none
-    /// fits) is its error: a pipeline never delivers it.
+    /// since the start), which is checked first: the walk's cursor after them, the step
+    /// count and the skipped steps. The run is the one [`iter`](Self::iter) (or
+    /// [`iter_from`](Self::iter_from)`(from)`) yields: it begins at the
+    /// [`start_step`](crate::source::DocumentsBuilder::start_step) if `from` stands before
+    /// it and leaves out `from`'s skipped steps and this source's, so the steps walked
+    /// over count as walked, and the checkpoint's `step` is the next step delivered (past
+    /// a skipped range that follows the last step popped). Every rank of a run makes the
+    /// same one ([`DocumentsCheckpoint::merge`] checks that). It walks the steps again
+    /// (about a microsecond a step; indexing shards not indexed yet): pass the last
+    /// checkpoint as `from` to keep it short. A delivered step that cannot be made (too
+    /// many documents, none fits) is its error: a pipeline never delivers it; a step
+    /// walked over is an error only if it fits nowhere.
     pub fn checkpoint_after(
         &self,
         from: Option<&DocumentsCheckpoint>,
         steps: u64,
     ) -> Result<DocumentsCheckpoint> {
-        let (mut cursor, mut step) = match from {
+        let (mut cursor, mut step, skip) = match from {
             Some(from) => {
                 self.check_checkpoint(from)?;
-                (from.cursor(), from.step)
+                (from.cursor(), from.step, self.skip.union(&from.skip))
             }
-            None => (Cursor::default(), 0),
+            None => (Cursor::default(), 0, self.skip.clone()),
         };
+        let first = self.start_step.max(step);
+        let target = skip.after_kept(first, steps);
         let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
-        for _ in 0..steps {
+        while step < target {
             let located = walker.locate(cursor, step)?;
-            let sizes = self.inner.schedule.at(step);
-            let (needed, rank) = located.walk.most_pieces;
-            if needed > sizes.max_docs.saturating_sub(1) {
-                return Err(SourceError::TooManyDocuments {
-                    step,
-                    rank,
-                    needed,
-                    max_docs: sizes.max_docs,
-                }
-                .into());
+            let delivered = step >= first && skip.next_kept(step) == step;
+            if delivered {
+                located.check_max_docs(step, self.inner.schedule.at(step))?;
             }
             cursor = located.after();
             step += 1;
         }
-        Ok(self.inner.checkpoint_at(cursor, step))
+        Ok(self.inner.checkpoint_at(cursor, step, &skip))
+    }
+
+    /// This source again — sharing its shards and their index: nothing is scanned again —
+    /// beginning at step `start_step` and leaving out `skip_steps` (in place of its own),
+    /// as [`DocumentsBuilder::start_step`](crate::source::DocumentsBuilder::start_step) and
+    /// [`DocumentsBuilder::skip_steps`](crate::source::DocumentsBuilder::skip_steps) set
+    /// them. A range that ends before it starts is [`SourceError::BadSkip`].
+    pub fn with_steps(
+        &self,
+        start_step: u64,
+        skip_steps: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<Documents> {
+        Ok(Documents {
+            inner: self.inner.clone(),
+            start_step,
+            skip: SkipSteps::new(skip_steps)?,
+        })
+    }
+
+    /// The step a run begins at, at the earliest
+    /// ([`DocumentsBuilder::start_step`](crate::source::DocumentsBuilder::start_step); 0
+    /// when not set).
+    pub fn start_step(&self) -> u64 {
+        self.start_step
+    }
+
+    /// The steps a run leaves out
+    /// ([`DocumentsBuilder::skip_steps`](crate::source::DocumentsBuilder::skip_steps)), as
+    /// half-open ranges `(start, end)`, sorted and disjoint (overlapping or touching
+    /// ranges merged, empty ones dropped).
+    pub fn skip_steps(&self) -> &[(u64, u64)] {
+        self.skip.ranges()
     }
 
     /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
     /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and
     /// sizes), `bos`, order, seed, schedule and `max_docs`, and a cursor inside this
     /// dataset, or
-    /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank and
-    /// world size may differ.
+    /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank,
+    /// world size and the skipped steps may differ (a run resumed from it skips its
+    /// steps and this source's).
     pub fn check_checkpoint(&self, checkpoint: &DocumentsCheckpoint) -> Result<()> {
         let inner = &*self.inner;
-        let here = inner.checkpoint_at(Cursor::default(), 0);
+        let here = inner.checkpoint_at(Cursor::default(), 0, &SkipSteps::default());
         if let Some((what, saved, here)) = checkpoint.run_difference(&here) {
             return Err(SourceError::DocumentsCheckpointMismatch { what, saved, here }.into());
         }
@@ -274,9 +328,10 @@ impl Documents {
         &self.inner.shards
     }
 
-    /// The checkpoint of this source's walk at `cursor`, `step` steps done.
+    /// The checkpoint of this source's walk at `cursor`, `step` steps done, skipping its
+    /// skipped steps.
     pub(crate) fn checkpoint_at(&self, cursor: Cursor, step: u64) -> DocumentsCheckpoint {
-        self.inner.checkpoint_at(cursor, step)
+        self.inner.checkpoint_at(cursor, step, &self.skip)
     }
 
     /// Shard `s`.

@@ -1,7 +1,8 @@
 //! [`Steps`]: a rank's steps, in order, from the start or a checkpoint; endless (epoch
 //! after epoch). Each is a [`DocStep`]: the iterator locates the step (dropping the partial
 //! steps the walk drops), checks that this step's `cu_seqlens` holds every rank's pieces,
-//! and moves on; the decoder does the rest.
+//! and moves on — walking over the steps before the start step and the skipped ones
+//! without yielding them; the decoder does the rest.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use super::permutation::Permutation;
 use super::step::DocStep;
 use super::walk::Cursor;
 use super::walker::Walker;
-use crate::error::source::SourceError;
+use crate::source::sampling::skip::SkipSteps;
 
 /// The steps of one rank of a [`Documents`](crate::source::Documents) source, in order:
 /// what a [`Pipeline`](crate::Pipeline) pulls (one step a batch). Endless, epoch after
@@ -21,13 +22,22 @@ use crate::error::source::SourceError;
 ///
 /// Each step is found by walking the shards' indexes; a shard not indexed yet by the
 /// thread ahead of the walk is indexed here (the step waits:
-/// [`IndexStats::on_walk`](crate::source::IndexStats::on_walk) counts it).
+/// [`IndexStats::on_walk`](crate::source::IndexStats::on_walk) counts it). The steps
+/// before the [`start_step`](crate::source::DocumentsBuilder::start_step) and the
+/// [`skip_steps`](crate::source::DocumentsBuilder::skip_steps) are walked the same way
+/// (their documents used up on every rank) but not yielded: the other steps keep their
+/// numbers. A step walked over that fits nowhere is still an error (the walk cannot go
+/// on); one that packs too many documents is not (it is never packed).
 pub struct Steps {
     inner: Arc<Inner>,
-    /// Where the walk stands: after the last step yielded.
+    /// Where the walk stands: after the last step walked.
     cursor: Cursor,
-    /// The next step's number.
+    /// The next step walked's number.
     step: u64,
+    /// The first step yielded, at the earliest (the start step).
+    first: u64,
+    /// The steps walked over, not yielded.
+    skip: SkipSteps,
     /// The permutation of the cursor's epoch, once made (shuffled order).
     perm: Option<Arc<Permutation>>,
     done: bool,
@@ -38,35 +48,51 @@ impl fmt::Debug for Steps {
         f.debug_struct("Steps")
             .field("cursor", &self.cursor)
             .field("step", &self.step)
+            .field("first", &self.first)
+            .field("skip", &self.skip.ranges())
             .field("done", &self.done)
             .finish()
     }
 }
 
 impl Steps {
+    /// The steps from `cursor`, at step `step` (its epoch's permutation `perm`, if at
+    /// hand), yielding none before `first` and none of `skip`.
     pub(super) fn new(
         inner: Arc<Inner>,
         cursor: Cursor,
         step: u64,
         perm: Option<Arc<Permutation>>,
+        first: u64,
+        skip: SkipSteps,
     ) -> Self {
         Steps {
             inner,
             cursor,
             step,
+            first,
+            skip,
             perm,
             done: false,
         }
     }
 
-    /// The next step's number.
+    /// The number of the next step it yields (if the run goes on that far): past the
+    /// start step and the skipped steps.
     pub fn next_step(&self) -> u64 {
-        self.step
+        self.skip.next_kept(self.step.max(self.first))
     }
 
-    /// Where the walk stands: after the last step yielded.
+    /// Where the walk stands: after the last step yielded (or walked over since: the steps
+    /// before the start step and the skipped ones are walked when the next step is
+    /// pulled).
     pub fn cursor(&self) -> Cursor {
         self.cursor
+    }
+
+    /// Whether step `k` is yielded (not before the start step, not skipped).
+    fn yields(&self, k: u64) -> bool {
+        k >= self.first && self.skip.next_kept(k) == k
     }
 }
 
@@ -77,24 +103,27 @@ impl Iterator for Steps {
         if self.done {
             return None;
         }
+        let mut walker = Walker::new(&self.inner, BuiltBy::Walk, self.perm.take());
+        // The steps walked over: their documents used up, nothing yielded.
+        let mut walked_over = Ok(());
+        while !self.yields(self.step) {
+            match walker.locate(self.cursor, self.step) {
+                Ok(located) => {
+                    self.cursor = located.after();
+                    self.step += 1;
+                }
+                Err(e) => {
+                    walked_over = Err(e);
+                    break;
+                }
+            }
+        }
         let step = self.step;
         let sizes = self.inner.schedule.at(step);
-        let mut walker = Walker::new(&self.inner, BuiltBy::Walk, self.perm.take());
-        let located = walker.locate(self.cursor, step);
+        let located = walked_over.and_then(|()| walker.locate(self.cursor, step));
         self.perm = walker.into_perm();
-        let outcome = located.and_then(|located| {
-            let (needed, rank) = located.walk.most_pieces;
-            if needed > sizes.max_docs.saturating_sub(1) {
-                Err(SourceError::TooManyDocuments {
-                    step,
-                    rank,
-                    needed,
-                    max_docs: sizes.max_docs,
-                })
-            } else {
-                Ok(located)
-            }
-        });
+        let outcome =
+            located.and_then(|located| located.check_max_docs(step, sizes).map(|()| located));
         let epoch = match &outcome {
             Ok(located) => located.start.epoch,
             Err(_) => self.cursor.epoch,

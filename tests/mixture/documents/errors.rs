@@ -49,7 +49,7 @@ fn problem(b: DocumentMixtureBuilder) -> (MixtureProblem, String, &'static str) 
 fn a_source_that_sets_what_belongs_to_the_mixture_is_a_config_error() {
     let w = written();
     type Set = fn(pinring::source::DocumentsBuilder) -> pinring::source::DocumentsBuilder;
-    let cases: [(Set, &str); 7] = [
+    let cases: [(Set, &str); 9] = [
         (|b| b.shard(1, 2), "rank/world_size"),
         (|b| b.tokens_per_batch(16), "tokens_per_batch"),
         (|b| b.max_seq_len(8), "max_seq_len"),
@@ -57,6 +57,8 @@ fn a_source_that_sets_what_belongs_to_the_mixture_is_a_config_error() {
         (|b| b.schedule(vec![(3, 8, 8)]), "schedule"),
         (|b| b.token_type(TokenType::I32), "token_type"),
         (|b| b.positions(false), "positions"),
+        (|b| b.start_step(4), "start_step"),
+        (|b| b.skip_steps([(1, 2)]), "skip_steps"),
     ];
     for (set, setting) in cases {
         let (p, text, field) = problem(sized(Mixture::documents([w.source(0), set(w.source(1))])));
@@ -308,6 +310,15 @@ fn states_that_do_not_fit_are_refused_by_name() {
         "{e}"
     );
     assert!(e.to_string().contains("source 0's"), "{e}");
+    // A source's part with skipped steps of its own: the mixture's are its state's.
+    let mut own_skips = state.clone();
+    own_skips.sources[1].skip = vec![(5, 6)];
+    let e = mix(0).check_state(&own_skips).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("source 1's skipped steps is [(5, 6)] in the checkpoint but none"),
+        "{e}"
+    );
     // A state with one source fewer.
     let mut short = state.clone();
     short.sources.pop();

@@ -92,11 +92,20 @@ impl DocMember {
     }
 
     /// Checks that `saved` is a state of this source (the same dataset, `bos`, order as
-    /// given, seed, schedule and `max_docs`, a cursor inside it; not its step or world
-    /// size), naming the source `index` in a mismatch; the count of its documents before
-    /// the cursor.
+    /// given, seed, schedule and `max_docs`, a cursor inside it, no skipped steps of its
+    /// own — the mixture's are in the mixture's state; not its step or world size),
+    /// naming the source `index` in a mismatch; the count of its documents before the
+    /// cursor.
     pub(crate) fn count_of(&self, saved: &DocumentsCheckpoint, index: usize) -> Result<u64> {
         let name = |what: String| format!("source {index}'s {what}");
+        if !saved.skip.is_empty() {
+            return Err(SourceError::DocumentsCheckpointMismatch {
+                what: name("skipped steps".into()),
+                saved: format!("{:?}", saved.skip),
+                here: "none (a mixture's skipped steps are the `skip` of its own state)".into(),
+            }
+            .into());
+        }
         let given_seed = self.given_order.seed();
         if saved.seed != given_seed {
             return Err(SourceError::DocumentsCheckpointMismatch {
