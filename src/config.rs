@@ -614,28 +614,24 @@ impl<B: Backend> ConfigBuilder<B> {
             .ok_or(ConfigError::Overflow(
                 "batch_bytes × host_slots + the batch descriptions",
             ))?;
-        if host_total > settings.host_budget {
-            return Err(ConfigError::OverBudget {
-                what: "the host ring and the batch descriptions",
-                bytes: host_total,
-                budget: settings.host_budget,
-                knob: "host_budget",
-            });
-        }
+        within_budget(
+            "the host ring and the batch descriptions",
+            host_total,
+            settings.host_budget,
+            "host_budget",
+        )?;
         let device_stride = batch_bytes
             .checked_next_multiple_of(DEVICE_ALIGN)
             .ok_or(ConfigError::Overflow("batch_bytes rounded up to the page"))?;
         let device_bytes = device_stride
             .checked_mul(settings.device_slots)
             .ok_or(ConfigError::Overflow("device_slots × batch_bytes"))?;
-        if device_bytes > settings.device_budget {
-            return Err(ConfigError::OverBudget {
-                what: "the device slots",
-                bytes: device_bytes,
-                budget: settings.device_budget,
-                knob: "device_budget",
-            });
-        }
+        within_budget(
+            "the device slots",
+            device_bytes,
+            settings.device_budget,
+            "device_budget",
+        )?;
         if settings.copy_core.is_some() || !settings.decode_cores.is_empty() {
             let cores = core_affinity::get_core_ids().unwrap_or_default();
             let check = |field, core: usize| {
@@ -688,5 +684,25 @@ fn nonzero(n: usize, field: &'static str) -> Result<usize, ConfigError> {
         Err(ConfigError::Zero(field))
     } else {
         Ok(n)
+    }
+}
+
+/// `bytes` of `what` within `budget` (the setting `knob`), or [`ConfigError::OverBudget`]
+/// saying so.
+pub(crate) fn within_budget(
+    what: &'static str,
+    bytes: usize,
+    budget: usize,
+    knob: &'static str,
+) -> Result<(), ConfigError> {
+    if bytes > budget {
+        Err(ConfigError::OverBudget {
+            what,
+            bytes,
+            budget,
+            knob,
+        })
+    } else {
+        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
 use crate::backend::contract::{Backend, CopyRole, CopyWaker, Layout};
-use crate::config::Config;
+use crate::config::{within_budget, Config};
 use crate::control::Control;
 use crate::copy_thread::Copier;
 use crate::decode::Decode;
@@ -48,14 +48,12 @@ fn bookkeeping<B: Backend, S>(config: &Config<B>) -> Result<usize, ConfigError> 
     let total = (config.host_stride * h)
         .checked_add(bookkeeping)
         .ok_or(overflow)?;
-    if total > config.settings.host_budget {
-        return Err(ConfigError::OverBudget {
-            what: "the host ring and the samples' bookkeeping (their ids and cells)",
-            bytes: total,
-            budget: config.settings.host_budget,
-            knob: "host_budget",
-        });
-    }
+    within_budget(
+        "the host ring and the samples' bookkeeping (their ids and cells)",
+        total,
+        config.settings.host_budget,
+        "host_budget",
+    )?;
     Ok(bookkeeping)
 }
 
