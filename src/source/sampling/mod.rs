@@ -16,3 +16,4 @@ pub(crate) mod segmented;
 pub(crate) mod skip;
 pub(crate) mod steps;
 pub(crate) mod window;
+pub(crate) mod window_sample;
