@@ -12,7 +12,7 @@ use super::stop::Stop;
 use crate::error::source::MixtureProblem;
 use crate::error::{ConfigError, Result};
 use crate::setters::setters;
-use crate::source::sampling::run_settings::{CheckedRun, RunSettings};
+use crate::source::sampling::run_settings::RunSettings;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::segmented::Segmented;
 
@@ -171,13 +171,7 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
         }
         let weights = self.weights.unwrap_or_else(|| vec![1.0; n]);
         let norm = normalized(&weights, Some(n)).map_err(problem)?;
-        let CheckedRun {
-            rank,
-            world,
-            batch,
-            start_step,
-            skip,
-        } = self.run.check()?;
+        let run = self.run.check()?;
         let members = self
             .sources
             .into_iter()
@@ -189,12 +183,12 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
                 weights,
                 norm,
                 seed: self.seed,
-                rank,
-                world,
-                batch,
+                rank: run.rank,
+                world: run.world,
+                batch: run.batch,
                 stop: self.stop,
-                start_step,
-                skip,
+                start_step: run.start_step,
+                skip: run.skip,
             }),
         })
     }
