@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::fields::Fields;
 use crate::host_ring::{DEVICE_ALIGN, HUGE_PAGE, PAGE};
 use crate::locate::Locate;
+use crate::setters::setters;
 use crate::slot::info::SlotInfo;
 
 /// What to do with a last batch that has fewer samples than `batch_size`.
@@ -35,14 +36,34 @@ pub enum LastBatch {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config<B: Backend = Cpu> {
+    /// The settings kept as the builder was given them.
+    pub(crate) settings: Settings,
     pub(crate) batch_size: usize,
     pub(crate) sample_bytes: usize,
     pub(crate) batch_bytes: usize,
-    pub(crate) host_slots: usize,
-    pub(crate) device_slots: usize,
     pub(crate) host_stride: usize,
     pub(crate) device_stride: usize,
     pub(crate) decode_threads: usize,
+    /// The stream every `pop` binds its batch to ([`ConfigBuilder::consumer_stream`]).
+    pub(crate) consumer_stream: Option<B::Stream>,
+    /// Bytes of the batch descriptions every host and device slot keeps (their rows).
+    pub(crate) id_bytes: usize,
+    /// Rows a batch's description holds at most.
+    pub(crate) rows_per_batch: usize,
+    /// The batch's fields, if it has a layout of named arrays.
+    pub(crate) fields: Option<std::sync::Arc<Fields>>,
+    pub(crate) backend: B::Options,
+    /// Samples per decode work item, when not derived from the sample size (models).
+    pub(crate) decode_item_samples: Option<usize>,
+}
+
+/// The settings a [`ConfigBuilder`] stores as given and the [`Config`] it builds keeps as
+/// they are (`build` checks them; `poison_released` it also turns on from the
+/// environment).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) host_slots: usize,
+    pub(crate) device_slots: usize,
     pub(crate) copy_core: Option<usize>,
     pub(crate) decode_cores: Vec<usize>,
     pub(crate) spin: Duration,
@@ -51,24 +72,27 @@ pub struct Config<B: Backend = Cpu> {
     pub(crate) pop_timeout: Option<Duration>,
     pub(crate) lease_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
-    pub(crate) trace: usize,
-    pub(crate) poison_released: bool,
-    /// The stream every `pop` binds its batch to ([`ConfigBuilder::consumer_stream`]).
-    pub(crate) consumer_stream: Option<B::Stream>,
     /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
     /// sample type's size when the pipeline starts).
     pub(crate) host_budget: usize,
-    /// Bytes of the batch descriptions every host and device slot keeps (their rows).
-    pub(crate) id_bytes: usize,
-    /// Rows a batch's description holds at most.
-    pub(crate) rows_per_batch: usize,
-    /// The batch's fields, if it has a layout of named arrays.
-    pub(crate) fields: Option<std::sync::Arc<Fields>>,
+    /// Most bytes of device memory: the device slots.
+    pub(crate) device_budget: usize,
+    pub(crate) trace: usize,
+    pub(crate) poison_released: bool,
     /// What places the batches' rows in their files (`ConfigBuilder::locator`).
     pub(crate) locator: Option<std::sync::Arc<dyn Locate>>,
-    pub(crate) backend: B::Options,
-    /// Samples per decode work item, when not derived from the sample size (models).
-    pub(crate) decode_item_samples: Option<usize>,
+}
+
+/// The settings a [`ConfigBuilder`] stores that `build` resolves into others: the sizes
+/// of a batch, and the defaults that depend on other settings or on the machine.
+#[derive(Debug, Clone, Default)]
+struct Unresolved {
+    batch_size: Option<usize>,
+    bytes_per_sample: Option<usize>,
+    batch_bytes: Option<usize>,
+    decode_threads: Option<usize>,
+    rows_per_batch: Option<usize>,
+    fields: Option<Fields>,
 }
 
 impl Config<Cpu> {
@@ -99,28 +123,25 @@ impl Config<Cpu> {
     /// available core, the cpu backend, partial last batches delivered.
     pub fn builder() -> ConfigBuilder<Cpu> {
         ConfigBuilder {
-            batch_size: None,
-            bytes_per_sample: None,
-            batch_bytes: None,
-            host_slots: 4,
-            device_slots: 2,
-            decode_threads: None,
-            copy_core: None,
-            decode_cores: Vec::new(),
-            spin: Config::DEFAULT_SPIN,
-            last_batch: LastBatch::Partial,
-            huge_pages: false,
-            pop_timeout: None,
-            lease_timeout: Config::DEFAULT_LEASE_TIMEOUT,
-            shutdown_timeout: Duration::from_secs(5),
-            host_budget: 16 << 30,
-            device_budget: 16 << 30,
-            trace: 0,
-            poison_released: false,
-            rows_per_batch: None,
-            fields: None,
+            settings: Settings {
+                host_slots: 4,
+                device_slots: 2,
+                copy_core: None,
+                decode_cores: Vec::new(),
+                spin: Config::DEFAULT_SPIN,
+                last_batch: LastBatch::Partial,
+                huge_pages: false,
+                pop_timeout: None,
+                lease_timeout: Config::DEFAULT_LEASE_TIMEOUT,
+                shutdown_timeout: Duration::from_secs(5),
+                host_budget: 16 << 30,
+                device_budget: 16 << 30,
+                trace: 0,
+                poison_released: false,
+                locator: None,
+            },
+            unresolved: Unresolved::default(),
             consumer_stream: None,
-            locator: None,
             backend: Default::default(),
         }
     }
@@ -147,11 +168,11 @@ impl<B: Backend> Config<B> {
     }
     /// Host slots in the pinned ring.
     pub fn host_slots(&self) -> usize {
-        self.host_slots
+        self.settings.host_slots
     }
     /// Device slots (batches the consumer can hold at once).
     pub fn device_slots(&self) -> usize {
-        self.device_slots
+        self.settings.device_slots
     }
     /// Bytes from one slot's start to the next in the host ring (batch bytes rounded up
     /// to the page; the device slots' stride may differ, see the memory line of this
@@ -165,39 +186,39 @@ impl<B: Backend> Config<B> {
     }
     /// The core the copy thread is pinned to, if any.
     pub fn copy_core(&self) -> Option<usize> {
-        self.copy_core
+        self.settings.copy_core
     }
     /// Cores the decode threads are pinned to (worker `i` on `cores[i % len]`), if any.
     pub fn decode_cores(&self) -> &[usize] {
-        &self.decode_cores
+        &self.settings.decode_cores
     }
     /// How long a waiting thread spins before it parks (see [`ConfigBuilder::spin`]).
     pub fn spin(&self) -> Duration {
-        self.spin
+        self.settings.spin
     }
     /// What happens to a short last batch.
     pub fn last_batch(&self) -> LastBatch {
-        self.last_batch
+        self.settings.last_batch
     }
     /// Whether the host ring asks for huge pages.
     pub fn huge_pages(&self) -> bool {
-        self.huge_pages
+        self.settings.huge_pages
     }
     /// How long `pop` waits before it reports which stage is behind.
     pub fn pop_timeout(&self) -> Option<Duration> {
-        self.pop_timeout
+        self.settings.pop_timeout
     }
     /// How long `pop` waits while every device slot is leased before it says so.
     pub fn lease_timeout(&self) -> Duration {
-        self.lease_timeout
+        self.settings.lease_timeout
     }
     /// How long dropping the pipeline waits for threads running user code.
     pub fn shutdown_timeout(&self) -> Duration {
-        self.shutdown_timeout
+        self.settings.shutdown_timeout
     }
     /// Spans the trace ring holds (0: tracing off; see [`ConfigBuilder::trace`]).
     pub fn trace_spans(&self) -> usize {
-        self.trace
+        self.settings.trace
     }
     /// Rows a batch's description holds at most (see
     /// [`ConfigBuilder::rows_per_batch`]).
@@ -212,7 +233,7 @@ impl<B: Backend> Config<B> {
     /// What places the batches' rows in their files, if set (see
     /// [`ConfigBuilder::locator`]).
     pub fn locator(&self) -> Option<&std::sync::Arc<dyn Locate>> {
-        self.locator.as_ref()
+        self.settings.locator.as_ref()
     }
     /// Bytes of host memory the pipeline keeps beside its ring for the samples'
     /// bookkeeping that does not depend on the sample type: the descriptions of every host
@@ -226,18 +247,18 @@ impl<B: Backend> Config<B> {
     /// [`host_stride`](Self::host_stride) bytes (mapped and pre-faulted before the first
     /// batch).
     pub fn pinned_bytes(&self) -> usize {
-        self.host_stride * self.host_slots
+        self.host_stride * self.settings.host_slots
     }
     /// Bytes of device memory the pipeline allocates: `device_slots` slots of
     /// [`device_stride`](Self::device_stride) bytes.
     pub fn device_bytes(&self) -> usize {
-        self.device_stride * self.device_slots
+        self.device_stride * self.settings.device_slots
     }
     /// Whether released device slots are filled with a poison pattern (see
     /// [`ConfigBuilder::poison_released`]; also on when `PINRING_POISON_RELEASED=1` was set
     /// when the config was built).
     pub fn poison_released(&self) -> bool {
-        self.poison_released
+        self.settings.poison_released
     }
     /// The declared consumer stream, if any (see [`ConfigBuilder::consumer_stream`]).
     pub fn consumer_stream(&self) -> Option<&B::Stream> {
@@ -280,35 +301,39 @@ impl<B: Backend> std::fmt::Display for Config<B> {
         writeln!(
             f,
             "  host ring: {} slots x {:.1} KiB (decode fills up to {} batches ahead)",
-            self.host_slots,
+            self.settings.host_slots,
             kib(self.host_stride),
-            self.host_slots
+            self.settings.host_slots
         )?;
         writeln!(
             f,
             "  device slots: {} x {:.1} KiB (up to {} batches on the device, leased ones included)",
-            self.device_slots,
+            self.settings.device_slots,
             kib(self.device_stride),
-            self.device_slots
+            self.settings.device_slots
         )?;
         writeln!(
             f,
             "  bookkeeping: {:.1} MiB of batch descriptions (rows), plus {} sample cells (each the size of \
              the decoder's sample), in the host budget",
             mib(self.id_bytes),
-            self.host_slots.saturating_mul(self.batch_size)
+            self.settings.host_slots.saturating_mul(self.batch_size)
         )?;
         write!(
             f,
             "  decode threads: {}; spin {} us; trace {}{}",
             self.decode_threads,
-            self.spin.as_micros(),
-            if self.trace == 0 {
+            self.settings.spin.as_micros(),
+            if self.settings.trace == 0 {
                 "off".to_string()
             } else {
-                format!("{} spans ({:.1} MiB)", self.trace, mib(self.trace * 40))
+                format!(
+                    "{} spans ({:.1} MiB)",
+                    self.settings.trace,
+                    mib(self.settings.trace * 40)
+                )
             },
-            if self.poison_released {
+            if self.settings.poison_released {
                 "; released slots poisoned"
             } else {
                 ""
@@ -321,248 +346,149 @@ impl<B: Backend> std::fmt::Display for Config<B> {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ConfigBuilder<B: Backend = Cpu> {
-    batch_size: Option<usize>,
-    bytes_per_sample: Option<usize>,
-    batch_bytes: Option<usize>,
-    host_slots: usize,
-    device_slots: usize,
-    decode_threads: Option<usize>,
-    copy_core: Option<usize>,
-    decode_cores: Vec<usize>,
-    spin: Duration,
-    last_batch: LastBatch,
-    huge_pages: bool,
-    pop_timeout: Option<Duration>,
-    lease_timeout: Duration,
-    shutdown_timeout: Duration,
-    host_budget: usize,
-    device_budget: usize,
-    trace: usize,
-    poison_released: bool,
-    rows_per_batch: Option<usize>,
-    fields: Option<Fields>,
+    settings: Settings,
+    unresolved: Unresolved,
     consumer_stream: Option<B::Stream>,
-    locator: Option<std::sync::Arc<dyn Locate>>,
     backend: B::Options,
 }
 
 impl<B: Backend> ConfigBuilder<B> {
-    /// Samples in a full batch (required, at least 1).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = Some(n);
-        self
+    setters! {
+        /// Samples in a full batch (required, at least 1).
+        batch_size(n: usize) => unresolved.batch_size = Some(n);
+        /// Bytes each sample takes (give this or [`batch_bytes`](Self::batch_bytes)).
+        bytes_per_sample(n: usize) => unresolved.bytes_per_sample = Some(n);
+        /// Bytes of a full batch (give this or [`bytes_per_sample`](Self::bytes_per_sample));
+        /// must be a multiple of `batch_size`.
+        batch_bytes(n: usize) => unresolved.batch_bytes = Some(n);
+        /// Host slots in the pinned ring (default 4): how far decode may run ahead.
+        host_slots(n: usize) => settings.host_slots = n;
+        /// Device slots (default 2): how many batches the consumer can hold at once; at most
+        /// [`Config::MAX_DEVICE_SLOTS`].
+        device_slots(n: usize) => settings.device_slots = n;
+        /// Threads in the decode pool (default: the available parallelism); at most
+        /// [`Config::MAX_DECODE_THREADS`].
+        decode_threads(n: usize) => unresolved.decode_threads = Some(n);
+        /// Pins the copy thread to this core.
+        copy_core(core: usize) => settings.copy_core = Some(core);
+        /// Pins decode worker `i` to `cores[i % cores.len()]`.
+        decode_cores(cores: impl IntoIterator<Item = usize>) =>
+            settings.decode_cores = cores.into_iter().collect();
+        /// How long a waiting thread spins before it parks (default
+        /// [`Config::DEFAULT_SPIN`], 30 µs; zero parks at once).
+        ///
+        /// Every wait in the pipeline (the consumer's `pop`, the copy thread, the decode
+        /// workers, the feeder) checks its condition in a spin loop for at most this long, then
+        /// parks until woken. The spin is bounded by time, adapts (a waiter spins only while its
+        /// waits are typically shorter than this), and a deadline is checked in both phases. A
+        /// longer spin shortens the hand-off between stages that run at a high rate; zero
+        /// leaves every idle core to the trainer at the cost of a wake-up latency per hand-off.
+        spin(spin: Duration) => settings.spin = spin;
+        /// What to do with a short last batch (default: deliver it).
+        last_batch(mode: LastBatch) => settings.last_batch = mode;
+        /// Asks for 2 MiB huge pages for the host ring; when the system has none the ring
+        /// falls back to normal pages and [`Pipeline::huge_pages`](crate::Pipeline::huge_pages)
+        /// says why.
+        huge_pages(on: bool) => settings.huge_pages = on;
+        /// Makes `pop` give up after `timeout` with
+        /// [`Error::PopTimeout`](crate::Error::PopTimeout).
+        pop_timeout(timeout: Duration) => settings.pop_timeout = Some(timeout);
+        /// How long `pop` waits, when every device slot is leased by batches already handed
+        /// out, before it returns [`Error::AllSlotsLeased`](crate::Error::AllSlotsLeased)
+        /// naming them (default [`Config::DEFAULT_LEASE_TIMEOUT`]). A release from another
+        /// thread within that time lets the pop go on; a batch forgotten or held while popping
+        /// more would otherwise hang the pop forever.
+        lease_timeout(timeout: Duration) => settings.lease_timeout = timeout;
+        /// How long dropping the pipeline waits for threads that run user code (a decode in
+        /// progress, a source iterator's `next`) before it leaves them to end on their own
+        /// (default 5 s).
+        shutdown_timeout(timeout: Duration) => settings.shutdown_timeout = timeout;
+        /// Most bytes of host memory the pipeline may take (default 16 GiB): its host ring and
+        /// the bookkeeping of its samples (their ids and, once the decoder's sample type is
+        /// known at [`Pipeline::new`](crate::Pipeline::new), one cell per sample per host
+        /// slot; see [`Config::bookkeeping_bytes`]).
+        host_budget(bytes: usize) => settings.host_budget = bytes;
+        /// Most bytes the device slots may take (default 16 GiB).
+        device_budget(bytes: usize) => settings.device_budget = bytes;
+        /// Records a timeline of the pipeline (per-batch spans of every stage) into a ring of
+        /// `spans` entries, written as Chrome trace JSON by
+        /// [`Pipeline::write_trace`](crate::Pipeline::write_trace) (default 0: off). The ring
+        /// is allocated here, once: recording allocates nothing, and keeps the latest `spans`
+        /// spans of a longer run. A batch makes about `5 + decode items` spans; at most
+        /// [`Config::MAX_TRACE_SPANS`].
+        trace(spans: usize) => settings.trace = spans;
+        /// A debug mode for the most likely mistake, a view of a batch kept and read after the
+        /// batch's release: every released device slot is filled with a poison pattern on the
+        /// device, ordered after its release fence (and before the slot's next copy), so that
+        /// such a view reads out-of-range values instead of plausible data from another batch
+        /// (default off; the environment variable `PINRING_POISON_RELEASED=1` turns it on for
+        /// every config built).
+        ///
+        /// The pattern: every byte 0xFF, so integers read -1 (int8 to int64) or their largest
+        /// value (uint8 255, uint16 65,535, ...: beyond any vocabulary), floats NaN.
+        ///
+        /// Cost, on: one fill of the slot (`device_stride` bytes) per batch, on the device: a
+        /// device-memory write beside the copies (cuda: three more driver calls per release on
+        /// the releasing thread, `cuStreamWaitEvent`, `cuMemsetD8Async`, `cuEventRecord`; cpu:
+        /// a memset of the slot, by the releasing thread for `Fence::Sync`, else by the slot's
+        /// own poison thread, one per device slot). Off: one branch per release.
+        poison_released(on: bool) => settings.poison_released = on;
+        /// Rows a batch's description holds at most (default: `batch_size`, a row a sample). A
+        /// source whose sample packs several rows (the documents of a step) sets it to the
+        /// most a batch can hold; rows described past it are not kept.
+        rows_per_batch(rows: usize) => unresolved.rows_per_batch = Some(rows);
+        /// Gives each batch a layout of named arrays in its slot (a batch of one sample: see
+        /// [`Fields`]): [`Batch::field`](crate::Batch::field) finds them. When
+        /// `bytes_per_sample` is not set it is the layout's size.
+        fields(fields: Fields) => unresolved.fields = Some(fields);
+        /// Declares the stream the consumer's work runs on, once: every
+        /// [`pop`](crate::Pipeline::pop) then makes it wait (stream-side, the host does not
+        /// block) for the batch and binds the batch to it, as
+        /// [`Batch::wait_on`](crate::Batch::wait_on) does, and a release with
+        /// [`Fence::Bound`](crate::Fence::Bound) (or a drop) fences on it. A training loop then
+        /// names no stream per step:
+        ///
+        /// ```
+        /// use pinring::{Config, CpuStream, Fence, Pipeline};
+        /// let stream = CpuStream::new(); // cuda: a CuStream of the pipeline's context
+        /// let config = Config::builder()
+        ///     .batch_size(2)
+        ///     .bytes_per_sample(4)
+        ///     .consumer_stream(stream.clone())
+        ///     .build()?;
+        /// let fill = |s: u32, out: &mut [u8]| -> Result<(), pinring::DecodeError> {
+        ///     out.copy_from_slice(&s.to_le_bytes());
+        ///     Ok(())
+        /// };
+        /// let mut pipeline = Pipeline::new(config, pinring::decode_fn(fill), 0..8u32)?;
+        /// while let Some(batch) = pipeline.pop()? {
+        ///     // ... enqueue the step's work on `stream` ...
+        ///     batch.release(Fence::Bound)?;
+        /// }
+        /// # Ok::<(), Box<dyn std::error::Error>>(())
+        /// ```
+        ///
+        /// Set it after choosing the backend (switching backends forgets it). A batch may
+        /// still be bound to more streams with `wait_on`; `Fence::Bound` fences on all of
+        /// them. cuda: the stream must belong to the pipeline's context, checked once when the
+        /// pipeline starts ([`Error::Fence`](crate::Error::Fence)); each `pop` then costs one
+        /// `cuStreamWaitEvent` more.
+        consumer_stream(stream: B::Stream) => consumer_stream = Some(stream);
+        /// What places each batch's rows in their files, for
+        /// [`Batch::locate`](crate::Batch::locate) (default: none, and `locate` says so): the
+        /// source the pipeline reads — a [`Sampler`](crate::source::Sampler) or a
+        /// [`Mixture`](crate::source::Mixture) (cheap to clone), or a source's own config
+        /// helper sets it. Nothing on the pipeline's path uses it.
+        locator(locator: std::sync::Arc<dyn Locate>) => settings.locator = Some(locator);
     }
-    /// Bytes each sample takes (give this or [`batch_bytes`](Self::batch_bytes)).
-    pub fn bytes_per_sample(mut self, n: usize) -> Self {
-        self.bytes_per_sample = Some(n);
-        self
-    }
-    /// Bytes of a full batch (give this or [`bytes_per_sample`](Self::bytes_per_sample));
-    /// must be a multiple of `batch_size`.
-    pub fn batch_bytes(mut self, n: usize) -> Self {
-        self.batch_bytes = Some(n);
-        self
-    }
-    /// Host slots in the pinned ring (default 4): how far decode may run ahead.
-    pub fn host_slots(mut self, n: usize) -> Self {
-        self.host_slots = n;
-        self
-    }
-    /// Device slots (default 2): how many batches the consumer can hold at once; at most
-    /// [`Config::MAX_DEVICE_SLOTS`].
-    pub fn device_slots(mut self, n: usize) -> Self {
-        self.device_slots = n;
-        self
-    }
-    /// Threads in the decode pool (default: the available parallelism); at most
-    /// [`Config::MAX_DECODE_THREADS`].
-    pub fn decode_threads(mut self, n: usize) -> Self {
-        self.decode_threads = Some(n);
-        self
-    }
-    /// Pins the copy thread to this core.
-    pub fn copy_core(mut self, core: usize) -> Self {
-        self.copy_core = Some(core);
-        self
-    }
-    /// Pins decode worker `i` to `cores[i % cores.len()]`.
-    pub fn decode_cores(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
-        self.decode_cores = cores.into_iter().collect();
-        self
-    }
-    /// How long a waiting thread spins before it parks (default
-    /// [`Config::DEFAULT_SPIN`], 30 µs; zero parks at once).
-    ///
-    /// Every wait in the pipeline (the consumer's `pop`, the copy thread, the decode
-    /// workers, the feeder) checks its condition in a spin loop for at most this long, then
-    /// parks until woken. The spin is bounded by time, adapts (a waiter spins only while its
-    /// waits are typically shorter than this), and a deadline is checked in both phases. A
-    /// longer spin shortens the hand-off between stages that run at a high rate; zero
-    /// leaves every idle core to the trainer at the cost of a wake-up latency per hand-off.
-    pub fn spin(mut self, spin: Duration) -> Self {
-        self.spin = spin;
-        self
-    }
-    /// What to do with a short last batch (default: deliver it).
-    pub fn last_batch(mut self, mode: LastBatch) -> Self {
-        self.last_batch = mode;
-        self
-    }
-    /// Asks for 2 MiB huge pages for the host ring; when the system has none the ring
-    /// falls back to normal pages and [`Pipeline::huge_pages`](crate::Pipeline::huge_pages)
-    /// says why.
-    pub fn huge_pages(mut self, on: bool) -> Self {
-        self.huge_pages = on;
-        self
-    }
-    /// Makes `pop` give up after `timeout` with [`Error::PopTimeout`](crate::Error::PopTimeout).
-    pub fn pop_timeout(mut self, timeout: Duration) -> Self {
-        self.pop_timeout = Some(timeout);
-        self
-    }
-    /// How long `pop` waits, when every device slot is leased by batches already handed
-    /// out, before it returns [`Error::AllSlotsLeased`](crate::Error::AllSlotsLeased)
-    /// naming them (default [`Config::DEFAULT_LEASE_TIMEOUT`]). A release from another
-    /// thread within that time lets the pop go on; a batch forgotten or held while popping
-    /// more would otherwise hang the pop forever.
-    pub fn lease_timeout(mut self, timeout: Duration) -> Self {
-        self.lease_timeout = timeout;
-        self
-    }
-    /// How long dropping the pipeline waits for threads that run user code (a decode in
-    /// progress, a source iterator's `next`) before it leaves them to end on their own
-    /// (default 5 s).
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
-        self
-    }
-    /// Most bytes of host memory the pipeline may take (default 16 GiB): its host ring and
-    /// the bookkeeping of its samples (their ids and, once the decoder's sample type is
-    /// known at [`Pipeline::new`](crate::Pipeline::new), one cell per sample per host
-    /// slot; see [`Config::bookkeeping_bytes`]).
-    pub fn host_budget(mut self, bytes: usize) -> Self {
-        self.host_budget = bytes;
-        self
-    }
-    /// Most bytes the device slots may take (default 16 GiB).
-    pub fn device_budget(mut self, bytes: usize) -> Self {
-        self.device_budget = bytes;
-        self
-    }
-    /// Records a timeline of the pipeline (per-batch spans of every stage) into a ring of
-    /// `spans` entries, written as Chrome trace JSON by
-    /// [`Pipeline::write_trace`](crate::Pipeline::write_trace) (default 0: off). The ring
-    /// is allocated here, once: recording allocates nothing, and keeps the latest `spans`
-    /// spans of a longer run. A batch makes about `5 + decode items` spans; at most
-    /// [`Config::MAX_TRACE_SPANS`].
-    pub fn trace(mut self, spans: usize) -> Self {
-        self.trace = spans;
-        self
-    }
-    /// A debug mode for the most likely mistake, a view of a batch kept and read after the
-    /// batch's release: every released device slot is filled with a poison pattern on the
-    /// device, ordered after its release fence (and before the slot's next copy), so that
-    /// such a view reads out-of-range values instead of plausible data from another batch
-    /// (default off; the environment variable `PINRING_POISON_RELEASED=1` turns it on for
-    /// every config built).
-    ///
-    /// The pattern: every byte 0xFF, so integers read -1 (int8 to int64) or their largest
-    /// value (uint8 255, uint16 65,535, ...: beyond any vocabulary), floats NaN.
-    ///
-    /// Cost, on: one fill of the slot (`device_stride` bytes) per batch, on the device: a
-    /// device-memory write beside the copies (cuda: three more driver calls per release on
-    /// the releasing thread, `cuStreamWaitEvent`, `cuMemsetD8Async`, `cuEventRecord`; cpu:
-    /// a memset of the slot, by the releasing thread for `Fence::Sync`, else by the slot's
-    /// own poison thread, one per device slot). Off: one branch per release.
-    pub fn poison_released(mut self, on: bool) -> Self {
-        self.poison_released = on;
-        self
-    }
-    /// Rows a batch's description holds at most (default: `batch_size`, a row a sample). A
-    /// source whose sample packs several rows (the documents of a step) sets it to the
-    /// most a batch can hold; rows described past it are not kept.
-    pub fn rows_per_batch(mut self, rows: usize) -> Self {
-        self.rows_per_batch = Some(rows);
-        self
-    }
-    /// Gives each batch a layout of named arrays in its slot (a batch of one sample: see
-    /// [`Fields`]): [`Batch::field`](crate::Batch::field) finds them. When
-    /// `bytes_per_sample` is not set it is the layout's size.
-    pub fn fields(mut self, fields: Fields) -> Self {
-        self.fields = Some(fields);
-        self
-    }
-    /// Declares the stream the consumer's work runs on, once: every
-    /// [`pop`](crate::Pipeline::pop) then makes it wait (stream-side, the host does not
-    /// block) for the batch and binds the batch to it, as
-    /// [`Batch::wait_on`](crate::Batch::wait_on) does, and a release with
-    /// [`Fence::Bound`](crate::Fence::Bound) (or a drop) fences on it. A training loop then
-    /// names no stream per step:
-    ///
-    /// ```
-    /// use pinring::{Config, CpuStream, Fence, Pipeline};
-    /// let stream = CpuStream::new(); // cuda: a CuStream of the pipeline's context
-    /// let config = Config::builder()
-    ///     .batch_size(2)
-    ///     .bytes_per_sample(4)
-    ///     .consumer_stream(stream.clone())
-    ///     .build()?;
-    /// let fill = |s: u32, out: &mut [u8]| -> Result<(), pinring::DecodeError> {
-    ///     out.copy_from_slice(&s.to_le_bytes());
-    ///     Ok(())
-    /// };
-    /// let mut pipeline = Pipeline::new(config, pinring::decode_fn(fill), 0..8u32)?;
-    /// while let Some(batch) = pipeline.pop()? {
-    ///     // ... enqueue the step's work on `stream` ...
-    ///     batch.release(Fence::Bound)?;
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// Set it after choosing the backend (switching backends forgets it). A batch may
-    /// still be bound to more streams with `wait_on`; `Fence::Bound` fences on all of
-    /// them. cuda: the stream must belong to the pipeline's context, checked once when the
-    /// pipeline starts ([`Error::Fence`](crate::Error::Fence)); each `pop` then costs one
-    /// `cuStreamWaitEvent` more.
-    pub fn consumer_stream(mut self, stream: B::Stream) -> Self {
-        self.consumer_stream = Some(stream);
-        self
-    }
-    /// What places each batch's rows in their files, for
-    /// [`Batch::locate`](crate::Batch::locate) (default: none, and `locate` says so): the
-    /// source the pipeline reads — a [`Sampler`](crate::source::Sampler) or a
-    /// [`Mixture`](crate::source::Mixture) (cheap to clone), or a source's own config
-    /// helper sets it. Nothing on the pipeline's path uses it.
-    pub fn locator(mut self, locator: std::sync::Arc<dyn Locate>) -> Self {
-        self.locator = Some(locator);
-        self
-    }
+
     /// Switches to backend `B2` with these options.
     pub fn backend<B2: Backend>(self, options: B2::Options) -> ConfigBuilder<B2> {
         ConfigBuilder {
-            batch_size: self.batch_size,
-            bytes_per_sample: self.bytes_per_sample,
-            batch_bytes: self.batch_bytes,
-            host_slots: self.host_slots,
-            device_slots: self.device_slots,
-            decode_threads: self.decode_threads,
-            copy_core: self.copy_core,
-            decode_cores: self.decode_cores,
-            spin: self.spin,
-            last_batch: self.last_batch,
-            huge_pages: self.huge_pages,
-            pop_timeout: self.pop_timeout,
-            lease_timeout: self.lease_timeout,
-            shutdown_timeout: self.shutdown_timeout,
-            host_budget: self.host_budget,
-            device_budget: self.device_budget,
-            trace: self.trace,
-            poison_released: self.poison_released,
-            rows_per_batch: self.rows_per_batch,
-            fields: self.fields,
+            settings: self.settings,
+            unresolved: self.unresolved,
             // A stream of the old backend means nothing to the new one.
             consumer_stream: None,
-            locator: self.locator,
             backend: options,
         }
     }
@@ -575,10 +501,18 @@ impl<B: Backend> ConfigBuilder<B> {
 
     /// Checks every value and returns the config, or the first [`ConfigError`] found.
     pub fn build(self) -> Result<Config<B>, ConfigError> {
-        let samples = self.batch_size.ok_or(ConfigError::Missing("batch_size"))?;
+        let Self {
+            mut settings,
+            unresolved,
+            consumer_stream,
+            backend,
+        } = self;
+        let samples = unresolved
+            .batch_size
+            .ok_or(ConfigError::Missing("batch_size"))?;
         nonzero(samples, "batch_size")?;
-        let mut bytes_per_sample = self.bytes_per_sample;
-        if let Some(fields) = &self.fields {
+        let mut bytes_per_sample = unresolved.bytes_per_sample;
+        if let Some(fields) = &unresolved.fields {
             if let Some(problem) = fields.problem() {
                 return Err(ConfigError::Fields(problem.to_owned()));
             }
@@ -591,7 +525,7 @@ impl<B: Backend> ConfigBuilder<B> {
                 )));
             }
             match bytes_per_sample {
-                None if self.batch_bytes.is_none() => bytes_per_sample = Some(fields.bytes()),
+                None if unresolved.batch_bytes.is_none() => bytes_per_sample = Some(fields.bytes()),
                 Some(per) if per < fields.bytes() => {
                     return Err(ConfigError::Fields(format!(
                         "the fields take {} bytes, past bytes_per_sample {per}",
@@ -601,8 +535,8 @@ impl<B: Backend> ConfigBuilder<B> {
                 _ => {}
             }
         }
-        let rows_per_batch = self.rows_per_batch.unwrap_or(samples);
-        let (sample_bytes, batch_bytes) = match (bytes_per_sample, self.batch_bytes) {
+        let rows_per_batch = unresolved.rows_per_batch.unwrap_or(samples);
+        let (sample_bytes, batch_bytes) = match (bytes_per_sample, unresolved.batch_bytes) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Conflict("bytes_per_sample", "batch_bytes"))
             }
@@ -625,7 +559,7 @@ impl<B: Backend> ConfigBuilder<B> {
                 (batch / samples, batch)
             }
         };
-        if let Some(fields) = &self.fields {
+        if let Some(fields) = &unresolved.fields {
             if batch_bytes < fields.bytes() {
                 return Err(ConfigError::Fields(format!(
                     "the fields take {} bytes, past batch_bytes {batch_bytes}",
@@ -633,16 +567,16 @@ impl<B: Backend> ConfigBuilder<B> {
                 )));
             }
         }
-        nonzero(self.host_slots, "host_slots")?;
-        nonzero(self.device_slots, "device_slots")?;
-        if self.device_slots > Config::MAX_DEVICE_SLOTS {
+        nonzero(settings.host_slots, "host_slots")?;
+        nonzero(settings.device_slots, "device_slots")?;
+        if settings.device_slots > Config::MAX_DEVICE_SLOTS {
             return Err(ConfigError::TooMany {
                 field: "device_slots",
-                n: self.device_slots,
+                n: settings.device_slots,
                 max: Config::MAX_DEVICE_SLOTS,
             });
         }
-        let decode_threads = match self.decode_threads {
+        let decode_threads = match unresolved.decode_threads {
             Some(n) => nonzero(n, "decode_threads")?,
             None => std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -655,22 +589,22 @@ impl<B: Backend> ConfigBuilder<B> {
                 max: Config::MAX_DECODE_THREADS,
             });
         }
-        if self.trace > Config::MAX_TRACE_SPANS {
+        if settings.trace > Config::MAX_TRACE_SPANS {
             return Err(ConfigError::TooMany {
                 field: "trace",
-                n: self.trace,
+                n: settings.trace,
                 max: Config::MAX_TRACE_SPANS,
             });
         }
-        let align = if self.huge_pages { HUGE_PAGE } else { PAGE };
+        let align = if settings.huge_pages { HUGE_PAGE } else { PAGE };
         let host_stride = batch_bytes
             .checked_next_multiple_of(align)
             .ok_or(ConfigError::Overflow("batch_bytes rounded up to the page"))?;
         let host_bytes = host_stride
-            .checked_mul(self.host_slots)
+            .checked_mul(settings.host_slots)
             .ok_or(ConfigError::Overflow("host_slots × batch_bytes"))?;
-        let id_bytes = SlotInfo::bytes(self.host_slots, rows_per_batch)
-            .zip(SlotInfo::bytes(self.device_slots, rows_per_batch))
+        let id_bytes = SlotInfo::bytes(settings.host_slots, rows_per_batch)
+            .zip(SlotInfo::bytes(settings.device_slots, rows_per_batch))
             .and_then(|(host, device)| host.checked_add(device))
             .ok_or(ConfigError::Overflow(
                 "rows_per_batch × slots (the batch descriptions)",
@@ -680,29 +614,25 @@ impl<B: Backend> ConfigBuilder<B> {
             .ok_or(ConfigError::Overflow(
                 "batch_bytes × host_slots + the batch descriptions",
             ))?;
-        if host_total > self.host_budget {
-            return Err(ConfigError::OverBudget {
-                what: "the host ring and the batch descriptions",
-                bytes: host_total,
-                budget: self.host_budget,
-                knob: "host_budget",
-            });
-        }
+        within_budget(
+            "the host ring and the batch descriptions",
+            host_total,
+            settings.host_budget,
+            "host_budget",
+        )?;
         let device_stride = batch_bytes
             .checked_next_multiple_of(DEVICE_ALIGN)
             .ok_or(ConfigError::Overflow("batch_bytes rounded up to the page"))?;
         let device_bytes = device_stride
-            .checked_mul(self.device_slots)
+            .checked_mul(settings.device_slots)
             .ok_or(ConfigError::Overflow("device_slots × batch_bytes"))?;
-        if device_bytes > self.device_budget {
-            return Err(ConfigError::OverBudget {
-                what: "the device slots",
-                bytes: device_bytes,
-                budget: self.device_budget,
-                knob: "device_budget",
-            });
-        }
-        if self.copy_core.is_some() || !self.decode_cores.is_empty() {
+        within_budget(
+            "the device slots",
+            device_bytes,
+            settings.device_budget,
+            "device_budget",
+        )?;
+        if settings.copy_core.is_some() || !settings.decode_cores.is_empty() {
             let cores = core_affinity::get_core_ids().unwrap_or_default();
             let check = |field, core: usize| {
                 if cores.iter().any(|c| c.id == core) {
@@ -715,39 +645,27 @@ impl<B: Backend> ConfigBuilder<B> {
                     })
                 }
             };
-            if let Some(core) = self.copy_core {
+            if let Some(core) = settings.copy_core {
                 check("copy_core", core)?;
             }
-            for &core in &self.decode_cores {
+            for &core in &settings.decode_cores {
                 check("decode_cores", core)?;
             }
         }
+        settings.poison_released |= poison_from_env();
         Ok(Config {
+            settings,
             batch_size: samples,
             sample_bytes,
             batch_bytes,
-            host_slots: self.host_slots,
-            device_slots: self.device_slots,
             host_stride,
             device_stride,
             decode_threads,
-            copy_core: self.copy_core,
-            decode_cores: self.decode_cores,
-            spin: self.spin,
-            last_batch: self.last_batch,
-            huge_pages: self.huge_pages,
-            pop_timeout: self.pop_timeout,
-            lease_timeout: self.lease_timeout,
-            shutdown_timeout: self.shutdown_timeout,
-            trace: self.trace,
-            poison_released: self.poison_released || poison_from_env(),
-            consumer_stream: self.consumer_stream,
-            host_budget: self.host_budget,
+            consumer_stream,
             id_bytes,
             rows_per_batch,
-            fields: self.fields.map(std::sync::Arc::new),
-            locator: self.locator,
-            backend: self.backend,
+            fields: unresolved.fields.map(std::sync::Arc::new),
+            backend,
             decode_item_samples: None,
         })
     }
@@ -766,5 +684,25 @@ fn nonzero(n: usize, field: &'static str) -> Result<usize, ConfigError> {
         Err(ConfigError::Zero(field))
     } else {
         Ok(n)
+    }
+}
+
+/// `bytes` of `what` within `budget` (the setting `knob`), or [`ConfigError::OverBudget`]
+/// saying so.
+pub(crate) fn within_budget(
+    what: &'static str,
+    bytes: usize,
+    budget: usize,
+    knob: &'static str,
+) -> Result<(), ConfigError> {
+    if bytes > budget {
+        Err(ConfigError::OverBudget {
+            what,
+            bytes,
+            budget,
+            knob,
+        })
+    } else {
+        Ok(())
     }
 }

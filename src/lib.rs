@@ -55,6 +55,7 @@ mod park;
 mod pipeline;
 mod ready_ring;
 mod row;
+mod setters;
 mod slot;
 pub mod source;
 mod source_tally;

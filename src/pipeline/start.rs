@@ -2,7 +2,7 @@
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
 use crate::backend::contract::{Backend, CopyRole, CopyWaker, Layout};
-use crate::config::Config;
+use crate::config::{within_budget, Config};
 use crate::control::Control;
 use crate::copy_thread::Copier;
 use crate::decode::Decode;
@@ -33,7 +33,7 @@ const ITEM_BYTES: usize = 512 << 10;
 /// Checked against the host budget, as the config checked the ring and the ids; nothing is
 /// allocated or started before.
 fn bookkeeping<B: Backend, S>(config: &Config<B>) -> Result<usize, ConfigError> {
-    let (h, d) = (config.host_slots, config.device_slots);
+    let (h, d) = (config.settings.host_slots, config.settings.device_slots);
     let overflow = ConfigError::Overflow("batch_size × host_slots (the sample cells)");
     let bookkeeping = [
         Some(config.id_bytes),
@@ -48,14 +48,12 @@ fn bookkeeping<B: Backend, S>(config: &Config<B>) -> Result<usize, ConfigError> 
     let total = (config.host_stride * h)
         .checked_add(bookkeeping)
         .ok_or(overflow)?;
-    if total > config.host_budget {
-        return Err(ConfigError::OverBudget {
-            what: "the host ring and the samples' bookkeeping (their ids and cells)",
-            bytes: total,
-            budget: config.host_budget,
-            knob: "host_budget",
-        });
-    }
+    within_budget(
+        "the host ring and the samples' bookkeeping (their ids and cells)",
+        total,
+        config.settings.host_budget,
+        "host_budget",
+    )?;
     Ok(bookkeeping)
 }
 
@@ -80,12 +78,12 @@ where
     D: Decode,
     I: IntoIterator<Item = D::Sample>,
 {
-    let (host_slots, device_slots) = (config.host_slots, config.device_slots);
+    let (host_slots, device_slots) = (config.settings.host_slots, config.settings.device_slots);
     let bookkeeping = bookkeeping::<B, D::Sample>(config)?;
     let ring = native::Arc::new(HostRing::new(
         host_slots,
         config.host_stride,
-        config.huge_pages,
+        config.settings.huge_pages,
         bookkeeping,
     )?);
     let copier = native::Arc::new(ParkSlot::new());
@@ -95,8 +93,8 @@ where
         device_stride: config.device_stride,
         host_slots,
         device_slots,
-        shutdown_timeout: config.shutdown_timeout,
-        poison_released: config.poison_released,
+        shutdown_timeout: config.settings.shutdown_timeout,
+        poison_released: config.settings.poison_released,
     };
     let backend = B::open(
         &config.backend,
@@ -107,10 +105,11 @@ where
     if let Some(stream) = &config.consumer_stream {
         backend.check_stream(stream)?;
     }
-    let trace = (config.trace > 0).then(|| native::Arc::new(Trace::new(config.trace)));
+    let trace =
+        (config.settings.trace > 0).then(|| native::Arc::new(Trace::new(config.settings.trace)));
     let control = Arc::new(Control::new(
         copier.clone(),
-        config.spin,
+        config.settings.spin,
         host_slots,
         trace.clone(),
     ));
@@ -131,9 +130,9 @@ where
         copier,
         sample_bytes: config.sample_bytes,
         trace,
-        poison: config.poison_released,
+        poison: config.settings.poison_released,
         fields: config.fields.clone(),
-        locator: config.locator.clone(),
+        locator: config.settings.locator.clone(),
     });
     let (sender, receiver) = ready_ring(device_slots);
     let source_tally = decoder.source_tally();
@@ -145,11 +144,11 @@ where
         ready: receiver,
         next: 0,
         finished: None,
-        pop_timeout: config.pop_timeout,
-        lease_timeout: config.lease_timeout,
+        pop_timeout: config.settings.pop_timeout,
+        lease_timeout: config.settings.lease_timeout,
         consumer_stream: config.consumer_stream.clone(),
         lease_clock: None,
-        shutdown_timeout: config.shutdown_timeout,
+        shutdown_timeout: config.settings.shutdown_timeout,
         decode_threads: config.decode_threads,
         source_tally,
         copy_thread: None,
@@ -170,7 +169,7 @@ where
         samples: cells,
         source: samples.into_iter(),
         per_batch: config.batch_size,
-        last_batch: config.last_batch,
+        last_batch: config.settings.last_batch,
         decoder: std::marker::PhantomData,
     };
     let copier = Copier {
@@ -208,11 +207,15 @@ impl<B: Backend> Pipeline<B> {
         } = assemble(&config, decoder, samples)?;
         // From here on, an early return drops `pipeline`, which stops what was started.
         let control = pipeline.control.clone();
-        let pool = decode_pool::build_pool(config.decode_threads, &config.decode_cores, &control)?;
+        let pool = decode_pool::build_pool(
+            config.decode_threads,
+            &config.settings.decode_cores,
+            &control,
+        )?;
         pool.spawn_broadcast(move |_| decode.run_worker());
         pipeline.pool = Some(pool);
 
-        let copy_core = config.copy_core;
+        let copy_core = config.settings.copy_core;
         pipeline.copy_thread = Some(spawn(&control, "pinring-copy", move || {
             if let Some(id) = copy_core {
                 core_affinity::set_for_current(core_affinity::CoreId { id });

@@ -9,11 +9,12 @@ use super::inner::MixInner;
 use super::member::Member;
 use super::mix::Mixture;
 use super::stop::Stop;
-use crate::error::source::{MixtureProblem, SourceError};
+use crate::error::source::MixtureProblem;
 use crate::error::{ConfigError, Result};
+use crate::setters::setters;
+use crate::source::sampling::run_settings::RunSettings;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::segmented::Segmented;
-use crate::source::sampling::skip::SkipSteps;
 
 /// Builds a [`Mixture`]; see [`Mixture::builder`].
 #[must_use]
@@ -21,12 +22,8 @@ pub struct MixtureBuilder<S> {
     sources: Vec<Sampler<S>>,
     weights: Option<Vec<f64>>,
     seed: u64,
-    rank: u64,
-    world_size: u64,
-    batch_size: Option<u64>,
     stop: Stop,
-    start_step: Option<u64>,
-    skip_steps: Vec<(u64, u64)>,
+    run: RunSettings,
 }
 
 impl<S> fmt::Debug for MixtureBuilder<S> {
@@ -35,12 +32,8 @@ impl<S> fmt::Debug for MixtureBuilder<S> {
             .field("sources", &self.sources.len())
             .field("weights", &self.weights)
             .field("seed", &self.seed)
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
-            .field("batch_size", &self.batch_size)
             .field("stop", &self.stop)
-            .field("start_step", &self.start_step)
-            .field("skip_steps", &self.skip_steps)
+            .field("run", &self.run)
             .finish()
     }
 }
@@ -55,12 +48,8 @@ impl<S: Segmented + Clone> Mixture<S> {
             sources: sources.into_iter().collect(),
             weights: None,
             seed: 0,
-            rank: 0,
-            world_size: 1,
-            batch_size: None,
             stop: Stop::Never,
-            start_step: None,
-            skip_steps: Vec::new(),
+            run: RunSettings::default(),
         }
     }
 
@@ -72,76 +61,50 @@ impl<S: Segmented + Clone> Mixture<S> {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
             weights: Some(i.weights.clone()),
             seed: i.seed,
-            rank: i.rank,
-            world_size: i.world,
-            batch_size: i.batch,
             stop: i.stop,
-            start_step: (i.start_step > 0).then_some(i.start_step),
-            skip_steps: i.skip.ranges().to_vec(),
+            run: RunSettings::of(i.rank, i.world, i.batch, i.start_step, &i.skip),
         }
     }
 }
 
 impl<S: Segmented + Clone> MixtureBuilder<S> {
-    /// Each source's weight, one per source (default: equal): finite, at least 0, not all
-    /// 0; they need not sum to 1 (each is taken over their sum). The share of the global
-    /// sequence each source gets; see [`Blend`](crate::source::Blend) for the rule, which
-    /// keeps every source within one sample of its share at every point.
-    pub fn weights(mut self, weights: impl Into<Vec<f64>>) -> Self {
-        self.weights = Some(weights.into());
-        self
-    }
-
-    /// The mixture's seed (default 0): it keys each source's shuffled (or random) order
-    /// together with the source's own seed — a source of order seed `q` is walked as seed
-    /// `q ^ mix64(seed)` — so one number reshuffles every source of the mixture. Seed 0
-    /// walks each source exactly as its sampler alone would. It does not change which
-    /// source a position takes (the weights alone decide that), nor a sequential source.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Shards the global sequence over `world_size` ranks (default: rank 0 of 1): rank `r`
-    /// takes positions `r, r + W, r + 2W, ...`; with a [`batch_size`](Self::batch_size)
-    /// `B`, step `k` of every rank covers positions `k·W·B .. (k + 1)·W·B` of the run, so
-    /// every rank gets the same whole batches.
-    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
-        self.rank = rank;
-        self.world_size = world_size;
-        self
-    }
-
-    /// The batch size each rank's pipeline cuts its samples into: it numbers the steps
-    /// ([`MixedSample::step`](crate::source::MixedSample::step), reported by
-    /// [`Batch::step`](crate::Batch::step)), and a stop rule ends the mixture on a whole
-    /// step. Give the pipeline the same batch size.
-    pub fn batch_size(mut self, samples: u64) -> Self {
-        self.batch_size = Some(samples);
-        self
-    }
-
-    /// When the mixture ends (default [`Stop::Never`]).
-    pub fn stop(mut self, stop: Stop) -> Self {
-        self.stop = stop;
-        self
-    }
-
-    /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
-    /// with the same samples from there on. Nothing before it is read or decoded: the
-    /// mixture walks the blend rule over the positions before it (a few nanoseconds a
-    /// position per source) and jumps each source to its count. A run resumed from a state
-    /// before step `k` begins at `k` too. Needs a batch size.
-    pub fn start_step(mut self, k: u64) -> Self {
-        self.start_step = Some(k);
-        self
+    setters! {
+        /// Each source's weight, one per source (default: equal): finite, at least 0, not all
+        /// 0; they need not sum to 1 (each is taken over their sum). The share of the global
+        /// sequence each source gets; see [`Blend`](crate::source::Blend) for the rule, which
+        /// keeps every source within one sample of its share at every point.
+        weights(weights: impl Into<Vec<f64>>) => weights = Some(weights.into());
+        /// The mixture's seed (default 0): it keys each source's shuffled (or random) order
+        /// together with the source's own seed — a source of order seed `q` is walked as seed
+        /// `q ^ mix64(seed)` — so one number reshuffles every source of the mixture. Seed 0
+        /// walks each source exactly as its sampler alone would. It does not change which
+        /// source a position takes (the weights alone decide that), nor a sequential source.
+        seed(seed: u64) => seed = seed;
+        /// Shards the global sequence over `world_size` ranks (default: rank 0 of 1): rank `r`
+        /// takes positions `r, r + W, r + 2W, ...`; with a [`batch_size`](Self::batch_size)
+        /// `B`, step `k` of every rank covers positions `k·W·B .. (k + 1)·W·B` of the run, so
+        /// every rank gets the same whole batches.
+        shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
+        /// The batch size each rank's pipeline cuts its samples into: it numbers the steps
+        /// ([`MixedSample::step`](crate::source::MixedSample::step), reported by
+        /// [`Batch::step`](crate::Batch::step)), and a stop rule ends the mixture on a whole
+        /// step. Give the pipeline the same batch size.
+        batch_size(samples: u64) => run.batch_size = Some(samples);
+        /// When the mixture ends (default [`Stop::Never`]).
+        stop(stop: Stop) => stop = stop;
+        /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
+        /// with the same samples from there on. Nothing before it is read or decoded: the
+        /// mixture walks the blend rule over the positions before it (a few nanoseconds a
+        /// position per source) and jumps each source to its count. A run resumed from a state
+        /// before step `k` begins at `k` too. Needs a batch size.
+        start_step(k: u64) => run.start_step = Some(k);
     }
 
     /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`
     /// (steps `a` to `b - 1`, as Rust's `a..b` and Python's `range(a, b)` are). Every other batch keeps its step number, and a state records
     /// the ranges, so a run resumed from it keeps skipping them. Needs a batch size.
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.skip_steps.extend(ranges);
+        self.run.skip_steps.extend(ranges);
         self
     }
 
@@ -154,6 +117,11 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
     /// not below the world size [`SourceError::BadRank`], a start step or skipped steps
     /// without a batch size [`SourceError::StepsNeedBatchSize`], a reversed range
     /// [`SourceError::BadSkip`].
+    ///
+    /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
+    /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
+    /// [`SourceError::StepsNeedBatchSize`]: crate::error::source::SourceError::StepsNeedBatchSize
+    /// [`SourceError::BadSkip`]: crate::error::source::SourceError::BadSkip
     pub fn build(self) -> Result<Mixture<S>> {
         let problem = |p: MixtureProblem| crate::Error::Config(ConfigError::Mixture(p));
         let n = self.sources.len();
@@ -203,28 +171,7 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
         }
         let weights = self.weights.unwrap_or_else(|| vec![1.0; n]);
         let norm = normalized(&weights, Some(n)).map_err(problem)?;
-        if self.world_size == 0 {
-            return Err(SourceError::Zero("world_size").into());
-        }
-        if self.batch_size == Some(0) {
-            return Err(SourceError::Zero("batch_size").into());
-        }
-        if self.rank >= self.world_size {
-            return Err(SourceError::BadRank {
-                rank: self.rank,
-                world_size: self.world_size,
-            }
-            .into());
-        }
-        let skip = SkipSteps::new(self.skip_steps)?;
-        if self.batch_size.is_none() {
-            if self.start_step.is_some() {
-                return Err(SourceError::StepsNeedBatchSize("start_step").into());
-            }
-            if !skip.is_empty() {
-                return Err(SourceError::StepsNeedBatchSize("skip_steps").into());
-            }
-        }
+        let run = self.run.check()?;
         let members = self
             .sources
             .into_iter()
@@ -236,12 +183,12 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
                 weights,
                 norm,
                 seed: self.seed,
-                rank: self.rank,
-                world: self.world_size,
-                batch: self.batch_size,
+                rank: run.rank,
+                world: run.world,
+                batch: run.batch,
                 stop: self.stop,
-                start_step: self.start_step.unwrap_or(0),
-                skip,
+                start_step: run.start_step,
+                skip: run.skip,
             }),
         })
     }

@@ -2,9 +2,9 @@
 
 use super::file::RecordFile;
 use crate::decode::Decode;
-use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
+use crate::source::sampling::window_sample::window_sample;
 
 /// Reads a window of records (a `Window<RecordFile>`) into the sample unchanged; the
 /// sample size must be the window's byte size (`record_bytes` times records per window).
@@ -28,15 +28,7 @@ use crate::source::sampling::window::Window;
 pub struct RecordBytes;
 
 impl Decode for RecordBytes {
-    type Sample = Window<RecordFile>;
-
-    fn identify(window: &Window<RecordFile>) -> Option<(u64, u64)> {
-        Some((window.id(), window.epoch()))
-    }
-
-    fn describe(window: &Window<RecordFile>, out: &mut Describe<'_>) {
-        window.describe(out);
-    }
+    window_sample!(RecordFile);
 
     fn decode(&self, window: Window<RecordFile>, out: &mut [u8]) -> Result<(), DecodeError> {
         let need = window.byte_len();

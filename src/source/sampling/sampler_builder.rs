@@ -6,12 +6,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::order::Order;
+use super::run_settings::{nonzero, CheckedRun, RunSettings};
 use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::Segmented;
-use super::skip::SkipSteps;
 use crate::error::source::SourceError;
 use crate::error::Result;
+use crate::setters::setters;
 
 /// Builds a [`Sampler`]; see [`Sampler::builder`] (a fresh one) and
 /// [`Sampler::to_builder`] (one with a sampler's settings).
@@ -21,13 +22,9 @@ pub struct SamplerBuilder<S> {
     window: u64,
     stride: Option<u64>,
     order: Order,
-    rank: u64,
-    world_size: u64,
     even_ranks: bool,
-    batch_size: Option<u64>,
     drop_last: bool,
-    start_step: Option<u64>,
-    skip_steps: Vec<(u64, u64)>,
+    run: RunSettings,
 }
 
 impl<S> fmt::Debug for SamplerBuilder<S> {
@@ -36,13 +33,9 @@ impl<S> fmt::Debug for SamplerBuilder<S> {
             .field("window", &self.window)
             .field("stride", &self.stride)
             .field("order", &self.order)
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
             .field("even_ranks", &self.even_ranks)
-            .field("batch_size", &self.batch_size)
             .field("drop_last", &self.drop_last)
-            .field("start_step", &self.start_step)
-            .field("skip_steps", &self.skip_steps)
+            .field("run", &self.run)
             .finish_non_exhaustive()
     }
 }
@@ -56,13 +49,9 @@ impl<S: Segmented> Sampler<S> {
             window: 1,
             stride: None,
             order: Order::Sequential,
-            rank: 0,
-            world_size: 1,
             even_ranks: false,
-            batch_size: None,
             drop_last: true,
-            start_step: None,
-            skip_steps: Vec::new(),
+            run: RunSettings::default(),
         }
     }
 
@@ -97,151 +86,117 @@ impl<S: Segmented> Sampler<S> {
             window: i.window,
             stride: Some(i.stride),
             order: i.order,
-            rank: i.rank,
-            world_size: i.world,
             even_ranks: i.even_ranks,
-            batch_size: i.batch,
             drop_last: i.drop_last,
-            start_step: (i.start_step > 0).then_some(i.start_step),
-            skip_steps: i.skip.ranges().to_vec(),
+            run: RunSettings::of(i.rank, i.world, i.batch, i.start_step, &i.skip),
         }
     }
 }
 
 impl<S: Segmented> SamplerBuilder<S> {
-    /// Units per window (default 1). For next-token training on token shards this is
-    /// `T + 1`.
-    pub fn window(mut self, units: u64) -> Self {
-        self.window = units;
-        self
-    }
-
-    /// Units from one grid window's start to the next (default: the window, so windows
-    /// do not overlap). Token windows of `T + 1` use a stride of `T`, so that each token
-    /// is a target exactly once, as llm.c does.
-    pub fn stride(mut self, units: u64) -> Self {
-        self.stride = Some(units);
-        self
-    }
-
-    /// The order of each epoch (default [`Order::Sequential`]).
-    pub fn order(mut self, order: Order) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// Shards each epoch over `world_size` ranks (default: rank 0 of 1): rank `r` takes
-    /// the positions `r, r + world_size, r + 2·world_size, …` of the epoch's order, so
-    /// ranks see disjoint samples and together the whole epoch. Ranks' epoch lengths
-    /// differ by at most one unless [`batch_size`](Self::batch_size) or
-    /// [`even_ranks`](Self::even_ranks) is set, which make them equal.
-    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
-        self.rank = rank;
-        self.world_size = world_size;
-        self
-    }
-
-    /// Drops the last `windows % world_size` positions of each epoch's order so that
-    /// every rank has the same epoch length, as data-parallel training needs to stay in
-    /// step (default off). With [`Order::Shuffled`] the dropped windows change from epoch
-    /// to epoch.
-    ///
-    /// [`batch_size`](Self::batch_size) with [`drop_last(false)`](Self::drop_last) does
-    /// the same; with a batch size set, this setting changes nothing.
-    pub fn even_ranks(mut self, on: bool) -> Self {
-        self.even_ranks = on;
-        self
-    }
-
-    /// The batch size each rank's pipeline cuts its samples into (its
-    /// `batch_size`), so that every rank gets the same number of batches per
-    /// epoch (a rank with one batch fewer hangs data-parallel training's all-reduce).
-    /// Default: none, and the ranks' shares may differ by one sample.
-    ///
-    /// With `B` set and `W` ranks, each epoch uses the first `M` positions of its order
-    /// of `N` windows and drops the rest (its tail):
-    /// - [`drop_last(true)`](Self::drop_last) (the default): `M = ⌊N / (W·B)⌋ · W·B`.
-    ///   Every rank gets `M / W` samples, a whole number of full batches; fewer than
-    ///   `W·B` windows are dropped.
-    /// - `drop_last(false)`: `M = ⌊N / W⌋ · W`. Every rank gets `M / W` samples, and its
-    ///   last batch may be short (the same size on every rank); fewer than `W` windows
-    ///   are dropped.
-    ///
-    /// Which windows the tail holds changes from epoch to epoch with
-    /// [`Order::Shuffled`] and [`Order::Random`]; with [`Order::Sequential`] it is always
-    /// the grid's last windows.
-    ///
-    /// ```
-    /// use pinring::source::{write_shard, Order, TokenShards};
-    /// # let dir = std::env::temp_dir().join(format!("pinring-batch-doc-{}", std::process::id()));
-    /// # std::fs::create_dir_all(&dir).unwrap();
-    /// write_shard(dir.join("a.bin"), &[0; 1001])?;
-    /// let shards = TokenShards::open([dir.join("a.bin")])?; // 100 windows of 11
-    /// let rank = |r, drop_last| {
-    ///     shards.clone().windows(11).order(Order::Shuffled { seed: 1 })
-    ///         .shard(r, 3).batch_size(8).drop_last(drop_last).build()
-    /// };
-    /// // drop_last: 4 full batches on each of 3 ranks, 96 windows used, 4 dropped.
-    /// let s = rank(2, true)?;
-    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (96, 32, Some(4)));
-    /// // Without: 33 samples each, 5 batches (the last of 1), 99 used, 1 dropped.
-    /// let s = rank(2, false)?;
-    /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (99, 33, Some(5)));
-    /// assert_eq!((s.batch_size(), s.drop_last()), (Some(8), false));
-    /// # std::fs::remove_dir_all(&dir).unwrap();
-    /// # Ok::<(), pinring::Error>(())
-    /// ```
-    pub fn batch_size(mut self, samples: u64) -> Self {
-        self.batch_size = Some(samples);
-        self
-    }
-
-    /// With a [`batch_size`](Self::batch_size): whether each epoch drops what does not
-    /// fill a whole batch on every rank (default `true`), or only what does not give
-    /// every rank the same number of samples. The default keeps every batch full, so
-    /// that the endless iterator, cut into batches by count, never mixes two epochs in
-    /// one batch; with `false` each rank's last batch of an epoch may be short, which
-    /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned. (Examples at
-    /// [`batch_size`](Self::batch_size).)
-    pub fn drop_last(mut self, on: bool) -> Self {
-        self.drop_last = on;
-        self
-    }
-
-    /// Begins the run at step `k` (default 0): [`Sampler::iter`] starts exactly where an
-    /// uninterrupted run from epoch 0 stands at step `k` (the `k`-th batch of this rank,
-    /// counted across epochs), and yields the same windows from there on, with the same
-    /// step numbers ([`Window::step`](crate::source::Window::step), which
-    /// [`Batch::step`](crate::Batch::step) reports). Finding the place is arithmetic on
-    /// the epoch lengths: nothing before it is read, decoded or even enumerated. A run
-    /// resumed from a [`Checkpoint`](crate::source::Checkpoint)
-    /// ([`Sampler::iter_from_checkpoint`]) begins at step `k` too if the checkpoint stands
-    /// before it, else at the checkpoint. Needs a [`batch_size`](Self::batch_size) (steps
-    /// are batches): without one, `build` fails with [`SourceError::StepsNeedBatchSize`].
-    ///
-    /// A checkpoint of such a run is `checkpoint_after(&sampler.checkpoint(0, 0), popped)`
-    /// ([`Sampler::checkpoint_after`]), which counts the steps `iter` left out;
-    /// [`Sampler::checkpoint`] describes a run from an epoch's start.
-    ///
-    /// ```
-    /// use pinring::source::{write_shard, Order, TokenShards};
-    /// # let dir = std::env::temp_dir().join(format!("pinring-start-doc-{}", std::process::id()));
-    /// # std::fs::create_dir_all(&dir).unwrap();
-    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
-    /// let shards = TokenShards::open([dir.join("a.bin")])?;
-    /// let sampler = |start| shards.clone().windows(11).order(Order::Shuffled { seed: 2 })
-    ///     .shard(1, 2).batch_size(4).start_step(start).build();
-    /// // 12 steps an epoch on each rank; step 30 is epoch 2's seventh batch.
-    /// let whole: Vec<_> = sampler(0)?.iter().take(40 * 4).map(|w| (w.id(), w.step())).collect();
-    /// let from_30: Vec<_> = sampler(30)?.iter().take(10 * 4).map(|w| (w.id(), w.step())).collect();
-    /// assert_eq!(from_30, whole[30 * 4..]);
-    /// assert_eq!(from_30[0].1, Some(30));
-    /// # std::fs::remove_dir_all(&dir).unwrap();
-    /// # Ok::<(), pinring::Error>(())
-    /// ```
-    pub fn start_step(mut self, k: u64) -> Self {
-        self.start_step = Some(k);
-        self
+    setters! {
+        /// Units per window (default 1). For next-token training on token shards this is
+        /// `T + 1`.
+        window(units: u64) => window = units;
+        /// Units from one grid window's start to the next (default: the window, so windows
+        /// do not overlap). Token windows of `T + 1` use a stride of `T`, so that each token
+        /// is a target exactly once, as llm.c does.
+        stride(units: u64) => stride = Some(units);
+        /// The order of each epoch (default [`Order::Sequential`]).
+        order(order: Order) => order = order;
+        /// Shards each epoch over `world_size` ranks (default: rank 0 of 1): rank `r` takes
+        /// the positions `r, r + world_size, r + 2·world_size, …` of the epoch's order, so
+        /// ranks see disjoint samples and together the whole epoch. Ranks' epoch lengths
+        /// differ by at most one unless [`batch_size`](Self::batch_size) or
+        /// [`even_ranks`](Self::even_ranks) is set, which make them equal.
+        shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
+        /// Drops the last `windows % world_size` positions of each epoch's order so that
+        /// every rank has the same epoch length, as data-parallel training needs to stay in
+        /// step (default off). With [`Order::Shuffled`] the dropped windows change from epoch
+        /// to epoch.
+        ///
+        /// [`batch_size`](Self::batch_size) with [`drop_last(false)`](Self::drop_last) does
+        /// the same; with a batch size set, this setting changes nothing.
+        even_ranks(on: bool) => even_ranks = on;
+        /// The batch size each rank's pipeline cuts its samples into (its
+        /// `batch_size`), so that every rank gets the same number of batches per
+        /// epoch (a rank with one batch fewer hangs data-parallel training's all-reduce).
+        /// Default: none, and the ranks' shares may differ by one sample.
+        ///
+        /// With `B` set and `W` ranks, each epoch uses the first `M` positions of its order
+        /// of `N` windows and drops the rest (its tail):
+        /// - [`drop_last(true)`](Self::drop_last) (the default): `M = ⌊N / (W·B)⌋ · W·B`.
+        ///   Every rank gets `M / W` samples, a whole number of full batches; fewer than
+        ///   `W·B` windows are dropped.
+        /// - `drop_last(false)`: `M = ⌊N / W⌋ · W`. Every rank gets `M / W` samples, and its
+        ///   last batch may be short (the same size on every rank); fewer than `W` windows
+        ///   are dropped.
+        ///
+        /// Which windows the tail holds changes from epoch to epoch with
+        /// [`Order::Shuffled`] and [`Order::Random`]; with [`Order::Sequential`] it is always
+        /// the grid's last windows.
+        ///
+        /// ```
+        /// use pinring::source::{write_shard, Order, TokenShards};
+        /// # let dir = std::env::temp_dir().join(format!("pinring-batch-doc-{}", std::process::id()));
+        /// # std::fs::create_dir_all(&dir).unwrap();
+        /// write_shard(dir.join("a.bin"), &[0; 1001])?;
+        /// let shards = TokenShards::open([dir.join("a.bin")])?; // 100 windows of 11
+        /// let rank = |r, drop_last| {
+        ///     shards.clone().windows(11).order(Order::Shuffled { seed: 1 })
+        ///         .shard(r, 3).batch_size(8).drop_last(drop_last).build()
+        /// };
+        /// // drop_last: 4 full batches on each of 3 ranks, 96 windows used, 4 dropped.
+        /// let s = rank(2, true)?;
+        /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (96, 32, Some(4)));
+        /// // Without: 33 samples each, 5 batches (the last of 1), 99 used, 1 dropped.
+        /// let s = rank(2, false)?;
+        /// assert_eq!((s.epoch_windows(), s.epoch_len(), s.epoch_batches()), (99, 33, Some(5)));
+        /// assert_eq!((s.batch_size(), s.drop_last()), (Some(8), false));
+        /// # std::fs::remove_dir_all(&dir).unwrap();
+        /// # Ok::<(), pinring::Error>(())
+        /// ```
+        batch_size(samples: u64) => run.batch_size = Some(samples);
+        /// With a [`batch_size`](Self::batch_size): whether each epoch drops what does not
+        /// fill a whole batch on every rank (default `true`), or only what does not give
+        /// every rank the same number of samples. The default keeps every batch full, so
+        /// that the endless iterator, cut into batches by count, never mixes two epochs in
+        /// one batch; with `false` each rank's last batch of an epoch may be short, which
+        /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned. (Examples at
+        /// [`batch_size`](Self::batch_size).)
+        drop_last(on: bool) => drop_last = on;
+        /// Begins the run at step `k` (default 0): [`Sampler::iter`] starts exactly where an
+        /// uninterrupted run from epoch 0 stands at step `k` (the `k`-th batch of this rank,
+        /// counted across epochs), and yields the same windows from there on, with the same
+        /// step numbers ([`Window::step`](crate::source::Window::step), which
+        /// [`Batch::step`](crate::Batch::step) reports). Finding the place is arithmetic on
+        /// the epoch lengths: nothing before it is read, decoded or even enumerated. A run
+        /// resumed from a [`Checkpoint`](crate::source::Checkpoint)
+        /// ([`Sampler::iter_from_checkpoint`]) begins at step `k` too if the checkpoint stands
+        /// before it, else at the checkpoint. Needs a [`batch_size`](Self::batch_size) (steps
+        /// are batches): without one, `build` fails with [`SourceError::StepsNeedBatchSize`].
+        ///
+        /// A checkpoint of such a run is `checkpoint_after(&sampler.checkpoint(0, 0), popped)`
+        /// ([`Sampler::checkpoint_after`]), which counts the steps `iter` left out;
+        /// [`Sampler::checkpoint`] describes a run from an epoch's start.
+        ///
+        /// ```
+        /// use pinring::source::{write_shard, Order, TokenShards};
+        /// # let dir = std::env::temp_dir().join(format!("pinring-start-doc-{}", std::process::id()));
+        /// # std::fs::create_dir_all(&dir).unwrap();
+        /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+        /// let shards = TokenShards::open([dir.join("a.bin")])?;
+        /// let sampler = |start| shards.clone().windows(11).order(Order::Shuffled { seed: 2 })
+        ///     .shard(1, 2).batch_size(4).start_step(start).build();
+        /// // 12 steps an epoch on each rank; step 30 is epoch 2's seventh batch.
+        /// let whole: Vec<_> = sampler(0)?.iter().take(40 * 4).map(|w| (w.id(), w.step())).collect();
+        /// let from_30: Vec<_> = sampler(30)?.iter().take(10 * 4).map(|w| (w.id(), w.step())).collect();
+        /// assert_eq!(from_30, whole[30 * 4..]);
+        /// assert_eq!(from_30[0].1, Some(30));
+        /// # std::fs::remove_dir_all(&dir).unwrap();
+        /// # Ok::<(), pinring::Error>(())
+        /// ```
+        start_step(k: u64) => run.start_step = Some(k);
     }
 
     /// Leaves the batches of these steps out of the run (default: none): each `(a, b)` is
@@ -268,7 +223,7 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.skip_steps.extend(ranges);
+        self.run.skip_steps.extend(ranges);
         self
     }
 
@@ -283,27 +238,13 @@ impl<S: Segmented> SamplerBuilder<S> {
     pub fn build(self) -> Result<Sampler<S>> {
         let window = nonzero(self.window, "window")?;
         let stride = nonzero(self.stride.unwrap_or(window), "stride")?;
-        let world = nonzero(self.world_size, "world_size")?;
-        let batch = self
-            .batch_size
-            .map(|b| nonzero(b, "batch_size"))
-            .transpose()?;
-        let skip = SkipSteps::new(self.skip_steps)?;
-        if batch.is_none() {
-            if self.start_step.is_some() {
-                return Err(SourceError::StepsNeedBatchSize("start_step").into());
-            }
-            if !skip.is_empty() {
-                return Err(SourceError::StepsNeedBatchSize("skip_steps").into());
-            }
-        }
-        if self.rank >= world {
-            return Err(SourceError::BadRank {
-                rank: self.rank,
-                world_size: world,
-            }
-            .into());
-        }
+        let CheckedRun {
+            rank,
+            world,
+            batch,
+            start_step,
+            skip,
+        } = self.run.check()?;
         let segments = self.source.segments();
         let mut cum_windows = Vec::with_capacity(segments + 1);
         let mut cum_starts = Vec::with_capacity(segments + 1);
@@ -345,7 +286,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             window,
             stride,
             order: self.order,
-            rank: self.rank,
+            rank,
             world,
             batch,
             drop_last: self.drop_last,
@@ -357,7 +298,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             epoch_windows: 0,
             len: 0,
             fingerprint,
-            start_step: self.start_step.unwrap_or(0),
+            start_step,
             skip,
         };
         let (epoch_windows, len) = inner.share(0);
@@ -370,7 +311,7 @@ impl<S: Segmented> SamplerBuilder<S> {
                     drop_last: self.drop_last,
                 },
                 None => SourceError::EmptyShare {
-                    rank: self.rank,
+                    rank,
                     world_size: world,
                     windows,
                     even_ranks: self.even_ranks,
@@ -383,13 +324,5 @@ impl<S: Segmented> SamplerBuilder<S> {
         Ok(Sampler {
             inner: Arc::new(inner),
         })
-    }
-}
-
-fn nonzero(n: u64, what: &'static str) -> Result<u64, SourceError> {
-    if n == 0 {
-        Err(SourceError::Zero(what))
-    } else {
-        Ok(n)
     }
 }

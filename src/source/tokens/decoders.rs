@@ -12,9 +12,9 @@ use super::shard::TokenShard;
 use super::token_type::TokenType;
 use super::widen::{widen_in_place, widen_into, with_stage, TooLargeForI32, Widening};
 use crate::decode::Decode;
-use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
+use crate::source::sampling::window_sample::window_sample;
 
 /// `n` as `usize`, or `usize::MAX` when it does not fit.
 const fn saturating_usize(n: u64) -> usize {
@@ -84,15 +84,7 @@ impl Tokens {
 }
 
 impl Decode for Tokens {
-    type Sample = Window<TokenShard>;
-
-    fn identify(window: &Window<TokenShard>) -> Option<(u64, u64)> {
-        Some((window.id(), window.epoch()))
-    }
-
-    fn describe(window: &Window<TokenShard>, out: &mut Describe<'_>) {
-        window.describe(out);
-    }
+    window_sample!(TokenShard);
 
     fn decode(&self, window: Window<TokenShard>, out: &mut [u8]) -> Result<(), DecodeError> {
         let n = window.len();
@@ -200,15 +192,7 @@ impl NextToken {
 }
 
 impl Decode for NextToken {
-    type Sample = Window<TokenShard>;
-
-    fn identify(window: &Window<TokenShard>) -> Option<(u64, u64)> {
-        Some((window.id(), window.epoch()))
-    }
-
-    fn describe(window: &Window<TokenShard>, out: &mut Describe<'_>) {
-        window.describe(out);
-    }
+    window_sample!(TokenShard);
 
     fn decode(&self, window: Window<TokenShard>, out: &mut [u8]) -> Result<(), DecodeError> {
         let n = window.len();
