@@ -319,7 +319,9 @@ def pinring_packed(args, device):
     src = pinring.Documents(args.data, tokens_per_batch=args.tokens_per_batch, max_seq_len=args.max_seq_len,
                             schedule=args.schedule)
     print(f"pinring: {src}")
-    loader = pinring.Loader(src, device=device, pop_timeout=60.0)
+    # One epoch: the walk ends where the data does, as modded-nanogpt's generator's does
+    # (so that --compare sees the same steps from both).
+    loader = pinring.Loader(src, device=device, pop_timeout=60.0, epochs=1)
     cuda = device.type == "cuda"
     try:
         while True:
