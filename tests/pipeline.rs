@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{byte, check_batch, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND};
+use common::{
+    byte, check_batch, check_to_end, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
+};
 use pinring::{
     Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
     LastBatch, Pipeline, TryPop,
@@ -659,12 +661,7 @@ fn huge_pages_are_used_or_the_fallback_says_why() {
         pinring::HugePages::Fallback(why) => assert!(why.contains("MAP_HUGETLB"), "{why}"),
         pinring::HugePages::Off => panic!("huge pages were asked for"),
     }
-    let mut n = 0;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
-        n += 1;
-    }
-    assert_eq!(n, 10);
+    assert_eq!(check_to_end(&mut p, 4, SAMPLE), 10);
 }
 
 #[test]
@@ -676,12 +673,7 @@ fn decode_threads_can_be_pinned() {
         .build()
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..400u64).unwrap();
-    let mut n = 0;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
-        n += 1;
-    }
-    assert_eq!(n, 100);
+    assert_eq!(check_to_end(&mut p, 4, SAMPLE), 100);
 }
 
 fn core_affinity_count() -> usize {

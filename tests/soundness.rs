@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{byte, check_batch, decoder, Gate, BOUND};
+use common::{check_batch, check_to_end, decoder, is_batch, Gate, BOUND};
 use pinring::{Config, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 64;
@@ -18,13 +18,7 @@ fn holds(ptr: usize, len: usize, seq: u64, per: usize, sample: usize) -> bool {
     // SAFETY: the callers pass a device slot of a pipeline whose teardown waits for the
     // stream this runs on (the property under test); bytes are plain u8.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-    (0..per).all(|j| {
-        let g = seq * per as u64 + j as u64;
-        bytes[j * sample..(j + 1) * sample]
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == byte(g, i))
-    })
+    is_batch(bytes, seq, per, sample)
 }
 
 /// Item 4: dropping the pipeline waits for the release fences still pending, so a "kernel"
@@ -242,12 +236,7 @@ fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
             .expect("the stream deadlocked in a conservative release");
     }
     // And the pipeline goes on: the slots came back.
-    let mut n = 5;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 2, SAMPLE, 2);
-        n += 1;
-    }
-    assert_eq!(n, 20);
+    assert_eq!(5 + check_to_end(&mut p, 2, SAMPLE), 20);
 }
 
 /// Item 8: a pop that cannot go on because every device slot is leased returns
