@@ -74,6 +74,56 @@ fn a_kernel_still_reading_a_released_slot_outlives_the_pipeline_drop() {
     dropper.join().unwrap();
 }
 
+/// Samples per batch of the held-kernel tests.
+const HELD_PER: usize = 2;
+
+/// A pipeline of one device slot and `host_slots` host slots over eight batches of
+/// [`HELD_PER`] samples.
+fn one_device_slot(host_slots: usize) -> Pipeline {
+    let config = Config::builder()
+        .batch_size(HELD_PER)
+        .bytes_per_sample(SAMPLE)
+        .device_slots(1)
+        .host_slots(host_slots)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    Pipeline::new(config, decoder(), 0..8 * HELD_PER as u64).unwrap()
+}
+
+/// Enqueues on `stream` a kernel that waits at `gate`, then reads batch 0 (`first`'s slot);
+/// the flag says whether it read batch 0 intact.
+fn held_kernel_reading(first: &pinring::Batch, stream: &CpuStream, gate: &Gate) -> Arc<AtomicBool> {
+    let intact = Arc::new(AtomicBool::new(false));
+    let (gate, read) = (gate.clone(), intact.clone());
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    stream.enqueue(move || {
+        gate.pass();
+        read.store(holds(ptr, len, 0, HELD_PER, SAMPLE), Ordering::Release);
+    });
+    intact
+}
+
+/// Waits on the host for `next` (a later lease of the held kernel's slot) on another thread
+/// while the kernel waits at `gate`, then opens the gate and lets `stream` (the kernel's)
+/// run; checks that `next` holds batch `seq`. Returns whether its copy completed while the
+/// kernel was held (which it may not).
+fn copied_while_held(next: pinring::Batch, seq: u64, gate: &Gate, stream: &CpuStream) -> bool {
+    let (done_tx, done_rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        next.synchronize().unwrap();
+        done_tx.send(()).unwrap();
+        next
+    });
+    gate.arrived(1);
+    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
+    gate.open();
+    stream.synchronize().unwrap();
+    let next = waiter.join().unwrap();
+    check_batch(next.bytes(), seq, HELD_PER, SAMPLE, HELD_PER);
+    copied_early
+}
+
 /// Runs batch 0 of a one-device-slot pipeline through a kernel held at a gate on stream A,
 /// releases it with `release`, then lets `after_release` do its part; returns whether the
 /// kernel (which runs once the gate opens) read batch 0 intact, and whether the next copy
@@ -82,46 +132,18 @@ fn held_kernel(
     release: impl FnOnce(pinring::Batch, &CpuStream),
     after_release: impl FnOnce(&mut Pipeline),
 ) -> (bool, bool) {
-    const PER: usize = 2;
-    let config = Config::builder()
-        .batch_size(PER)
-        .bytes_per_sample(SAMPLE)
-        .device_slots(1)
-        .host_slots(2)
-        .decode_threads(1)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let mut p = one_device_slot(2);
     let mut first = p.pop().unwrap().unwrap();
     let stream = CpuStream::new();
     first.wait_on(&stream).unwrap();
     let gate = Gate::new();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let (gate, intact) = (gate.clone(), intact.clone());
-        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-        stream.enqueue(move || {
-            gate.pass();
-            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
-        });
-    }
+    let intact = held_kernel_reading(&first, &stream, &gate);
     release(first, &stream);
     after_release(&mut p);
     // The next batch goes into the same slot: its copy must wait for the kernel.
     let second = p.pop().unwrap().unwrap();
     assert_eq!(second.slot(), 0);
-    let (done_tx, done_rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        second.synchronize().unwrap();
-        done_tx.send(()).unwrap();
-        second
-    });
-    gate.arrived(1);
-    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
-    gate.open();
-    stream.synchronize().unwrap();
-    let second = waiter.join().unwrap();
-    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    let copied_early = copied_while_held(second, 1, &gate, &stream);
     (intact.load(Ordering::Acquire), copied_early)
 }
 
@@ -152,30 +174,13 @@ fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
 /// let the copies queued behind the first lease's fence run under the held kernel.
 #[test]
 fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() {
-    const PER: usize = 2;
-    let config = Config::builder()
-        .batch_size(PER)
-        .bytes_per_sample(SAMPLE)
-        .device_slots(1)
-        .host_slots(3)
-        .decode_threads(1)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let mut p = one_device_slot(3);
     let busy = CpuStream::new();
     let idle = CpuStream::new();
     let mut first = p.pop().unwrap().unwrap();
     first.wait_on(&busy).unwrap();
     let gate = Gate::new();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let (gate, intact) = (gate.clone(), intact.clone());
-        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-        busy.enqueue(move || {
-            gate.pass();
-            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
-        });
-    }
+    let intact = held_kernel_reading(&first, &busy, &gate);
     first.release(Fence::Stream(&busy)).unwrap(); // fence: after the held kernel
                                                   // Lease 1 of the same slot: its copy waits behind lease 0's fence. Released at once on
                                                   // an idle stream, whose record completes at once.
@@ -186,18 +191,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     // Lease 2: its copy is ready once lease 1's copy ran and its fence completed. It must
     // not complete while the kernel of lease 0 is held.
     let third = p.pop().unwrap().unwrap();
-    let (done_tx, done_rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        third.synchronize().unwrap();
-        done_tx.send(()).unwrap();
-        third
-    });
-    gate.arrived(1);
-    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
-    gate.open();
-    busy.synchronize().unwrap();
-    let third = waiter.join().unwrap();
-    check_batch(third.bytes(), 2, PER, SAMPLE, PER);
+    let copied_early = copied_while_held(third, 2, &gate, &busy);
     assert!(
         !copied_early,
         "later copies into the slot ran while lease 0's kernel was held"
