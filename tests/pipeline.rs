@@ -262,9 +262,17 @@ fn batches_can_be_released_from_another_thread_after_the_pipeline_is_dropped() {
     t.join().unwrap();
 }
 
-fn run_to_error(dec: TestDecoder, per: usize, total: u64) -> (u64, Error) {
+/// Runs a pipeline of `per`-sample batches whose decoder faults (`fault`, a
+/// `Fault::FailAt` or `Fault::PanicAt`) on sample `sample` of batch `seq`: every earlier
+/// batch arrives whole and in order, later pops report a stopped pipeline; returns the
+/// error `pop` reported.
+fn fault_in_batch(fault: fn(u64) -> Fault, per: usize, seq: u64, sample: u64) -> Error {
+    let dec = TestDecoder {
+        fault: fault(seq * per as u64 + sample),
+        ..decoder()
+    };
     let config = builder(per).build().unwrap();
-    let mut p = Pipeline::new(config, dec, 0..total).unwrap();
+    let mut p = Pipeline::new(config, dec, 0..1000).unwrap();
     let mut delivered = 0;
     let error = loop {
         match p.pop() {
@@ -277,59 +285,36 @@ fn run_to_error(dec: TestDecoder, per: usize, total: u64) -> (u64, Error) {
             Err(e) => break e,
         }
     };
+    assert_eq!(delivered, seq, "the batches before the fault");
     assert!(
         matches!(p.pop(), Err(Error::Stopped)),
         "later pops report a stopped pipeline"
     );
     assert!(matches!(p.try_pop(), Err(Error::Stopped)));
-    (delivered, error)
+    error
 }
 
 #[test]
 fn a_decode_error_surfaces_with_its_batch_and_sample_after_every_earlier_batch() {
-    let (delivered, error) = run_to_error(
-        TestDecoder {
-            fault: Fault::FailAt(7 * 5 + 3),
-            ..decoder()
-        },
-        5,
-        1000,
-    );
-    assert_eq!(delivered, 7);
-    match error {
+    match fault_in_batch(Fault::FailAt, 5, 7, 3) {
         Error::Decode {
-            seq,
-            sample,
+            seq: 7,
+            sample: 3,
             message,
-        } => {
-            assert_eq!((seq, sample), (7, 3));
-            assert!(message.contains("corrupt"), "{message}");
-        }
-        other => panic!("expected a decode error, got {other:?}"),
+        } => assert!(message.contains("corrupt"), "{message}"),
+        other => panic!("expected the decode error of batch 7, sample 3, got {other:?}"),
     }
 }
 
 #[test]
 fn a_decoder_panic_is_caught_and_reported_with_its_batch_and_sample() {
-    let (delivered, error) = run_to_error(
-        TestDecoder {
-            fault: Fault::PanicAt(12 * 4 + 2),
-            ..decoder()
-        },
-        4,
-        1000,
-    );
-    assert_eq!(delivered, 12);
-    match error {
+    match fault_in_batch(Fault::PanicAt, 4, 12, 2) {
         Error::DecoderPanic {
-            seq,
-            sample,
+            seq: 12,
+            sample: 2,
             message,
-        } => {
-            assert_eq!((seq, sample), (12, 2));
-            assert!(message.contains("decoder bug on sample 50"), "{message}");
-        }
-        other => panic!("expected a decoder panic, got {other:?}"),
+        } => assert!(message.contains("decoder bug on sample 50"), "{message}"),
+        other => panic!("expected the decoder panic of batch 12, sample 2, got {other:?}"),
     }
 }
 
