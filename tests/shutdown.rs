@@ -36,17 +36,35 @@ fn pinring_threads() -> usize {
     threads_named("pinring")
 }
 
-/// Waits until no pinring thread is left, failing past `bound`.
-fn assert_threads_end_within(bound: Duration) {
+/// Waits, polling, until `done` holds, failing with `why()` past `bound`.
+fn wait_until(bound: Duration, done: impl Fn() -> bool, why: impl Fn() -> String) {
     let start = Instant::now();
-    while pinring_threads() > 0 {
-        assert!(
-            start.elapsed() < bound,
-            "{} pinring threads still alive after {bound:?}",
-            pinring_threads()
-        );
+    while !done() {
+        assert!(start.elapsed() < bound, "{}", why());
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Waits until no pinring thread is left, failing past `bound`.
+fn assert_threads_end_within(bound: Duration) {
+    wait_until(
+        bound,
+        || pinring_threads() == 0,
+        || {
+            format!(
+                "{} pinring threads still alive after {bound:?}",
+                pinring_threads()
+            )
+        },
+    );
+}
+
+/// Drops the pipeline, failing if the drop takes [`BOUND`] or longer.
+fn drop_within_bound(p: Pipeline) {
+    let start = Instant::now();
+    drop(p);
+    let took = start.elapsed();
+    assert!(took < BOUND, "drop took {took:?}");
 }
 
 fn config(per: usize) -> pinring::ConfigBuilder {
@@ -63,9 +81,7 @@ fn drop_with_batches_leased_keeps_them_valid_and_ends_every_thread() {
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     assert!(pinring_threads() > 0);
-    let start = Instant::now();
-    drop(p);
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     check_batch(a.bytes(), 0, 4, SAMPLE, 4);
     check_batch(b.bytes(), 1, 4, SAMPLE, 4);
     b.release(Fence::Sync).unwrap();
@@ -82,10 +98,8 @@ fn drop_while_decodes_run_waits_only_for_the_decode_in_progress() {
     };
     let p = Pipeline::new(config(8).build().unwrap(), dec, 0..1000u64).unwrap();
     std::thread::sleep(Duration::from_millis(30));
-    let start = Instant::now();
-    drop(p);
     // Each worker finishes at most its current 150 ms sample; then everything ends.
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     assert_threads_end_within(BOUND);
 }
 
@@ -121,9 +135,7 @@ fn dropping_mid_stream_with_an_infinite_source() {
         let b = p.pop().unwrap().unwrap();
         check_batch(b.bytes(), seq, 4, SAMPLE, 4);
     }
-    let start = Instant::now();
-    drop(p);
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     assert_threads_end_within(BOUND);
 }
 
@@ -146,10 +158,7 @@ fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
     for seq in 0..3 {
         assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
     }
-    let start = Instant::now();
-    drop(p);
-    let took = start.elapsed();
-    assert!(took < BOUND, "drop took {took:?}");
+    drop_within_bound(p);
     // The feeder is still inside the source's `next`: it ends as soon as that returns.
     assert!(pinring_threads() >= 1);
     drop(unblock);
@@ -201,26 +210,20 @@ fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     // The copy stream's thread exists, but on a loaded machine it may not have run yet
     // (the stream runs small copies inline while idle), and a thread takes its name when
     // it first runs: wait, bounded, until it shows under its name.
-    let start = Instant::now();
-    while threads_named("pinring-cpucopy") != 1 {
-        assert!(
-            start.elapsed() < BOUND,
-            "the backend's copy stream thread never ran"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        BOUND,
+        || threads_named("pinring-cpucopy") == 1,
+        || "the backend's copy stream thread never ran".into(),
+    );
     drop(p);
     // The feeder is still inside the source's `next`...
     assert_eq!(threads_named("pinring-feeder"), 1);
     // ...but the backend is gone: its copy stream's thread ends.
-    let start = Instant::now();
-    while threads_named("pinring-cpucopy") > 0 {
-        assert!(
-            start.elapsed() < BOUND,
-            "the backend outlived the pipeline while the source was blocked"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        BOUND,
+        || threads_named("pinring-cpucopy") == 0,
+        || "the backend outlived the pipeline while the source was blocked".into(),
+    );
     drop(unblock);
     assert_threads_end_within(BOUND);
 }
