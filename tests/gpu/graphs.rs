@@ -62,10 +62,9 @@ fn capture(
 /// does not cover the replay). Returns (words wrong, slots whose counters saw every
 /// replay).
 fn replay_per_slot(n: usize, hold_ns: u64, sync_fence: bool) -> Res<(u64, usize)> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
-    let side = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
+    let side = gpu.stream()?;
     let tally = Tally::new(&stream, SLOTS)?;
     let config = Config::builder()
         .batch_size(SAMPLES)

@@ -5,16 +5,15 @@ use std::time::{Duration, Instant};
 use pinring::{decode_fn, Config, CuStream, Cuda, CudaOptions, Error, Fence, Pipeline};
 
 use crate::fences::{checked, Release};
-use crate::harness::{clean, pipeline, s, Gpu, Res, Tally, BATCH_WORDS, SAMPLES};
-use crate::{in_own_process, info, report};
+use crate::harness::{clean, pipeline, s, Gpu, Res, Tally};
+use crate::{info, passes_in_own_process, report};
 
 /// Drops the pipeline with every device slot leased and kernels still reading them; the
 /// batches stay valid, are read again after the drop, and then dropped.
 fn drop_with_leased() -> Res<String> {
     const D: usize = 3;
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let tally = Tally::new(&stream, D)?;
     let mut p = pipeline(CudaOptions::ordinal(0), D, 1000)?;
@@ -23,28 +22,14 @@ fn drop_with_leased() -> Res<String> {
         let mut batch = p.pop().map_err(s)?.ok_or("the source ended early")?;
         batch.wait_on(&cs).map_err(s)?;
         gpu.spin(&stream, 2000)?;
-        let k = batch.seq();
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         held.push(batch);
     }
     let t = Instant::now();
     drop(p);
     let dropped_in = t.elapsed();
     for batch in &held {
-        let k = batch.seq();
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, batch, &tally)?;
     }
     let t = Instant::now();
     drop(held); // bound: fenced on the stream; the last drop tears the backend down
@@ -158,17 +143,15 @@ fn two_devices_one_process() {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn copy_error_reaches_consumer() {
-    let (ok, text) = in_own_process("lifecycle::fault_child", "");
-    assert!(ok, "the fault check failed:\n{text}");
+    passes_in_own_process("lifecycle::fault_child", "");
 }
 
 #[test]
 #[ignore = "run by copy_error_reaches_consumer in a process of its own"]
 fn fault_child() {
     let result = (|| {
-        let gpu = Gpu::new()?;
-        gpu.bind()?;
-        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let gpu = Gpu::bound()?;
+        let stream = gpu.stream()?;
         let cs = CuStream::from(&stream);
         let mut p = pipeline(CudaOptions::ordinal(0), 2, 1000)?;
         let t = Instant::now();
@@ -218,8 +201,7 @@ fn fault_child() {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn memlock_limit() {
-    let (ok, text) = in_own_process("lifecycle::memlock_child", "ulimit -l 64;");
-    assert!(ok, "the memlock check failed:\n{text}");
+    passes_in_own_process("lifecycle::memlock_child", "ulimit -l 64;");
 }
 
 #[test]

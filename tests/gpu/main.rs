@@ -53,7 +53,8 @@ pub fn info(name: &str, detail: &str) {
 }
 
 /// Runs the ignored test `child` of this binary in a process of its own, under `shell`
-/// (a prefix such as `ulimit -l 64;`); returns whether it passed and its output.
-pub fn in_own_process(child: &str, shell: &str) -> (bool, String) {
-    own_process::run_in_own_process(child, shell, &[], "RESULT\t")
+/// (a prefix such as `ulimit -l 64;`), and fails with its output unless it passed.
+pub fn passes_in_own_process(child: &str, shell: &str) {
+    let (ok, text) = own_process::run_in_own_process(child, shell, &[], "RESULT\t");
+    assert!(ok, "{child} failed in its own process:\n{text}");
 }
