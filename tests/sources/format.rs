@@ -5,12 +5,27 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pinring::source::{
-    write_shard, write_shard_u32, FixedRecords, RecordFile, Sampler, ShardFormat, ShardWriter,
-    SourceError, TokenShard, TokenShards, Window, SHARD_MAGIC_U32, SHARD_VERSION_U32,
+    write_shard, write_shard_u32, FixedRecords, RecordFile, Sampler, ShardFormat, ShardToken,
+    ShardWriter, SourceError, TokenShard, TokenShards, Window, SHARD_MAGIC_U32, SHARD_VERSION_U32,
 };
 use pinring::Error;
 
 use crate::helpers::{random_tokens, random_tokens_u32, raw_shard_u32, widened};
+
+/// Writes `tokens` through `writer` in pieces (of 3,001 tokens): the writer counts them
+/// all, and the file it made at `path` is `bytes`.
+fn assert_written_in_pieces<T: ShardToken>(
+    mut writer: ShardWriter<T>,
+    tokens: &[T],
+    path: &Path,
+    bytes: &[u8],
+) {
+    for chunk in tokens.chunks(3001) {
+        writer.write(chunk).unwrap();
+    }
+    assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
+    assert_eq!(std::fs::read(path).unwrap(), bytes);
+}
 
 #[test]
 fn shard_round_trip() {
@@ -35,12 +50,8 @@ fn shard_round_trip() {
 
     // Written in pieces, the same file.
     let path2 = dir.path().join("b.bin");
-    let mut writer = ShardWriter::create(&path2).unwrap();
-    for chunk in tokens.chunks(3001) {
-        writer.write(chunk).unwrap();
-    }
-    assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
-    assert_eq!(std::fs::read(&path2).unwrap(), bytes);
+    let writer = ShardWriter::create(&path2).unwrap();
+    assert_written_in_pieces(writer, &tokens, &path2, &bytes);
 
     // Through the sampler: one window of the whole shard is the tokens.
     let sampler = TokenShards::open([&path])
@@ -124,17 +135,13 @@ fn u32_shards_round_trip() {
     // Written in pieces, by either constructor, the same file.
     for (i, generic) in [false, true].into_iter().enumerate() {
         let path2 = dir.path().join(format!("b{i}.bin"));
-        let mut writer = if generic {
+        let writer = if generic {
             ShardWriter::<u32>::create_as(&path2).unwrap()
         } else {
             ShardWriter::create_u32(&path2).unwrap()
         };
         assert_eq!(writer.format(), ShardFormat::U32);
-        for chunk in tokens.chunks(3001) {
-            writer.write(chunk).unwrap();
-        }
-        assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
-        assert_eq!(std::fs::read(&path2).unwrap(), bytes);
+        assert_written_in_pieces(writer, &tokens, &path2, &bytes);
     }
 
     // Windows read the u32 tokens.
