@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{
-    byte, check_batch, check_to_end, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
+    check_batch, check_to_end, decoder, is_batch, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
 };
 use pinring::{
     Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
@@ -162,6 +162,22 @@ fn holding_every_device_slot_stalls_the_copy_thread_instead_of_overwriting() {
     assert_eq!(seq, 40);
 }
 
+/// Enqueues on `stream` a "kernel" that reads `first`'s device slot (batch 0, of `per`
+/// samples); the flag, once the stream has run it, says whether it saw batch 0 whole.
+fn read_batch_0_on(stream: &CpuStream, first: &pinring::Batch, per: usize) -> Arc<AtomicBool> {
+    let intact = Arc::new(AtomicBool::new(false));
+    let read = intact.clone();
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    stream.enqueue(move || {
+        // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
+        // unfenced, the copy thread may be writing them, the bug the callers show (the
+        // bytes are plain u8, any value is valid).
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        read.store(is_batch(bytes, 0, per, SAMPLE), Ordering::Release);
+    });
+    intact
+}
+
 /// A "kernel" on a user stream reads the slot after a delay. Fenced on that stream, the
 /// next copy into the slot waits for it; released with a false `Fence::Sync`, the next
 /// copy overwrites the slot first, and the kernel sees the wrong batch — so the check can
@@ -187,30 +203,12 @@ fn kernel_reads_slot_after_release(fenced: bool) -> bool {
 
     let mut first = p.pop().unwrap().unwrap();
     first.wait_on(&stream).unwrap();
-    let ptr = first.device_ptr().as_ptr() as usize;
-    let len = first.len();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let intact = intact.clone();
-        if fenced {
-            stream.sleep(Duration::from_millis(30));
-        } else {
-            stream.wait_event(&gate);
-        }
-        stream.enqueue(move || {
-            // SAFETY: reads `len` bytes of device slot 0, which lives as long as the
-            // pipeline; in the unfenced case the copy thread may be writing it, which is
-            // the bug this test demonstrates (bytes are plain u8, any value is valid).
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            let ok = (0..PER).all(|j| {
-                bytes[j * SAMPLE..(j + 1) * SAMPLE]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == byte(j as u64, i))
-            });
-            intact.store(ok, Ordering::Release);
-        });
+    if fenced {
+        stream.sleep(Duration::from_millis(30));
+    } else {
+        stream.wait_event(&gate);
     }
+    let intact = read_batch_0_on(&stream, &first, PER);
     if fenced {
         first.release(Fence::Stream(&stream)).unwrap();
     } else {
@@ -850,25 +848,8 @@ fn reader_on_the_first_of_two_streams_sees_its_batch(release: bool) -> bool {
     first.wait_on(&reading).unwrap();
     first.wait_on(&reading).unwrap(); // bound once, whatever the calls
     first.wait_on(&other).unwrap();
-    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let intact = intact.clone();
-        reading.sleep(Duration::from_millis(30));
-        reading.enqueue(move || {
-            // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
-            // unfenced, the copy thread may be writing them, the bug this test shows (the
-            // bytes are plain u8, any value is valid).
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            let ok = (0..PER).all(|j| {
-                bytes[j * SAMPLE..(j + 1) * SAMPLE]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == byte(j as u64, i))
-            });
-            intact.store(ok, Ordering::Release);
-        });
-    }
+    reading.sleep(Duration::from_millis(30));
+    let intact = read_batch_0_on(&reading, &first, PER);
     if release {
         first.release(Fence::Stream(&other)).unwrap();
     } else {
