@@ -62,15 +62,35 @@ fn invalid_device_ordinal() {
     report("invalid_device_ordinal", result);
 }
 
+/// Runs the checked runs `a` and `b` (each of `n` batches, as [`checked`] returns them) at
+/// once, each on a consumer thread of its own: Ok when both are clean.
+fn both_clean_at_once<A, B>(n: usize, a: A, b: B) -> Res
+where
+    A: FnOnce() -> Res<(u64, usize)> + Send,
+    B: FnOnce() -> Res<(u64, usize)> + Send,
+{
+    let results = std::thread::scope(|scope| {
+        let a = scope.spawn(a);
+        let b = scope.spawn(b);
+        (a.join(), b.join())
+    });
+    let (a, b) = match results {
+        (Ok(a), Ok(b)) => (a?, b?),
+        _ => return Err("a consumer thread panicked".into()),
+    };
+    clean(a.0 + b.0, a.1 + b.1, 2 * n).map(drop)
+}
+
 /// Two pipelines in one process at once: one by ordinal, one adopting the context current
 /// on its thread, each with its own consumer thread.
 fn two_pipelines() -> Res<String> {
     let n = 2000;
     let gpu = Gpu::new()?;
     let gpu = &gpu;
-    let results = std::thread::scope(|scope| {
-        let a = scope.spawn(|| checked(gpu, CudaOptions::ordinal(0), n, Release::StreamRaw));
-        let b = scope.spawn(|| -> Res<(u64, usize)> {
+    both_clean_at_once(
+        n,
+        || checked(gpu, CudaOptions::ordinal(0), n, Release::StreamRaw),
+        || {
             gpu.bind()?; // the context current on this thread, as PyTorch leaves it
             let adopted = pipeline(CudaOptions::current(), 2, 1)?;
             if adopted.backend().ordinal() != 0 {
@@ -78,14 +98,8 @@ fn two_pipelines() -> Res<String> {
             }
             drop(adopted);
             checked(gpu, CudaOptions::current(), n, Release::EventRaw)
-        });
-        (a.join(), b.join())
-    });
-    let (a, b) = match results {
-        (Ok(a), Ok(b)) => (a?, b?),
-        _ => return Err("a consumer thread panicked".into()),
-    };
-    clean(a.0 + b.0, a.1 + b.1, 2 * n)?;
+        },
+    )?;
     Ok(format!(
         "ordinal(0) and current() pipelines ran at once: 2 x {n} batches, 0 words wrong"
     ))
@@ -113,23 +127,18 @@ fn two_devices_one_process() {
     let result = (|| {
         let (gpu0, gpu1) = (Gpu::on(0)?, Gpu::on(1)?);
         let n = 2000;
-        let results = std::thread::scope(|scope| {
-            let a = scope.spawn(|| checked(&gpu0, CudaOptions::ordinal(0), n, Release::StreamRaw));
-            let b = scope.spawn(|| -> Res<(u64, usize)> {
+        both_clean_at_once(
+            n,
+            || checked(&gpu0, CudaOptions::ordinal(0), n, Release::StreamRaw),
+            || {
                 let p = pipeline(CudaOptions::ordinal(1), 2, 1)?;
                 if p.backend().ordinal() != 1 {
                     return Err("ordinal(1) bound another device".into());
                 }
                 drop(p);
                 checked(&gpu1, CudaOptions::ordinal(1), n, Release::EventRaw)
-            });
-            (a.join(), b.join())
-        });
-        let (a, b) = match results {
-            (Ok(a), Ok(b)) => (a?, b?),
-            _ => return Err("a consumer thread panicked".into()),
-        };
-        clean(a.0 + b.0, a.1 + b.1, 2 * n)?;
+            },
+        )?;
         Ok(format!(
             "ordinal(0) and ordinal(1) pipelines ran at once: 2 x {n} batches, each checked on \
              its own device, 0 words wrong"
