@@ -139,25 +139,38 @@ fn dropping_mid_stream_with_an_infinite_source() {
     assert_threads_end_within(BOUND);
 }
 
-#[test]
-fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
-    let _serial = serial();
+/// A pipeline of 2-sample batches, with `shutdown_timeout`, whose source blocks in `next`
+/// at sample 6 until the returned sender goes (dropped); batches 0 to 2 already popped.
+/// The receiver hears once the source has reached that sample.
+fn blocked_after_three_batches(
+    shutdown_timeout: Duration,
+) -> (Pipeline, mpsc::Sender<()>, mpsc::Receiver<()>) {
     let (unblock, blocked) = mpsc::channel::<()>();
     let blocked = Mutex::new(blocked);
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
     let source = (0..1000u64).inspect(move |&g| {
         if g == 6 {
+            let _ = entered_tx.lock().unwrap().send(());
             // Blocks until the test lets go (or the sender is dropped).
             let _ = blocked.lock().unwrap().recv();
         }
     });
     let config = config(2)
-        .shutdown_timeout(Duration::from_millis(100))
+        .shutdown_timeout(shutdown_timeout)
         .build()
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), source).unwrap();
     for seq in 0..3 {
         assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
     }
+    (p, unblock, entered)
+}
+
+#[test]
+fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
+    let _serial = serial();
+    let (p, unblock, _entered) = blocked_after_three_batches(Duration::from_millis(100));
     drop_within_bound(p);
     // The feeder is still inside the source's `next`: it ends as soon as that returns.
     assert!(pinring_threads() >= 1);
@@ -186,24 +199,7 @@ fn stop_then_pop_reports_stopped_and_batches_already_out_stay_valid() {
 #[test]
 fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     let _serial = serial();
-    let (unblock, blocked) = mpsc::channel::<()>();
-    let blocked = Mutex::new(blocked);
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let entered_tx = Mutex::new(entered_tx);
-    let source = (0..1000u64).inspect(move |&g| {
-        if g == 6 {
-            let _ = entered_tx.lock().unwrap().send(());
-            let _ = blocked.lock().unwrap().recv();
-        }
-    });
-    let config = config(2)
-        .shutdown_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), source).unwrap();
-    for seq in 0..3 {
-        assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
-    }
+    let (p, unblock, entered) = blocked_after_three_batches(Duration::from_millis(50));
     entered
         .recv_timeout(BOUND)
         .expect("the source reached its blocking sample");
