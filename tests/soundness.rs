@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::{check_batch, check_to_end, decoder, is_batch, Gate, BOUND};
-use pinring::{Config, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
+use pinring::{Config, ConfigBuilder, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 64;
 
@@ -233,19 +233,28 @@ fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
     assert_eq!(5 + check_to_end(&mut p, 2, SAMPLE), 20);
 }
 
+/// A builder of one-sample batches of 8 bytes; the caller adds the settings under test.
+fn one_sample_batches() -> ConfigBuilder {
+    Config::builder().batch_size(1).bytes_per_sample(8)
+}
+
+/// A pipeline of ten one-sample batches into `device_slots` device slots, whose pops give
+/// up on leased slots after `lease_timeout`.
+fn leasing(device_slots: usize, lease_timeout: Duration) -> Pipeline {
+    let config = one_sample_batches()
+        .device_slots(device_slots)
+        .lease_timeout(lease_timeout)
+        .build()
+        .unwrap();
+    Pipeline::new(config, decoder(), 0..10u64).unwrap()
+}
+
 /// Item 8: a pop that cannot go on because every device slot is leased returns
 /// `AllSlotsLeased` naming the leased slots and their batches, after the lease timeout;
 /// before, it hung forever.
 #[test]
 fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(2)
-        .lease_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(2, Duration::from_millis(50));
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     match p.pop() {
@@ -274,14 +283,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     drop(b);
 
     // A forgotten batch: its slot never comes back, and pop says so every time.
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(1)
-        .lease_timeout(Duration::from_millis(20))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(1, Duration::from_millis(20));
     std::mem::forget(p.pop().unwrap().unwrap());
     let text = p.pop().unwrap_err().to_string();
     assert!(
@@ -294,11 +296,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 
     // The default is bounded.
     assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .build()
-        .unwrap();
+    let config = one_sample_batches().build().unwrap();
     assert_eq!(config.lease_timeout(), Config::DEFAULT_LEASE_TIMEOUT);
 }
 
@@ -310,14 +308,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 #[test]
 fn the_lease_clock_runs_across_short_pop_for_calls() {
     let lease_timeout = Duration::from_millis(40);
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(2)
-        .lease_timeout(lease_timeout)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(2, lease_timeout);
     let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
     let start = Instant::now();
     let mut slices = 0u32;
@@ -351,12 +342,7 @@ fn the_lease_clock_runs_across_short_pop_for_calls() {
 #[test]
 fn decode_threads_are_capped_with_a_reason() {
     for n in [1_000, 10_000, Config::MAX_DECODE_THREADS + 1] {
-        let e = Config::builder()
-            .batch_size(1)
-            .bytes_per_sample(8)
-            .decode_threads(n)
-            .build()
-            .unwrap_err();
+        let e = one_sample_batches().decode_threads(n).build().unwrap_err();
         assert_eq!(
             e,
             ConfigError::TooMany {
@@ -371,9 +357,7 @@ fn decode_threads_are_capped_with_a_reason() {
             "{text}"
         );
     }
-    assert!(Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
+    assert!(one_sample_batches()
         .decode_threads(Config::MAX_DECODE_THREADS)
         .build()
         .is_ok());
@@ -460,9 +444,7 @@ fn a_decode_pool_that_fails_to_start_midway_is_an_error_promptly() {
 #[test]
 #[ignore = "run by a_decode_pool_that_fails_to_start_midway_is_an_error_promptly"]
 fn pool_child() {
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
+    let config = one_sample_batches()
         .decode_threads(64)
         .shutdown_timeout(Duration::from_secs(3600))
         .build()
