@@ -119,28 +119,16 @@ fn fenced(n: usize, release: Release) -> Res<String> {
     clean(wrong, checked, n)
 }
 
-/// One test per row, `name => (batches, release form)`: the run is clean, and the test
-/// reports its `RESULT` line under its own name.
-macro_rules! fenced_tests {
-    ($($test:ident => ($n:expr, $release:ident);)+) => {$(
-        #[test]
-        #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-        fn $test() {
-            report(stringify!($test), fenced($n, Release::$release));
-        }
-    )+};
-}
-
-fenced_tests! {
-    stream_fence_10k_batches => (10_000, StreamRaw);
-    fence_stream_cudarc => (2000, StreamCudarc);
-    fence_event_raw_reused => (2000, EventRaw);
-    fence_event_cudarc => (2000, EventCudarc);
-    fence_sync_after_sync => (500, SyncAfterSync);
-    drop_bound_fences_on_stream => (2000, DropBound);
-    drop_unbound_ctx_sync => (500, DropUnbound);
-    release_from_other_thread => (2000, OtherThread);
-}
+// Every release form keeps each slot until the check read it: a clean run of that many
+// batches.
+gpu_test!(stream_fence_10k_batches => fenced(10_000, Release::StreamRaw));
+gpu_test!(fence_stream_cudarc => fenced(2000, Release::StreamCudarc));
+gpu_test!(fence_event_raw_reused => fenced(2000, Release::EventRaw));
+gpu_test!(fence_event_cudarc => fenced(2000, Release::EventCudarc));
+gpu_test!(fence_sync_after_sync => fenced(500, Release::SyncAfterSync));
+gpu_test!(drop_bound_fences_on_stream => fenced(2000, Release::DropBound));
+gpu_test!(drop_unbound_ctx_sync => fenced(500, Release::DropUnbound));
+gpu_test!(release_from_other_thread => fenced(2000, Release::OtherThread));
 
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]

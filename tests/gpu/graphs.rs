@@ -20,7 +20,6 @@ use pinring::{Config, CuStream, CudaOptions, Fence, Pipeline};
 use crate::harness::{
     decoder, s, Gpu, Res, Tally, HOLD_US, SAMPLES, SAMPLE_BYTES, WORDS_PER_SAMPLE,
 };
-use crate::report;
 
 /// Device slots: one graph each.
 const SLOTS: usize = 3;
@@ -140,11 +139,4 @@ fn graphs_per_slot() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn cuda_graph_per_slot_replays_every_batch_in_place() {
-    report(
-        "cuda_graph_per_slot_replays_every_batch_in_place",
-        graphs_per_slot(),
-    );
-}
+gpu_test!(cuda_graph_per_slot_replays_every_batch_in_place => graphs_per_slot());

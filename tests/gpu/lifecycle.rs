@@ -45,11 +45,7 @@ fn drop_with_leased() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn drop_with_batches_leased() {
-    report("drop_with_batches_leased", drop_with_leased());
-}
+gpu_test!(drop_with_batches_leased => drop_with_leased());
 
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
@@ -105,11 +101,7 @@ fn two_pipelines() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_pipelines_one_process() {
-    report("two_pipelines_one_process", two_pipelines());
-}
+gpu_test!(two_pipelines_one_process => two_pipelines());
 
 /// Two pipelines on two devices in one process, each checked on its own device by kernels
 /// loaded there. Informational on a machine with one device.

@@ -19,6 +19,18 @@
 //! limit, a kernel that outlives the pipeline) run in a process of their own.
 #![cfg(feature = "cuda")]
 
+/// A GPU check as a test: `name => check` (a `Res<String>`) is the test `name`, ignored
+/// without a GPU, that prints `check`'s `RESULT` line under its own name ([`report`]).
+macro_rules! gpu_test {
+    ($test:ident => $check:expr) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
+        fn $test() {
+            $crate::report(stringify!($test), $check);
+        }
+    };
+}
+
 mod harness;
 #[path = "../common/own_process.rs"]
 mod own_process;

@@ -100,11 +100,7 @@ fn parks() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn synchronize_parks_until_the_copy_lands() {
-    report("synchronize_parks_until_the_copy_lands", parks());
-}
+gpu_test!(synchronize_parks_until_the_copy_lands => parks());
 
 /// `n` batches, each synchronized on the host and then checked by a kernel on a stream
 /// that never waits on it (the host's synchronize is the only order), released on it.
@@ -127,14 +123,10 @@ fn synchronized_batches(n: usize, copies: CopyCalls, huge: bool) -> Res<(String,
     Ok((clean(wrong, checked, n)?, used))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn synchronize_orders_a_kernel_on_an_unrelated_stream() {
-    report(
-        "synchronize_orders_a_kernel_on_an_unrelated_stream",
-        synchronized_batches(2000, CopyCalls::Auto, false).map(|(text, _)| text),
-    );
-}
+gpu_test!(
+    synchronize_orders_a_kernel_on_an_unrelated_stream =>
+        synchronized_batches(2000, CopyCalls::Auto, false).map(|(text, _)| text)
+);
 
 /// The fallback, forced on any driver: runs of several pieces (a huge-page ring) go one
 /// `cuMemcpyHtoDAsync` per piece, every batch intact.
@@ -226,11 +218,4 @@ fn declared(n: usize) -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn declared_consumer_stream_fences_every_batch() {
-    report(
-        "declared_consumer_stream_fences_every_batch",
-        declared(2000),
-    );
-}
+gpu_test!(declared_consumer_stream_fences_every_batch => declared(2000));

@@ -47,23 +47,12 @@ fn two_bound_streams(n: usize, how: TwoStreams) -> Res<String> {
     clean(wrong, checked, n)
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_bound_streams_released_on_the_second() {
-    report(
-        "two_bound_streams_released_on_the_second",
-        two_bound_streams(2000, TwoStreams::ReleaseOnSecond),
-    );
-}
+gpu_test!(
+    two_bound_streams_released_on_the_second =>
+        two_bound_streams(2000, TwoStreams::ReleaseOnSecond)
+);
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_bound_streams_dropped() {
-    report(
-        "two_bound_streams_dropped",
-        two_bound_streams(2000, TwoStreams::Drop),
-    );
-}
+gpu_test!(two_bound_streams_dropped => two_bound_streams(2000, TwoStreams::Drop));
 
 /// Poison mode: a batch read by a held kernel and released at once on its stream is read
 /// intact (the fill waits for the fence), the next batches in the slot are intact (each
@@ -117,11 +106,7 @@ fn poison() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn poison_fills_a_released_slot_on_the_device() {
-    report("poison_fills_a_released_slot_on_the_device", poison());
-}
+gpu_test!(poison_fills_a_released_slot_on_the_device => poison());
 
 /// Batches per second of a consumer that holds each batch `hold_us` on the device and
 /// releases it on its stream, with the poison mode on or off; `batch_bytes` a batch.

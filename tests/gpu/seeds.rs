@@ -8,7 +8,6 @@ use pinring::{Batch, CuStream, Cuda, CudaOptions, Fence};
 use crate::harness::{
     clean, pipeline, s, Gpu, Res, Tally, BATCH_WORDS, HOLD_US, SAMPLES, SAMPLE_BYTES,
 };
-use crate::report;
 
 /// Deferred release: a prefetch thread pops, the main thread reads the batch on its
 /// "current" stream (the legacy default stream, as PyTorch's default is) and releases
@@ -117,14 +116,6 @@ fn dedicated_copy_stream() -> Res<String> {
     })
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn seed_deferred_release() {
-    report("seed_deferred_release", deferred());
-}
+gpu_test!(seed_deferred_release => deferred());
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn seed_dedicated_copy_stream() {
-    report("seed_dedicated_copy_stream", dedicated_copy_stream());
-}
+gpu_test!(seed_dedicated_copy_stream => dedicated_copy_stream());

@@ -51,11 +51,7 @@ fn view_stream() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn view_is_on_the_callers_stream() {
-    report("view_is_on_the_callers_stream", view_stream());
-}
+gpu_test!(view_is_on_the_callers_stream => view_stream());
 
 /// The context `Cuda::context()` hands out keeps cudarc's event tracking, so the
 /// dedicated-copy-stream pattern done through cudarc alone (a copy on a side stream, a read
@@ -99,11 +95,7 @@ fn tracking() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn the_context_keeps_cudarc_event_tracking() {
-    report("the_context_keeps_cudarc_event_tracking", tracking());
-}
+gpu_test!(the_context_keeps_cudarc_event_tracking => tracking());
 
 /// A stream of another context is refused at `wait_on` and at `Fence::Stream`; so is the
 /// legacy stream while another context is current on the calling thread.
@@ -145,11 +137,7 @@ fn other_context() -> Res<String> {
     )
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn a_stream_of_another_context_is_refused() {
-    report("a_stream_of_another_context_is_refused", other_context());
-}
+gpu_test!(a_stream_of_another_context_is_refused => other_context());
 
 /// A batch bound to the per-thread default stream on one thread and dropped on another is
 /// still fenced (conservatively): the kernels queued on the first thread's stream read it
@@ -183,14 +171,7 @@ fn per_thread_dropped_elsewhere() -> Res<String> {
         .map(|m| format!("per-thread stream bound here, dropped on another thread: {m}"))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn per_thread_stream_dropped_on_another_thread() {
-    report(
-        "per_thread_stream_dropped_on_another_thread",
-        per_thread_dropped_elsewhere(),
-    );
-}
+gpu_test!(per_thread_stream_dropped_on_another_thread => per_thread_dropped_elsewhere());
 
 /// The backend's teardown waits at most the shutdown timeout for device work: with a
 /// kernel still reading a released slot long after, dropping the pipeline returns while
