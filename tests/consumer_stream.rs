@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{byte, check_batch, decoder, Gate, BOUND};
+use common::{check_batch, decoder, is_batch, Gate, BOUND};
 use pinring::{Config, ConfigBuilder, CpuOptions, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 96;
@@ -32,13 +32,7 @@ fn holds(ptr: usize, seq: u64) -> bool {
     // when the protocol is broken the copy thread may be writing them, which is what the
     // callers detect (plain bytes, any value is valid).
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, PER * SAMPLE) };
-    (0..PER).all(|j| {
-        let g = seq * PER as u64 + j as u64;
-        bytes[j * SAMPLE..(j + 1) * SAMPLE]
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == byte(g, i))
-    })
+    is_batch(bytes, seq, PER, SAMPLE)
 }
 
 /// One device slot, two batches. Batch 0 is popped (never `wait_on`'d: `pop` binds it to

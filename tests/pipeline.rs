@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{byte, check_batch, decoder, Fault, Gate, GatedDecoder, TestDecoder, BOUND};
+use common::{
+    check_batch, check_to_end, decoder, is_batch, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
+};
 use pinring::{
     Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
     LastBatch, Pipeline, TryPop,
@@ -160,6 +162,22 @@ fn holding_every_device_slot_stalls_the_copy_thread_instead_of_overwriting() {
     assert_eq!(seq, 40);
 }
 
+/// Enqueues on `stream` a "kernel" that reads `first`'s device slot (batch 0, of `per`
+/// samples); the flag, once the stream has run it, says whether it saw batch 0 whole.
+fn read_batch_0_on(stream: &CpuStream, first: &pinring::Batch, per: usize) -> Arc<AtomicBool> {
+    let intact = Arc::new(AtomicBool::new(false));
+    let read = intact.clone();
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    stream.enqueue(move || {
+        // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
+        // unfenced, the copy thread may be writing them, the bug the callers show (the
+        // bytes are plain u8, any value is valid).
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        read.store(is_batch(bytes, 0, per, SAMPLE), Ordering::Release);
+    });
+    intact
+}
+
 /// A "kernel" on a user stream reads the slot after a delay. Fenced on that stream, the
 /// next copy into the slot waits for it; released with a false `Fence::Sync`, the next
 /// copy overwrites the slot first, and the kernel sees the wrong batch — so the check can
@@ -185,30 +203,12 @@ fn kernel_reads_slot_after_release(fenced: bool) -> bool {
 
     let mut first = p.pop().unwrap().unwrap();
     first.wait_on(&stream).unwrap();
-    let ptr = first.device_ptr().as_ptr() as usize;
-    let len = first.len();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let intact = intact.clone();
-        if fenced {
-            stream.sleep(Duration::from_millis(30));
-        } else {
-            stream.wait_event(&gate);
-        }
-        stream.enqueue(move || {
-            // SAFETY: reads `len` bytes of device slot 0, which lives as long as the
-            // pipeline; in the unfenced case the copy thread may be writing it, which is
-            // the bug this test demonstrates (bytes are plain u8, any value is valid).
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            let ok = (0..PER).all(|j| {
-                bytes[j * SAMPLE..(j + 1) * SAMPLE]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == byte(j as u64, i))
-            });
-            intact.store(ok, Ordering::Release);
-        });
+    if fenced {
+        stream.sleep(Duration::from_millis(30));
+    } else {
+        stream.wait_event(&gate);
     }
+    let intact = read_batch_0_on(&stream, &first, PER);
     if fenced {
         first.release(Fence::Stream(&stream)).unwrap();
     } else {
@@ -260,9 +260,17 @@ fn batches_can_be_released_from_another_thread_after_the_pipeline_is_dropped() {
     t.join().unwrap();
 }
 
-fn run_to_error(dec: TestDecoder, per: usize, total: u64) -> (u64, Error) {
+/// Runs a pipeline of `per`-sample batches whose decoder faults (`fault`, a
+/// `Fault::FailAt` or `Fault::PanicAt`) on sample `sample` of batch `seq`: every earlier
+/// batch arrives whole and in order, later pops report a stopped pipeline; returns the
+/// error `pop` reported.
+fn fault_in_batch(fault: fn(u64) -> Fault, per: usize, seq: u64, sample: u64) -> Error {
+    let dec = TestDecoder {
+        fault: fault(seq * per as u64 + sample),
+        ..decoder()
+    };
     let config = builder(per).build().unwrap();
-    let mut p = Pipeline::new(config, dec, 0..total).unwrap();
+    let mut p = Pipeline::new(config, dec, 0..1000).unwrap();
     let mut delivered = 0;
     let error = loop {
         match p.pop() {
@@ -275,59 +283,36 @@ fn run_to_error(dec: TestDecoder, per: usize, total: u64) -> (u64, Error) {
             Err(e) => break e,
         }
     };
+    assert_eq!(delivered, seq, "the batches before the fault");
     assert!(
         matches!(p.pop(), Err(Error::Stopped)),
         "later pops report a stopped pipeline"
     );
     assert!(matches!(p.try_pop(), Err(Error::Stopped)));
-    (delivered, error)
+    error
 }
 
 #[test]
 fn a_decode_error_surfaces_with_its_batch_and_sample_after_every_earlier_batch() {
-    let (delivered, error) = run_to_error(
-        TestDecoder {
-            fault: Fault::FailAt(7 * 5 + 3),
-            ..decoder()
-        },
-        5,
-        1000,
-    );
-    assert_eq!(delivered, 7);
-    match error {
+    match fault_in_batch(Fault::FailAt, 5, 7, 3) {
         Error::Decode {
-            seq,
-            sample,
+            seq: 7,
+            sample: 3,
             message,
-        } => {
-            assert_eq!((seq, sample), (7, 3));
-            assert!(message.contains("corrupt"), "{message}");
-        }
-        other => panic!("expected a decode error, got {other:?}"),
+        } => assert!(message.contains("corrupt"), "{message}"),
+        other => panic!("expected the decode error of batch 7, sample 3, got {other:?}"),
     }
 }
 
 #[test]
 fn a_decoder_panic_is_caught_and_reported_with_its_batch_and_sample() {
-    let (delivered, error) = run_to_error(
-        TestDecoder {
-            fault: Fault::PanicAt(12 * 4 + 2),
-            ..decoder()
-        },
-        4,
-        1000,
-    );
-    assert_eq!(delivered, 12);
-    match error {
+    match fault_in_batch(Fault::PanicAt, 4, 12, 2) {
         Error::DecoderPanic {
-            seq,
-            sample,
+            seq: 12,
+            sample: 2,
             message,
-        } => {
-            assert_eq!((seq, sample), (12, 2));
-            assert!(message.contains("decoder bug on sample 50"), "{message}");
-        }
-        other => panic!("expected a decoder panic, got {other:?}"),
+        } => assert!(message.contains("decoder bug on sample 50"), "{message}"),
+        other => panic!("expected the decoder panic of batch 12, sample 2, got {other:?}"),
     }
 }
 
@@ -659,12 +644,7 @@ fn huge_pages_are_used_or_the_fallback_says_why() {
         pinring::HugePages::Fallback(why) => assert!(why.contains("MAP_HUGETLB"), "{why}"),
         pinring::HugePages::Off => panic!("huge pages were asked for"),
     }
-    let mut n = 0;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
-        n += 1;
-    }
-    assert_eq!(n, 10);
+    assert_eq!(check_to_end(&mut p, 4, SAMPLE), 10);
 }
 
 #[test]
@@ -676,12 +656,7 @@ fn decode_threads_can_be_pinned() {
         .build()
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..400u64).unwrap();
-    let mut n = 0;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 4, SAMPLE, 4);
-        n += 1;
-    }
-    assert_eq!(n, 100);
+    assert_eq!(check_to_end(&mut p, 4, SAMPLE), 100);
 }
 
 fn core_affinity_count() -> usize {
@@ -873,25 +848,8 @@ fn reader_on_the_first_of_two_streams_sees_its_batch(release: bool) -> bool {
     first.wait_on(&reading).unwrap();
     first.wait_on(&reading).unwrap(); // bound once, whatever the calls
     first.wait_on(&other).unwrap();
-    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let intact = intact.clone();
-        reading.sleep(Duration::from_millis(30));
-        reading.enqueue(move || {
-            // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
-            // unfenced, the copy thread may be writing them, the bug this test shows (the
-            // bytes are plain u8, any value is valid).
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            let ok = (0..PER).all(|j| {
-                bytes[j * SAMPLE..(j + 1) * SAMPLE]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == byte(j as u64, i))
-            });
-            intact.store(ok, Ordering::Release);
-        });
-    }
+    reading.sleep(Duration::from_millis(30));
+    let intact = read_batch_0_on(&reading, &first, PER);
     if release {
         first.release(Fence::Stream(&other)).unwrap();
     } else {

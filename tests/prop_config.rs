@@ -5,11 +5,14 @@
 
 #[path = "../fuzz/harness/config.rs"]
 mod config;
+#[path = "common/fuzz_twin.rs"]
+mod fuzz_twin;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
+use fuzz_twin::{assert_each_reached, seeds, XorShift};
 use pinring::{decode_fn, Config, Pipeline};
 use proptest::prelude::*;
 
@@ -50,29 +53,19 @@ fn any_builder_input_builds_or_is_rejected_with_a_justified_error() {
 fn the_config_property_reaches_every_outcome() {
     let _serial = serial();
     let mut counts = std::collections::HashMap::new();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut bytes = XorShift(0x2545_f491_4f6c_dd1d);
     for _ in 0..400 {
-        let data: Vec<u8> = (0..40)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        let input = input(&data);
+        let input = input(&bytes.bytes(40));
         *counts.entry(config::check(&input).unwrap()).or_insert(0) += 1;
     }
-    for (outcome, least) in [
-        (config::Reached::Rejected, 40),
-        (config::Reached::Built, 5),
-        (config::Reached::Started, 40),
-    ] {
-        assert!(
-            counts.get(&outcome).copied().unwrap_or(0) >= least,
-            "{counts:?}"
-        );
-    }
+    assert_each_reached(
+        &counts,
+        &[
+            (config::Reached::Rejected, 40),
+            (config::Reached::Built, 5),
+            (config::Reached::Started, 40),
+        ],
+    );
 }
 
 /// Found by the `config` fuzz target: `Pipeline`'s drop computed `now + shutdown_timeout`
@@ -208,11 +201,8 @@ fn ok_builds(input: &config::ConfigInput) -> bool {
 #[test]
 fn the_fuzz_seeds_pass() {
     let _serial = serial();
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/config");
     let mut reached = std::collections::HashSet::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let data = std::fs::read(&path).unwrap();
+    for (path, data) in seeds("config") {
         let input = input(&data);
         reached.insert(config::check(&input).unwrap_or_else(|e| panic!("{path:?}: {e}")));
     }

@@ -6,6 +6,8 @@
 //! panics, source panics and stalls, deliver the right bytes in order, report the
 //! injected failure where it belongs, never hang, and leak no slot.
 
+#[path = "common/fuzz_twin.rs"]
+mod fuzz_twin;
 #[path = "../fuzz/harness/protocol.rs"]
 mod protocol;
 
@@ -13,6 +15,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
+use fuzz_twin::{seeds, XorShift};
 use proptest::prelude::*;
 
 /// A case that has not finished by then hangs: the test fails instead of waiting.
@@ -56,18 +59,11 @@ proptest! {
 /// slots, stream-side reads, releases on other threads, batches outliving the pipeline.
 #[test]
 fn scripts_reach_every_outcome() {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x as u8
-    };
+    let mut bytes = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut total = protocol::Summary::default();
     let mut terminals = std::collections::BTreeMap::new();
     for _ in 0..120 {
-        let data: Vec<u8> = (0..80).map(|_| next()).collect();
-        let s = run_bounded_summary(script(&data));
+        let s = run_bounded_summary(script(&bytes.bytes(80)));
         *terminals.entry(s.terminal).or_insert(0) += 1;
         total.batches += s.batches;
         total.held_slot_checks += s.held_slot_checks;
@@ -101,14 +97,11 @@ fn run_bounded_summary(script: protocol::Script) -> protocol::Summary {
 /// The checked-in seeds of the fuzz target pass, each delivering batches.
 #[test]
 fn the_fuzz_seeds_pass() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/protocol");
-    let mut seeds = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let data = std::fs::read(&path).unwrap();
+    let mut count = 0;
+    for (path, data) in seeds("protocol") {
         let summary = run_bounded_summary(script(&data));
         assert!(summary.batches > 0, "{path:?}: {summary:?}");
-        seeds += 1;
+        count += 1;
     }
-    assert!(seeds >= 5);
+    assert!(count >= 5);
 }

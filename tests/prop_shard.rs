@@ -3,10 +3,13 @@
 //! give the documented error or a shard that reads back exactly; samplers over it stay
 //! inside it; the token decoders write exactly its tokens.
 
+#[path = "common/fuzz_twin.rs"]
+mod fuzz_twin;
 #[path = "../fuzz/harness/shard.rs"]
 mod shard;
 
 use arbitrary::{Arbitrary, Unstructured};
+use fuzz_twin::{assert_each_reached, seeds, XorShift};
 use proptest::prelude::*;
 
 /// The input the fuzz target makes of `data` (draws past its end read zeros: never fails).
@@ -34,33 +37,23 @@ proptest! {
 #[test]
 fn shard_inputs_reach_every_outcome() {
     let file = shard::TempFile::new("prop-shard-reach");
-    let mut x: u64 = 0x0123_4567_89ab_cdef;
-    let mut counts = std::collections::BTreeMap::new();
+    let mut bytes = XorShift(0x0123_4567_89ab_cdef);
+    let mut counts = std::collections::HashMap::new();
     for _ in 0..400 {
         // Up to 300 bytes: a u32 shard needs twice the bytes for the tokens a window takes.
-        let len = 3 + (x % 300) as usize;
-        let data: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        let input = input(&data);
+        let len = 3 + (bytes.0 % 300) as usize;
+        let input = input(&bytes.bytes(len));
         let reached = shard::check(&input, &file).unwrap_or_else(|e| panic!("{e}\n{input:?}"));
         *counts.entry(reached).or_insert(0) += 1;
     }
-    for (outcome, least) in [
-        (shard::Reached::Rejected, 40),
-        (shard::Reached::Opened, 10),
-        (shard::Reached::Sampled, 40),
-    ] {
-        assert!(
-            counts.get(&outcome).copied().unwrap_or(0) >= least,
-            "{counts:?}"
-        );
-    }
+    assert_each_reached(
+        &counts,
+        &[
+            (shard::Reached::Rejected, 40),
+            (shard::Reached::Opened, 10),
+            (shard::Reached::Sampled, 40),
+        ],
+    );
 }
 
 /// The checked-in seeds of the fuzz target pass, and reach both a rejected file and a
@@ -68,11 +61,8 @@ fn shard_inputs_reach_every_outcome() {
 #[test]
 fn the_fuzz_seeds_pass() {
     let file = shard::TempFile::new("prop-shard-seeds");
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/shard");
     let mut reached = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let data = std::fs::read(&path).unwrap();
+    for (path, data) in seeds("shard") {
         let input = input(&data);
         let r = shard::check(&input, &file).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         reached.insert(r);

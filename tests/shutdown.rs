@@ -36,17 +36,35 @@ fn pinring_threads() -> usize {
     threads_named("pinring")
 }
 
-/// Waits until no pinring thread is left, failing past `bound`.
-fn assert_threads_end_within(bound: Duration) {
+/// Waits, polling, until `done` holds, failing with `why()` past `bound`.
+fn wait_until(bound: Duration, done: impl Fn() -> bool, why: impl Fn() -> String) {
     let start = Instant::now();
-    while pinring_threads() > 0 {
-        assert!(
-            start.elapsed() < bound,
-            "{} pinring threads still alive after {bound:?}",
-            pinring_threads()
-        );
+    while !done() {
+        assert!(start.elapsed() < bound, "{}", why());
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Waits until no pinring thread is left, failing past `bound`.
+fn assert_threads_end_within(bound: Duration) {
+    wait_until(
+        bound,
+        || pinring_threads() == 0,
+        || {
+            format!(
+                "{} pinring threads still alive after {bound:?}",
+                pinring_threads()
+            )
+        },
+    );
+}
+
+/// Drops the pipeline, failing if the drop takes [`BOUND`] or longer.
+fn drop_within_bound(p: Pipeline) {
+    let start = Instant::now();
+    drop(p);
+    let took = start.elapsed();
+    assert!(took < BOUND, "drop took {took:?}");
 }
 
 fn config(per: usize) -> pinring::ConfigBuilder {
@@ -63,9 +81,7 @@ fn drop_with_batches_leased_keeps_them_valid_and_ends_every_thread() {
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     assert!(pinring_threads() > 0);
-    let start = Instant::now();
-    drop(p);
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     check_batch(a.bytes(), 0, 4, SAMPLE, 4);
     check_batch(b.bytes(), 1, 4, SAMPLE, 4);
     b.release(Fence::Sync).unwrap();
@@ -82,10 +98,8 @@ fn drop_while_decodes_run_waits_only_for_the_decode_in_progress() {
     };
     let p = Pipeline::new(config(8).build().unwrap(), dec, 0..1000u64).unwrap();
     std::thread::sleep(Duration::from_millis(30));
-    let start = Instant::now();
-    drop(p);
     // Each worker finishes at most its current 150 ms sample; then everything ends.
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     assert_threads_end_within(BOUND);
 }
 
@@ -121,35 +135,43 @@ fn dropping_mid_stream_with_an_infinite_source() {
         let b = p.pop().unwrap().unwrap();
         check_batch(b.bytes(), seq, 4, SAMPLE, 4);
     }
-    let start = Instant::now();
-    drop(p);
-    assert!(start.elapsed() < BOUND);
+    drop_within_bound(p);
     assert_threads_end_within(BOUND);
 }
 
-#[test]
-fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
-    let _serial = serial();
+/// A pipeline of 2-sample batches, with `shutdown_timeout`, whose source blocks in `next`
+/// at sample 6 until the returned sender goes (dropped); batches 0 to 2 already popped.
+/// The receiver hears once the source has reached that sample.
+fn blocked_after_three_batches(
+    shutdown_timeout: Duration,
+) -> (Pipeline, mpsc::Sender<()>, mpsc::Receiver<()>) {
     let (unblock, blocked) = mpsc::channel::<()>();
     let blocked = Mutex::new(blocked);
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
     let source = (0..1000u64).inspect(move |&g| {
         if g == 6 {
+            let _ = entered_tx.lock().unwrap().send(());
             // Blocks until the test lets go (or the sender is dropped).
             let _ = blocked.lock().unwrap().recv();
         }
     });
     let config = config(2)
-        .shutdown_timeout(Duration::from_millis(100))
+        .shutdown_timeout(shutdown_timeout)
         .build()
         .unwrap();
     let mut p = Pipeline::new(config, decoder(), source).unwrap();
     for seq in 0..3 {
         assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
     }
-    let start = Instant::now();
-    drop(p);
-    let took = start.elapsed();
-    assert!(took < BOUND, "drop took {took:?}");
+    (p, unblock, entered)
+}
+
+#[test]
+fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
+    let _serial = serial();
+    let (p, unblock, _entered) = blocked_after_three_batches(Duration::from_millis(100));
+    drop_within_bound(p);
     // The feeder is still inside the source's `next`: it ends as soon as that returns.
     assert!(pinring_threads() >= 1);
     drop(unblock);
@@ -177,50 +199,27 @@ fn stop_then_pop_reports_stopped_and_batches_already_out_stay_valid() {
 #[test]
 fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     let _serial = serial();
-    let (unblock, blocked) = mpsc::channel::<()>();
-    let blocked = Mutex::new(blocked);
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let entered_tx = Mutex::new(entered_tx);
-    let source = (0..1000u64).inspect(move |&g| {
-        if g == 6 {
-            let _ = entered_tx.lock().unwrap().send(());
-            let _ = blocked.lock().unwrap().recv();
-        }
-    });
-    let config = config(2)
-        .shutdown_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), source).unwrap();
-    for seq in 0..3 {
-        assert_eq!(p.pop().unwrap().unwrap().seq(), seq);
-    }
+    let (p, unblock, entered) = blocked_after_three_batches(Duration::from_millis(50));
     entered
         .recv_timeout(BOUND)
         .expect("the source reached its blocking sample");
     // The copy stream's thread exists, but on a loaded machine it may not have run yet
     // (the stream runs small copies inline while idle), and a thread takes its name when
     // it first runs: wait, bounded, until it shows under its name.
-    let start = Instant::now();
-    while threads_named("pinring-cpucopy") != 1 {
-        assert!(
-            start.elapsed() < BOUND,
-            "the backend's copy stream thread never ran"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        BOUND,
+        || threads_named("pinring-cpucopy") == 1,
+        || "the backend's copy stream thread never ran".into(),
+    );
     drop(p);
     // The feeder is still inside the source's `next`...
     assert_eq!(threads_named("pinring-feeder"), 1);
     // ...but the backend is gone: its copy stream's thread ends.
-    let start = Instant::now();
-    while threads_named("pinring-cpucopy") > 0 {
-        assert!(
-            start.elapsed() < BOUND,
-            "the backend outlived the pipeline while the source was blocked"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        BOUND,
+        || threads_named("pinring-cpucopy") == 0,
+        || "the backend outlived the pipeline while the source was blocked".into(),
+    );
     drop(unblock);
     assert_threads_end_within(BOUND);
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{byte, check_batch, decoder, Gate, BOUND};
-use pinring::{Config, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
+use common::{check_batch, check_to_end, decoder, is_batch, Gate, BOUND};
+use pinring::{Config, ConfigBuilder, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 64;
 
@@ -18,13 +18,7 @@ fn holds(ptr: usize, len: usize, seq: u64, per: usize, sample: usize) -> bool {
     // SAFETY: the callers pass a device slot of a pipeline whose teardown waits for the
     // stream this runs on (the property under test); bytes are plain u8.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-    (0..per).all(|j| {
-        let g = seq * per as u64 + j as u64;
-        bytes[j * sample..(j + 1) * sample]
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == byte(g, i))
-    })
+    is_batch(bytes, seq, per, sample)
 }
 
 /// Item 4: dropping the pipeline waits for the release fences still pending, so a "kernel"
@@ -80,6 +74,56 @@ fn a_kernel_still_reading_a_released_slot_outlives_the_pipeline_drop() {
     dropper.join().unwrap();
 }
 
+/// Samples per batch of the held-kernel tests.
+const HELD_PER: usize = 2;
+
+/// A pipeline of one device slot and `host_slots` host slots over eight batches of
+/// [`HELD_PER`] samples.
+fn one_device_slot(host_slots: usize) -> Pipeline {
+    let config = Config::builder()
+        .batch_size(HELD_PER)
+        .bytes_per_sample(SAMPLE)
+        .device_slots(1)
+        .host_slots(host_slots)
+        .decode_threads(1)
+        .build()
+        .unwrap();
+    Pipeline::new(config, decoder(), 0..8 * HELD_PER as u64).unwrap()
+}
+
+/// Enqueues on `stream` a kernel that waits at `gate`, then reads batch 0 (`first`'s slot);
+/// the flag says whether it read batch 0 intact.
+fn held_kernel_reading(first: &pinring::Batch, stream: &CpuStream, gate: &Gate) -> Arc<AtomicBool> {
+    let intact = Arc::new(AtomicBool::new(false));
+    let (gate, read) = (gate.clone(), intact.clone());
+    let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
+    stream.enqueue(move || {
+        gate.pass();
+        read.store(holds(ptr, len, 0, HELD_PER, SAMPLE), Ordering::Release);
+    });
+    intact
+}
+
+/// Waits on the host for `next` (a later lease of the held kernel's slot) on another thread
+/// while the kernel waits at `gate`, then opens the gate and lets `stream` (the kernel's)
+/// run; checks that `next` holds batch `seq`. Returns whether its copy completed while the
+/// kernel was held (which it may not).
+fn copied_while_held(next: pinring::Batch, seq: u64, gate: &Gate, stream: &CpuStream) -> bool {
+    let (done_tx, done_rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        next.synchronize().unwrap();
+        done_tx.send(()).unwrap();
+        next
+    });
+    gate.arrived(1);
+    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
+    gate.open();
+    stream.synchronize().unwrap();
+    let next = waiter.join().unwrap();
+    check_batch(next.bytes(), seq, HELD_PER, SAMPLE, HELD_PER);
+    copied_early
+}
+
 /// Runs batch 0 of a one-device-slot pipeline through a kernel held at a gate on stream A,
 /// releases it with `release`, then lets `after_release` do its part; returns whether the
 /// kernel (which runs once the gate opens) read batch 0 intact, and whether the next copy
@@ -88,46 +132,18 @@ fn held_kernel(
     release: impl FnOnce(pinring::Batch, &CpuStream),
     after_release: impl FnOnce(&mut Pipeline),
 ) -> (bool, bool) {
-    const PER: usize = 2;
-    let config = Config::builder()
-        .batch_size(PER)
-        .bytes_per_sample(SAMPLE)
-        .device_slots(1)
-        .host_slots(2)
-        .decode_threads(1)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let mut p = one_device_slot(2);
     let mut first = p.pop().unwrap().unwrap();
     let stream = CpuStream::new();
     first.wait_on(&stream).unwrap();
     let gate = Gate::new();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let (gate, intact) = (gate.clone(), intact.clone());
-        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-        stream.enqueue(move || {
-            gate.pass();
-            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
-        });
-    }
+    let intact = held_kernel_reading(&first, &stream, &gate);
     release(first, &stream);
     after_release(&mut p);
     // The next batch goes into the same slot: its copy must wait for the kernel.
     let second = p.pop().unwrap().unwrap();
     assert_eq!(second.slot(), 0);
-    let (done_tx, done_rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        second.synchronize().unwrap();
-        done_tx.send(()).unwrap();
-        second
-    });
-    gate.arrived(1);
-    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
-    gate.open();
-    stream.synchronize().unwrap();
-    let second = waiter.join().unwrap();
-    check_batch(second.bytes(), 1, PER, SAMPLE, PER);
+    let copied_early = copied_while_held(second, 1, &gate, &stream);
     (intact.load(Ordering::Acquire), copied_early)
 }
 
@@ -158,30 +174,13 @@ fn rerecording_a_fence_event_elsewhere_does_not_move_the_fence() {
 /// let the copies queued behind the first lease's fence run under the held kernel.
 #[test]
 fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() {
-    const PER: usize = 2;
-    let config = Config::builder()
-        .batch_size(PER)
-        .bytes_per_sample(SAMPLE)
-        .device_slots(1)
-        .host_slots(3)
-        .decode_threads(1)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..8 * PER as u64).unwrap();
+    let mut p = one_device_slot(3);
     let busy = CpuStream::new();
     let idle = CpuStream::new();
     let mut first = p.pop().unwrap().unwrap();
     first.wait_on(&busy).unwrap();
     let gate = Gate::new();
-    let intact = Arc::new(AtomicBool::new(false));
-    {
-        let (gate, intact) = (gate.clone(), intact.clone());
-        let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
-        busy.enqueue(move || {
-            gate.pass();
-            intact.store(holds(ptr, len, 0, PER, SAMPLE), Ordering::Release);
-        });
-    }
+    let intact = held_kernel_reading(&first, &busy, &gate);
     first.release(Fence::Stream(&busy)).unwrap(); // fence: after the held kernel
                                                   // Lease 1 of the same slot: its copy waits behind lease 0's fence. Released at once on
                                                   // an idle stream, whose record completes at once.
@@ -192,18 +191,7 @@ fn a_later_lease_released_on_an_idle_stream_does_not_release_an_earlier_fence() 
     // Lease 2: its copy is ready once lease 1's copy ran and its fence completed. It must
     // not complete while the kernel of lease 0 is held.
     let third = p.pop().unwrap().unwrap();
-    let (done_tx, done_rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        third.synchronize().unwrap();
-        done_tx.send(()).unwrap();
-        third
-    });
-    gate.arrived(1);
-    let copied_early = done_rx.recv_timeout(Duration::from_millis(200)).is_ok();
-    gate.open();
-    busy.synchronize().unwrap();
-    let third = waiter.join().unwrap();
-    check_batch(third.bytes(), 2, PER, SAMPLE, PER);
+    let copied_early = copied_while_held(third, 2, &gate, &busy);
     assert!(
         !copied_early,
         "later copies into the slot ran while lease 0's kernel was held"
@@ -242,12 +230,23 @@ fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
             .expect("the stream deadlocked in a conservative release");
     }
     // And the pipeline goes on: the slots came back.
-    let mut n = 5;
-    while let Some(b) = p.pop().unwrap() {
-        check_batch(b.bytes(), b.seq(), 2, SAMPLE, 2);
-        n += 1;
-    }
-    assert_eq!(n, 20);
+    assert_eq!(5 + check_to_end(&mut p, 2, SAMPLE), 20);
+}
+
+/// A builder of one-sample batches of 8 bytes; the caller adds the settings under test.
+fn one_sample_batches() -> ConfigBuilder {
+    Config::builder().batch_size(1).bytes_per_sample(8)
+}
+
+/// A pipeline of ten one-sample batches into `device_slots` device slots, whose pops give
+/// up on leased slots after `lease_timeout`.
+fn leasing(device_slots: usize, lease_timeout: Duration) -> Pipeline {
+    let config = one_sample_batches()
+        .device_slots(device_slots)
+        .lease_timeout(lease_timeout)
+        .build()
+        .unwrap();
+    Pipeline::new(config, decoder(), 0..10u64).unwrap()
 }
 
 /// Item 8: a pop that cannot go on because every device slot is leased returns
@@ -255,14 +254,7 @@ fn dropping_an_unbound_batch_inside_a_stream_closure_does_not_deadlock() {
 /// before, it hung forever.
 #[test]
 fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(2)
-        .lease_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(2, Duration::from_millis(50));
     let a = p.pop().unwrap().unwrap();
     let b = p.pop().unwrap().unwrap();
     match p.pop() {
@@ -291,14 +283,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
     drop(b);
 
     // A forgotten batch: its slot never comes back, and pop says so every time.
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(1)
-        .lease_timeout(Duration::from_millis(20))
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(1, Duration::from_millis(20));
     std::mem::forget(p.pop().unwrap().unwrap());
     let text = p.pop().unwrap_err().to_string();
     assert!(
@@ -311,11 +296,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 
     // The default is bounded.
     assert!(Config::DEFAULT_LEASE_TIMEOUT <= Duration::from_secs(60));
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .build()
-        .unwrap();
+    let config = one_sample_batches().build().unwrap();
     assert_eq!(config.lease_timeout(), Config::DEFAULT_LEASE_TIMEOUT);
 }
 
@@ -327,14 +308,7 @@ fn a_pop_with_every_slot_leased_says_so_instead_of_hanging() {
 #[test]
 fn the_lease_clock_runs_across_short_pop_for_calls() {
     let lease_timeout = Duration::from_millis(40);
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
-        .device_slots(2)
-        .lease_timeout(lease_timeout)
-        .build()
-        .unwrap();
-    let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
+    let mut p = leasing(2, lease_timeout);
     let held = [p.pop().unwrap().unwrap(), p.pop().unwrap().unwrap()];
     let start = Instant::now();
     let mut slices = 0u32;
@@ -368,12 +342,7 @@ fn the_lease_clock_runs_across_short_pop_for_calls() {
 #[test]
 fn decode_threads_are_capped_with_a_reason() {
     for n in [1_000, 10_000, Config::MAX_DECODE_THREADS + 1] {
-        let e = Config::builder()
-            .batch_size(1)
-            .bytes_per_sample(8)
-            .decode_threads(n)
-            .build()
-            .unwrap_err();
+        let e = one_sample_batches().decode_threads(n).build().unwrap_err();
         assert_eq!(
             e,
             ConfigError::TooMany {
@@ -388,9 +357,7 @@ fn decode_threads_are_capped_with_a_reason() {
             "{text}"
         );
     }
-    assert!(Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
+    assert!(one_sample_batches()
         .decode_threads(Config::MAX_DECODE_THREADS)
         .build()
         .is_ok());
@@ -477,9 +444,7 @@ fn a_decode_pool_that_fails_to_start_midway_is_an_error_promptly() {
 #[test]
 #[ignore = "run by a_decode_pool_that_fails_to_start_midway_is_an_error_promptly"]
 fn pool_child() {
-    let config = Config::builder()
-        .batch_size(1)
-        .bytes_per_sample(8)
+    let config = one_sample_batches()
         .decode_threads(64)
         .shutdown_timeout(Duration::from_secs(3600))
         .build()

@@ -536,6 +536,25 @@ impl Device {
             state.fences_captured[d] += 1;
         }
     }
+
+    /// A release of slot `d` that records its fence: past a binding that overflowed, every
+    /// user stream drains first (the conservative fence); then, under the device lock,
+    /// `record` records FENCE(d) where the release form puts it, and the release counts.
+    fn capture_recorded(
+        &self,
+        d: DeviceIdx,
+        bound: &BoundStreams<ModelStream>,
+        record: impl FnOnce(&mut State, usize),
+    ) -> ModelFence {
+        if bound.overflowed() {
+            self.drain_user_streams();
+        }
+        let d = device_index(d);
+        let mut state = self.lock();
+        record(&mut state, d);
+        self.released(&mut state, d, true);
+        ModelFence { recorded: true }
+    }
 }
 
 /// A user stream of the model device.
@@ -791,24 +810,19 @@ impl Ops for Model {
         bound: &BoundStreams<ModelStream>,
     ) -> Result<ModelFence> {
         let dev = &*self.device;
-        if bound.overflowed() {
-            dev.drain_user_streams();
-        }
-        let d = device_index(d);
-        let mut state = dev.lock();
-        let others: Vec<usize> = bound
-            .iter()
-            .filter(|b| !bound.overflowed() && b.id != stream.id)
-            .map(|b| b.id)
-            .collect();
-        if others.is_empty() {
-            dev.record_fence(&mut state, d, stream.id);
-        } else {
-            dev.link_streams(&mut state, d, std::iter::once(stream.id).chain(others));
-            dev.record_fence(&mut state, d, dev.fence_stream(d));
-        }
-        dev.released(&mut state, d, true);
-        Ok(ModelFence { recorded: true })
+        Ok(dev.capture_recorded(d, bound, |state, d| {
+            let others: Vec<usize> = bound
+                .iter()
+                .filter(|b| !bound.overflowed() && b.id != stream.id)
+                .map(|b| b.id)
+                .collect();
+            if others.is_empty() {
+                dev.record_fence(state, d, stream.id);
+            } else {
+                dev.link_streams(state, d, std::iter::once(stream.id).chain(others));
+                dev.record_fence(state, d, dev.fence_stream(d));
+            }
+        }))
     }
 
     /// Slot d's fence stream waits on `event`'s latest record and on every bound stream,
@@ -820,23 +834,18 @@ impl Ops for Model {
         bound: &BoundStreams<ModelStream>,
     ) -> Result<ModelFence> {
         let dev = &*self.device;
-        if bound.overflowed() {
-            dev.drain_user_streams();
-        }
-        let d = device_index(d);
-        let mut state = dev.lock();
-        if !bound.overflowed() {
-            dev.link_streams(&mut state, d, bound.iter().map(|b| b.id));
-        }
-        let epoch = state.events[event.0].latest;
-        let fence_stream = dev.fence_stream(d);
-        state.streams[fence_stream].push_back(Op::Wait {
-            event: event.0,
-            epoch,
-        });
-        dev.record_fence(&mut state, d, fence_stream);
-        dev.released(&mut state, d, true);
-        Ok(ModelFence { recorded: true })
+        Ok(dev.capture_recorded(d, bound, |state, d| {
+            if !bound.overflowed() {
+                dev.link_streams(state, d, bound.iter().map(|b| b.id));
+            }
+            let epoch = state.events[event.0].latest;
+            let fence_stream = dev.fence_stream(d);
+            state.streams[fence_stream].push_back(Op::Wait {
+                event: event.0,
+                epoch,
+            });
+            dev.record_fence(state, d, fence_stream);
+        }))
     }
 
     fn capture_bound(&self, d: DeviceIdx, bound: &BoundStreams<ModelStream>) -> ModelFence {

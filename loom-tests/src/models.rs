@@ -22,20 +22,14 @@ use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, 
 /// release fence was recorded and that the copy runs only after the kernel that read the
 /// slot's previous batch.
 fn device_slot_reuse() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec::new(4, 2, 1, 3));
+    let mut rig = rig(&Spec::new(4, 2, 1, 3));
     // H = 4 > 3 batches: the feeder never waits, so the host side runs to completion first.
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    let stream = device.stream();
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    let stream = rig.device.stream();
     let mut take = |seq: u64| {
-        let mut batch = pipeline.pop().expect("pop").expect("a batch");
+        let mut batch = rig.pipeline.pop().expect("pop").expect("a batch");
         assert_eq!((batch.seq(), batch.slot()), (seq, seq as usize % 2));
         batch.wait_on(&stream).expect("wait_on");
         kernel_read(&stream, &batch);
@@ -47,15 +41,9 @@ fn device_slot_reuse() {
     let b2 = take(2);
     b1.release(Fence::Stream(&stream)).expect("release");
     b2.release(Fence::Stream(&stream)).expect("release");
-    assert!(
-        pipeline.pop().expect("pop").is_none(),
-        "End after 3 batches"
-    );
-    copy.join().unwrap();
-    assert_eq!(unpopped_batches(&mut pipeline), 0);
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (3, 3), "every token released exactly once");
+    assert_end(&mut rig, "End after 3 batches");
+    rig.assert_all_popped();
+    rig.finish(3);
 }
 
 /// Model 2: release from a third thread, and out of order. Batch 1 is released first, by
@@ -64,40 +52,31 @@ fn device_slot_reuse() {
 /// slot's fence stream as the cuda backend does). Batch 2 reuses slot 0 once that release
 /// lands.
 fn release_elsewhere_out_of_order() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec::new(4, 2, 1, 3));
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    let stream = device.stream();
-    let mut b0 = pipeline.pop().expect("pop").expect("batch 0");
-    let b1 = pipeline.pop().expect("pop").expect("batch 1");
+    let mut rig = rig(&Spec::new(4, 2, 1, 3));
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    let stream = rig.device.stream();
+    let mut b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
+    let b1 = rig.pipeline.pop().expect("pop").expect("batch 1");
     assert_eq!((b0.seq(), b1.seq()), (0, 1));
     b0.wait_on(&stream).expect("wait_on");
     kernel_read(&stream, &b0);
-    let done = device.event();
+    let done = rig.device.event();
     stream.record(&done);
     b1.release(Fence::Sync).expect("release");
     let releaser = thread::spawn(move || {
         b0.release(Fence::Event(&done)).expect("release");
     });
-    let b2 = pipeline.pop().expect("pop").expect("batch 2");
+    let b2 = rig.pipeline.pop().expect("pop").expect("batch 2");
     assert_eq!((b2.seq(), b2.slot()), (2, 0));
     b2.synchronize().expect("synchronize");
-    assert_eq!(host_read(&device, &b2), [2]);
+    assert_eq!(host_read(&rig.device, &b2), [2]);
     b2.release(Fence::Sync).expect("release");
-    assert!(pipeline.pop().expect("pop").is_none());
+    assert_end(&mut rig, "End after 3 batches");
     releaser.join().unwrap();
-    copy.join().unwrap();
-    assert_eq!(unpopped_batches(&mut pipeline), 0);
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (3, 3));
+    rig.assert_all_popped();
+    rig.finish(3);
 }
 
 /// Model 3: host-slot reuse on the polling path (a device that does not notify copy
@@ -107,13 +86,7 @@ fn release_elsewhere_out_of_order() {
 /// checks it before it writes). The device moves when the copy thread polls. The decode
 /// of batch 1 fails after writing, which ends the stages.
 fn host_slot_reuse() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         fail_at: Some(1),
         device: ModelOptions {
             notifies: false,
@@ -122,20 +95,20 @@ fn host_slot_reuse() {
         },
         ..Spec::new(1, 1, 1, 2)
     });
-    let decode = thread::spawn(move || decoder());
-    let copy = thread::spawn(move || copier.run());
-    feeder.run();
-    decode.join().unwrap();
-    copy.join().unwrap();
-    let b0 = pipeline.pop().expect("pop").expect("batch 0");
+    rig.spawn_decoders(1);
+    rig.spawn_copier();
+    rig.feed();
+    rig.join_stages();
+    let b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
     b0.synchronize().expect("synchronize");
-    assert_eq!(host_read(&device, &b0), [0]);
+    assert_eq!(host_read(&rig.device, &b0), [0]);
     b0.release(Fence::Sync).expect("release");
-    assert!(matches!(pipeline.pop(), Err(Error::Decode { seq: 1, .. })));
-    assert_eq!(unpopped_batches(&mut pipeline), 0);
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (1, 1));
+    assert!(matches!(
+        rig.pipeline.pop(),
+        Err(Error::Decode { seq: 1, .. })
+    ));
+    rig.assert_all_popped();
+    rig.finish(1);
 }
 
 /// Model 4: shutdown while a batch is leased, while the consumer is parked in `pop`, and
@@ -144,30 +117,23 @@ fn host_slot_reuse() {
 /// stop, a leased batch stays readable after the pipeline is gone, and every token is
 /// either handed out and released exactly once or never handed out.
 fn shutdown() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         stop_at: Some(1),
         ..Spec::new(3, 1, 1, 2)
     });
     // H = 3 > 2 batches: the feeder gathers both and publishes END without waiting.
-    feeder.run();
-    let decode = thread::spawn(move || decoder());
-    let copy = thread::spawn(move || copier.run());
-    let b0 = match pipeline.pop() {
+    rig.feed();
+    rig.spawn_decoders(1);
+    rig.spawn_copier();
+    let b0 = match rig.pipeline.pop() {
         Ok(Some(b0)) => Some(b0),
         Err(Error::Stopped) => None,
         other => panic!("expected batch 0 or Stopped, got {other:?}"),
     };
-    assert!(matches!(pipeline.pop(), Err(Error::Stopped)));
-    decode.join().unwrap();
-    copy.join().unwrap();
-    let left = unpopped_batches(&mut pipeline);
-    drop(pipeline);
+    assert!(matches!(rig.pipeline.pop(), Err(Error::Stopped)));
+    rig.join_stages();
+    let left = unpopped_batches(&mut rig.pipeline);
+    let device = rig.close();
     let popped = u64::from(b0.is_some());
     if let Some(b0) = b0 {
         b0.synchronize().expect("synchronize");
@@ -184,40 +150,27 @@ fn shutdown() {
 /// batch and sample, then `Stopped`; every thread ends and the one token handed out is
 /// released once.
 fn decode_error() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         fail_at: Some(3),
         item_samples: 1,
         ..Spec::new(3, 1, 2, 4)
     });
-    feeder.run();
-    let second = decoder.clone();
-    let decode = thread::spawn(move || decoder());
-    let decode2 = thread::spawn(move || second());
-    let copy = thread::spawn(move || copier.run());
-    let stream = device.stream();
-    let mut b0 = pipeline.pop().expect("pop").expect("batch 0");
+    rig.feed();
+    rig.spawn_decoders(2);
+    rig.spawn_copier();
+    let stream = rig.device.stream();
+    let mut b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
     b0.wait_on(&stream).expect("wait_on");
     kernel_read(&stream, &b0);
     b0.release(Fence::Stream(&stream)).expect("release");
-    match pipeline.pop() {
+    match rig.pipeline.pop() {
         Err(Error::Decode { seq, sample, .. }) => assert_eq!((seq, sample), (1, 1)),
         other => panic!("expected the decode error of batch 1, got {other:?}"),
     }
-    assert!(matches!(pipeline.pop(), Err(Error::Stopped)));
-    decode.join().unwrap();
-    decode2.join().unwrap();
-    copy.join().unwrap();
-    assert_eq!(unpopped_batches(&mut pipeline), 0);
-    drop(pipeline);
-    device.drain();
+    assert!(matches!(rig.pipeline.pop(), Err(Error::Stopped)));
+    rig.assert_all_popped();
+    let device = rig.finish(1);
     assert_eq!(device_slot(&device, 0), (Some(0), vec![0, 1]));
-    assert_eq!(device.leases(), (1, 1));
 }
 
 /// Model 6: host-slot wraparound with two host slots and the feeder, decoder and copy
@@ -225,50 +178,27 @@ fn decode_error() {
 /// slot 0. The consumer waits for each batch on the host (which moves the device) and
 /// releases it; the device wakes the copy thread when a run of copies completes.
 fn wraparound() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec::new(2, 2, 1, 3));
-    let feed = thread::spawn(move || feeder.run());
-    let decode = thread::spawn(move || decoder());
-    let copy = thread::spawn(move || copier.run());
-    for seq in 0..3 {
-        let batch = pipeline.pop().expect("pop").expect("a batch");
-        assert_eq!(batch.seq(), seq);
-        batch.synchronize().expect("synchronize");
-        assert_eq!(host_read(&device, &batch), [seq]);
-        batch.release(Fence::Sync).expect("release");
-    }
-    assert!(pipeline.pop().expect("pop").is_none());
-    feed.join().unwrap();
-    decode.join().unwrap();
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (3, 3));
+    let mut rig = rig(&Spec::new(2, 2, 1, 3));
+    rig.spawn_feeder();
+    rig.spawn_decoders(1);
+    rig.spawn_copier();
+    take_in_order(&mut rig, 3);
+    rig.finish(3);
 }
 
 /// Model 7: a short last batch, delivered (`LastBatch::Partial`) or dropped
 /// (`LastBatch::Drop`), and a consumer that first tries `try_pop`, then a `pop_for` that
 /// may time out (naming a stage), then waits.
 fn short_batches(last_batch: LastBatch) {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         last_batch,
         ..Spec::new(3, 2, 2, 3)
     });
     // H = 3 > 2 batches: the feeder gathers both and publishes END without waiting.
-    feeder.run();
-    let decode = thread::spawn(move || decoder());
-    let copy = thread::spawn(move || copier.run());
+    rig.feed();
+    rig.spawn_decoders(1);
+    rig.spawn_copier();
+    let pipeline = &mut rig.pipeline;
     let first = match pipeline.try_pop().expect("try_pop") {
         TryPop::Batch(batch) => Some(batch),
         TryPop::NotReady => None,
@@ -290,26 +220,20 @@ fn short_batches(last_batch: LastBatch) {
     };
     assert_eq!((first.seq(), first.samples()), (0, 2));
     first.synchronize().expect("synchronize");
-    assert_eq!(host_read(&device, &first), [0, 1]);
+    assert_eq!(host_read(&rig.device, &first), [0, 1]);
     drop(first);
-    if last_batch == LastBatch::Partial {
-        let short = pipeline.pop().expect("pop").expect("the short batch");
+    let delivered = if last_batch == LastBatch::Partial {
+        let short = rig.pipeline.pop().expect("pop").expect("the short batch");
         assert_eq!((short.seq(), short.samples(), short.len()), (1, 1, 8));
         short.synchronize().expect("synchronize");
-        assert_eq!(host_read(&device, &short), [2]);
+        assert_eq!(host_read(&rig.device, &short), [2]);
         short.release(Fence::Sync).expect("release");
-    }
-    assert!(pipeline.pop().expect("pop").is_none());
-    decode.join().unwrap();
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    let n = if last_batch == LastBatch::Partial {
         2
     } else {
         1
     };
-    assert_eq!(device.leases(), (n, n));
+    assert_end(&mut rig, "End after the last batch");
+    rig.finish(delivered);
 }
 
 fn short_batch_partial() {
@@ -324,35 +248,26 @@ fn short_batch_dropped() {
 /// and its batch after the lease timeout, instead of hanging; after a release the next pop
 /// goes on.
 fn all_slots_leased() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         lease_timeout: Duration::from_millis(1),
         // Three host slots: the feeder runs to the source's end (two batches and END)
         // before the other stages start.
         ..Spec::new(3, 1, 1, 2)
     });
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    let b0 = pipeline.pop().expect("pop").expect("batch 0");
-    match pipeline.pop() {
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    let b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
+    match rig.pipeline.pop() {
         Err(Error::AllSlotsLeased { leased, .. }) => assert_eq!(leased, [(0, 0)]),
         other => panic!("expected AllSlotsLeased, got {other:?}"),
     }
     b0.release(Fence::Sync).expect("release");
-    let b1 = pipeline.pop().expect("pop").expect("batch 1");
+    let b1 = rig.pipeline.pop().expect("pop").expect("batch 1");
     assert_eq!(b1.seq(), 1);
     drop(b1);
-    assert!(pipeline.pop().expect("pop").is_none());
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (2, 2));
+    assert_end(&mut rig, "End after 2 batches");
+    rig.finish(2);
 }
 
 /// Model 9: an epoch's short batch in mid-stream. Samples of one item each, batches of two,
@@ -361,36 +276,29 @@ fn all_slots_leased() {
 /// of batch 1, and finds that batch filled (or already copied and its slot reused): it must
 /// go on to batch 2, not end. The feeder runs first, to the source's end.
 fn epoch_ends() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         epoch_len: Some(3),
         item_samples: 1,
         ..Spec::new(4, 1, 2, 4)
     });
-    feeder.run();
-    let decode = thread::spawn(move || decoder());
-    let copy = thread::spawn(move || copier.run());
+    rig.feed();
+    rig.spawn_decoders(1);
+    rig.spawn_copier();
     for (seq, want) in [vec![0, 1], vec![2], vec![3]].into_iter().enumerate() {
-        let batch = pipeline.pop().expect("pop").expect("a batch");
+        let batch = rig.pipeline.pop().expect("pop").expect("a batch");
         assert_eq!(batch.seq(), seq as u64);
         assert_eq!(batch.sample_ids(), want, "batch {seq}'s ids");
         assert_eq!(batch.epoch(), u64::from(seq == 2));
         batch.synchronize().expect("synchronize");
-        let read: Vec<u64> = host_read(&device, &batch).into_iter().map(id_of).collect();
+        let read: Vec<u64> = host_read(&rig.device, &batch)
+            .into_iter()
+            .map(id_of)
+            .collect();
         assert_eq!(read, want, "batch {seq}'s bytes");
         batch.release(Fence::Sync).expect("release");
     }
-    assert!(pipeline.pop().expect("pop").is_none());
-    decode.join().unwrap();
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (3, 3));
+    assert_end(&mut rig, "End after 3 batches");
+    rig.finish(3);
 }
 
 /// Model 10: `Batch::synchronize` parks on the copy count, as on cuda (READY points are
@@ -402,13 +310,7 @@ fn epoch_ends() {
 /// reads it on the host: the wait must not end before the batch's copy ran, and a waiter
 /// parked before the publish must be woken by it.
 fn synchronize_parks() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         device: ModelOptions {
             notifies: true,
             synchronize_parks: true,
@@ -416,21 +318,11 @@ fn synchronize_parks() {
         },
         ..Spec::new(4, 2, 1, 2)
     });
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    for seq in 0..2 {
-        let batch = pipeline.pop().expect("pop").expect("a batch");
-        assert_eq!(batch.seq(), seq);
-        batch.synchronize().expect("synchronize");
-        assert_eq!(host_read(&device, &batch), [seq]);
-        batch.release(Fence::Sync).expect("release");
-    }
-    assert!(pipeline.pop().expect("pop").is_none());
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (2, 2));
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    take_in_order(&mut rig, 2);
+    rig.finish(2);
 }
 
 /// Model 11: the device is lost while the consumer synchronizes on a batch whose copy never
@@ -438,13 +330,7 @@ fn synchronize_parks() {
 /// when it ends), which must end the parked wait with an error, and `pop` then reports the
 /// pipeline's failure. Nothing hangs.
 fn synchronize_device_lost() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         device: ModelOptions {
             notifies: true,
             synchronize_parks: true,
@@ -453,20 +339,17 @@ fn synchronize_device_lost() {
         },
         ..Spec::new(4, 2, 1, 1)
     });
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    let batch = pipeline.pop().expect("pop").expect("batch 0");
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    let batch = rig.pipeline.pop().expect("pop").expect("batch 0");
     assert!(
         batch.synchronize().is_err(),
         "the lost device's count failed"
     );
     batch.release(Fence::Sync).expect("release");
-    assert!(matches!(pipeline.pop(), Err(Error::Internal(_))));
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (1, 1));
+    assert!(matches!(rig.pipeline.pop(), Err(Error::Internal(_))));
+    rig.finish(1);
 }
 
 /// A model: its name, its body, and the most preemptions it is explored at (`None`: as
@@ -487,24 +370,19 @@ pub struct Entry {
 /// each popped batch must show, in both fields and in its rows, step and dims, its own
 /// sample, whichever interleaving the copy thread and the releases take.
 fn multi_field_batches() {
-    let Rig {
-        mut pipeline,
-        feeder,
-        decoder,
-        copier,
-        device,
-    } = rig(&Spec {
+    let mut rig = rig(&Spec {
         fields: true,
         ..Spec::new(4, 2, 1, 3)
     });
-    feeder.run();
-    decoder();
-    let copy = thread::spawn(move || copier.run());
-    let stream = device.stream();
+    rig.feed();
+    rig.decode();
+    rig.spawn_copier();
+    let stream = rig.device.stream();
     let fields = model_fields();
     let (a, b) = (fields.get("a").unwrap(), fields.get("b").unwrap());
+    let device = &rig.device;
     let mut take = |seq: u64| {
-        let batch = pipeline.pop().expect("pop").expect("a batch");
+        let batch = rig.pipeline.pop().expect("pop").expect("a batch");
         assert_eq!(batch.seq(), seq);
         assert_eq!(batch.sample_ids(), [seq], "batch {seq}'s rows");
         assert_eq!(batch.row_lens(), [1]);
@@ -535,14 +413,26 @@ fn multi_field_batches() {
     releaser.join().unwrap();
     drop(b1);
     drop(b2);
-    assert!(
-        pipeline.pop().expect("pop").is_none(),
-        "End after 3 batches"
-    );
-    copy.join().unwrap();
-    drop(pipeline);
-    device.drain();
-    assert_eq!(device.leases(), (3, 3), "every token released exactly once");
+    assert_end(&mut rig, "End after 3 batches");
+    rig.finish(3);
+}
+
+/// Pops batches `0..n` in order, each waited for on the host, read whole there and
+/// released (`Fence::Sync`); then the end of the stream.
+fn take_in_order(rig: &mut Rig, n: u64) {
+    for seq in 0..n {
+        let batch = rig.pipeline.pop().expect("pop").expect("a batch");
+        assert_eq!(batch.seq(), seq);
+        batch.synchronize().expect("synchronize");
+        assert_eq!(host_read(&rig.device, &batch), [seq]);
+        batch.release(Fence::Sync).expect("release");
+    }
+    assert_end(rig, "End after the last batch");
+}
+
+/// The next pop reports the end of the stream.
+fn assert_end(rig: &mut Rig, what: &str) {
+    assert!(rig.pipeline.pop().expect("pop").is_none(), "{what}");
 }
 
 /// Every model, by name, with the most preemptions it is explored at. The wraparound

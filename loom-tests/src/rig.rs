@@ -4,7 +4,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use pinring::model_hooks::{assemble, suppress_wakes, Stage, Stages};
+use loom::thread::{self, JoinHandle};
+use pinring::model_hooks::{assemble, suppress_wakes, unpopped_batches, Stage, Stages};
 use pinring::{
     Batch, Config, Decode, DecodeError, Describe, Dtype, Fields, LastBatch, Pipeline, Row,
     StopHandle,
@@ -98,16 +99,97 @@ pub(crate) fn model_fields() -> Fields {
         .array("b", Dtype::I64, 2, 1)
 }
 
-/// A model's pipeline: its consumer side, its stages and its device.
+/// A model's pipeline: its consumer side, its device, and its stages, which the model runs
+/// where it wants them (each on the model's own thread, to its end, or on a loom thread of
+/// its own) and which [`Rig::finish`] joins.
 pub(crate) struct Rig {
     pub(crate) pipeline: Pipeline<Model>,
-    /// The feeder, over the source.
-    pub(crate) feeder: Stage,
-    /// One decode worker; run it on as many threads as the model wants workers.
-    pub(crate) decoder: Arc<dyn Fn() + Send + Sync>,
-    /// The copy thread.
-    pub(crate) copier: Stage,
     pub(crate) device: Arc<Device>,
+    /// The feeder, over the source, until it runs.
+    feeder: Option<Stage>,
+    /// One decode worker's loop, until it goes to threads of its own. Where the model runs
+    /// it on its own thread the model keeps it to the end (see [`Rig::finish`]).
+    decoder: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The copy thread, until it runs.
+    copier: Option<Stage>,
+    /// The stages started on threads of their own, in the order they started.
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Rig {
+    /// Runs the feeder on the calling thread, to the source's end (or until the stages end).
+    pub(crate) fn feed(&mut self) {
+        self.feeder.take().expect("the feeder runs once").run();
+    }
+
+    /// Starts the feeder on a thread of its own.
+    pub(crate) fn spawn_feeder(&mut self) {
+        let feeder = self.feeder.take().expect("the feeder runs once");
+        self.threads.push(thread::spawn(move || feeder.run()));
+    }
+
+    /// Runs one decode worker on the calling thread, until there is nothing left to decode.
+    pub(crate) fn decode(&self) {
+        self.decoder.as_ref().expect("the decoder is still here")();
+    }
+
+    /// Starts `workers` decode workers, each on a thread of its own. They hold the decode
+    /// loop's last references: the last worker to end drops it, as in the pipeline.
+    pub(crate) fn spawn_decoders(&mut self, workers: usize) {
+        let decoder = self.decoder.take().expect("the decoders start once");
+        let mut clones: Vec<_> = (1..workers).map(|_| decoder.clone()).collect();
+        for decoder in std::iter::once(decoder).chain(clones.drain(..)) {
+            self.threads.push(thread::spawn(move || decoder()));
+        }
+    }
+
+    /// Starts the copy thread.
+    pub(crate) fn spawn_copier(&mut self) {
+        let copier = self.copier.take().expect("the copy thread starts once");
+        self.threads.push(thread::spawn(move || copier.run()));
+    }
+
+    /// Joins the stages' threads started so far, in the order they started.
+    pub(crate) fn join_stages(&mut self) {
+        for stage in self.threads.drain(..) {
+            stage.join().unwrap();
+        }
+    }
+
+    /// Joins the stages' threads, then checks that the ready ring holds no batch that was
+    /// made but never handed out.
+    pub(crate) fn assert_all_popped(&mut self) {
+        self.join_stages();
+        assert_eq!(
+            unpopped_batches(&mut self.pipeline),
+            0,
+            "batches never popped"
+        );
+    }
+
+    /// Joins the stages' threads and drops the pipeline; returns the device, which batches
+    /// still out may go on using.
+    pub(crate) fn close(mut self) -> Arc<Device> {
+        self.join_stages();
+        drop(self.pipeline);
+        self.device
+    }
+
+    /// Ends the model: [`close`](Rig::close)s it, lets the device run what is queued, and
+    /// checks that `batches` tokens were handed out and each released exactly once. A
+    /// decode loop the model ran on its own thread goes last. Returns the drained device.
+    pub(crate) fn finish(mut self, batches: u64) -> Arc<Device> {
+        let decoder = self.decoder.take();
+        let device = self.close();
+        device.drain();
+        assert_eq!(
+            device.leases(),
+            (batches, batches),
+            "every token released exactly once"
+        );
+        drop(decoder);
+        device
+    }
 }
 
 /// What the model's decoder needs once the pipeline exists.
@@ -220,10 +302,11 @@ pub(crate) fn rig(spec: &Spec) -> Rig {
     });
     Rig {
         pipeline,
-        feeder,
-        decoder,
-        copier,
         device,
+        feeder: Some(feeder),
+        decoder: Some(decoder),
+        copier: Some(copier),
+        threads: Vec::new(),
     }
 }
 

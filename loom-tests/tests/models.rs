@@ -56,126 +56,48 @@ fn rejects(name: &str, mutation: &str, expected: &str) {
     );
 }
 
-#[test]
-fn model_1_device_slot_reuse() {
-    passes("device_slot_reuse");
+/// Declares one test per row: `name => check;`, the check a `passes` or a `rejects`.
+macro_rules! model_tests {
+    ($($test:ident => $check:expr;)+) => {$(
+        #[test]
+        fn $test() {
+            $check;
+        }
+    )+};
 }
 
-#[test]
-fn model_1_rejects_publish_before_record() {
-    rejects("device_slot_reuse", "PublishBeforeRecord", "invariant 2");
-}
-
-#[test]
-fn model_2_release_elsewhere_out_of_order() {
-    passes("release_elsewhere_out_of_order");
-}
-
-#[test]
-fn model_2_rejects_publish_before_record() {
-    rejects(
-        "release_elsewhere_out_of_order",
-        "PublishBeforeRecord",
-        "invariant 2",
-    );
-}
-
-#[test]
-fn model_3_host_slot_reuse_polling() {
-    passes("host_slot_reuse");
-}
-
-#[test]
-fn model_3_rejects_free_before_copied() {
-    rejects("host_slot_reuse", "FreeBeforeCopied", "invariant 1");
-}
-
-#[test]
-fn model_4_shutdown() {
-    passes("shutdown");
-}
-
-#[test]
-fn model_4_rejects_stop_without_wake() {
-    rejects("shutdown", "StopWithoutWake", "deadlock");
-}
-
-#[test]
-fn model_5_decode_error_two_workers() {
-    passes("decode_error");
-}
-
-#[test]
-fn model_5_rejects_fail_without_wake() {
-    rejects("decode_error", "FailWithoutWake", "deadlock");
-}
-
-#[test]
-fn model_6_wraparound() {
-    passes("wraparound");
-}
-
-#[test]
-fn model_6_rejects_wrong_slot_retire() {
-    rejects("wraparound", "WrongSlotRetire", "invariant 1");
-}
-
-#[test]
-fn model_6_rejects_free_before_copied() {
-    rejects("wraparound", "FreeBeforeCopied", "invariant 1");
-}
-
-#[test]
-fn model_7_short_batch_partial() {
-    passes("short_batch_partial");
-}
-
-#[test]
-fn model_7_short_batch_dropped() {
-    passes("short_batch_dropped");
-}
-
-#[test]
-fn model_8_all_slots_leased() {
-    passes("all_slots_leased");
-}
-
-#[test]
-fn model_9_epoch_ends() {
-    passes("epoch_ends");
-}
-
-#[test]
-fn model_9_rejects_sync_one_early() {
-    rejects("epoch_ends", "SyncOneEarly", "before its copy ran");
-}
-
-#[test]
-fn model_10_synchronize_parks() {
-    passes("synchronize_parks");
-}
-
-#[test]
-fn model_10_rejects_sync_one_early() {
-    rejects("synchronize_parks", "SyncOneEarly", "before its copy ran");
-}
-
-#[test]
-fn model_10_rejects_count_without_wake() {
-    rejects("synchronize_parks", "CountWithoutWake", "deadlock");
-}
-
-#[test]
-fn model_11_synchronize_device_lost() {
-    passes("synchronize_device_lost");
-}
-
-#[test]
-fn model_12_multi_field_batches() {
-    passes("multi_field_batches");
-}
-
-#[test]
-fn model_12_rejects_publish_before_record() {
-    rejects("multi_field_batches", "PublishBeforeRecord", "invariant 2");
+model_tests! {
+    model_1_device_slot_reuse => passes("device_slot_reuse");
+    model_1_rejects_publish_before_record =>
+        rejects("device_slot_reuse", "PublishBeforeRecord", "invariant 2");
+    model_2_release_elsewhere_out_of_order => passes("release_elsewhere_out_of_order");
+    model_2_rejects_publish_before_record =>
+        rejects("release_elsewhere_out_of_order", "PublishBeforeRecord", "invariant 2");
+    model_3_host_slot_reuse_polling => passes("host_slot_reuse");
+    model_3_rejects_free_before_copied =>
+        rejects("host_slot_reuse", "FreeBeforeCopied", "invariant 1");
+    model_4_shutdown => passes("shutdown");
+    model_4_rejects_stop_without_wake => rejects("shutdown", "StopWithoutWake", "deadlock");
+    model_5_decode_error_two_workers => passes("decode_error");
+    model_5_rejects_fail_without_wake => rejects("decode_error", "FailWithoutWake", "deadlock");
+    model_6_wraparound => passes("wraparound");
+    model_6_rejects_wrong_slot_retire =>
+        rejects("wraparound", "WrongSlotRetire", "invariant 1");
+    model_6_rejects_free_before_copied =>
+        rejects("wraparound", "FreeBeforeCopied", "invariant 1");
+    model_7_short_batch_partial => passes("short_batch_partial");
+    model_7_short_batch_dropped => passes("short_batch_dropped");
+    model_8_all_slots_leased => passes("all_slots_leased");
+    model_9_epoch_ends => passes("epoch_ends");
+    model_9_rejects_sync_one_early =>
+        rejects("epoch_ends", "SyncOneEarly", "before its copy ran");
+    model_10_synchronize_parks => passes("synchronize_parks");
+    model_10_rejects_sync_one_early =>
+        rejects("synchronize_parks", "SyncOneEarly", "before its copy ran");
+    model_10_rejects_count_without_wake =>
+        rejects("synchronize_parks", "CountWithoutWake", "deadlock");
+    model_11_synchronize_device_lost => passes("synchronize_device_lost");
+    model_12_multi_field_batches => passes("multi_field_batches");
+    model_12_rejects_publish_before_record =>
+        rejects("multi_field_batches", "PublishBeforeRecord", "invariant 2");
 }

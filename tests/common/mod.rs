@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pinring::{Decode, DecodeError};
+use pinring::{Decode, DecodeError, Pipeline};
 
 /// Byte `i` of global sample `g`.
 pub fn byte(g: u64, i: usize) -> u8 {
@@ -25,6 +25,29 @@ pub fn check_batch(bytes: &[u8], seq: u64, samples: usize, sample_bytes: usize, 
             assert_eq!(b, byte(g, i), "batch {seq} sample {j} byte {i}");
         }
     }
+}
+
+/// Whether `bytes` begin with full batch `seq`: `per_batch` samples of `sample_bytes` each
+/// (as [`check_batch`], without panicking: for a reader that reports what it saw).
+pub fn is_batch(bytes: &[u8], seq: u64, per_batch: usize, sample_bytes: usize) -> bool {
+    (0..per_batch).all(|j| {
+        let g = seq * per_batch as u64 + j as u64;
+        bytes[j * sample_bytes..(j + 1) * sample_bytes]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == byte(g, i))
+    })
+}
+
+/// Pops every batch to the end of the stream, each checked ([`check_batch`]) as a full
+/// batch of `per_batch` samples of `sample_bytes`; returns how many there were.
+pub fn check_to_end(pipeline: &mut Pipeline, per_batch: usize, sample_bytes: usize) -> u64 {
+    let mut n = 0;
+    while let Some(b) = pipeline.pop().unwrap() {
+        check_batch(b.bytes(), b.seq(), per_batch, sample_bytes, per_batch);
+        n += 1;
+    }
+    n
 }
 
 /// What the test decoder does on one global sample.

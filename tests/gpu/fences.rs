@@ -6,7 +6,7 @@ use pinring::cudarc::driver::result;
 use pinring::cudarc::driver::sys::CUevent_wait_flags;
 use pinring::{Batch, CuEvent, CuStream, Cuda, CudaOptions, Fence};
 
-use crate::harness::{clean, pipeline, s, Gpu, Res, Tally, HOLD_US, SAMPLES};
+use crate::harness::{clean, pipeline, s, Gpu, Res, Tally, HOLD_US};
 use crate::report;
 
 /// How a checked run releases each batch.
@@ -36,7 +36,7 @@ pub enum Release {
 /// the device, releasing as `release` says. Returns (words wrong, batches checked).
 pub fn checked(gpu: &Gpu, options: CudaOptions, n: usize, release: Release) -> Res<(u64, usize)> {
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     // SAFETY: `stream` outlives every use of the raw handle below.
     let raw = unsafe { CuStream::from_raw(stream.cu_stream()) };
@@ -56,7 +56,6 @@ pub fn checked(gpu: &Gpu, options: CudaOptions, n: usize, release: Release) -> R
         })
     };
     while let Some(mut batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         if release == Release::DropUnbound {
             // SAFETY: the test's live stream and the batch's live READY event.
             unsafe {
@@ -71,14 +70,7 @@ pub fn checked(gpu: &Gpu, options: CudaOptions, n: usize, release: Release) -> R
             batch.wait_on(&cs).map_err(s)?;
         }
         gpu.spin(&stream, HOLD_US)?;
-        let words = batch.len() as u64 / 4;
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            words,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         match release {
             Release::StreamRaw => batch.release(Fence::Stream(&raw)).map_err(|e| s(e.error))?,
             Release::StreamCudarc => batch.release_on(&stream).map_err(|e| s(e.error))?,
@@ -127,14 +119,16 @@ fn fenced(n: usize, release: Release) -> Res<String> {
     clean(wrong, checked, n)
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn stream_fence_10k_batches() {
-    report(
-        "stream_fence_10k_batches",
-        fenced(10_000, Release::StreamRaw),
-    );
-}
+// Every release form keeps each slot until the check read it: a clean run of that many
+// batches.
+gpu_test!(stream_fence_10k_batches => fenced(10_000, Release::StreamRaw));
+gpu_test!(fence_stream_cudarc => fenced(2000, Release::StreamCudarc));
+gpu_test!(fence_event_raw_reused => fenced(2000, Release::EventRaw));
+gpu_test!(fence_event_cudarc => fenced(2000, Release::EventCudarc));
+gpu_test!(fence_sync_after_sync => fenced(500, Release::SyncAfterSync));
+gpu_test!(drop_bound_fences_on_stream => fenced(2000, Release::DropBound));
+gpu_test!(drop_unbound_ctx_sync => fenced(500, Release::DropUnbound));
+gpu_test!(release_from_other_thread => fenced(2000, Release::OtherThread));
 
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
@@ -155,52 +149,4 @@ fn unfenced_release_corrupts() {
         }
     })();
     report("unfenced_release_corrupts", result);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn fence_stream_cudarc() {
-    report("fence_stream_cudarc", fenced(2000, Release::StreamCudarc));
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn fence_event_raw_reused() {
-    report("fence_event_raw_reused", fenced(2000, Release::EventRaw));
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn fence_event_cudarc() {
-    report("fence_event_cudarc", fenced(2000, Release::EventCudarc));
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn fence_sync_after_sync() {
-    report("fence_sync_after_sync", fenced(500, Release::SyncAfterSync));
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn drop_bound_fences_on_stream() {
-    report(
-        "drop_bound_fences_on_stream",
-        fenced(2000, Release::DropBound),
-    );
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn drop_unbound_ctx_sync() {
-    report("drop_unbound_ctx_sync", fenced(500, Release::DropUnbound));
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn release_from_other_thread() {
-    report(
-        "release_from_other_thread",
-        fenced(2000, Release::OtherThread),
-    );
 }

@@ -20,7 +20,6 @@ use pinring::{Config, CuStream, CudaOptions, Fence, Pipeline};
 use crate::harness::{
     decoder, s, Gpu, Res, Tally, HOLD_US, SAMPLES, SAMPLE_BYTES, WORDS_PER_SAMPLE,
 };
-use crate::report;
 
 /// Device slots: one graph each.
 const SLOTS: usize = 3;
@@ -62,10 +61,9 @@ fn capture(
 /// does not cover the replay). Returns (words wrong, slots whose counters saw every
 /// replay).
 fn replay_per_slot(n: usize, hold_ns: u64, sync_fence: bool) -> Res<(u64, usize)> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
-    let side = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
+    let side = gpu.stream()?;
     let tally = Tally::new(&stream, SLOTS)?;
     let config = Config::builder()
         .batch_size(SAMPLES)
@@ -141,11 +139,4 @@ fn graphs_per_slot() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn cuda_graph_per_slot_replays_every_batch_in_place() {
-    report(
-        "cuda_graph_per_slot_replays_every_batch_in_place",
-        graphs_per_slot(),
-    );
-}
+gpu_test!(cuda_graph_per_slot_replays_every_batch_in_place => graphs_per_slot());

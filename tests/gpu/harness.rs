@@ -13,7 +13,7 @@ use pinring::cudarc::driver::{
     PushKernelArg,
 };
 use pinring::cudarc::nvrtc::Ptx;
-use pinring::{decode_fn, Config, Cuda, CudaOptions, Decode, Pipeline};
+use pinring::{decode_fn, Batch, Config, Cuda, CudaOptions, Decode, Pipeline};
 
 /// A check's result or why it failed.
 pub type Res<T = ()> = Result<T, String>;
@@ -118,9 +118,21 @@ impl Gpu {
         Self::on(0)
     }
 
+    /// Device 0, its context bound on the calling thread.
+    pub fn bound() -> Res<Self> {
+        let gpu = Self::new()?;
+        gpu.bind()?;
+        Ok(gpu)
+    }
+
     /// Binds the context on the calling thread.
     pub fn bind(&self) -> Res {
         self.ctx.bind_to_thread().map_err(s)
+    }
+
+    /// A new stream of the context.
+    pub fn stream(&self) -> Res<Arc<CudaStream>> {
+        self.ctx.new_stream().map_err(s)
     }
 
     /// Launches `f` on `stream` as one block of one thread, with `arg` as its argument.
@@ -187,6 +199,20 @@ impl Gpu {
         // pointer); `data..data + 4 words` is device memory the caller keeps alive (a
         // leased batch), and the counters are a live `Tally`'s.
         unsafe { launch.launch(cfg) }.map(drop).map_err(s)
+    }
+
+    /// Counts, on `stream`, the words of leased `batch` that differ from its samples'
+    /// pattern, into `tally`'s counters of that batch.
+    pub fn check_batch(&self, stream: &CudaStream, batch: &Batch<Cuda>, tally: &Tally) -> Res {
+        let k = batch.seq();
+        let words = batch.len() as u64 / 4;
+        self.check(
+            stream,
+            batch.device_ptr(),
+            k * SAMPLES as u64,
+            words,
+            tally.at(k),
+        )
     }
 
     /// A kernel that faults the context (a sticky error).

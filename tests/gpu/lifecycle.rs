@@ -5,16 +5,15 @@ use std::time::{Duration, Instant};
 use pinring::{decode_fn, Config, CuStream, Cuda, CudaOptions, Error, Fence, Pipeline};
 
 use crate::fences::{checked, Release};
-use crate::harness::{clean, pipeline, s, Gpu, Res, Tally, BATCH_WORDS, SAMPLES};
-use crate::{in_own_process, info, report};
+use crate::harness::{clean, pipeline, s, Gpu, Res, Tally};
+use crate::{info, passes_in_own_process, report};
 
 /// Drops the pipeline with every device slot leased and kernels still reading them; the
 /// batches stay valid, are read again after the drop, and then dropped.
 fn drop_with_leased() -> Res<String> {
     const D: usize = 3;
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let tally = Tally::new(&stream, D)?;
     let mut p = pipeline(CudaOptions::ordinal(0), D, 1000)?;
@@ -23,28 +22,14 @@ fn drop_with_leased() -> Res<String> {
         let mut batch = p.pop().map_err(s)?.ok_or("the source ended early")?;
         batch.wait_on(&cs).map_err(s)?;
         gpu.spin(&stream, 2000)?;
-        let k = batch.seq();
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         held.push(batch);
     }
     let t = Instant::now();
     drop(p);
     let dropped_in = t.elapsed();
     for batch in &held {
-        let k = batch.seq();
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, batch, &tally)?;
     }
     let t = Instant::now();
     drop(held); // bound: fenced on the stream; the last drop tears the backend down
@@ -60,11 +45,7 @@ fn drop_with_leased() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn drop_with_batches_leased() {
-    report("drop_with_batches_leased", drop_with_leased());
-}
+gpu_test!(drop_with_batches_leased => drop_with_leased());
 
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
@@ -77,15 +58,35 @@ fn invalid_device_ordinal() {
     report("invalid_device_ordinal", result);
 }
 
+/// Runs the checked runs `a` and `b` (each of `n` batches, as [`checked`] returns them) at
+/// once, each on a consumer thread of its own: Ok when both are clean.
+fn both_clean_at_once<A, B>(n: usize, a: A, b: B) -> Res
+where
+    A: FnOnce() -> Res<(u64, usize)> + Send,
+    B: FnOnce() -> Res<(u64, usize)> + Send,
+{
+    let results = std::thread::scope(|scope| {
+        let a = scope.spawn(a);
+        let b = scope.spawn(b);
+        (a.join(), b.join())
+    });
+    let (a, b) = match results {
+        (Ok(a), Ok(b)) => (a?, b?),
+        _ => return Err("a consumer thread panicked".into()),
+    };
+    clean(a.0 + b.0, a.1 + b.1, 2 * n).map(drop)
+}
+
 /// Two pipelines in one process at once: one by ordinal, one adopting the context current
 /// on its thread, each with its own consumer thread.
 fn two_pipelines() -> Res<String> {
     let n = 2000;
     let gpu = Gpu::new()?;
     let gpu = &gpu;
-    let results = std::thread::scope(|scope| {
-        let a = scope.spawn(|| checked(gpu, CudaOptions::ordinal(0), n, Release::StreamRaw));
-        let b = scope.spawn(|| -> Res<(u64, usize)> {
+    both_clean_at_once(
+        n,
+        || checked(gpu, CudaOptions::ordinal(0), n, Release::StreamRaw),
+        || {
             gpu.bind()?; // the context current on this thread, as PyTorch leaves it
             let adopted = pipeline(CudaOptions::current(), 2, 1)?;
             if adopted.backend().ordinal() != 0 {
@@ -93,24 +94,14 @@ fn two_pipelines() -> Res<String> {
             }
             drop(adopted);
             checked(gpu, CudaOptions::current(), n, Release::EventRaw)
-        });
-        (a.join(), b.join())
-    });
-    let (a, b) = match results {
-        (Ok(a), Ok(b)) => (a?, b?),
-        _ => return Err("a consumer thread panicked".into()),
-    };
-    clean(a.0 + b.0, a.1 + b.1, 2 * n)?;
+        },
+    )?;
     Ok(format!(
         "ordinal(0) and current() pipelines ran at once: 2 x {n} batches, 0 words wrong"
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_pipelines_one_process() {
-    report("two_pipelines_one_process", two_pipelines());
-}
+gpu_test!(two_pipelines_one_process => two_pipelines());
 
 /// Two pipelines on two devices in one process, each checked on its own device by kernels
 /// loaded there. Informational on a machine with one device.
@@ -128,23 +119,18 @@ fn two_devices_one_process() {
     let result = (|| {
         let (gpu0, gpu1) = (Gpu::on(0)?, Gpu::on(1)?);
         let n = 2000;
-        let results = std::thread::scope(|scope| {
-            let a = scope.spawn(|| checked(&gpu0, CudaOptions::ordinal(0), n, Release::StreamRaw));
-            let b = scope.spawn(|| -> Res<(u64, usize)> {
+        both_clean_at_once(
+            n,
+            || checked(&gpu0, CudaOptions::ordinal(0), n, Release::StreamRaw),
+            || {
                 let p = pipeline(CudaOptions::ordinal(1), 2, 1)?;
                 if p.backend().ordinal() != 1 {
                     return Err("ordinal(1) bound another device".into());
                 }
                 drop(p);
                 checked(&gpu1, CudaOptions::ordinal(1), n, Release::EventRaw)
-            });
-            (a.join(), b.join())
-        });
-        let (a, b) = match results {
-            (Ok(a), Ok(b)) => (a?, b?),
-            _ => return Err("a consumer thread panicked".into()),
-        };
-        clean(a.0 + b.0, a.1 + b.1, 2 * n)?;
+            },
+        )?;
         Ok(format!(
             "ordinal(0) and ordinal(1) pipelines ran at once: 2 x {n} batches, each checked on \
              its own device, 0 words wrong"
@@ -158,17 +144,15 @@ fn two_devices_one_process() {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn copy_error_reaches_consumer() {
-    let (ok, text) = in_own_process("lifecycle::fault_child", "");
-    assert!(ok, "the fault check failed:\n{text}");
+    passes_in_own_process("lifecycle::fault_child", "");
 }
 
 #[test]
 #[ignore = "run by copy_error_reaches_consumer in a process of its own"]
 fn fault_child() {
     let result = (|| {
-        let gpu = Gpu::new()?;
-        gpu.bind()?;
-        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let gpu = Gpu::bound()?;
+        let stream = gpu.stream()?;
         let cs = CuStream::from(&stream);
         let mut p = pipeline(CudaOptions::ordinal(0), 2, 1000)?;
         let t = Instant::now();
@@ -218,8 +202,7 @@ fn fault_child() {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn memlock_limit() {
-    let (ok, text) = in_own_process("lifecycle::memlock_child", "ulimit -l 64;");
-    assert!(ok, "the memlock check failed:\n{text}");
+    passes_in_own_process("lifecycle::memlock_child", "ulimit -l 64;");
 }
 
 #[test]

@@ -19,6 +19,18 @@
 //! limit, a kernel that outlives the pipeline) run in a process of their own.
 #![cfg(feature = "cuda")]
 
+/// A GPU check as a test: `name => check` (a `Res<String>`) is the test `name`, ignored
+/// without a GPU, that prints `check`'s `RESULT` line under its own name ([`report`]).
+macro_rules! gpu_test {
+    ($test:ident => $check:expr) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
+        fn $test() {
+            $crate::report(stringify!($test), $check);
+        }
+    };
+}
+
 mod harness;
 #[path = "../common/own_process.rs"]
 mod own_process;
@@ -53,7 +65,8 @@ pub fn info(name: &str, detail: &str) {
 }
 
 /// Runs the ignored test `child` of this binary in a process of its own, under `shell`
-/// (a prefix such as `ulimit -l 64;`); returns whether it passed and its output.
-pub fn in_own_process(child: &str, shell: &str) -> (bool, String) {
-    own_process::run_in_own_process(child, shell, &[], "RESULT\t")
+/// (a prefix such as `ulimit -l 64;`), and fails with its output unless it passed.
+pub fn passes_in_own_process(child: &str, shell: &str) {
+    let (ok, text) = own_process::run_in_own_process(child, shell, &[], "RESULT\t");
+    assert!(ok, "{child} failed in its own process:\n{text}");
 }

@@ -45,10 +45,9 @@ fn config(
 /// never waited on the batch reads it whole.
 fn parks() -> Res<String> {
     const HOLD: Duration = Duration::from_millis(500);
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let held = gpu.ctx.new_stream().map_err(s)?;
-    let other = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let held = gpu.stream()?;
+    let other = gpu.stream()?;
     let held_cs = CuStream::from(&held);
     let tally = Tally::new(&other, 2)?;
     let config = config(CopyCalls::Auto, 2, 1, false)?.build().map_err(s)?;
@@ -101,35 +100,22 @@ fn parks() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn synchronize_parks_until_the_copy_lands() {
-    report("synchronize_parks_until_the_copy_lands", parks());
-}
+gpu_test!(synchronize_parks_until_the_copy_lands => parks());
 
 /// `n` batches, each synchronized on the host and then checked by a kernel on a stream
 /// that never waits on it (the host's synchronize is the only order), released on it.
 /// Runs copies `copies`, with huge pages (one piece per batch in a run) when `huge`.
 fn synchronized_batches(n: usize, copies: CopyCalls, huge: bool) -> Res<(String, CopyCalls)> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let tally = Tally::new(&stream, n)?;
     let config = config(copies, 16, 4, huge)?.build().map_err(s)?;
     let samples = 0..(n * SAMPLES) as u64;
     let mut p = Pipeline::new(config, decoder(), samples).map_err(s)?;
     while let Some(batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         batch.synchronize().map_err(s)?;
-        let words = batch.len() as u64 / 4;
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            words,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
     }
     let used = p.backend().copy_calls();
@@ -137,14 +123,10 @@ fn synchronized_batches(n: usize, copies: CopyCalls, huge: bool) -> Res<(String,
     Ok((clean(wrong, checked, n)?, used))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn synchronize_orders_a_kernel_on_an_unrelated_stream() {
-    report(
-        "synchronize_orders_a_kernel_on_an_unrelated_stream",
-        synchronized_batches(2000, CopyCalls::Auto, false).map(|(text, _)| text),
-    );
-}
+gpu_test!(
+    synchronize_orders_a_kernel_on_an_unrelated_stream =>
+        synchronized_batches(2000, CopyCalls::Auto, false).map(|(text, _)| text)
+);
 
 /// The fallback, forced on any driver: runs of several pieces (a huge-page ring) go one
 /// `cuMemcpyHtoDAsync` per piece, every batch intact.
@@ -197,9 +179,8 @@ fn batched_copies_where_the_driver_has_them() {
 /// next copy into a slot must wait for the check. A stream of another context is refused
 /// when the pipeline starts.
 fn declared(n: usize) -> Res<String> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let tally = Tally::new(&stream, n)?;
     let declared = config(CopyCalls::Auto, 4, 2, false)?
         .consumer_stream(CuStream::from(&stream))
@@ -208,16 +189,8 @@ fn declared(n: usize) -> Res<String> {
     let samples = 0..(n * SAMPLES) as u64;
     let mut p = Pipeline::new(declared, decoder(), samples).map_err(s)?;
     while let Some(batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         gpu.spin(&stream, HOLD_US)?;
-        let words = batch.len() as u64 / 4;
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            words,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         batch.release(Fence::Bound).map_err(|e| s(e.error))?;
     }
     drop(p);
@@ -245,11 +218,4 @@ fn declared(n: usize) -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn declared_consumer_stream_fences_every_batch() {
-    report(
-        "declared_consumer_stream_fences_every_batch",
-        declared(2000),
-    );
-}
+gpu_test!(declared_consumer_stream_fences_every_batch => declared(2000));

@@ -8,7 +8,7 @@ use pinring::cudarc::driver::result;
 use pinring::{CuStream, CudaOptions, Fence, Pipeline};
 
 use crate::harness::{clean, decoder, s, Gpu, Res, Tally, HOLD_US, SAMPLES, SAMPLE_BYTES};
-use crate::{in_own_process, info, report};
+use crate::{info, passes_in_own_process, report};
 
 /// How the batch bound to two streams goes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,21 +24,17 @@ enum TwoStreams {
 /// copy into the slot must wait for the first stream's check. Before (only the last bound
 /// stream fenced), the check found the next batch's words.
 fn two_bound_streams(n: usize, how: TwoStreams) -> Res<String> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let reading = gpu.ctx.new_stream().map_err(s)?;
-    let idle = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let reading = gpu.stream()?;
+    let idle = gpu.stream()?;
     let (reading_cs, idle_cs) = (CuStream::from(&reading), CuStream::from(&idle));
     let tally = Tally::new(&reading, n)?;
     let mut p = crate::harness::pipeline(CudaOptions::ordinal(0), 2, n)?;
     while let Some(mut batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         batch.wait_on(&reading_cs).map_err(s)?;
         batch.wait_on(&idle_cs).map_err(s)?;
         gpu.spin(&reading, HOLD_US)?;
-        let words = batch.len() as u64 / 4;
-        let first = k * SAMPLES as u64;
-        gpu.check(&reading, batch.device_ptr(), first, words, tally.at(k))?;
+        gpu.check_batch(&reading, &batch, &tally)?;
         match how {
             TwoStreams::ReleaseOnSecond => batch
                 .release(Fence::Stream(&idle_cs))
@@ -51,32 +47,20 @@ fn two_bound_streams(n: usize, how: TwoStreams) -> Res<String> {
     clean(wrong, checked, n)
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_bound_streams_released_on_the_second() {
-    report(
-        "two_bound_streams_released_on_the_second",
-        two_bound_streams(2000, TwoStreams::ReleaseOnSecond),
-    );
-}
+gpu_test!(
+    two_bound_streams_released_on_the_second =>
+        two_bound_streams(2000, TwoStreams::ReleaseOnSecond)
+);
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn two_bound_streams_dropped() {
-    report(
-        "two_bound_streams_dropped",
-        two_bound_streams(2000, TwoStreams::Drop),
-    );
-}
+gpu_test!(two_bound_streams_dropped => two_bound_streams(2000, TwoStreams::Drop));
 
 /// Poison mode: a batch read by a held kernel and released at once on its stream is read
 /// intact (the fill waits for the fence), the next batches in the slot are intact (each
 /// copy waits for the fill), and once the device is idle the last released slot reads
 /// 0xFF in every byte (the fill ran without a next copy to wait for it).
 fn poison() -> Res<String> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let n = 500;
     let tally = Tally::new(&stream, n)?;
@@ -94,17 +78,9 @@ fn poison() -> Res<String> {
     let mut p = Pipeline::new(config, decoder(), samples).map_err(s)?;
     let mut last = None;
     while let Some(mut batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         batch.wait_on(&cs).map_err(s)?;
         gpu.spin(&stream, HOLD_US)?;
-        let words = batch.len() as u64 / 4;
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            words,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         last = Some((batch.device_ptr(), batch.len()));
         batch.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
     }
@@ -130,17 +106,13 @@ fn poison() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn poison_fills_a_released_slot_on_the_device() {
-    report("poison_fills_a_released_slot_on_the_device", poison());
-}
+gpu_test!(poison_fills_a_released_slot_on_the_device => poison());
 
 /// Batches per second of a consumer that holds each batch `hold_us` on the device and
 /// releases it on its stream, with the poison mode on or off; `batch_bytes` a batch.
 fn rate(gpu: &Gpu, poison: bool, batch_bytes: usize, hold_us: u64, n: usize) -> Res<f64> {
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let config = pinring::Config::builder()
         .batch_size(1)
@@ -222,8 +194,7 @@ fn threads_named(name: &str) -> usize {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn a_failed_open_leaves_no_completion_thread() {
-    let (ok, text) = in_own_process("reliability::failed_open_child", "");
-    assert!(ok, "the failed-open check failed:\n{text}");
+    passes_in_own_process("reliability::failed_open_child", "");
 }
 
 #[test]

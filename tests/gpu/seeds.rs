@@ -8,18 +8,16 @@ use pinring::{Batch, CuStream, Cuda, CudaOptions, Fence};
 use crate::harness::{
     clean, pipeline, s, Gpu, Res, Tally, BATCH_WORDS, HOLD_US, SAMPLES, SAMPLE_BYTES,
 };
-use crate::report;
 
 /// Deferred release: a prefetch thread pops, the main thread reads the batch on its
 /// "current" stream (the legacy default stream, as PyTorch's default is) and releases
 /// fenced on it.
 fn deferred() -> Res<String> {
     let n = 2000;
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
+    let gpu = Gpu::bound()?;
     let current = CuStream::legacy();
     let main = gpu.ctx.default_stream();
-    let aux = gpu.ctx.new_stream().map_err(s)?;
+    let aux = gpu.stream()?;
     let tally = Tally::new(&aux, n)?;
     let (tx, rx) = mpsc::sync_channel::<Batch<Cuda>>(1);
     let prefetch = std::thread::spawn(move || -> Res {
@@ -30,16 +28,9 @@ fn deferred() -> Res<String> {
         Ok(())
     });
     for mut batch in rx {
-        let k = batch.seq();
         batch.wait_on(&current).map_err(s)?;
         gpu.spin(&main, HOLD_US)?;
-        gpu.check(
-            &main,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&main, &batch, &tally)?;
         batch
             .release(Fence::Stream(&current))
             .map_err(|e| s(e.error))?;
@@ -59,10 +50,9 @@ fn deferred() -> Res<String> {
 fn dedicated_copy_stream() -> Res<String> {
     let n = 2000;
     const BUFFERS: usize = 3;
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
+    let gpu = Gpu::bound()?;
     let main = gpu.ctx.default_stream();
-    let checks = gpu.ctx.new_stream().map_err(s)?;
+    let checks = gpu.stream()?;
     let tally = Tally::new(&checks, n)?;
     let mut buffers = (0..BUFFERS)
         .map(|_| main.alloc_zeros::<u8>(SAMPLES * SAMPLE_BYTES))
@@ -126,14 +116,6 @@ fn dedicated_copy_stream() -> Res<String> {
     })
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn seed_deferred_release() {
-    report("seed_deferred_release", deferred());
-}
+gpu_test!(seed_deferred_release => deferred());
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn seed_dedicated_copy_stream() {
-    report("seed_dedicated_copy_stream", dedicated_copy_stream());
-}
+gpu_test!(seed_dedicated_copy_stream => dedicated_copy_stream());

@@ -10,10 +10,10 @@ use pinring::cudarc::driver::CudaContext;
 use pinring::{Batch, CuStream, Cuda, CudaOptions, Error, Fence, Pipeline};
 
 use crate::harness::{
-    clean, decoder, pattern, pipeline, s, Gpu, Res, Tally, BATCH_WORDS, HOLD_US, SAMPLES,
-    SAMPLE_BYTES, WORDS_PER_SAMPLE,
+    clean, decoder, pattern, pipeline, s, Gpu, Res, Tally, HOLD_US, SAMPLES, SAMPLE_BYTES,
+    WORDS_PER_SAMPLE,
 };
-use crate::{in_own_process, report};
+use crate::{passes_in_own_process, report};
 
 /// Whether `bytes` hold batch `k` of the pattern.
 fn holds_batch(bytes: &[u8], k: u64) -> bool {
@@ -27,9 +27,8 @@ fn holds_batch(bytes: &[u8], k: u64) -> bool {
 /// `Batch::view_on` gives a cudarc slice on the caller's stream (never the pipeline's copy
 /// stream, which no handle reaches), holding the batch.
 fn view_stream() -> Res<String> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let gpu = Gpu::bound()?;
+    let stream = gpu.stream()?;
     let mut p = pipeline(CudaOptions::ordinal(0), 2, 50)?;
     let mut n = 0;
     while let Some(mut batch) = p.pop().map_err(s)? {
@@ -52,11 +51,7 @@ fn view_stream() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn view_is_on_the_callers_stream() {
-    report("view_is_on_the_callers_stream", view_stream());
-}
+gpu_test!(view_is_on_the_callers_stream => view_stream());
 
 /// The context `Cuda::context()` hands out keeps cudarc's event tracking, so the
 /// dedicated-copy-stream pattern done through cudarc alone (a copy on a side stream, a read
@@ -100,17 +95,12 @@ fn tracking() -> Res<String> {
     ))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn the_context_keeps_cudarc_event_tracking() {
-    report("the_context_keeps_cudarc_event_tracking", tracking());
-}
+gpu_test!(the_context_keeps_cudarc_event_tracking => tracking());
 
 /// A stream of another context is refused at `wait_on` and at `Fence::Stream`; so is the
 /// legacy stream while another context is current on the calling thread.
 fn other_context() -> Res<String> {
-    let gpu = Gpu::new()?;
-    gpu.bind()?;
+    let gpu = Gpu::bound()?;
     let other = CudaContext::new_non_primary(0, 0).map_err(s)?;
     let other_stream = other.new_stream().map_err(s)?;
     gpu.bind()?;
@@ -135,7 +125,7 @@ fn other_context() -> Res<String> {
         Err(e) => return Err(format!("release: expected Error::Fence, got {}", e.error)),
         Ok(()) => return Err("a release on another context's stream was accepted".into()),
     };
-    let main = gpu.ctx.new_stream().map_err(s)?;
+    let main = gpu.stream()?;
     let mut batch = batch;
     batch.wait_on(&CuStream::from(&main)).map_err(s)?;
     batch.release_on(&main).map_err(|e| s(e.error))?;
@@ -147,11 +137,7 @@ fn other_context() -> Res<String> {
     )
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn a_stream_of_another_context_is_refused() {
-    report("a_stream_of_another_context_is_refused", other_context());
-}
+gpu_test!(a_stream_of_another_context_is_refused => other_context());
 
 /// A batch bound to the per-thread default stream on one thread and dropped on another is
 /// still fenced (conservatively): the kernels queued on the first thread's stream read it
@@ -167,20 +153,13 @@ fn per_thread_dropped_elsewhere() -> Res<String> {
     });
     gpu.bind()?;
     let stream = gpu.ctx.per_thread_stream();
-    let aux = gpu.ctx.new_stream().map_err(s)?;
+    let aux = gpu.stream()?;
     let tally = Tally::new(&aux, n)?;
     let mut p = pipeline(CudaOptions::ordinal(0), 2, n)?;
     while let Some(mut batch) = p.pop().map_err(s)? {
-        let k = batch.seq();
         batch.wait_on(&CuStream::per_thread()).map_err(s)?;
         gpu.spin(&stream, HOLD_US)?;
-        gpu.check(
-            &stream,
-            batch.device_ptr(),
-            k * SAMPLES as u64,
-            BATCH_WORDS,
-            tally.at(k),
-        )?;
+        gpu.check_batch(&stream, &batch, &tally)?;
         to_dropper.send(batch).map_err(s)?;
     }
     drop(to_dropper);
@@ -192,14 +171,7 @@ fn per_thread_dropped_elsewhere() -> Res<String> {
         .map(|m| format!("per-thread stream bound here, dropped on another thread: {m}"))
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
-fn per_thread_stream_dropped_on_another_thread() {
-    report(
-        "per_thread_stream_dropped_on_another_thread",
-        per_thread_dropped_elsewhere(),
-    );
-}
+gpu_test!(per_thread_stream_dropped_on_another_thread => per_thread_dropped_elsewhere());
 
 /// The backend's teardown waits at most the shutdown timeout for device work: with a
 /// kernel still reading a released slot long after, dropping the pipeline returns while
@@ -207,17 +179,15 @@ fn per_thread_stream_dropped_on_another_thread() {
 #[test]
 #[ignore = "needs a CUDA GPU (scripts/gpu-check.sh)"]
 fn teardown_is_bounded_by_the_shutdown_timeout() {
-    let (ok, text) = in_own_process("soundness::teardown_child", "");
-    assert!(ok, "the bounded-teardown check failed:\n{text}");
+    passes_in_own_process("soundness::teardown_child", "");
 }
 
 #[test]
 #[ignore = "run by teardown_is_bounded_by_the_shutdown_timeout in a process of its own"]
 fn teardown_child() {
     let result = (|| -> Res<String> {
-        let gpu = Gpu::new()?;
-        gpu.bind()?;
-        let stream = gpu.ctx.new_stream().map_err(s)?;
+        let gpu = Gpu::bound()?;
+        let stream = gpu.stream()?;
         let config = pinring::Config::builder()
             .batch_size(SAMPLES)
             .bytes_per_sample(SAMPLE_BYTES)

@@ -9,7 +9,9 @@ use pinring::source::{
 };
 use pinring::{Config, Decode, Error, Fence, Pipeline};
 
-use crate::helpers::{drain, le, random_tokens, random_tokens_u32, shards, token_config, widened};
+use crate::helpers::{
+    drain, le, random_tokens, random_tokens_u32, shards, token_batches, token_config, widened,
+};
 
 #[test]
 fn token_batches_through_the_pipeline_byte_for_byte() {
@@ -40,30 +42,15 @@ fn token_batches_through_the_pipeline_byte_for_byte() {
                 inputs.chain(targets).collect::<Vec<_>>()
             })
             .collect();
-        let decoder = NextToken::new(ty);
-        let mut p = Pipeline::new(
-            token_config(&decoder, T as u64 + 1, B),
-            decoder,
-            sampler.iter().take(epochs * windows.len()),
-        )
-        .unwrap();
-        let mut got = Vec::new();
-        let n = drain(&mut p, None, &mut got);
-        assert_eq!(n, (epochs * windows.len()).div_ceil(B));
+        let samples = sampler.iter().take(epochs * windows.len());
+        let got = token_batches(NextToken::new(ty), T as u64 + 1, B, samples);
+        assert_eq!(got.len(), (epochs * windows.len()).div_ceil(B));
         let got = got.concat();
         assert_eq!(got.len(), expected.len(), "{ty}");
         assert!(got == expected, "{ty}: batch bytes differ");
 
         // The plain widening decoder: each sample is the window itself.
-        let decoder = Tokens::new(ty);
-        let mut p = Pipeline::new(
-            token_config(&decoder, T as u64 + 1, B),
-            decoder,
-            sampler.epoch(0),
-        )
-        .unwrap();
-        let mut got = Vec::new();
-        drain(&mut p, None, &mut got);
+        let got = token_batches(Tokens::new(ty), T as u64 + 1, B, sampler.epoch(0));
         let expected: Vec<u8> = windows
             .iter()
             .flat_map(|w| w.iter().flat_map(|&t| le(ty, t)))
@@ -211,26 +198,10 @@ fn u32_token_batches_through_the_pipeline() {
                 inputs.chain(targets).flatten().collect::<Vec<_>>()
             })
             .collect();
-        let decoder = NextToken::new(ty);
-        let mut p = Pipeline::new(
-            token_config(&decoder, T as u64 + 1, B),
-            decoder,
-            sampler.epoch(0),
-        )
-        .unwrap();
-        let mut got = Vec::new();
-        drain(&mut p, None, &mut got);
+        let got = token_batches(NextToken::new(ty), T as u64 + 1, B, sampler.epoch(0));
         assert!(got.concat() == expected, "{ty}: batch bytes differ");
 
-        let decoder = Tokens::new(ty);
-        let mut p = Pipeline::new(
-            token_config(&decoder, T as u64 + 1, B),
-            decoder,
-            sampler.epoch(0),
-        )
-        .unwrap();
-        let mut got = Vec::new();
-        drain(&mut p, None, &mut got);
+        let got = token_batches(Tokens::new(ty), T as u64 + 1, B, sampler.epoch(0));
         let expected: Vec<u8> = windows.iter().flatten().flat_map(|&t| le(t)).collect();
         assert!(got.concat() == expected, "{ty}: Tokens bytes differ");
     }

@@ -5,12 +5,37 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pinring::source::{
-    write_shard, write_shard_u32, FixedRecords, RecordFile, Sampler, ShardFormat, ShardWriter,
-    SourceError, TokenShard, TokenShards, Window, SHARD_MAGIC_U32, SHARD_VERSION_U32,
+    write_shard, write_shard_u32, FixedRecords, RecordFile, Sampler, ShardFormat, ShardToken,
+    ShardWriter, SourceError, TokenShard, TokenShards, Window, SHARD_MAGIC_U32, SHARD_VERSION_U32,
 };
 use pinring::Error;
 
 use crate::helpers::{random_tokens, random_tokens_u32, raw_shard_u32, widened};
+
+/// Panics unless `bytes` are a shard file: a 1,024-byte header of the words `header`
+/// (magic, version, token count), zeros after them, then that many tokens of `width`
+/// bytes each.
+fn assert_shard_layout(bytes: &[u8], header: [i32; 3], width: usize) {
+    assert_eq!(bytes.len(), 1024 + width * header[2] as usize);
+    let word = |i: usize| i32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
+    assert_eq!([word(0), word(1), word(2)], header);
+    assert!(bytes[12..1024].iter().all(|&b| b == 0));
+}
+
+/// Writes `tokens` through `writer` in pieces (of 3,001 tokens): the writer counts them
+/// all, and the file it made at `path` is `bytes`.
+fn assert_written_in_pieces<T: ShardToken>(
+    mut writer: ShardWriter<T>,
+    tokens: &[T],
+    path: &Path,
+    bytes: &[u8],
+) {
+    for chunk in tokens.chunks(3001) {
+        writer.write(chunk).unwrap();
+    }
+    assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
+    assert_eq!(std::fs::read(path).unwrap(), bytes);
+}
 
 #[test]
 fn shard_round_trip() {
@@ -21,10 +46,7 @@ fn shard_round_trip() {
 
     // The bytes on disk are exactly the format.
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(bytes.len(), 1024 + 2 * tokens.len());
-    let word = |i: usize| i32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
-    assert_eq!((word(0), word(1), word(2)), (20240520, 1, 10_007));
-    assert!(bytes[12..1024].iter().all(|&b| b == 0));
+    assert_shard_layout(&bytes, [20240520, 1, 10_007], 2);
 
     let shard = TokenShard::open(&path).unwrap();
     assert_eq!(shard.len(), tokens.len());
@@ -35,12 +57,8 @@ fn shard_round_trip() {
 
     // Written in pieces, the same file.
     let path2 = dir.path().join("b.bin");
-    let mut writer = ShardWriter::create(&path2).unwrap();
-    for chunk in tokens.chunks(3001) {
-        writer.write(chunk).unwrap();
-    }
-    assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
-    assert_eq!(std::fs::read(&path2).unwrap(), bytes);
+    let writer = ShardWriter::create(&path2).unwrap();
+    assert_written_in_pieces(writer, &tokens, &path2, &bytes);
 
     // Through the sampler: one window of the whole shard is the tokens.
     let sampler = TokenShards::open([&path])
@@ -101,11 +119,8 @@ fn u32_shards_round_trip() {
 
     // The bytes on disk are llm.c's LLaMA-3 format exactly.
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(bytes.len(), 1024 + 4 * tokens.len());
-    let word = |i: usize| i32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
-    assert_eq!((word(0), word(1), word(2)), (20240801, 7, 10_007));
+    assert_shard_layout(&bytes, [20240801, 7, 10_007], 4);
     assert_eq!((SHARD_MAGIC_U32, SHARD_VERSION_U32), (20240801, 7));
-    assert!(bytes[12..1024].iter().all(|&b| b == 0));
     let on_disk: Vec<u32> = bytes[1024..]
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
@@ -124,17 +139,13 @@ fn u32_shards_round_trip() {
     // Written in pieces, by either constructor, the same file.
     for (i, generic) in [false, true].into_iter().enumerate() {
         let path2 = dir.path().join(format!("b{i}.bin"));
-        let mut writer = if generic {
+        let writer = if generic {
             ShardWriter::<u32>::create_as(&path2).unwrap()
         } else {
             ShardWriter::create_u32(&path2).unwrap()
         };
         assert_eq!(writer.format(), ShardFormat::U32);
-        for chunk in tokens.chunks(3001) {
-            writer.write(chunk).unwrap();
-        }
-        assert_eq!(writer.finish().unwrap(), tokens.len() as u64);
-        assert_eq!(std::fs::read(&path2).unwrap(), bytes);
+        assert_written_in_pieces(writer, &tokens, &path2, &bytes);
     }
 
     // Windows read the u32 tokens.

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, FileProblem, NextToken, ShardProblem, SplitMix64, TokenShard, TokenShards,
-    TokenType, Tokens, Window,
+    write_shard, FileProblem, NextToken, ShardProblem, SourceError, SplitMix64, TokenShard,
+    TokenShards, TokenType, Tokens, Window,
 };
-use pinring::{Config, Error, Fence, Pipeline};
+use pinring::{Config, Decode, Error, Fence, Pipeline};
 use tempfile::TempDir;
 
 /// `u16` tokens as the `u32` a window reads them as.
@@ -22,22 +22,37 @@ pub fn random_tokens(n: usize, seed: u64) -> Vec<u16> {
 
 /// A raw shard file: the header words given, then `tokens`, then `extra` bytes.
 pub fn raw_shard(path: &Path, header: [i32; 3], tokens: &[u16], extra: &[u8]) {
-    let mut bytes = vec![0u8; 1024];
-    for (i, w) in header.iter().enumerate() {
-        bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
-    }
-    bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-    bytes.extend_from_slice(extra);
-    std::fs::write(path, bytes).unwrap();
+    raw_shard_of(
+        path,
+        header,
+        tokens.iter().flat_map(|t| t.to_le_bytes()),
+        extra,
+    );
 }
 
 /// A raw shard file of `u32` tokens: the header words given, then `tokens`, then `extra`.
 pub fn raw_shard_u32(path: &Path, header: [i32; 3], tokens: &[u32], extra: &[u8]) {
+    raw_shard_of(
+        path,
+        header,
+        tokens.iter().flat_map(|t| t.to_le_bytes()),
+        extra,
+    );
+}
+
+/// A raw shard file: a 1,024-byte header of the words given, then `token_bytes`, then
+/// `extra`.
+fn raw_shard_of(
+    path: &Path,
+    header: [i32; 3],
+    token_bytes: impl Iterator<Item = u8>,
+    extra: &[u8],
+) {
     let mut bytes = vec![0u8; 1024];
     for (i, w) in header.iter().enumerate() {
         bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
     }
-    bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    bytes.extend(token_bytes);
     bytes.extend_from_slice(extra);
     std::fs::write(path, bytes).unwrap();
 }
@@ -76,6 +91,20 @@ pub fn file_problem(err: &Error) -> &FileProblem {
     }
 }
 
+/// The window, the longest file's length, the unit and that file of a `NoWindows` error
+/// (panics on any other error).
+pub fn no_windows(err: &Error) -> (u64, u64, &'static str, Option<&Path>) {
+    match err {
+        Error::Source(SourceError::NoWindows {
+            window,
+            longest,
+            unit,
+            path,
+        }) => (*window, *longest, *unit, path.as_deref()),
+        other => panic!("expected NoWindows, got {other:?}"),
+    }
+}
+
 /// The shard problem of a token shard that does not open.
 pub fn shard_problem(problem: &FileProblem) -> Option<&ShardProblem> {
     problem.format_problem::<ShardProblem>()
@@ -99,6 +128,21 @@ pub fn drain(pipeline: &mut Pipeline, batches: Option<usize>, out: &mut Vec<Vec<
         n += 1;
     }
     n
+}
+
+/// Every batch's bytes of a pipeline of `decoder` over `samples`: windows of `window`
+/// tokens, `batch` of them a batch ([`token_config`]).
+pub fn token_batches<D, I>(decoder: D, window: u64, batch: usize, samples: I) -> Vec<Vec<u8>>
+where
+    D: Decode + TokenBytes,
+    I: IntoIterator<Item = D::Sample>,
+    I::IntoIter: Send + 'static,
+{
+    let config = token_config(&decoder, window, batch);
+    let mut p = Pipeline::new(config, decoder, samples).unwrap();
+    let mut got = Vec::new();
+    drain(&mut p, None, &mut got);
+    got
 }
 
 pub fn token_config(decoder: &impl TokenBytes, window: u64, batch: usize) -> Config {

@@ -8,7 +8,7 @@ use pinring::source::{
 };
 use pinring::Error;
 
-use crate::helpers::{key, shards, widened};
+use crate::helpers::{key, no_windows, shards, widened};
 
 #[test]
 fn sampler_rejects_bad_settings() {
@@ -343,17 +343,9 @@ fn an_empty_rank_share_is_named_as_the_cause() {
         .build()
         .unwrap_err();
     let file = dir.path().join("shard_000.bin");
-    assert!(
-        matches!(
-            &err,
-            Error::Source(SourceError::NoWindows {
-                window: 10_001,
-                longest: 10_000,
-                unit: "tokens",
-                path: Some(p),
-            }) if p == &file
-        ),
-        "{err:?}"
+    assert_eq!(
+        no_windows(&err),
+        (10_001, 10_000, "tokens", Some(file.as_path()))
     );
     assert_eq!(
         err.to_string(),
@@ -380,18 +372,7 @@ fn no_window_fits_names_the_longest_file_in_its_units() {
         .window(7)
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            &err,
-            Error::Source(SourceError::NoWindows {
-                window: 7,
-                longest: 6,
-                unit: "records",
-                path: Some(p),
-            }) if p == &long
-        ),
-        "{err:?}"
-    );
+    assert_eq!(no_windows(&err), (7, 6, "records", Some(long.as_path())));
     assert!(err
         .to_string()
         .starts_with("no window of 7 records fits: the longest file, "));
