@@ -174,10 +174,10 @@ impl Fields {
             less: base.less + less,
             // At most what the array holds past `skip`, and `less` fewer than the array's
             // longest extent.
-            max_len: base
-                .max_len
-                .saturating_sub(skip)
-                .min(base.max_len.saturating_sub(usize::try_from(less).unwrap_or(usize::MAX))),
+            max_len: base.max_len.saturating_sub(skip).min(
+                base.max_len
+                    .saturating_sub(usize::try_from(less).unwrap_or(usize::MAX)),
+            ),
             view_of: Some(of.to_owned()),
         };
         if skip > base.max_len {

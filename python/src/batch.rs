@@ -111,9 +111,7 @@ impl BatchShape {
             .map(|f| SlotView {
                 seq: 0,
                 ptr: ptr + f.offset as u64,
-                shape: Shape::Flat {
-                    len: f.max_len,
-                },
+                shape: Shape::Flat { len: f.max_len },
                 dtype: f.dtype,
                 device: self.device,
             })
@@ -121,7 +119,6 @@ impl BatchShape {
         (None, fields)
     }
 }
-
 
 /// A release that failed: the batch, to lease again, and why.
 type Refused = (Leased, pinring::Error);
