@@ -34,6 +34,19 @@ def write_shard(path, tokens):
     return str(path)
 
 
+def popped(loader, n, read):
+    """`read(batch)` of each of `n` batches popped (fewer where the run ends first), each
+    batch released once read."""
+    out = []
+    for _ in range(n):
+        batch = loader.pop(timeout=BOUND)
+        if batch is None:
+            break
+        out.append(read(batch))
+        batch.release()
+    return out
+
+
 def read_shard(path):
     """The shard's tokens, read with numpy alone (and its header checked)."""
     raw = pathlib.Path(path).read_bytes()
