@@ -24,46 +24,24 @@
 //! second.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use pinring::source::{
-    NextToken, Order, ShardToken, ShardWriter, SplitMix64, TokenShards, TokenType, Tokens,
-};
+use pinring::source::{NextToken, Order, ShardToken, SplitMix64, TokenShards, TokenType, Tokens};
 use pinring::Decode;
-use pinring_benches::{median, process_cpu_time};
+use pinring_benches::{median, process_cpu_time, TempShard};
 
 const SHARD_TOKENS: u64 = 32 << 20;
 const REPEATS: usize = 5;
 
-struct Shard(PathBuf);
-
-impl Shard {
-    /// A shard of random `T` tokens below `vocab`.
-    fn new<T: ShardToken + TryFrom<u64>>(vocab: u64) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "pinring-bench-decode-{}-{vocab}.bin",
-            std::process::id()
-        ));
-        let mut rng = SplitMix64::new(7);
-        let mut writer = ShardWriter::<T>::create_as(&path).expect("create the shard");
-        let mut chunk = Vec::with_capacity(1 << 16);
-        for _ in 0..SHARD_TOKENS >> 16 {
-            chunk.clear();
-            chunk.extend((0..1 << 16).filter_map(|_| T::try_from(rng.below(vocab)).ok()));
-            writer.write(&chunk).expect("write the shard");
-        }
-        writer.finish().expect("finish the shard");
-        // Read it once, so that every row reads from the page cache.
-        black_box(std::fs::read(&path).expect("read the shard back"));
-        Shard(path)
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A shard of random `T` tokens below `vocab` (which `T` holds), in the page cache.
+fn shard<T: ShardToken + TryFrom<u64>>(vocab: u64) -> TempShard {
+    let mut rng = SplitMix64::new(7);
+    TempShard::write(&format!("decode-{vocab}"), SHARD_TOKENS, || {
+        T::try_from(rng.below(vocab))
+            .ok()
+            .expect("a token below the vocabulary")
+    })
+    .cached()
 }
 
 /// Runs `batch` for `seconds` `REPEATS` times; prints the medians of bytes per CPU second
@@ -96,6 +74,26 @@ fn row(name: &str, bytes: usize, seconds: f64, mut batch: impl FnMut()) {
     );
 }
 
+/// The row of `decoder` decoding `windows` into one reused buffer of `batch` samples of
+/// `sample` bytes.
+fn decode_row<D: Decode>(
+    name: &str,
+    decoder: &D,
+    windows: &[D::Sample],
+    (batch, sample): (usize, usize),
+    seconds: f64,
+) where
+    D::Sample: Clone,
+{
+    let mut out = vec![0u8; batch * sample];
+    row(name, out.len(), seconds, || {
+        for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
+            decoder.decode(w.clone(), o).expect("decode");
+        }
+        black_box(&out);
+    });
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -106,7 +104,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
-    let (gpt2, llama) = (Shard::new::<u16>(50257), Shard::new::<u32>(128_256));
+    let (gpt2, llama) = (shard::<u16>(50257), shard::<u32>(128_256));
     let rows = [
         ("large", &gpt2, 64usize, 131_073u64),
         ("small", &gpt2, 16, 4097),
@@ -114,7 +112,7 @@ fn main() {
         ("u32/small", &llama, 16, 4097),
     ];
     for (size, shard, batch, window) in rows {
-        let shards = TokenShards::open([&shard.0]).expect("open the shard");
+        let shards = TokenShards::open([shard.path()]).expect("open the shard");
         let types: &[TokenType] = if size.starts_with("u32") {
             &[TokenType::I32]
         } else {
@@ -136,13 +134,7 @@ fn main() {
             }
             let decoder = Tokens::new(ty);
             let sample = decoder.sample_bytes(window);
-            let mut out = vec![0u8; batch * sample];
-            row(&name, out.len(), seconds, || {
-                for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
-                    decoder.decode(w.clone(), o).expect("decode");
-                }
-                black_box(&out);
-            });
+            decode_row(&name, &decoder, &windows, (batch, sample), seconds);
         }
         let name = format!("decode/{size}/NextToken/i32");
         if !wanted(&name) {
@@ -150,12 +142,6 @@ fn main() {
         }
         let decoder = NextToken::new(TokenType::I32);
         let sample = decoder.sample_bytes(window);
-        let mut out = vec![0u8; batch * sample];
-        row(&name, out.len(), seconds, || {
-            for (w, o) in windows.iter().zip(out.chunks_exact_mut(sample)) {
-                decoder.decode(w.clone(), o).expect("decode");
-            }
-            black_box(&out);
-        });
+        decode_row(&name, &decoder, &windows, (batch, sample), seconds);
     }
 }

@@ -21,64 +21,35 @@
 //!   and GB/s of tokens written.
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use pinring::source::{Documents, ShardWriter, SplitMix64, TokenShards};
+use pinring::source::{Documents, SplitMix64, TokenShards};
 use pinring::Decode;
-use pinring_benches::{median, process_cpu_time};
+use pinring_benches::{median, process_cpu_time, TempShard};
 
 const SHARD_TOKENS: u64 = 100_000_000;
 const BOS: u16 = 50256;
 const REPEATS: usize = 5;
 const STEPS: usize = 2000;
 
-/// The temp shard, removed when dropped.
-struct Shard(PathBuf);
-
-impl Shard {
-    fn new() -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "pinring-bench-documents-{}.bin",
-            std::process::id()
-        ));
-        let mut rng = SplitMix64::new(3);
-        let mut writer = ShardWriter::<u16>::create(&path).expect("create the shard");
-        let mut chunk = Vec::with_capacity(1 << 16);
-        let mut left_in_doc = 0u64;
-        let mut written = 0;
-        while written < SHARD_TOKENS {
-            chunk.clear();
-            let n = (1 << 16).min(SHARD_TOKENS - written);
-            for _ in 0..n {
-                if left_in_doc == 0 {
-                    chunk.push(BOS);
-                    left_in_doc = 1 + rng.below(2000);
-                } else {
-                    chunk.push(rng.below(50000) as u16);
-                }
-                left_in_doc -= 1;
-            }
-            writer.write(&chunk).expect("write the shard");
-            written += n;
-        }
-        writer.finish().expect("finish the shard");
-        black_box(std::fs::read(&path).expect("read the shard back"));
-        Shard(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
+/// The shard: documents of 1 to 2,000 tokens, each starting with `BOS`, in the page cache.
+fn shard() -> TempShard {
+    let mut rng = SplitMix64::new(3);
+    let mut left_in_doc = 0u64;
+    TempShard::write("documents", SHARD_TOKENS, || {
+        let token = if left_in_doc == 0 {
+            left_in_doc = 1 + rng.below(2000);
+            BOS
+        } else {
+            rng.below(50000) as u16
+        };
+        left_in_doc -= 1;
+        token
+    })
+    .cached()
 }
 
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn source(shard: &Shard, rank: u64, world: u64, positions: bool) -> Documents {
+fn source(shard: &TempShard, rank: u64, world: u64, positions: bool) -> Documents {
     Documents::builder(TokenShards::open([shard.path()]).expect("open"))
         .tokens_per_batch(49152)
         .max_seq_len(2048)
@@ -118,7 +89,7 @@ fn row(name: &str, unit: &str, mut f: impl FnMut() -> f64) {
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
-    let shard = Shard::new();
+    let shard = shard();
     if wanted("index") {
         let mut ms = Vec::new();
         row("index", "GB", || {

@@ -75,14 +75,20 @@ fn two_threads(produce: impl FnOnce() + Send + 'static, consume: impl FnOnce() -
     t.elapsed()
 }
 
-fn rtrb_items(iters: u64) -> Duration {
-    let (mut p, mut c) = rtrb::RingBuffer::<Token>::new(CAP);
+/// Hands `iters` tokens from a producer thread to this one through a raw queue, each side
+/// spinning with [`Backoff`] while it is full (`push` gives the token back) or empty
+/// (`pop` gives none).
+fn spinning_items(
+    iters: u64,
+    mut push: impl FnMut(Token) -> Result<(), Token> + Send + 'static,
+    mut pop: impl FnMut() -> Option<Token>,
+) -> Duration {
     two_threads(
         move || {
             for i in 0..iters {
                 let mut token = Token::new(i);
                 let mut backoff = Backoff(0);
-                while let Err(rtrb::PushError::Full(t)) = p.push(token) {
+                while let Err(t) = push(token) {
                     token = t;
                     backoff.snooze();
                 }
@@ -93,7 +99,7 @@ fn rtrb_items(iters: u64) -> Duration {
             for _ in 0..iters {
                 let mut backoff = Backoff(0);
                 loop {
-                    if let Ok(t) = c.pop() {
+                    if let Some(t) = pop() {
                         sum += t.seq + t.slot as u64 + t.samples as u64;
                         break;
                     }
@@ -105,35 +111,19 @@ fn rtrb_items(iters: u64) -> Duration {
     )
 }
 
+fn rtrb_items(iters: u64) -> Duration {
+    let (mut p, mut c) = rtrb::RingBuffer::<Token>::new(CAP);
+    spinning_items(
+        iters,
+        move |token| p.push(token).map_err(|rtrb::PushError::Full(t)| t),
+        move || c.pop().ok(),
+    )
+}
+
 fn array_queue_items(iters: u64) -> Duration {
     let q = std::sync::Arc::new(ArrayQueue::<Token>::new(CAP));
     let producer_q = q.clone();
-    two_threads(
-        move || {
-            for i in 0..iters {
-                let mut token = Token::new(i);
-                let mut backoff = Backoff(0);
-                while let Err(t) = producer_q.push(token) {
-                    token = t;
-                    backoff.snooze();
-                }
-            }
-        },
-        move || {
-            let mut sum = 0;
-            for _ in 0..iters {
-                let mut backoff = Backoff(0);
-                loop {
-                    if let Some(t) = q.pop() {
-                        sum += t.seq + t.slot as u64 + t.samples as u64;
-                        break;
-                    }
-                    backoff.snooze();
-                }
-            }
-            sum
-        },
-    )
+    spinning_items(iters, move |token| producer_q.push(token), move || q.pop())
 }
 
 fn sync_channel_items(iters: u64) -> Duration {

@@ -1,6 +1,11 @@
-//! Helpers shared by pinring's benchmarks (`handoff`, `pipeline`, `gpu`).
+//! Helpers shared by pinring's benchmarks: process CPU time, medians and percentiles, and
+//! the token shards they write into the temp folder ([`TempShard`]).
 
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use pinring::source::{ShardToken, ShardWriter};
 
 /// The CPU time this process has used so far (user + system, all threads), from
 /// `/proc/self/stat`; `None` where that cannot be read.
@@ -30,4 +35,46 @@ pub fn median(v: &mut [f64]) -> f64 {
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i]
+}
+
+/// A token shard a benchmark writes into the temp folder, removed when dropped.
+#[derive(Debug)]
+pub struct TempShard(PathBuf);
+
+impl TempShard {
+    /// Writes `pinring-bench-{name}-{pid}.bin` in the temp folder: `tokens` tokens of `T`,
+    /// each `next()` in turn.
+    pub fn write<T: ShardToken>(name: &str, tokens: u64, mut next: impl FnMut() -> T) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("pinring-bench-{name}-{}.bin", std::process::id()));
+        let mut writer = ShardWriter::<T>::create_as(&path).expect("create the shard");
+        let mut chunk = Vec::with_capacity(1 << 16);
+        let mut written = 0;
+        while written < tokens {
+            let n = (1 << 16).min(tokens - written);
+            chunk.clear();
+            chunk.extend((0..n).map(|_| next()));
+            writer.write(&chunk).expect("write the shard");
+            written += n;
+        }
+        writer.finish().expect("finish the shard");
+        TempShard(path)
+    }
+
+    /// The shard, read once, so that every row reads it from the page cache.
+    pub fn cached(self) -> Self {
+        black_box(std::fs::read(&self.0).expect("read the shard back"));
+        self
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempShard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

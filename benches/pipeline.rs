@@ -22,40 +22,33 @@
 //! from anything else running.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use pinring::source::{Order, ShardWriter, SplitMix64, TokenShards, TokenType, Tokens};
+use pinring::source::{Order, SplitMix64, TokenShards, TokenType, Tokens};
 use pinring::{Config, Fence, Pipeline};
+use pinring_benches::TempShard;
 
 /// Tokens per window: 4096 × 4 bytes = 16 KiB a sample.
 const WINDOW: u64 = 4096;
 const SHARD_TOKENS: u64 = 8 << 20;
 
-struct Shard(PathBuf);
+/// The synthetic shard: uniform GPT-2 tokens.
+struct Shard(TempShard);
 
 impl Shard {
     fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("pinring-bench-{}.bin", std::process::id()));
         let mut rng = SplitMix64::new(1);
-        let mut writer = ShardWriter::create(&path).expect("create the shard");
-        let mut chunk = vec![0u16; 1 << 16];
-        for _ in 0..SHARD_TOKENS / chunk.len() as u64 {
-            for t in &mut chunk {
-                *t = rng.below(50257) as u16;
-            }
-            writer.write(&chunk).expect("write the shard");
-        }
-        writer.finish().expect("finish the shard");
-        Shard(path)
+        Shard(TempShard::write("pipeline", SHARD_TOKENS, || {
+            rng.below(50257) as u16
+        }))
     }
 
     /// An endless pipeline of `batch_bytes` batches from this shard.
     fn pipeline(&self, batch_bytes: usize, threads: Option<usize>) -> Pipeline {
         let decoder = Tokens::new(TokenType::I32);
         let sample_bytes = decoder.sample_bytes(WINDOW);
-        let sampler = TokenShards::open([&self.0])
+        let sampler = TokenShards::open([self.0.path()])
             .expect("open the shard")
             .windows(WINDOW)
             .order(Order::Random { seed: 7 })
@@ -69,12 +62,6 @@ impl Shard {
         }
         let config = builder.build().expect("valid config");
         Pipeline::new(config, decoder, sampler.iter()).expect("pipeline starts")
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pinring::source::{write_shard, Order, TokenShards, TokenType, Tokens};
+use pinring::source::{Order, TokenShards, TokenType, Tokens};
 use pinring::{decode_fn, Config, Error, Fence, Pipeline};
-use pinring_benches::process_cpu_time;
+use pinring_benches::{process_cpu_time, TempShard};
 
 fn row(what: &str, value: &str, reference: &str, target: &str, met: bool) {
     let met = if met { "yes" } else { "NO" };
@@ -33,19 +33,21 @@ fn row(what: &str, value: &str, reference: &str, target: &str, met: bool) {
 }
 
 /// A shard of `tokens` tokens in the temp dir (removed when dropped).
-struct Shard(std::path::PathBuf);
+struct Shard(TempShard);
 
 impl Shard {
     fn new(tokens: u32) -> Self {
-        let path = std::env::temp_dir().join(format!("pinring-waiting-{}.bin", std::process::id()));
-        let data: Vec<u16> = (0..tokens).map(|i| (i * 7919 % 50257) as u16).collect();
-        write_shard(&path, &data).expect("write the shard");
-        Shard(path)
+        let mut i = 0u32;
+        Shard(TempShard::write("waiting", tokens.into(), || {
+            let token = (i * 7919 % 50257) as u16;
+            i += 1;
+            token
+        }))
     }
 
     fn pipeline(&self) -> Pipeline {
         let decoder = Tokens::new(TokenType::I32);
-        let sampler = TokenShards::open([&self.0])
+        let sampler = TokenShards::open([self.0.path()])
             .expect("open the shard")
             .windows(4097)
             .order(Order::Random { seed: 1 })
@@ -57,12 +59,6 @@ impl Shard {
             .build()
             .expect("config");
         Pipeline::new(config, decoder, sampler.iter()).expect("pipeline")
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 

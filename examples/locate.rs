@@ -40,14 +40,8 @@ use pinring::source::{
     Identified, Mixture, MixtureState, Order, Piece, Sampler, Segmented, Stop, TokenShards,
 };
 use pinring::Location;
-
-/// `println!` that does not panic when stdout is closed.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
+use pinring_examples::args::Schedule;
+use pinring_examples::say;
 
 /// Prints every row of one step's batch on one rank — source, file, offset, length — from
 /// a run's settings or a saved state, without running anything.
@@ -96,7 +90,7 @@ struct Args {
     #[arg(long, value_name = "D")]
     max_docs: Option<u64>,
     /// Packed documents: step sizes that change, FROM:N:L entries, comma separated.
-    #[arg(long, value_name = "FROM:N:L,...", value_parser = schedule, default_value = "")]
+    #[arg(long, value_name = "FROM:N:L,...", value_parser = schedule_or_none, default_value = "")]
     schedule: Schedule,
     /// Packed documents: the token that starts a document [default: 50256 for u16
     /// shards, 128000 for u32].
@@ -122,30 +116,12 @@ struct Args {
     skip: Vec<(u64, u64)>,
 }
 
-/// A parsed `--schedule`.
-#[derive(Debug, Clone, Default)]
-struct Schedule(Vec<(u64, u64, u64)>);
-
-fn schedule(s: &str) -> Result<Schedule, String> {
+/// `--schedule`, empty (its default) for none.
+fn schedule_or_none(s: &str) -> Result<Schedule, String> {
     if s.is_empty() {
         return Ok(Schedule::default());
     }
-    s.split(',')
-        .map(|entry| {
-            let parts: Vec<&str> = entry.trim().split(':').collect();
-            let [from, n, l] = parts[..] else {
-                return Err(format!(
-                    "`{entry}` is not FROM:N:L (three whole numbers, such as 500:32768:2048)"
-                ));
-            };
-            let num = |what: &str, v: &str| {
-                v.parse::<u64>()
-                    .map_err(|e| format!("`{entry}`: {what} `{v}`: {e}"))
-            };
-            Ok((num("FROM", from)?, num("N", n)?, num("L", l)?))
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Schedule)
+    pinring_examples::args::schedule(s)
 }
 
 fn step_range(s: &str) -> Result<(u64, u64), String> {
@@ -277,15 +253,7 @@ fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
             .map(SourceSettings::of)
             .collect::<Result<_, _>>()?,
         Some(Saved::Documents(_) | Saved::DocumentMixture(_)) | None => {
-            let seeds = match args.seed.len() {
-                1 => vec![args.seed[0]; sources],
-                n if n == sources => args.seed.clone(),
-                n => {
-                    return Err(format!(
-                        "{n} seeds for {sources} sources: give one, or one per source"
-                    ))
-                }
-            };
+            let seeds = seeds(args, sources)?;
             let (window, stride, record_bytes) = match (args.seq_len, args.record_bytes) {
                 (Some(t), None) if t > 0 => (t + 1, Some(t), None),
                 (None, Some(r)) => (args.records, None, Some(r)),
@@ -308,12 +276,7 @@ fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
                 .collect()
         }
     };
-    if settings.len() != sources {
-        return Err(format!(
-            "the state has {} source(s), but --shards was given {sources} time(s): give each source's files",
-            settings.len()
-        ));
-    }
+    sources_given(settings.len(), sources)?;
     let (world, batch) = match &saved {
         Some(Saved::Sampler(c)) => (c.world_size, c.batch_size),
         Some(Saved::Mixture(m)) => (m.world_size, m.batch_size),
@@ -385,15 +348,7 @@ where
     let stepped: Vec<(Option<u64>, Row)> = if mixed {
         let (weights, seed, stop) = match saved {
             Some(Saved::Mixture(m)) => (m.current_weights().to_vec(), m.seed, m.stop),
-            _ => (
-                if args.weights.is_empty() {
-                    vec![1.0; samplers.len()]
-                } else {
-                    args.weights.clone()
-                },
-                args.mix_seed,
-                Stop::from_name(&args.stop).unwrap_or_default(),
-            ),
+            _ => mixing(args, samplers.len()),
         };
         let mix = Mixture::builder(samplers)
             .weights(weights)
@@ -449,10 +404,7 @@ where
         .map(|(_, row)| row)
         .collect();
     if rows.is_empty() {
-        return Err(format!(
-            "the run has no step {} on rank {} (it is skipped, or the run ends before it)",
-            args.step, args.rank
-        ));
+        return Err(no_step(args));
     }
     Ok(rows)
 }
@@ -512,15 +464,7 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             Packing::of(m.sources.first().ok_or("the state has no source")?),
         ),
         _ => {
-            let seeds = match args.seed.len() {
-                1 => vec![args.seed[0]; sources],
-                n if n == sources => args.seed.clone(),
-                n => {
-                    return Err(format!(
-                        "{n} seeds for {sources} sources: give one, or one per source"
-                    ))
-                }
-            };
+            let seeds = seeds(args, sources)?;
             let tokens = args.tokens_per_batch.unwrap_or(0);
             let order = |seed| match args.order.as_str() {
                 "shuffled" => Ok(DocOrder::Shuffled { seed }),
@@ -543,12 +487,7 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             )
         }
     };
-    if bos_order.len() != sources {
-        return Err(format!(
-            "the state has {} source(s), but --shards was given {sources} time(s): give each source's files",
-            bos_order.len()
-        ));
-    }
+    sources_given(bos_order.len(), sources)?;
     let world = args.world_size.unwrap_or(match saved {
         Some(Saved::Documents(c)) => c.world_size,
         Some(Saved::DocumentMixture(m)) => m.world_size,
@@ -561,12 +500,7 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
         .collect::<Result<Vec<_>, _>>()?;
     let mixed =
         sources > 1 || !args.weights.is_empty() || matches!(saved, Some(Saved::DocumentMixture(_)));
-    let none = || {
-        format!(
-            "the run has no step {} on rank {} (it is skipped, or the run ends before it)",
-            args.step, args.rank
-        )
-    };
+    let none = || no_step(args);
     // A row per piece, as the batch's rows are: the last piece's row is one token shorter
     // (the step's last token is a target only).
     let row = |source: u16, piece: Piece, at: Option<Location>| {
@@ -580,15 +514,7 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
     let rows: Vec<Row> = if mixed {
         let (weights, seed, stop) = match saved {
             Some(Saved::DocumentMixture(m)) => (m.current_weights().to_vec(), m.seed, m.stop),
-            _ => (
-                if args.weights.is_empty() {
-                    vec![1.0; sources]
-                } else {
-                    args.weights.clone()
-                },
-                args.mix_seed,
-                Stop::from_name(&args.stop).unwrap_or_default(),
-            ),
+            _ => mixing(args, sources),
         };
         let mut mix = Mixture::documents(builders)
             .weights(weights)
@@ -665,6 +591,50 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             .collect::<Result<_, _>>()?
     };
     Ok(rows)
+}
+
+/// Each source's seed: `--seed` gives one for every source, or one per source.
+fn seeds(args: &Args, sources: usize) -> Result<Vec<u64>, String> {
+    match args.seed.len() {
+        1 => Ok(vec![args.seed[0]; sources]),
+        n if n == sources => Ok(args.seed.clone()),
+        n => Err(format!(
+            "{n} seeds for {sources} sources: give one, or one per source"
+        )),
+    }
+}
+
+/// A mixture of `sources`' weights (equal by default), seed and stop rule, from the
+/// arguments.
+fn mixing(args: &Args, sources: usize) -> (Vec<f64>, u64, Stop) {
+    let weights = if args.weights.is_empty() {
+        vec![1.0; sources]
+    } else {
+        args.weights.clone()
+    };
+    (
+        weights,
+        args.mix_seed,
+        Stop::from_name(&args.stop).unwrap_or_default(),
+    )
+}
+
+/// `state` sources (the state's, or the arguments') against `given` `--shards`: one each.
+fn sources_given(state: usize, given: usize) -> Result<(), String> {
+    if state != given {
+        return Err(format!(
+            "the state has {state} source(s), but --shards was given {given} time(s): give each source's files"
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a step the run does not reach on the rank.
+fn no_step(args: &Args) -> String {
+    format!(
+        "the run has no step {} on rank {} (it is skipped, or the run ends before it)",
+        args.step, args.rank
+    )
 }
 
 fn before_state(step: u64, saved: u64) -> Result<(), String> {

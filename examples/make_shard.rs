@@ -18,14 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pinring::source::{ShardFormat, ShardToken, ShardWriter, SplitMix64};
-
-/// `println!` that does not panic when stdout is closed.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
+use pinring_examples::{exit, say};
 
 /// The most tokens a shard holds: its header counts them in an `i32`.
 const MAX_TOKENS: u64 = i32::MAX as u64;
@@ -140,10 +133,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let plan = match plan(&args) {
         Ok(plan) => plan,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return ExitCode::from(2);
-        }
+        Err(why) => return exit::bad_argument(why),
     };
     let written = match plan.format {
         ShardFormat::U16 => write::<u16>(&args, &plan),

@@ -16,14 +16,9 @@ use std::time::Instant;
 
 use clap::Parser;
 use pinring::{decode_fn, Backend, Config, ConfigBuilder, DecodeError, Fence, Pipeline};
-/// `println!` that does not panic when stdout is closed (`quickstart | head -1`): the
-/// report is all this program prints, so a reader that left needs no more of it.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
+use pinring_examples::args::at_least_one;
+use pinring_examples::trace::{TraceFile, TRACE_SPANS};
+use pinring_examples::{exit, say};
 
 const SIDE: usize = 32;
 const CHANNELS: usize = 3;
@@ -50,9 +45,6 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
 }
-
-/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
-const TRACE_SPANS: usize = 1 << 20;
 
 /// Draws image `id`: a few coloured discs on a gradient, as f32 in [0, 1], CHW.
 fn draw(id: u64, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -103,30 +95,11 @@ fn main() -> ExitCode {
     let args = Args::parse();
     // The source is the ids 0..batches × 64; checked, so a huge --batches is refused
     // like any bad argument rather than wrapped into a short run.
-    let Some(samples) = args.batches.checked_mul(BATCH as u64) else {
-        eprintln!(
-            "error: --batches {0} is too many: {0} × {BATCH} images overflow a u64",
+    match args.batches.checked_mul(BATCH as u64) {
+        Some(samples) => exit::status(run(&args, samples)),
+        None => exit::bad_argument(format!(
+            "--batches {0} is too many: {0} × {BATCH} images overflow a u64",
             args.batches
-        );
-        return ExitCode::from(2);
-    };
-    match run(&args, samples) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// A count of at least 1.
-fn at_least_one(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("it must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!(
-            "{e} (a whole number from 1 to {} is expected)",
-            u64::MAX
         )),
     }
 }
@@ -210,14 +183,7 @@ fn stream<B: Backend>(
     );
     say!("{stats}");
     if let Some(path) = trace {
-        let written = std::fs::File::create(path)
-            .map(std::io::BufWriter::new)
-            .and_then(|file| pipeline.write_trace(file))
-            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-        say!(
-            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
-            path.display()
-        );
+        TraceFile::create(path)?.write(&pipeline)?;
     }
     Ok(())
 }

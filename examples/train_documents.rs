@@ -31,16 +31,13 @@ use std::time::Instant;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, ValueEnum};
-use pinring::source::{DocOrder, Documents, Mixture, Stop, TokenShard, TokenShards, TokenType};
-use pinring::{Backend, Batch, ConfigBuilder, Decode, Fence, Pipeline};
-
-/// `println!` that does not panic when stdout is closed (`train_documents ... | head`).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
+use pinring::source::{DocOrder, Documents, Mixture, Stop};
+use pinring::{Backend, Batch, ConfigBuilder, Decode, Pipeline};
+use pinring_examples::args::{at_least_one, at_least_one_usize, schedule, Dtype, Schedule};
+use pinring_examples::backend::{self, Built};
+use pinring_examples::drive::pop_each;
+use pinring_examples::trace::TraceFile;
+use pinring_examples::{exit, say, shards};
 
 /// Streams packed documents (each step of each rank: --tokens-per-batch + 1 tokens of whole
 /// documents starting at --bos, cut at --max-seq-len, with cu_seqlens) from llm.c token
@@ -126,52 +123,6 @@ struct Args {
     trace: Option<std::path::PathBuf>,
 }
 
-/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
-const TRACE_SPANS: usize = 1 << 20;
-
-/// A parsed `--schedule`.
-#[derive(Debug, Clone)]
-struct Schedule(Vec<(u64, u64, u64)>);
-
-fn schedule(s: &str) -> Result<Schedule, String> {
-    s.split(',')
-        .map(|entry| {
-            let parts: Vec<&str> = entry.trim().split(':').collect();
-            let [from, n, l] = parts[..] else {
-                return Err(format!(
-                    "`{entry}` is not FROM:N:L (three whole numbers, such as 500:32768:2048)"
-                ));
-            };
-            let num = |what: &str, v: &str| {
-                v.parse::<u64>()
-                    .map_err(|e| format!("`{entry}`: {what} `{v}`: {e}"))
-            };
-            Ok((num("FROM", from)?, num("N", n)?, num("L", l)?))
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Schedule)
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Dtype {
-    #[value(name = "uint16")]
-    U16,
-    #[value(name = "int32")]
-    I32,
-    #[value(name = "int64")]
-    I64,
-}
-
-impl From<Dtype> for TokenType {
-    fn from(d: Dtype) -> Self {
-        match d {
-            Dtype::U16 => TokenType::U16,
-            Dtype::I32 => TokenType::I32,
-            Dtype::I64 => TokenType::I64,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum OrderArg {
     /// modded-nanogpt's walk: shard by shard, document by document.
@@ -197,22 +148,6 @@ impl From<StopArg> for Stop {
     }
 }
 
-fn at_least_one(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("it must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!(
-            "{e} (a whole number from 1 to {} is expected)",
-            u64::MAX
-        )),
-    }
-}
-
-fn at_least_one_usize(s: &str) -> Result<usize, String> {
-    let n = at_least_one(s)?;
-    usize::try_from(n).map_err(|_| format!("{n} is more than this machine can count"))
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     // (clap's `requires` gives way to PATHs' conflict with --source, so this is checked here.)
@@ -234,25 +169,7 @@ fn main() -> ExitCode {
                 .exit();
         }
     }
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn open(paths: &[String]) -> pinring::Result<TokenShards> {
-    let mut shards: Vec<Arc<TokenShard>> = Vec::new();
-    for p in paths {
-        if p.contains(['*', '?']) {
-            shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
-        } else {
-            shards.push(Arc::new(TokenShard::open(p)?));
-        }
-    }
-    TokenShards::from_shards(shards)
+    exit::status(run(&args))
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -273,7 +190,7 @@ fn order(args: &Args) -> DocOrder {
 
 /// The steps of one source of documents.
 fn run_one(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let shards = open(&args.paths)?;
+    let shards = shards::open(&args.paths)?;
     let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
     let order = order(args);
     let mut builder = Documents::builder(shards)
@@ -329,7 +246,7 @@ fn run_mixture(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut sources = Vec::with_capacity(args.source.len());
     let mut about = Vec::with_capacity(args.source.len());
     for pattern in &args.source {
-        let shards = open(std::slice::from_ref(pattern))?;
+        let shards = shards::open(std::slice::from_ref(pattern))?;
         about.push(format!(
             "{pattern}: {} shard(s) of {} tokens, {} tokens",
             shards.shards().len(),
@@ -413,60 +330,38 @@ where
     if let Some(n) = args.threads {
         config = config.decode_threads(n);
     }
-    // The trace file is created before the run, so that a path that cannot be written ends
-    // the run before it starts, not after.
-    let trace = match &args.trace {
-        Some(path) => {
-            config = config.trace(TRACE_SPANS);
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-            Some((path.as_path(), file))
-        }
-        None => None,
-    };
-    if let Some(ordinal) = args.cuda {
+    let (config, trace) = TraceFile::before_run(config, args.trace.as_deref())?;
+    let built = backend::build(config, args.cuda)?;
+    header(&built.device());
+    match built {
         #[cfg(feature = "cuda")]
-        {
-            let config = config
-                .cuda(pinring::CudaOptions::ordinal(ordinal))
-                .build()?;
-            header(&format!("cuda:{ordinal}"));
+        Built::Cuda(config, _) => {
             say!("{config}");
             // Stand-in for the training step: wait (host-side) until the step is on the
             // device. A trainer would `wait_on` its stream and release fenced on it.
             let pipeline = Pipeline::new(config, decoder, steps)?;
-            return drive(pipeline, args.steps, trace, |batch| batch.synchronize());
+            drive(pipeline, args.steps, trace, |batch| batch.synchronize())
         }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = (ordinal, decoder, steps, header);
-            return Err(pinring::Error::Backend {
-                call: "--cuda",
-                message: "this build has no cuda feature".into(),
-                source: None,
-            }
-            .into());
+        Built::Cpu(config) => {
+            say!("{config}");
+            let mut checksum = 0u64;
+            drive(
+                Pipeline::new(config, decoder, steps)?,
+                args.steps,
+                trace,
+                |batch| {
+                    // Stand-in for the training step: read the step's document boundaries.
+                    let cu = batch.field_bytes("cu_seqlens").unwrap_or_default();
+                    for entry in cu.chunks_exact(4) {
+                        checksum = checksum.wrapping_add(u64::from(entry[0]));
+                    }
+                    Ok(())
+                },
+            )?;
+            say!("checksum {checksum}");
+            Ok(())
         }
     }
-    let config = config.build()?;
-    header("the cpu backend");
-    say!("{config}");
-    let mut checksum = 0u64;
-    drive(
-        Pipeline::new(config, decoder, steps)?,
-        args.steps,
-        trace,
-        |batch| {
-            // Stand-in for the training step: read the step's document boundaries.
-            let cu = batch.field_bytes("cu_seqlens").unwrap_or_default();
-            for entry in cu.chunks_exact(4) {
-                checksum = checksum.wrapping_add(u64::from(entry[0]));
-            }
-            Ok(())
-        },
-    )?;
-    say!("checksum {checksum}");
-    Ok(())
 }
 
 /// Prints where the walk stands after `steps` steps (what a checkpoint then holds) and
@@ -517,23 +412,17 @@ fn report_mixture(mix: &Mixture<Documents>, steps: u64) -> Result<(), Box<dyn st
 fn drive<B: Backend>(
     mut pipeline: Pipeline<B>,
     limit: u64,
-    trace: Option<(&std::path::Path, std::fs::File)>,
+    trace: Option<TraceFile>,
     mut step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let start = Instant::now();
-    let (mut steps, mut tokens) = (0u64, 0u64);
-    while steps < limit {
-        let Some(batch) = pipeline.pop()? else {
-            break;
-        };
-        step(&batch)?;
-        steps += 1;
+    let mut tokens = 0u64;
+    let popped = pop_each(&mut pipeline, limit, |batch| {
+        step(batch)?;
         // dims[2] is the step's N: its inputs.
         tokens += batch.dims()[2];
-        // The step is finished with the batch (it synchronised), so no fence is needed.
-        batch.release(Fence::Sync).map_err(|e| e.error)?;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
+        Ok(())
+    })?;
+    let (steps, elapsed) = (popped.batches, popped.elapsed.as_secs_f64());
     let stats = pipeline.stats();
     say!(
         "{steps} steps in {elapsed:.3} s: {:.0} steps/s, {:.1} M tokens/s",
@@ -541,14 +430,8 @@ fn drive<B: Backend>(
         tokens as f64 / elapsed / 1e6,
     );
     say!("{stats}");
-    if let Some((path, file)) = trace {
-        let written = pipeline
-            .write_trace(std::io::BufWriter::new(file))
-            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-        say!(
-            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
-            path.display()
-        );
+    if let Some(trace) = trace {
+        trace.write(&pipeline)?;
     }
     Ok(())
 }

@@ -16,20 +16,15 @@
 //! non-zero exit status (2 for arguments, 1 for the rest), never a panic.
 
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use pinring::source::{NextToken, Order, TokenShard, TokenShards, TokenType};
-use pinring::{Backend, Batch, Config, Fence, Pipeline};
-
-/// `println!` that does not panic when stdout is closed (`train_tokens ... | head`).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
+use pinring::source::{NextToken, Order, TokenType};
+use pinring::{Backend, Batch, Config, Pipeline};
+use pinring_examples::args::{at_least_one, at_least_one_usize, Dtype};
+use pinring_examples::backend::{self, Built};
+use pinring_examples::drive::pop_each;
+use pinring_examples::trace::TraceFile;
+use pinring_examples::{exit, say, shards};
 
 /// Streams next-token training batches (B windows of T + 1 tokens, split into inputs and
 /// targets) from llm.c token shards through pinring, and prints batches/s and the
@@ -78,29 +73,6 @@ struct Args {
     trace: Option<std::path::PathBuf>,
 }
 
-/// Spans the trace ring keeps (the latest ones of a longer run): 40 MiB.
-const TRACE_SPANS: usize = 1 << 20;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Dtype {
-    #[value(name = "uint16")]
-    U16,
-    #[value(name = "int32")]
-    I32,
-    #[value(name = "int64")]
-    I64,
-}
-
-impl From<Dtype> for TokenType {
-    fn from(d: Dtype) -> Self {
-        match d {
-            Dtype::U16 => TokenType::U16,
-            Dtype::I32 => TokenType::I32,
-            Dtype::I64 => TokenType::I64,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum OrderArg {
     /// The window grid in file order, the same every epoch.
@@ -109,22 +81,6 @@ enum OrderArg {
     Shuffled,
     /// Windows at random offsets.
     Random,
-}
-
-fn at_least_one(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("it must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!(
-            "{e} (a whole number from 1 to {} is expected)",
-            u64::MAX
-        )),
-    }
-}
-
-fn at_least_one_usize(s: &str) -> Result<usize, String> {
-    let n = at_least_one(s)?;
-    usize::try_from(n).map_err(|_| format!("{n} is more than this machine can count"))
 }
 
 /// What the arguments ask for, every product checked.
@@ -177,36 +133,14 @@ fn plan(args: &Args) -> Result<Plan, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let plan = match plan(&args) {
-        Ok(plan) => plan,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args, &plan) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+    match plan(&args) {
+        Ok(plan) => exit::status(run(&args, &plan)),
+        Err(why) => exit::bad_argument(why),
     }
-}
-
-fn open(paths: &[String]) -> pinring::Result<TokenShards> {
-    let mut shards: Vec<Arc<TokenShard>> = Vec::new();
-    for p in paths {
-        if p.contains(['*', '?']) {
-            shards.extend(TokenShards::glob(p)?.shards().iter().cloned());
-        } else {
-            shards.push(Arc::new(TokenShard::open(p)?));
-        }
-    }
-    TokenShards::from_shards(shards)
 }
 
 fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
-    let shards = open(&args.paths)?;
+    let shards = shards::open(&args.paths)?;
     // A u16 dtype cannot hold a u32 shard's tokens: say so before starting.
     shards.check_token_type(plan.ty)?;
     let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
@@ -227,73 +161,53 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.threads {
         builder = builder.decode_threads(n);
     }
-    // The trace file is created before the run, so that a path that cannot be written ends
-    // the run before it starts, not after.
-    let trace = match &args.trace {
-        Some(path) => {
-            builder = builder.trace(TRACE_SPANS);
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-            Some((path.as_path(), file))
-        }
-        None => None,
-    };
+    let (builder, trace) = TraceFile::before_run(builder, args.trace.as_deref())?;
     let sample_bytes = plan.sample_bytes;
     let batches = args.batches;
     // Enough samples for `batches` batches (more batches when epochs end in short ones:
     // `drive` stops at `batches`).
     let samples = sampler.iter().take(plan.samples);
     let epoch_len = sampler.epoch_len();
-    let header = |config_bytes: usize, device: &str| {
+    let built = backend::build(builder, args.cuda)?;
+    let device = built.device();
+    // What the run streams, and the config.
+    let header = |config_bytes: usize, config: &dyn std::fmt::Display| {
         say!(
             "{files} shard(s) of {format} tokens, {tokens} tokens; batches of {} × (T = {}) as {}, \
              {:?}, rank {}/{}: {epoch_len} windows per epoch for this rank, {config_bytes} bytes \
              a batch, on {device}",
             args.batch_size, args.seq_len, plan.ty, order, args.rank, args.world_size,
-        )
+        );
+        say!("{config}");
     };
-    if let Some(ordinal) = args.cuda {
+    match built {
         #[cfg(feature = "cuda")]
-        {
-            let config = builder
-                .cuda(pinring::CudaOptions::ordinal(ordinal))
-                .build()?;
-            header(config.batch_bytes(), &format!("cuda:{ordinal}"));
-            say!("{config}");
+        Built::Cuda(config, _) => {
+            header(config.batch_bytes(), &config);
             // Stand-in for the training step: wait (host-side) until the batch is on the
             // device. A trainer would `wait_on` its stream and release fenced on it instead.
             let pipeline = Pipeline::new(config, decoder, samples)?;
-            return drive(pipeline, batches, trace, |batch| batch.synchronize());
+            drive(pipeline, batches, trace, |batch| batch.synchronize())
         }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = ordinal;
-            return Err(pinring::Error::Backend {
-                call: "--cuda",
-                message: "this build has no cuda feature".into(),
-                source: None,
-            }
-            .into());
+        Built::Cpu(config) => {
+            header(config.batch_bytes(), &config);
+            let mut checksum = 0u64;
+            drive(
+                Pipeline::new(config, decoder, samples)?,
+                batches,
+                trace,
+                |batch| {
+                    // Stand-in for the training step: touch one value of every sample.
+                    for sample in batch.bytes().chunks_exact(sample_bytes) {
+                        checksum = checksum.wrapping_add(u64::from(sample[0]));
+                    }
+                    Ok(())
+                },
+            )?;
+            say!("checksum {checksum}");
+            Ok(())
         }
     }
-    let config = builder.build()?;
-    header(config.batch_bytes(), "the cpu backend");
-    say!("{config}");
-    let mut checksum = 0u64;
-    drive(
-        Pipeline::new(config, decoder, samples)?,
-        batches,
-        trace,
-        |batch| {
-            // Stand-in for the training step: touch one value of every sample.
-            for sample in batch.bytes().chunks_exact(sample_bytes) {
-                checksum = checksum.wrapping_add(u64::from(sample[0]));
-            }
-            Ok(())
-        },
-    )?;
-    say!("checksum {checksum}");
-    Ok(())
 }
 
 /// Pops `limit` batches (fewer if the source ends first), hands each to `step`, releases
@@ -301,21 +215,11 @@ fn run(args: &Args, plan: &Plan) -> Result<(), Box<dyn std::error::Error>> {
 fn drive<B: Backend>(
     mut pipeline: Pipeline<B>,
     limit: u64,
-    trace: Option<(&std::path::Path, std::fs::File)>,
-    mut step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
+    trace: Option<TraceFile>,
+    step: impl FnMut(&Batch<B>) -> pinring::Result<()>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let start = Instant::now();
-    let mut batches = 0u64;
-    while batches < limit {
-        let Some(batch) = pipeline.pop()? else {
-            break;
-        };
-        step(&batch)?;
-        batches += 1;
-        // The step is finished with the batch (it synchronised), so no fence is needed.
-        batch.release(Fence::Sync).map_err(|e| e.error)?;
-    }
-    let elapsed = start.elapsed();
+    let popped = pop_each(&mut pipeline, limit, step)?;
+    let (batches, elapsed) = (popped.batches, popped.elapsed);
     let stats = pipeline.stats();
     say!(
         "{batches} batches in {:.3} s: {:.0} batches/s, {:.2} GiB/s",
@@ -324,14 +228,8 @@ fn drive<B: Backend>(
         stats.throughput(elapsed) / (1u64 << 30) as f64,
     );
     say!("{stats}");
-    if let Some((path, file)) = trace {
-        let written = pipeline
-            .write_trace(std::io::BufWriter::new(file))
-            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
-        say!(
-            "trace: {written} spans written to {} (open it in https://ui.perfetto.dev or chrome://tracing)",
-            path.display()
-        );
+    if let Some(trace) = trace {
+        trace.write(&pipeline)?;
     }
     Ok(())
 }

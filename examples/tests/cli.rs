@@ -122,6 +122,17 @@ impl Run {
         self.code == Some(0)
     }
 
+    /// A clean run whose output says each of `phrases`.
+    fn assert_says(&self, phrases: &[&str]) {
+        assert!(self.ok(), "{self:#?}");
+        for phrase in phrases {
+            assert!(
+                self.stdout.contains(phrase),
+                "expected `{phrase}`: {self:#?}"
+            );
+        }
+    }
+
     /// A refusal: a clean non-zero exit (not a signal) with an `error:` message, and no
     /// panic.
     fn assert_refused(&self, what: &str) {
@@ -222,6 +233,26 @@ impl TempDir {
 
     fn run(&self, name: &str, args: &[&str]) -> Run {
         run_in(self.path(), name, args)
+    }
+
+    /// Runs `tool` with `args`, which it must refuse with a message saying `says`.
+    fn assert_refuses(&self, tool: &str, args: &[&str], says: &str) -> Run {
+        let run = self.run(tool, args);
+        run.assert_refused(&format!("{tool} {args:?}"));
+        assert!(
+            run.stderr.contains(says),
+            "{tool} {args:?}: expected `{says}`: {run:#?}"
+        );
+        run
+    }
+
+    /// Runs `tool` with `args`, which are refused as bad arguments: exit status 2, as for
+    /// any argument clap refuses.
+    fn assert_bad_arguments(&self, tool: &str, args: &[&str]) -> Run {
+        let run = self.run(tool, args);
+        run.assert_refused(&format!("{tool} {args:?}"));
+        assert_eq!(run.code, Some(2), "{tool} {args:?}: {run:#?}");
+        run
     }
 
     /// The names in the folder, sorted.
@@ -425,10 +456,7 @@ fn overflowing_numbers_are_refused_with_a_message() {
         ),
     ];
     for (tool, args, names) in cases {
-        let run = dir.run(tool, &args);
-        run.assert_refused(&format!("{tool} {args:?}"));
-        // A bad argument: status 2, as for any argument the parser refuses.
-        assert_eq!(run.code, Some(2), "{tool} {args:?}: {run:#?}");
+        let run = dir.assert_bad_arguments(tool, &args);
         assert!(
             run.stderr.contains(names),
             "{tool} {args:?}: the message does not name `{names}`: {run:#?}"
@@ -533,8 +561,7 @@ fn make_shard_writes_each_format_in_place() {
     let dir = TempDir::new("make-ok");
     // u16, the default: the same arguments give the same file; a rerun replaces it.
     let run = dir.run("make_shard", &["a.bin", "10000", "7"]);
-    assert!(run.ok(), "{run:#?}");
-    assert!(run.stdout.contains("wrote 10000 u16"), "{run:#?}");
+    run.assert_says(&["wrote 10000 u16"]);
     let first = std::fs::read(dir.path().join("a.bin")).unwrap();
     let run = dir.run("make_shard", &["a.bin", "10000", "7"]);
     assert!(run.ok(), "{run:#?}");
@@ -572,9 +599,7 @@ fn quickstart_rejects_bad_arguments() {
         &["--cpu", "--cuda", "0"],
         &["--nonsense"],
     ] {
-        let run = dir.run("quickstart", args);
-        run.assert_refused(&format!("quickstart {args:?}"));
-        assert_eq!(run.code, Some(2), "quickstart {args:?}: {run:#?}");
+        let run = dir.assert_bad_arguments("quickstart", args);
         assert!(!run.stdout.contains("batches of"), "ran anyway: {run:#?}");
     }
 }
@@ -584,9 +609,7 @@ fn quickstart_runs_and_says_why_it_fell_back_to_the_cpu() {
     let dir = TempDir::new("quickstart-ok");
     // --flag=value, on the cpu backend: a Stats summary.
     let run = dir.run("quickstart", &["--cpu", "--batches=3"]);
-    assert!(run.ok(), "{run:#?}");
-    assert!(run.stdout.contains("on the cpu backend"), "{run:#?}");
-    assert!(run.stdout.contains("3 batches of 64 images"), "{run:#?}");
+    run.assert_says(&["on the cpu backend", "3 batches of 64 images"]);
     for stage in ["decode", "copy", "bytes"] {
         assert!(run.stdout.contains(stage), "no Stats summary: {run:#?}");
     }
@@ -637,13 +660,7 @@ fn train_tokens_takes_flag_equals_value() {
             &shard,
         ],
     );
-    assert!(run.ok(), "{run:#?}");
-    assert!(
-        run.stdout
-            .contains("batches of 2 × (T = 8) as i64, Sequential"),
-        "{run:#?}"
-    );
-    assert!(run.stdout.contains("3 batches in"), "{run:#?}");
+    run.assert_says(&["batches of 2 × (T = 8) as i64, Sequential", "3 batches in"]);
     // A u32 shard streams too.
     let tokens: Vec<u32> = (0..3000u32).map(|i| i * 40).collect();
     write_shard_u32(dir.path().join("llama.bin"), &tokens).unwrap();
@@ -651,8 +668,7 @@ fn train_tokens_takes_flag_equals_value() {
         "train_tokens",
         &["--seq-len", "16", "--batches", "2", "llama.bin"],
     );
-    assert!(run.ok(), "{run:#?}");
-    assert!(run.stdout.contains("of u32 tokens"), "{run:#?}");
+    run.assert_says(&["of u32 tokens"]);
 }
 
 #[test]
@@ -689,12 +705,7 @@ fn train_tokens_errors_name_the_real_cause() {
         ),
     ];
     for (args, phrase) in cases {
-        let run = dir.run("train_tokens", &args);
-        run.assert_refused(&format!("train_tokens {args:?}"));
-        assert!(
-            run.stderr.contains(phrase),
-            "train_tokens {args:?}: expected `{phrase}`: {run:#?}"
-        );
+        dir.assert_refuses("train_tokens", &args, phrase);
     }
     // Arguments clap refuses: exit status 2.
     for args in [
@@ -702,9 +713,7 @@ fn train_tokens_errors_name_the_real_cause() {
         &["--dtype", "u8", "x.bin"],
         &[],
     ] {
-        let run = dir.run("train_tokens", args);
-        run.assert_refused(&format!("train_tokens {args:?}"));
-        assert_eq!(run.code, Some(2), "{run:#?}");
+        dir.assert_bad_arguments("train_tokens", args);
     }
 }
 
@@ -813,14 +822,11 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
             &shard,
         ],
     );
-    assert!(run.ok(), "{run:#?}");
-    assert!(
-        run.stdout
-            .contains("steps of up to 100 + 1 tokens as i32, cut at 64"),
-        "{run:#?}"
-    );
-    assert!(run.stdout.contains("\n25 steps in "), "{run:#?}");
-    assert!(run.stdout.contains("after step 25: epoch "), "{run:#?}");
+    run.assert_says(&[
+        "steps of up to 100 + 1 tokens as i32, cut at 64",
+        "\n25 steps in ",
+        "after step 25: epoch ",
+    ]);
     // Shuffled, a u32 shard with LLaMA-3's bos by default, a trace.
     let mut tokens: Vec<u32> = Vec::new();
     for d in 0..40u32 {
@@ -846,9 +852,7 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
             "llama.bin",
         ],
     );
-    assert!(run.ok(), "{run:#?}");
-    assert!(run.stdout.contains("documents from bos 128000"), "{run:#?}");
-    assert!(run.stdout.contains("\n12 steps in "), "{run:#?}");
+    run.assert_says(&["documents from bos 128000", "\n12 steps in "]);
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     assert!(json.starts_with('{') || json.starts_with('['), "{json}");
 }
@@ -905,12 +909,7 @@ fn train_documents_errors_name_the_real_cause() {
         ),
     ];
     for (args, phrase) in cases {
-        let run = dir.run("train_documents", &args);
-        run.assert_refused(&format!("train_documents {args:?}"));
-        assert!(
-            run.stderr.contains(phrase),
-            "train_documents {args:?}: expected `{phrase}`: {run:#?}"
-        );
+        let run = dir.assert_refuses("train_documents", &args, phrase);
         assert!(!run.stdout.contains("steps in"), "it ran: {run:#?}");
     }
     // Arguments clap refuses: exit status 2.
@@ -921,9 +920,7 @@ fn train_documents_errors_name_the_real_cause() {
         &["--cpu", "--cuda", "0", "x.bin"],
         &[],
     ] {
-        let run = dir.run("train_documents", args);
-        run.assert_refused(&format!("train_documents {args:?}"));
-        assert_eq!(run.code, Some(2), "{run:#?}");
+        dir.assert_bad_arguments("train_documents", args);
     }
 }
 
@@ -966,23 +963,14 @@ fn train_documents_mixes_sources_by_weight() {
             "--rank=1",
         ],
     );
-    assert!(run.ok(), "{run:#?}");
-    assert!(
-        run.stdout
-            .contains("source 0 (weight 0.750): web.bin: 1 shard(s)"),
-        "{run:#?}"
-    );
-    assert!(
-        run.stdout.contains("source 1 (weight 0.250): code.bin"),
-        "{run:#?}"
-    );
-    assert!(
-        run.stdout.contains("a mixture of 2 sources of documents"),
-        "{run:#?}"
-    );
-    assert!(run.stdout.contains("\n30 steps in "), "{run:#?}");
-    assert!(run.stdout.contains("after step 30: "), "{run:#?}");
-    assert!(run.stdout.contains("  source 1: epoch "), "{run:#?}");
+    run.assert_says(&[
+        "source 0 (weight 0.750): web.bin: 1 shard(s)",
+        "source 1 (weight 0.250): code.bin",
+        "a mixture of 2 sources of documents",
+        "\n30 steps in ",
+        "after step 30: ",
+        "  source 1: epoch ",
+    ]);
     // A stop rule ends the run early: fewer steps than asked for.
     let run = dir.run(
         "train_documents",
@@ -1027,12 +1015,7 @@ fn train_documents_mixes_sources_by_weight() {
             "weight 0 is -1",
         ),
     ] {
-        let run = dir.run("train_documents", &args);
-        run.assert_refused(&format!("train_documents {args:?}"));
-        assert!(
-            run.stderr.contains(says),
-            "{args:?} should say `{says}`: {run:#?}"
-        );
+        dir.assert_refuses("train_documents", &args, says);
     }
     // Arguments clap refuses: paths with --source, --weight without one.
     for args in [
@@ -1040,9 +1023,7 @@ fn train_documents_mixes_sources_by_weight() {
         &["--weight", "1", web],
         &["--mix-seed", "1", web],
     ] {
-        let run = dir.run("train_documents", args);
-        run.assert_refused(&format!("train_documents {args:?}"));
-        assert_eq!(run.code, Some(2), "{run:#?}");
+        dir.assert_bad_arguments("train_documents", args);
     }
 }
 
@@ -1256,12 +1237,7 @@ fn locate_refuses_bad_settings_with_a_message() {
             "cannot read the state",
         ),
     ] {
-        let run = dir.run("locate", &args);
-        run.assert_refused(says);
-        assert!(
-            run.stderr.contains(says),
-            "{args:?} should say `{says}`: {run:#?}"
-        );
+        dir.assert_refuses("locate", &args, says);
     }
 }
 
@@ -1450,11 +1426,6 @@ fn locate_prints_the_rows_of_a_step_of_packed_documents() {
             "the state has 2 source(s)",
         ),
     ] {
-        let run = dir.run("locate", &args);
-        run.assert_refused(says);
-        assert!(
-            run.stderr.contains(says),
-            "{args:?} should say `{says}`: {run:#?}"
-        );
+        dir.assert_refuses("locate", &args, says);
     }
 }

@@ -27,6 +27,7 @@ record and torch.cuda.current_stream().cuda_stream.
 """
 import argparse
 import os
+import pathlib
 import sys
 import tempfile
 import time
@@ -35,15 +36,9 @@ import numpy as np
 
 import pinring  # noqa: E402
 
-
-def write_shard(path, tokens):
-    """An llm.c token shard of `tokens` (uint16)."""
-    header = np.zeros(256, dtype="<i4")
-    header[:3] = [20240520, 1, len(tokens)]
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
-    return path
+# The tests' shard writer (numpy only).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from docs_data import write_tokens as write_shard  # noqa: E402
 
 
 def pct(xs):

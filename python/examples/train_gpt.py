@@ -380,6 +380,19 @@ def packed_mixture(args, corpora, rank, world):
                            stop=args.stop)
 
 
+def optimizer(model, args):
+    return torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+
+
+def resume(path, model, opt, device):
+    """Loads the model and the optimizer saved at `path`; returns the loader state and the
+    step saved with them."""
+    ckpt = torch.load(path, map_location=device, weights_only=False)
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["opt"])
+    return ckpt["loader"], ckpt["step"]
+
+
 def train_packed_ddp(args, device):
     """Data-parallel training on a mixture of packed documents: one loader per rank, the
     documents of every step logged per rank, a merged loader state saved and resumed."""
@@ -402,13 +415,10 @@ def train_packed_ddp(args, device):
     longest = max([args.max_seq_len] + [m for _, _, m in args.schedule])
     torch.manual_seed(args.seed)
     model = GPT(longest, layers=args.layers, d=args.d_model).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = optimizer(model, args)
     state, start_step = None, 0
     if args.resume:
-        ckpt = torch.load(args.resume, map_location=device, weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
-        state, start_step = ckpt["loader"], ckpt["step"]
+        state, start_step = resume(args.resume, model, opt, device)
         if rank == 0:
             print(f"resumed from {args.resume}: step {start_step}, {state['consumed']} documents consumed "
                   f"by {state['world_size']} rank(s); now {world} rank(s)")
@@ -507,7 +517,7 @@ def train_packed(args, device):
     longest = max([args.max_seq_len] + [m for _, _, m in args.schedule])
     torch.manual_seed(args.seed)
     model = GPT(longest).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = optimizer(model, args)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     feed = "modded-nanogpt's generator (reference)" if args.reference else "pinring.Documents"
     steps = (reference_packed if args.reference else pinring_packed)(args, device)
@@ -668,13 +678,10 @@ def main():
     torch.manual_seed(args.seed)
 
     model = GPT(args.seq_len).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = optimizer(model, args)
     state, start_step = None, 0
     if args.resume:
-        ckpt = torch.load(args.resume, map_location=device, weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
-        state, start_step = ckpt["loader"], ckpt["step"]
+        state, start_step = resume(args.resume, model, opt, device)
         if rank == 0:
             print(f"resumed from {args.resume}: step {start_step}, loader at epoch {state['epoch']}, "
                   f"{state['consumed']} windows consumed by {state['world_size']} rank(s); now {world} rank(s)")

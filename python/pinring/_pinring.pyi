@@ -704,11 +704,11 @@ class FixedRecords:
         Samples per epoch for this rank.
         """
     def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8') -> FixedRecords: ...
+    def __repr__(self) -> builtins.str: ...
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
-    def __repr__(self) -> builtins.str: ...
 
 @typing.final
 class Loader:
@@ -1274,11 +1274,11 @@ class TokenWindows:
         Samples per epoch for this rank.
         """
     def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True) -> TokenWindows: ...
+    def __repr__(self) -> builtins.str: ...
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
-    def __repr__(self) -> builtins.str: ...
 
 def merge_states(states: typing.Sequence[dict[str, typing.Any]]) -> dict[str, typing.Any]:
     r"""

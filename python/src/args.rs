@@ -1,9 +1,11 @@
-//! Checks of the plain arguments (counts, sizes, seconds): each names the argument as the
-//! caller wrote it and says what it must be.
+//! Checks of the plain arguments (counts, sizes, seconds, raw handles): each names the
+//! argument as the caller wrote it and says what it must be.
 
 use std::time::Duration;
 
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt};
 
 use crate::errors::classes::config;
 
@@ -62,6 +64,26 @@ pub(crate) fn rank_in_world(py: Python<'_>, rank: i128, world_size: i128) -> PyR
             )
         })?;
     Ok((rank, world))
+}
+
+/// A raw CUDA handle (a `CUstream`, a `CUevent`) given as `what`: an int, 0 or more.
+/// Anything else is a TypeError ending with `accepted` (the forms the argument takes); an
+/// int out of range, a ValueError saying `out_of_range()`.
+pub(crate) fn int_handle(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    accepted: &str,
+    out_of_range: impl FnOnce() -> String,
+) -> PyResult<usize> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} is {}, not an int handle. {accepted}",
+            value.get_type().name()?
+        )));
+    }
+    value
+        .extract::<usize>()
+        .map_err(|_| PyValueError::new_err(out_of_range()))
 }
 
 /// A seed: an int in `0..2**64`.

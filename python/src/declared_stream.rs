@@ -5,10 +5,11 @@
 //! ([`pinring::ConfigBuilder::consumer_stream`]): every `pop` makes it wait for its batch
 //! (stream-side) and binds the batch to it, and `release()` with no argument fences on it.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyTuple};
 
+use crate::args::int_handle;
 use crate::release_forms::looks_like_stream;
 
 const ACCEPTED: &str = "stream= accepts None, an int (a raw CUstream), a torch.cuda.Stream \
@@ -29,16 +30,8 @@ pub(crate) struct DeclaredStream {
 
 /// An int handle of `what`, 0 or more.
 fn raw_handle(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
-    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} is {}, not an int handle. {ACCEPTED}",
-            value.get_type().name()?
-        )));
-    }
-    value.extract::<usize>().map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what} = {value} is not a valid CUstream handle (0 or more). {ACCEPTED}"
-        ))
+    int_handle(value, what, ACCEPTED, || {
+        format!("{what} = {value} is not a valid CUstream handle (0 or more). {ACCEPTED}")
     })
 }
 

@@ -9,6 +9,8 @@ use pyo3::types::{PyBool, PyInt};
 
 use pinring::{Batch, CuEvent, CuStream, Cuda, Fence, ReleaseError};
 
+use crate::args::int_handle;
+
 /// A release fence as given to `release(event=...)`, with the raw handle read out.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FenceArg {
@@ -34,17 +36,10 @@ const ACCEPTED: &str = "release(event=...) accepts None, an int (a raw CUevent),
     torch.cuda.Event (.cuda_event), a torch.cuda.Stream (.cuda_stream / .record_event()), a \
     cupy.cuda.Stream (.record()) or a cupy.cuda.Event (.ptr)";
 
+/// An int handle of `what`, 0 or more.
 fn handle(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
-    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} is {}, not an int handle. {ACCEPTED}",
-            value.get_type().name()?
-        )));
-    }
-    value.extract::<usize>().map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what} = {value} is not a valid handle (0 or more)"
-        ))
+    int_handle(value, what, ACCEPTED, || {
+        format!("{what} = {value} is not a valid handle (0 or more)")
     })
 }
 

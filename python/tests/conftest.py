@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pinring
+from docs_data import write_tokens
 
 MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
 
@@ -24,14 +25,21 @@ if not any(p.name.startswith("_pinring") for p in _here.iterdir()):
 
 def write_shard(path, tokens):
     """An llm.c token shard: 256 little-endian int32 [magic, version, ntokens, 0...], then
-    the tokens as little-endian uint16."""
-    tokens = np.asarray(tokens, dtype="<u2")
-    header = np.zeros(HEADER_INTS, dtype="<i4")
-    header[:3] = [MAGIC, VERSION, len(tokens)]
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(tokens.tobytes())
-    return str(path)
+    the tokens as little-endian uint16 (docs_data's writer)."""
+    return write_tokens(path, tokens)
+
+
+def popped(loader, n, read):
+    """`read(batch)` of each of `n` batches popped (fewer where the run ends first), each
+    batch released once read."""
+    out = []
+    for _ in range(n):
+        batch = loader.pop(timeout=BOUND)
+        if batch is None:
+            break
+        out.append(read(batch))
+        batch.release()
+    return out
 
 
 def read_shard(path):

@@ -1,6 +1,7 @@
 """Helpers of the packed-documents tests (test_documents.py, test_gpu.py): shards of
 BOS-delimited documents written with numpy, and the documents they hold, read back with
-numpy alone."""
+numpy alone. (python/benches/pop_breakdown.py writes its shard with write_tokens: this
+module needs numpy only.)"""
 
 import pathlib
 

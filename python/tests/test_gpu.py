@@ -100,6 +100,18 @@ def test_zero_copy_and_content_equal_to_the_numpy_reader(shard):
             b.release(event=torch.cuda.current_stream())
 
 
+def prefetched(fetch, n):
+    """`n` results of `fetch()`, each next one fetched on a worker thread while the caller
+    works on the one before; none is kept here once handed out (the caller's `del` frees
+    it)."""
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(fetch)
+        for i in range(n):
+            ready = [future.result()]
+            future = pool.submit(fetch) if i + 1 < n else None
+            yield ready.pop()
+
+
 def run_deferred_release(loader, n, cycles):
     """Seed 000's preferred pattern: a prefetch thread pops and views the batch; the
     training step (here a kernel holding the slot, then the check) runs on the current
@@ -111,16 +123,11 @@ def run_deferred_release(loader, n, cycles):
         batch = loader.pop(timeout=BOUND)
         return torch.from_dlpack(batch), batch  # zero-copy view of the slot
 
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(prefetch)
-        for i in range(n):
-            x, batch = future.result()
-            if i + 1 < n:
-                future = pool.submit(prefetch)
-            torch.cuda._sleep(cycles)  # the step: holds the slot ...
-            wrong += count_wrong(x, batch.seq, epoch_len)  # ... then reads it
-            del x
-            batch.release(event=torch.cuda.current_stream())  # no host sync
+    for x, batch in prefetched(prefetch, n):
+        torch.cuda._sleep(cycles)  # the step: holds the slot ...
+        wrong += count_wrong(x, batch.seq, epoch_len)  # ... then reads it
+        del x
+        batch.release(event=torch.cuda.current_stream())  # no host sync
     torch.cuda.synchronize()
     return int(wrong)
 
@@ -147,13 +154,8 @@ def run_copy_stream(loader, n, cycles):
         copy_stream.synchronize()
         return tensor, seq
 
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(prefetch)
-        for i in range(n):
-            tensor, seq = future.result()
-            if i + 1 < n:
-                future = pool.submit(prefetch)
-            wrong += count_wrong(tensor, seq, epoch_len)
+    for tensor, seq in prefetched(prefetch, n):
+        wrong += count_wrong(tensor, seq, epoch_len)
     torch.cuda.synchronize()
     return int(wrong)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pinring
-from conftest import BOUND, read_shard, write_shard
+from conftest import BOUND, popped, read_shard, write_shard
 
 SEQ = 15  # windows of 16 tokens
 # Three shards of distinct tokens: a row's first token says which source it came from.
@@ -40,15 +40,8 @@ def mixture(corpora, weights=(0.7, 0.2, 0.1), rank=0, world=1, **kw):
 
 def pop_rows(loader, n):
     """`n` batches: (step, sources, ids, rows) each, rows copied out, batches released."""
-    out = []
-    for _ in range(n):
-        batch = loader.pop(timeout=BOUND)
-        if batch is None:
-            break
-        rows = np.from_dlpack(batch).copy()
-        out.append((batch.step, batch.sources.copy(), batch.sample_ids.copy(), rows))
-        batch.release()
-    return out
+    return popped(loader, n,
+                  lambda b: (b.step, b.sources.copy(), b.sample_ids.copy(), np.from_dlpack(b).copy()))
 
 
 def walk_alone(src_path, seed, epochs, order="shuffled"):

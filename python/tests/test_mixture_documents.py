@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pinring
-from conftest import BOUND
+from conftest import BOUND, popped
 from docs_data import GPT2_BOS, Corpus, read_tokens, write_doc_shards
 
 TOKENS, MSL = 256, 96
@@ -36,15 +36,8 @@ def mixture(corpora, weights=(0.7, 0.3), rank=0, world=1, **kw):
 
 def steps_of(loader, n):
     """`n` steps: (step, sources, doc ids, tokens, cu_seqlens) each."""
-    out = []
-    for _ in range(n):
-        batch = loader.pop(timeout=BOUND)
-        if batch is None:
-            break
-        out.append((batch.step, batch.sources.copy(), batch.doc_ids.copy(),
-                    np.from_dlpack(batch["tokens"]).copy(), np.from_dlpack(batch["cu_seqlens"]).copy()))
-        batch.release()
-    return out
+    return popped(loader, n, lambda b: (b.step, b.sources.copy(), b.doc_ids.copy(),
+                                        np.from_dlpack(b["tokens"]).copy(), np.from_dlpack(b["cu_seqlens"]).copy()))
 
 
 def run(corpora, world, steps, weights, state=None, reweight=False):

@@ -6,41 +6,40 @@ import re
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
+def _block(text, heading):
+    return re.search(r"```python\n(.*?)```", text.split(heading, 1)[1], re.S).group(1)
+
+
+def _run(heading, scope=None):
+    """Runs the first Python block under `heading` (in `scope`, to continue an earlier
+    block's)."""
+    exec(compile(_block(README.read_text(), heading), str(README), "exec"), {} if scope is None else scope)
+
+
 def test_the_cpu_quick_start(tmp_path, monkeypatch, capsys):
-    text = README.read_text()
-    section = text.split("## Quick start (cpu)", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, str(README), "exec"), {})
+    _run("## Quick start (cpu)")
     assert capsys.readouterr().out.strip() == "10 batches"
 
 
 def test_the_packed_documents_example(tmp_path, monkeypatch, capsys):
-    text = README.read_text()
-    section = text.split("## Packed documents", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, str(README), "exec"), {})
+    _run("## Packed documents")
     lines = capsys.readouterr().out.split("\n")
     steps = [line.split() for line in lines if line.strip()]
     assert [int(s[0]) for s in steps] == list(range(8))
     assert [int(s[1]) for s in steps] == [1024] * 5 + [2048] * 3
 
 
-def _block(text, heading):
-    return re.search(r"```python\n(.*?)```", text.split(heading, 1)[1], re.S).group(1)
-
-
 def test_the_mixing_and_tracing_examples(tmp_path, monkeypatch, capsys):
     """Issue 22: "Mixing datasets" runs as written, and "Tracing a loss spike" continues it."""
-    text = README.read_text()
     monkeypatch.chdir(tmp_path)
     scope = {}
-    exec(compile(_block(text, "## Mixing datasets"), str(README), "exec"), scope)
+    _run("## Mixing datasets", scope)
     lines = capsys.readouterr().out.strip().split("\n")
     assert lines[0] == "320 10 [224, 64, 32]"
     assert [int(line.split()[0]) for line in lines[1:6]] == [10, 11, 12, 13, 14]
     assert lines[6] == "[0.5, 0.4, 0.1]"
-    exec(compile(_block(text, "## Tracing a loss spike"), str(README), "exec"), scope)
+    _run("## Tracing a loss spike", scope)
     lines = capsys.readouterr().out.strip().split("\n")
     assert len(lines) == 4 and lines[-1] == "[10, 13, 14]"

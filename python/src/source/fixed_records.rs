@@ -13,7 +13,7 @@ use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
 use crate::source::paths::{is_glob, not_a_directory, path_list};
-use crate::source::sampling::Sampling;
+use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::spec::Spec;
 
 /// Fixed-size records from one or more files: each sample is one record of `record_bytes`
@@ -142,48 +142,6 @@ impl FixedRecords {
         self.records
     }
 
-    /// "sequential", "shuffled" or "random".
-    #[getter]
-    fn order(&self) -> &str {
-        &self.sampling.order
-    }
-
-    /// The seed of "shuffled" and "random".
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.sampling.seed
-    }
-
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.sampling.rank
-    }
-
-    /// Ranks the epoch is split over.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.sampling.world_size
-    }
-
-    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
-    /// gives every rank the same number of batches, whatever this says.)
-    #[getter]
-    fn even_ranks(&self) -> bool {
-        self.sampling.even_ranks
-    }
-
-    /// Samples per epoch for this rank.
-    #[getter]
-    fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len().unwrap_or(0)
-    }
-
-    /// Samples per epoch for this rank (as `epoch_len`).
-    fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "FixedRecords({} file(s), {} records of {} bytes, {}, epoch_len={})",
@@ -195,6 +153,8 @@ impl FixedRecords {
         )
     }
 }
+
+sampling_attributes!(FixedRecords);
 
 impl FixedRecords {
     /// The source as a loader needs it, and its row shape.

@@ -1,4 +1,5 @@
-//! The sampling arguments both sources take: order, seed, rank, world_size, even_ranks.
+//! The sampling arguments both sources take: order, seed, rank, world_size, even_ranks;
+//! and the Python attributes that give them back ([`sampling_attributes`]).
 
 use pyo3::prelude::*;
 
@@ -32,19 +33,8 @@ impl Sampling {
         world_size: i128,
         even_ranks: bool,
     ) -> PyResult<Self> {
-        let seed = u64::try_from(seed)
-            .map_err(|_| config(py, "seed", format!("seed must be in 0..2**64, got {seed}")))?;
-        let world = args::at_least_one(py, "world_size", world_size)?;
-        let rank = u64::try_from(rank)
-            .ok()
-            .filter(|&r| r < world)
-            .ok_or_else(|| {
-                config(
-                    py,
-                    "rank",
-                    format!("rank must be in 0..world_size ({world}), got {rank}"),
-                )
-            })?;
+        let seed = args::seed(py, seed)?;
+        let (rank, world) = args::rank_in_world(py, rank, world_size)?;
         let order = order.trim().to_ascii_lowercase();
         if !matches!(order.as_str(), "sequential" | "shuffled" | "random") {
             return Err(config(
@@ -86,3 +76,58 @@ impl Sampling {
         )
     }
 }
+
+/// The attributes `order`, `seed`, `rank`, `world_size`, `even_ranks`, `epoch_len` and
+/// `__len__` of a source class that holds `sampling: Sampling` and `spec: Spec`: declared
+/// once for `TokenWindows` and `FixedRecords`, as a second `#[pymethods]` block of each
+/// (pyo3's `multiple-pymethods`).
+macro_rules! sampling_attributes {
+    ($class:ident) => {
+        #[pyo3_stub_gen::derive::gen_stub_pymethods]
+        #[pyo3::pymethods]
+        impl $class {
+            /// "sequential", "shuffled" or "random".
+            #[getter]
+            fn order(&self) -> &str {
+                &self.sampling.order
+            }
+
+            /// The seed of "shuffled" and "random".
+            #[getter]
+            fn seed(&self) -> u64 {
+                self.sampling.seed
+            }
+
+            /// This process's rank.
+            #[getter]
+            fn rank(&self) -> u64 {
+                self.sampling.rank
+            }
+
+            /// Ranks the epoch is split over.
+            #[getter]
+            fn world_size(&self) -> u64 {
+                self.sampling.world_size
+            }
+
+            /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
+            /// gives every rank the same number of batches, whatever this says.)
+            #[getter]
+            fn even_ranks(&self) -> bool {
+                self.sampling.even_ranks
+            }
+
+            /// Samples per epoch for this rank.
+            #[getter]
+            fn epoch_len(&self) -> u64 {
+                self.spec.epoch_len().unwrap_or(0)
+            }
+
+            /// Samples per epoch for this rank (as `epoch_len`).
+            fn __len__(&self) -> usize {
+                usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
+            }
+        }
+    };
+}
+pub(crate) use sampling_attributes;

@@ -9,7 +9,7 @@ use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
 use crate::source::paths::path_list;
-use crate::source::sampling::Sampling;
+use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
 
@@ -185,48 +185,6 @@ impl TokenWindows {
         self.tokens
     }
 
-    /// "sequential", "shuffled" or "random".
-    #[getter]
-    fn order(&self) -> &str {
-        &self.sampling.order
-    }
-
-    /// The seed of "shuffled" and "random".
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.sampling.seed
-    }
-
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.sampling.rank
-    }
-
-    /// Ranks the epoch is split over.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.sampling.world_size
-    }
-
-    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always
-    /// gives every rank the same number of batches, whatever this says.)
-    #[getter]
-    fn even_ranks(&self) -> bool {
-        self.sampling.even_ranks
-    }
-
-    /// Samples per epoch for this rank.
-    #[getter]
-    fn epoch_len(&self) -> u64 {
-        self.spec.epoch_len().unwrap_or(0)
-    }
-
-    /// Samples per epoch for this rank (as `epoch_len`).
-    fn __len__(&self) -> usize {
-        usize::try_from(self.spec.epoch_len().unwrap_or(0)).unwrap_or(usize::MAX)
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "TokenWindows({} file(s), {} tokens, seq_len={}, dtype='{}', {}, epoch_len={})",
@@ -239,6 +197,8 @@ impl TokenWindows {
         )
     }
 }
+
+sampling_attributes!(TokenWindows);
 
 impl TokenWindows {
     /// The source as a loader needs it, and its row shape.
