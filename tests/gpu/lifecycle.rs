@@ -163,6 +163,10 @@ fn fault_child() {
                     popped += 1;
                     if batch.wait_on(&cs).is_ok() && popped == 2 {
                         gpu.fault(&stream)?;
+                        // Wait for the fault to land (its error is expected), so that the
+                        // context is dead before the next pop, however fast the copies
+                        // are: the run could otherwise end before a trap surfaces.
+                        let _ = stream.synchronize();
                     }
                     let _ = batch.release(Fence::Sync);
                 }
