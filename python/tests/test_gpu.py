@@ -612,6 +612,69 @@ def test_the_packed_check_can_fail(doc_shards, cycles_per_ms):
     assert wrong > 0
 
 
+# Issue 22: a mixture of packed documents on the device.
+
+MIX_STEPS = 3000
+
+
+@pytest.fixture(scope="module")
+def mix_corpora(tmp_path_factory):
+    """Two corpora of documents (a web-like and a code-like one): 3,000 steps of 384 tokens
+    mixed 0.7 / 0.3 fit in the smaller one's epoch."""
+    root = tmp_path_factory.mktemp("gpu-docmix")
+    return [write_doc_shards(root / "web", [900_000, 700_000], seed=11, mean=150),
+            write_doc_shards(root / "code", [450_000, 350_000], seed=12, mean=90)]
+
+
+def packed_mixture(corpora):
+    return pinring.Mixture([pinring.Documents(p, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL) for p in corpora],
+                           weights=[0.7, 0.3])
+
+
+def test_packed_mixture_soak_checked_on_the_device(mix_corpora, cycles_per_ms):
+    """A Mixture of two Documents sources (0.7 / 0.3) on the device: 3,000 steps with a
+    kernel holding each slot, every field compared on the device with the same mixture's
+    steps read on the cpu backend, each step's sources, document ids, step number and
+    max_seqlen compared on the host: 0 wrong."""
+    want = []
+    with pinring.Loader(packed_mixture(mix_corpora), device="cpu") as loader:
+        for _ in range(MIX_STEPS):
+            b = loader.pop(timeout=BOUND)
+            want.append((np.from_dlpack(b["tokens"]).astype(np.int64), np.from_dlpack(b["cu_seqlens"]).astype(np.int64),
+                         b.sources.copy(), b.doc_ids.copy(), b.max_seqlen))
+            b.release()
+    tokens = torch.from_numpy(np.concatenate([w[0] for w in want])).to(DEV)
+    cu = torch.from_numpy(np.concatenate([w[1] for w in want])).to(DEV)
+    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) for w in want])])
+    cu_at = np.concatenate([[0], np.cumsum([len(w[1]) for w in want])])
+    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
+    host_wrong, docs = 0, np.zeros(2, dtype=np.int64)
+    with pinring.Loader(packed_mixture(mix_corpora), device="cuda:0") as loader:
+        for k in range(MIX_STEPS):
+            b = loader.pop(timeout=BOUND)
+            _, _, sources, ids, max_seqlen = want[k]
+            host_wrong += (b.step != k) + (b.max_seqlen != max_seqlen)
+            host_wrong += (not np.array_equal(b.sources, sources)) + (not np.array_equal(b.doc_ids, ids))
+            docs += np.bincount(b.sources, minlength=2)
+            tok = torch.from_dlpack(b["tokens"])
+            x, y = torch.from_dlpack(b["inputs"]), torch.from_dlpack(b["targets"])
+            c = torch.from_dlpack(b["cu_seqlens"])
+            torch.cuda._sleep(cycles_per_ms // 20)  # the step holds the slot (50 us) ...
+            a, e = int(tok_at[k]), int(tok_at[k + 1])  # ... then every field is read
+            wrong += (tok.long() != tokens[a:e]).sum()
+            wrong += (x.long() != tokens[a : e - 1]).sum() + (y.long() != tokens[a + 1 : e]).sum()
+            wrong += (c.long() != cu[int(cu_at[k]) : int(cu_at[k + 1])]).sum()
+            del tok, x, y, c
+            b.release(event=torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        verdict = loader.stats()["verdict"]
+    share = docs / docs.sum()
+    print(f"packed mixture soak: {MIX_STEPS} steps, {int(wrong)} wrong elements on the device, {host_wrong} "
+          f"steps with a wrong step number, max_seqlen, sources or document ids; documents per source "
+          f"{docs.tolist()} (shares {share[0]:.4f} / {share[1]:.4f}); {verdict}")
+    assert (int(wrong), host_wrong) == (0, 0)
+
+
 # Issue 23: the consumer stream declared once (Loader(stream=...)), fixed views
 # (Loader(fixed_views=...), batch.view()) and CUDA graphs over them.
 
