@@ -68,11 +68,8 @@ fn check_run(ty: TokenType, world: u64, schedule: Vec<(u64, u64, u64)>) {
         .steps(&sequence, world as usize, &sizes, 0, steps);
     for rank in 0..world {
         let mix = written
-            .mixture()
+            .mixture_of_rank(rank, world, base)
             .weights(weights.clone())
-            .shard(rank, world)
-            .tokens_per_batch(base.0)
-            .max_seq_len(base.1)
             .schedule(schedule.clone())
             .max_docs(64)
             .token_type(ty)

@@ -40,11 +40,8 @@ proptest! {
         let mut ranks: Vec<Vec<Vec<ModelPiece>>> = Vec::new();
         for rank in 0..world {
             let mix = written
-                .mixture()
+                .mixture_of_rank(rank, world, base)
                 .weights(weights.clone())
-                .shard(rank, world)
-                .tokens_per_batch(base.0)
-                .max_seq_len(base.1)
                 .schedule(schedule.clone())
                 .build()
                 .unwrap();
