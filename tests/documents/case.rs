@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use pinring::source::{DocOrder, DocumentsBuilder, DocumentsCheckpoint, SourceError};
+use pinring::source::{DocOrder, Documents, DocumentsBuilder, DocumentsCheckpoint, SourceError};
 use pinring::Error;
 use proptest::prelude::*;
 use tempfile::TempDir;
@@ -14,6 +14,19 @@ use crate::helpers::{builder, model_order, seen, write, Got};
 use crate::model::{self, At, Data, ModelStep};
 use crate::sizes::sizes_at;
 use crate::skips::{kept_from, records, skipped};
+
+/// Random base sizes of a case (tokens_per_batch, max_seq_len).
+pub fn bases() -> impl Strategy<Value = (u64, u64)> {
+    (1u64..30, 1u64..40)
+}
+
+/// A random order of a case: sequential, or shuffled with any seed.
+pub fn orders() -> impl Strategy<Value = DocOrder> {
+    prop_oneof![
+        Just(DocOrder::Sequential),
+        any::<u64>().prop_map(|seed| DocOrder::Shuffled { seed }),
+    ]
+}
 
 /// A dataset written as shards into its own temporary folder, the sizes and the order.
 pub struct Case {
@@ -57,6 +70,14 @@ impl Case {
             .schedule(self.schedule.clone())
             .order(self.order)
             .shard(rank, world)
+    }
+
+    /// The source of rank `rank` of `world`, built; the case is rejected when no step
+    /// fits.
+    pub fn built(&self, rank: u64, world: u64) -> Result<Documents, TestCaseError> {
+        self.source(rank, world)
+            .build()
+            .map_err(|_| TestCaseError::reject("no step fits"))
     }
 
     /// The model's walk for `world` ranks from `at`, `limit` steps: the steps, where the

@@ -8,18 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use pinring::source::DocOrder;
 use proptest::prelude::*;
 
-use crate::case::{Case, Used};
+use crate::case::{bases, orders, Case, Used};
 use crate::helpers::{builder, datasets, write};
 use crate::model::Data;
 use crate::sizes::schedules;
-
-/// A random order: sequential, or shuffled with any seed.
-pub fn orders() -> impl Strategy<Value = DocOrder> {
-    prop_oneof![
-        Just(DocOrder::Sequential),
-        any::<u64>().prop_map(|seed| DocOrder::Shuffled { seed }),
-    ]
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
@@ -30,13 +22,12 @@ proptest! {
     fn every_document_at_most_once_none_skipped(
         data in datasets(),
         world in 1u64..=8,
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         order in orders(),
     ) {
         let total: usize = data.shards.iter().map(Vec::len).sum();
-        let steps = 3 * total / (world as usize * (n as usize + 1)) + 1;
-        let case = Case::write(data, false, (n, msl), Vec::new(), order);
+        let steps = 3 * total / (world as usize * (base.0 as usize + 1)) + 1;
+        let case = Case::write(data, false, base, Vec::new(), order);
         let mut used = Used::default();
         let merged = case.run(world, None, &[], steps, &mut used)?;
         prop_assume!(merged.is_some());
@@ -49,13 +40,12 @@ proptest! {
     #[test]
     fn elastic_resume_2_3_1(
         data in datasets(),
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         schedule in schedules(),
         order in orders(),
         (k1, k2, k3) in (0usize..12, 0usize..12, 1usize..12),
     ) {
-        let case = Case::write(data, false, (n, msl), schedule, order);
+        let case = Case::write(data, false, base, schedule, order);
         let mut used = Used::default();
         let Some(a) = case.run(2, None, &[], k1, &mut used)? else { return Err(TestCaseError::reject("no fit")) };
         prop_assert_eq!(a.world_size, 2);

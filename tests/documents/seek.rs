@@ -11,8 +11,7 @@ use pinring::source::{
 use pinring::{Error, Fence, Pipeline};
 use proptest::prelude::*;
 
-use crate::case::{Case, Used};
-use crate::coverage::orders;
+use crate::case::{bases, orders, Case, Used};
 use crate::helpers::{datasets, seen, shard, Got, BOS};
 use crate::sizes::schedules;
 use crate::skips::{records, skipped, skips};
@@ -27,18 +26,15 @@ proptest! {
     fn start_step_k_is_the_uninterrupted_run_from_k(
         data in datasets(),
         world in 1u64..=4,
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         schedule in schedules(),
         order in orders(),
         k in 0u64..25,
         m in 1usize..8,
     ) {
-        let case = Case::write(data, false, (n, msl), schedule, order);
+        let case = Case::write(data, false, base, schedule, order);
         for rank in 0..world {
-            let Ok(whole) = case.source(rank, world).build() else {
-                return Err(TestCaseError::reject("no step fits"));
-            };
+            let whole = case.built(rank, world)?;
             let want: Vec<_> = whole
                 .iter()
                 .take(k as usize + m)
@@ -92,18 +88,15 @@ proptest! {
     fn skip_steps_leave_out_exactly_those_steps(
         data in datasets(),
         world in 1u64..=4,
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         order in orders(),
         skip in skips(),
         k in 0u64..12,
         m in 1usize..10,
     ) {
-        let case = Case::write(data, false, (n, msl), Vec::new(), order);
+        let case = Case::write(data, false, base, Vec::new(), order);
         for rank in 0..world {
-            let Ok(whole) = case.source(rank, world).build() else {
-                return Err(TestCaseError::reject("no step fits"));
-            };
+            let whole = case.built(rank, world)?;
             let all: Vec<_> = whole.iter().take(80).map(|s| seen(&case.data, &s)).collect();
             prop_assume!(all.len() == 80 && all.iter().all(Result::is_ok));
             let all: Vec<Got> = all.into_iter().map(Result::unwrap).collect();
@@ -147,14 +140,13 @@ proptest! {
     #[test]
     fn elastic_resume_across_skipped_steps(
         data in datasets(),
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         schedule in schedules(),
         order in orders(),
         (k1, k2, k3) in (0usize..10, 0usize..10, 1usize..10),
         (s1, s2) in (skips(), skips()),
     ) {
-        let case = Case::write(data, false, (n, msl), schedule, order);
+        let case = Case::write(data, false, base, schedule, order);
         let mut used = Used::default();
         let Some(a) = case.run(2, None, &s1, k1, &mut used)? else {
             return Err(TestCaseError::reject("no fit"));
