@@ -16,7 +16,13 @@ pub const BOS: u32 = 50256;
 /// Writes `data`'s shards into `dir` as `train_000.bin`, ... (`u16` unless `u32`); returns
 /// their paths.
 pub fn write(dir: &Path, data: &Data, u32: bool) -> Vec<PathBuf> {
-    data.shards
+    write_shards(dir, &data.shards, u32)
+}
+
+/// Writes `shards` into `dir` as `train_000.bin`, ... (`u16` unless `u32`); returns their
+/// paths.
+pub fn write_shards(dir: &Path, shards: &[Vec<u32>], u32: bool) -> Vec<PathBuf> {
+    shards
         .iter()
         .enumerate()
         .map(|(s, tokens)| {
