@@ -4,7 +4,7 @@
 use pinring::source::{write_shard, Cursor, Documents, TokenShards};
 use pinring::{Fence, Pipeline};
 
-use crate::fields::values;
+use crate::field_values::values;
 
 /// Shard tokens (bos 9): a lead token, then documents
 /// d0 = [9 11 12 13] at 1, d1 = [9 21 22] at 5, d2 = [9 31 32 33 34 35] at 8,

@@ -5,26 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, write_shard_u32, DocOrder, DocumentProblem, Documents, DocumentsCheckpoint,
-    ShardFormat, ShardProblem, SourceError, TokenShards, TokenType,
+    write_shard_u32, DocOrder, DocumentProblem, Documents, DocumentsCheckpoint, ShardFormat,
+    ShardProblem, SourceError, TokenShards, TokenType,
 };
 use pinring::{Config, Error, Fence, Pipeline};
 
-use crate::helpers::{shard, BOS};
-
-/// `shards` written as u16 shards in `dir`.
-fn shards(dir: &Path, shards: &[Vec<u32>]) -> Vec<PathBuf> {
-    shards
-        .iter()
-        .enumerate()
-        .map(|(s, t)| {
-            let path = dir.join(format!("train_{s:03}.bin"));
-            let t: Vec<u16> = t.iter().map(|&t| t as u16).collect();
-            write_shard(&path, &t).unwrap();
-            path
-        })
-        .collect()
-}
+use crate::helpers::{shard, write_shards, BOS};
 
 fn docs(paths: &[PathBuf]) -> pinring::source::DocumentsBuilder {
     Documents::builder(TokenShards::open(paths).unwrap())
@@ -73,10 +59,14 @@ fn a_shard_without_bos_is_named() {
     let good = shard(BOS, 0, &[10; 20]);
     let none: Vec<u32> = (0..300).collect();
     // The first shard: at build.
-    let paths = shards(dir.path(), &[none.clone(), good.clone()]);
+    let paths = write_shards(dir.path(), &[none.clone(), good.clone()], false);
     no_bos_in(&docs(&paths).build().unwrap_err(), &paths[0], BOS);
     // Shuffled order indexes every shard at build.
-    let paths = shards(dir.path(), &[good.clone(), good.clone(), none.clone()]);
+    let paths = write_shards(
+        dir.path(),
+        &[good.clone(), good.clone(), none.clone()],
+        false,
+    );
     let err = docs(&paths)
         .order(DocOrder::Shuffled { seed: 1 })
         .build()
@@ -93,7 +83,7 @@ fn a_shard_without_bos_is_named() {
 #[test]
 fn bos_outside_the_token_range_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(dir.path(), &[shard(BOS, 0, &[10; 5])]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &[10; 5])], false);
     let err = docs(&paths).bos(70_000).build().unwrap_err();
     let Error::Source(SourceError::File { path, problem }) = &err else {
         panic!("{err}")
@@ -112,7 +102,7 @@ fn bos_outside_the_token_range_is_named() {
 #[test]
 fn sizes_of_zero_and_too_large() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(dir.path(), &[shard(BOS, 0, &[10; 5])]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &[10; 5])], false);
     let builder = || Documents::builder(TokenShards::open(&paths).unwrap());
     let zero = |b: pinring::source::DocumentsBuilder, what: &str| {
         let err = b.build().unwrap_err();
@@ -172,7 +162,7 @@ fn sizes_of_zero_and_too_large() {
 #[test]
 fn a_schedule_not_increasing_names_the_entry() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(dir.path(), &[shard(BOS, 0, &[10; 50])]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &[10; 50])], false);
     let err = docs(&paths)
         .schedule(vec![(2, 8, 8), (5, 8, 8), (5, 16, 8)])
         .build()
@@ -210,7 +200,7 @@ fn max_docs_too_small_fails_at_that_step() {
     // a step).
     let mut lens = vec![10; 8];
     lens.extend([5; 8]);
-    let paths = shards(dir.path(), &[shard(BOS, 0, &lens)]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &lens)], false);
     let docs = docs(&paths).max_docs(3).build().unwrap();
     let (popped, err) = pop_until_error(&docs, 100);
     assert_eq!(popped, 4, "the steps before it are delivered");
@@ -239,7 +229,7 @@ fn no_step_fitting_in_an_epoch() {
     let dir = tempfile::tempdir().unwrap();
     // Three shards of 30 tokens of documents: a step of 2 ranks × 20 fits in none.
     let three = shard(BOS, 0, &[10; 3]);
-    let paths = shards(dir.path(), &[three.clone(), three.clone(), three]);
+    let paths = write_shards(dir.path(), &[three.clone(), three.clone(), three], false);
     let err = docs(&paths).shard(0, 2).build().unwrap_err();
     assert!(
         matches!(
@@ -293,7 +283,7 @@ fn a_token_type_too_narrow_for_u32_shards() {
 #[test]
 fn a_slot_too_small_is_a_decode_error() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(dir.path(), &[shard(BOS, 0, &[10; 20])]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &[10; 20])], false);
     let docs = docs(&paths).build().unwrap();
     let config = Config::builder()
         .batch_size(1)
@@ -311,7 +301,7 @@ fn a_slot_too_small_is_a_decode_error() {
 #[test]
 fn a_shard_changed_under_the_loader_is_a_read_error() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(dir.path(), &[shard(BOS, 0, &[10; 20])]);
+    let paths = write_shards(dir.path(), &[shard(BOS, 0, &[10; 20])], false);
     let docs = docs(&paths).build().unwrap();
     // Truncated after it was indexed.
     let file = std::fs::OpenOptions::new()
@@ -330,9 +320,10 @@ fn a_shard_changed_under_the_loader_is_a_read_error() {
 #[test]
 fn checkpoints_of_other_runs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = shards(
+    let paths = write_shards(
         dir.path(),
         &[shard(BOS, 0, &[10; 40]), shard(BOS, 1, &[12; 30])],
+        false,
     );
     let base = docs(&paths).build().unwrap();
     let state = base.checkpoint_after(None, 3).unwrap();

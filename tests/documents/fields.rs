@@ -4,9 +4,11 @@
 //! step, epoch, dims).
 
 use pinring::source::{DocOrder, TokenType};
-use pinring::{Batch, Dtype, Fence, Pipeline};
+use pinring::{Batch, Fence, Pipeline};
 
-use crate::helpers::{builder, i32s, model_order, shard, sizes_at, write, BOS};
+use crate::case::Case;
+use crate::field_values::values;
+use crate::helpers::{shard, BOS};
 use crate::model::{self, At, Data, ModelStep};
 
 /// Four shards: short and long documents (some far past max_seq_len), a shard too short
@@ -28,27 +30,6 @@ pub fn dataset(bos: u32) -> Data {
             shard(bos, 2, &lens(3, 160)),
         ],
         bos,
-    }
-}
-
-/// The element values of a field of a batch, widened to `i64`.
-pub fn values(batch: &Batch, name: &str) -> Vec<i64> {
-    let at = batch
-        .field(name)
-        .unwrap_or_else(|| panic!("no field {name}"));
-    let bytes = batch.field_bytes(name).unwrap();
-    assert_eq!(bytes.len(), at.len * at.dtype.size());
-    match at.dtype {
-        Dtype::U16 => bytes
-            .chunks_exact(2)
-            .map(|c| i64::from(u16::from_le_bytes([c[0], c[1]])))
-            .collect(),
-        Dtype::I32 => i32s(bytes).into_iter().map(i64::from).collect(),
-        Dtype::I64 => bytes
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        other => panic!("unexpected dtype {other}"),
     }
 }
 
@@ -107,31 +88,16 @@ pub fn run(
     order: DocOrder,
     positions: bool,
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = write(dir.path(), data, u32_shards);
-    let base = (32, 24);
     let schedule = vec![(4, 48, 40), (9, 20, 7)];
-    let docs = builder(&paths)
+    let case = Case::write(data.clone(), u32_shards, (32, 24), schedule, order);
+    let docs = case
+        .source(rank, world)
         .bos(data.bos)
-        .tokens_per_batch(base.0)
-        .max_seq_len(base.1)
-        .schedule(schedule.clone())
-        .order(order)
-        .shard(rank, world)
         .token_type(ty)
         .positions(positions)
         .build()
         .unwrap();
-    let sizes = |k: u64| sizes_at(base, &schedule, k);
-    let (mut want, _, _) = model::steps(
-        data,
-        model_order(order),
-        world as usize,
-        &sizes,
-        None,
-        At::default(),
-        1000,
-    );
+    let (mut want, _, _) = case.model(world, At::default(), 1000);
     // Into the second epoch by a few steps.
     let first_of_epoch_1 = want.iter().position(|w| w.epoch == 1).expect("epoch 1");
     want.truncate(first_of_epoch_1 + 3);

@@ -16,7 +16,13 @@ pub const BOS: u32 = 50256;
 /// Writes `data`'s shards into `dir` as `train_000.bin`, ... (`u16` unless `u32`); returns
 /// their paths.
 pub fn write(dir: &Path, data: &Data, u32: bool) -> Vec<PathBuf> {
-    data.shards
+    write_shards(dir, &data.shards, u32)
+}
+
+/// Writes `shards` into `dir` as `train_000.bin`, ... (`u16` unless `u32`); returns their
+/// paths.
+pub fn write_shards(dir: &Path, shards: &[Vec<u32>], u32: bool) -> Vec<PathBuf> {
+    shards
         .iter()
         .enumerate()
         .map(|(s, tokens)| {
@@ -89,6 +95,14 @@ pub fn got(data: &Data, step: &DocStep) -> Got {
     }
 }
 
+/// What a step says: its number, epoch and pieces, or its error.
+pub fn seen(data: &Data, step: &DocStep) -> Result<Got, String> {
+    match step.error() {
+        Some(e) => Err(format!("step {}: {e}", step.step())),
+        None => Ok(got(data, step)),
+    }
+}
+
 /// The model's order for pinring's.
 pub fn model_order(order: DocOrder) -> ModelOrder {
     match order {
@@ -116,33 +130,4 @@ pub fn datasets() -> impl Strategy<Value = Data> {
             .collect(),
         bos: BOS,
     })
-}
-
-/// A random schedule: none, or one or two changes.
-pub fn schedules() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-    prop_oneof![
-        2 => Just(vec![]),
-        1 => (1u64..6, 1u64..40, 1u64..50).prop_map(|(k, n, m)| vec![(k, n, m)]),
-        1 => (0u64..3, 1u64..40, 1u64..50, 1u64..5, 1u64..40, 1u64..50)
-            .prop_map(|(k, n, m, d, n2, m2)| vec![(k, n, m), (k + d, n2, m2)]),
-    ]
-}
-
-/// Step `k`'s (N, max_seq_len) under base sizes and a schedule, as the contract says.
-pub fn sizes_at(base: (u64, u64), schedule: &[(u64, u64, u64)], k: u64) -> (usize, usize) {
-    let (mut n, mut m) = base;
-    for &(from, n2, m2) in schedule {
-        if from <= k {
-            (n, m) = (n2, m2);
-        }
-    }
-    (n as usize, m as usize)
-}
-
-/// `i32`s of little-endian bytes.
-pub fn i32s(bytes: &[u8]) -> Vec<i32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
 }

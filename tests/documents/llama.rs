@@ -4,7 +4,8 @@
 use pinring::source::{write_shard_u32, DocOrder, Documents, TokenShards, TokenType, LLAMA3_BOS};
 use pinring::{Error, Fence, Pipeline};
 
-use crate::fields::{dataset, run, values};
+use crate::field_values::values;
+use crate::fields::{dataset, run};
 use crate::model::Data;
 
 /// The fields test's dataset with LLaMA-3's bos and tokens past `u16`.

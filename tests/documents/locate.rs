@@ -9,7 +9,8 @@ use std::sync::Arc;
 use pinring::source::{DocOrder, ShardFormat, TokenType};
 use pinring::{Fence, Locate, Pipeline, Row};
 
-use crate::fields::{dataset, values};
+use crate::field_values::values;
+use crate::fields::dataset;
 use crate::helpers::{builder, write, BOS};
 
 /// Tokens `offset..offset + len` of a shard file of `format`, from its bytes (past llm.c's

@@ -5,12 +5,16 @@
 
 mod by_hand;
 mod cache;
+mod case;
 mod coverage;
 mod errors;
+mod field_values;
 mod fields;
 mod helpers;
 mod llama;
 mod locate;
 mod model;
 mod seek;
+mod sizes;
+mod skips;
 mod walk;

@@ -4,193 +4,17 @@
 //! other world sizes, where every document is used at most once and none is left out but
 //! the walk's drops and the skipped steps' documents; bad ranges are errors.
 
-use std::path::PathBuf;
-
 use pinring::source::{
-    write_shard, DocStep, Documents, DocumentsCheckpoint, SourceError, TokenShards,
+    write_shard, Documents, DocumentsCheckpoint, SourceError, TokenShards,
     DOCUMENTS_CHECKPOINT_VERSION,
 };
 use pinring::{Error, Fence, Pipeline};
 use proptest::prelude::*;
 
-use crate::coverage::{orders, Used};
-use crate::helpers::{
-    builder, datasets, got, model_order, schedules, shard, sizes_at, write, Got, BOS,
-};
-use crate::model::{self, At, Data};
-
-/// Whether `step` lies in one of the half-open `ranges`.
-fn skipped(step: u64, ranges: &[(u64, u64)]) -> bool {
-    ranges.iter().any(|&(a, b)| a <= step && step < b)
-}
-
-/// The first step from `step` on that no range skips.
-fn kept_from(mut step: u64, ranges: &[(u64, u64)]) -> u64 {
-    while skipped(step, ranges) {
-        step += 1;
-    }
-    step
-}
-
-/// What a step says: its number, epoch and pieces, or its error.
-fn seen(data: &Data, step: &DocStep) -> Result<Got, String> {
-    match step.error() {
-        Some(e) => Err(format!("step {}: {e}", step.step())),
-        None => Ok(got(data, step)),
-    }
-}
-
-/// Random skipped ranges: none to three in the first 30 steps, some empty, some
-/// overlapping or touching.
-fn skips() -> impl Strategy<Value = Vec<(u64, u64)>> {
-    prop::collection::vec((0u64..30, 0u64..6).prop_map(|(a, len)| (a, a + len)), 0..4)
-}
-
-/// Checks that `state` skips the steps of `want` and no others (over the first 100).
-fn records(state: &DocumentsCheckpoint, want: &[(u64, u64)]) -> Result<(), TestCaseError> {
-    for s in 0..100 {
-        prop_assert_eq!(
-            skipped(s, &state.skip),
-            skipped(s, want),
-            "step {} in {:?} against {:?}",
-            s,
-            &state.skip,
-            want
-        );
-    }
-    prop_assert!(
-        state.skip.windows(2).all(|w| w[0].1 < w[1].0),
-        "sorted and apart: {:?}",
-        &state.skip
-    );
-    Ok(())
-}
-
-/// One random case: a dataset written as shards, the sizes and the order.
-struct Case {
-    data: Data,
-    paths: Vec<PathBuf>,
-    base: (u64, u64),
-    schedule: Vec<(u64, u64, u64)>,
-    order: pinring::source::DocOrder,
-}
-
-impl Case {
-    /// The source of rank `rank` of `world`.
-    fn source(&self, rank: u64, world: u64) -> pinring::source::DocumentsBuilder {
-        builder(&self.paths)
-            .tokens_per_batch(self.base.0)
-            .max_seq_len(self.base.1)
-            .schedule(self.schedule.clone())
-            .order(self.order)
-            .shard(rank, world)
-    }
-
-    /// `k` steps of every rank of `world`, each source built skipping `skip`, from `from`
-    /// (the start if `None`), checked against the model walked from the same place: the
-    /// steps not skipped (by `from`'s ranges or `skip`), with their numbers, epochs and
-    /// pieces; the state after them at the next step delivered, with the model's cursor
-    /// there and both lists of ranges. Adds the delivered pieces, and every rank's pieces
-    /// of the skipped steps the walk went through, to `used`. `None` when the walk fails
-    /// (the case is then rejected). Returns the merged state.
-    fn run(
-        &self,
-        world: u64,
-        from: Option<&DocumentsCheckpoint>,
-        skip: &[(u64, u64)],
-        k: usize,
-        used: &mut Used,
-    ) -> Result<Option<DocumentsCheckpoint>, TestCaseError> {
-        let mut in_force: Vec<(u64, u64)> = from.map_or(Vec::new(), |c| c.skip.clone());
-        in_force.extend_from_slice(skip);
-        let at = from.map_or(At::default(), |c| At {
-            epoch: c.epoch,
-            shard: c.shard as usize,
-            doc: c.doc as usize,
-            step: c.step,
-        });
-        // The steps delivered, and where the run stands after them: the next one kept.
-        let mut delivered = Vec::new();
-        let mut step = at.step;
-        while delivered.len() < k {
-            step = kept_from(step, &in_force);
-            delivered.push(step);
-            step += 1;
-        }
-        let target = kept_from(step, &in_force);
-        let sizes = |s: u64| sizes_at(self.base, &self.schedule, s);
-        let walked = (target - at.step) as usize;
-        let (want, after, all_fit) = model::steps(
-            &self.data,
-            model_order(self.order),
-            world as usize,
-            &sizes,
-            None,
-            at,
-            walked,
-        );
-        if !all_fit {
-            return Ok(None);
-        }
-        for w in want.iter().filter(|w| skipped(w.step, &in_force)) {
-            for span in w.ranks.iter().flatten() {
-                used.pieces.push((w.epoch, self.data.id(*span)));
-            }
-        }
-        let want: Vec<_> = want
-            .into_iter()
-            .filter(|w| !skipped(w.step, &in_force))
-            .collect();
-        prop_assert_eq!(
-            want.iter().map(|w| w.step).collect::<Vec<_>>(),
-            delivered.clone()
-        );
-        let mut states = Vec::new();
-        for rank in 0..world {
-            let docs = match self.source(rank, world).skip_steps(skip.to_vec()).build() {
-                Ok(d) => d,
-                Err(Error::Source(SourceError::NoStepFits { .. })) => return Ok(None),
-                Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
-            };
-            let iter = match from {
-                Some(c) => docs
-                    .iter_from(c)
-                    .map_err(|e| TestCaseError::fail(format!("{e}")))?,
-                None => docs.iter(),
-            };
-            for (step, w) in iter.take(k).zip(&want) {
-                let g = seen(&self.data, &step).map_err(TestCaseError::fail)?;
-                prop_assert_eq!(g.step, w.step);
-                prop_assert_eq!(g.epoch, w.epoch);
-                prop_assert_eq!(
-                    &g.spans,
-                    &w.ranks[rank as usize],
-                    "rank {} of {}",
-                    rank,
-                    world
-                );
-                used.add(&g, &self.data);
-            }
-            let state = docs
-                .checkpoint_after(from, k as u64)
-                .map_err(|e| TestCaseError::fail(format!("{e}")))?;
-            prop_assert_eq!(state.step, target);
-            prop_assert_eq!(
-                (state.epoch, state.shard, state.doc),
-                (after.epoch, after.shard as u64, after.doc as u64)
-            );
-            records(&state, &in_force)?;
-            prop_assert_eq!(
-                DocumentsCheckpoint::from_text(&state.to_text()).unwrap(),
-                state.clone()
-            );
-            states.push(state);
-        }
-        Ok(Some(
-            DocumentsCheckpoint::merge(&states).map_err(|e| TestCaseError::fail(format!("{e}")))?,
-        ))
-    }
-}
+use crate::case::{bases, orders, Case, Used};
+use crate::helpers::{datasets, seen, shard, Got, BOS};
+use crate::sizes::schedules;
+use crate::skips::{records, skipped, skips};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
@@ -202,20 +26,15 @@ proptest! {
     fn start_step_k_is_the_uninterrupted_run_from_k(
         data in datasets(),
         world in 1u64..=4,
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         schedule in schedules(),
         order in orders(),
         k in 0u64..25,
         m in 1usize..8,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = write(dir.path(), &data, false);
-        let case = Case { data, paths, base: (n, msl), schedule, order };
+        let case = Case::write(data, false, base, schedule, order);
         for rank in 0..world {
-            let Ok(whole) = case.source(rank, world).build() else {
-                return Err(TestCaseError::reject("no step fits"));
-            };
+            let whole = case.built(rank, world)?;
             let want: Vec<_> = whole
                 .iter()
                 .take(k as usize + m)
@@ -269,20 +88,15 @@ proptest! {
     fn skip_steps_leave_out_exactly_those_steps(
         data in datasets(),
         world in 1u64..=4,
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         order in orders(),
         skip in skips(),
         k in 0u64..12,
         m in 1usize..10,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = write(dir.path(), &data, false);
-        let case = Case { data, paths, base: (n, msl), schedule: Vec::new(), order };
+        let case = Case::write(data, false, base, Vec::new(), order);
         for rank in 0..world {
-            let Ok(whole) = case.source(rank, world).build() else {
-                return Err(TestCaseError::reject("no step fits"));
-            };
+            let whole = case.built(rank, world)?;
             let all: Vec<_> = whole.iter().take(80).map(|s| seen(&case.data, &s)).collect();
             prop_assume!(all.len() == 80 && all.iter().all(Result::is_ok));
             let all: Vec<Got> = all.into_iter().map(Result::unwrap).collect();
@@ -326,16 +140,13 @@ proptest! {
     #[test]
     fn elastic_resume_across_skipped_steps(
         data in datasets(),
-        n in 1u64..30,
-        msl in 1u64..40,
+        base in bases(),
         schedule in schedules(),
         order in orders(),
         (k1, k2, k3) in (0usize..10, 0usize..10, 1usize..10),
         (s1, s2) in (skips(), skips()),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = write(dir.path(), &data, false);
-        let case = Case { data, paths, base: (n, msl), schedule, order };
+        let case = Case::write(data, false, base, schedule, order);
         let mut used = Used::default();
         let Some(a) = case.run(2, None, &s1, k1, &mut used)? else {
             return Err(TestCaseError::reject("no fit"));

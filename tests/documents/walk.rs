@@ -5,8 +5,10 @@ use pinring::source::{DocOrder, SourceError};
 use pinring::Error;
 use proptest::prelude::*;
 
-use crate::helpers::{builder, datasets, got, model_order, schedules, sizes_at, write, Got};
-use crate::model::{self, At, Data};
+use crate::case::Case;
+use crate::helpers::{datasets, got, Got};
+use crate::model::{At, Data};
+use crate::sizes::schedules;
 
 /// Steps compared per rank.
 const STEPS: usize = 24;
@@ -18,27 +20,10 @@ fn check_walk(
     schedule: &[(u64, u64, u64)],
     order: DocOrder,
 ) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = write(dir.path(), data, false);
-    let sizes = |k: u64| sizes_at(base, schedule, k);
-    let (want, _, all_fit) = model::steps(
-        data,
-        model_order(order),
-        world as usize,
-        &sizes,
-        None,
-        At::default(),
-        STEPS,
-    );
+    let case = Case::write(data.clone(), false, base, schedule.to_vec(), order);
+    let (want, _, all_fit) = case.model(world, At::default(), STEPS);
     for rank in 0..world {
-        let built = builder(&paths)
-            .tokens_per_batch(base.0)
-            .max_seq_len(base.1)
-            .schedule(schedule.to_vec())
-            .order(order)
-            .shard(rank, world)
-            .build();
-        let docs = match built {
+        let docs = match case.source(rank, world).build() {
             Ok(docs) => docs,
             Err(Error::Source(SourceError::NoStepFits { step: 0, .. })) => {
                 prop_assert!(

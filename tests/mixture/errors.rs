@@ -5,25 +5,17 @@
 use pinring::source::{
     FixedRecords, Mixture, MixtureProblem, MixtureState, Order, Sampler, SourceError, TokenShards,
 };
-use pinring::{ConfigError, Error};
+use pinring::Error;
 use tempfile::TempDir;
 
 use crate::helpers::{shard_files, source, sources};
+use crate::problem::mixture_problem;
 
+/// The mixture problem `b` is refused with, its text and its field.
 fn problem<S: pinring::source::Segmented + Clone>(
     b: pinring::source::MixtureBuilder<S>,
 ) -> (MixtureProblem, String, &'static str) {
-    match b.build() {
-        Err(Error::Config(e @ ConfigError::Mixture(_))) => {
-            let field = e.field();
-            let text = e.to_string();
-            let ConfigError::Mixture(p) = e else {
-                unreachable!()
-            };
-            (p, text, field)
-        }
-        other => panic!("expected a mixture problem, got {other:?}"),
-    }
+    mixture_problem(b.build())
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use pinring::source::{
     mix64, write_shard, MixedSample, Order, Sampler, SplitMix64, TokenShard, TokenShards, Window,
 };
+use proptest::prelude::*;
 use tempfile::TempDir;
 
 /// Tokens per window in the tests' sources.
@@ -50,6 +51,11 @@ pub fn sources(lens: &[usize]) -> (TempDir, Vec<Sampler<TokenShards>>) {
         .map(|(i, p)| source(p, i as u64 + 1))
         .collect();
     (dir, sources)
+}
+
+/// A world of 1 to 3 ranks and one of its ranks, as (world size, rank).
+pub fn ranks() -> impl Strategy<Value = (u64, u64)> {
+    (1u64..4).prop_flat_map(|world| (Just(world), 0..world))
 }
 
 /// A mixed sample as (source, epoch, id, step): comparable across runs.

@@ -13,7 +13,7 @@ use pinring::{Config, Error, Fence, Location, Pipeline};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
-use crate::helpers::{sources, WINDOW};
+use crate::helpers::{ranks, sources, WINDOW};
 
 /// The bytes `at` names in its file: tokens of 2 bytes after the 1024-byte header, or
 /// records of `record_bytes`.
@@ -31,14 +31,12 @@ proptest! {
 
     #[test]
     fn a_mixtures_rows_read_back_from_their_files(
-        world in 1u64..4,
-        rank in 0u64..4,
+        (world, rank) in ranks(),
         batch in 1u64..6,
         start in 0u64..30,
         seed in any::<u64>(),
         weights in proptest::collection::vec(0.1f64..1.0, 3),
     ) {
-        let rank = rank % world;
         let (_dir, sources) = sources(&[161, 57, 105]);
         let mix = Mixture::builder(sources)
             .weights(weights)

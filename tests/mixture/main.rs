@@ -10,6 +10,7 @@ mod errors;
 mod helpers;
 mod locate;
 mod pipeline;
+mod problem;
 mod resume;
 mod steps;
 mod stop;

@@ -9,7 +9,7 @@ use pinring::source::{
 };
 use proptest::prelude::*;
 
-use crate::helpers::{drawn, sources, Drawn};
+use crate::helpers::{drawn, ranks, sources, Drawn};
 
 /// A window as (epoch, id, step).
 type Win = (u64, u64, Option<u64>);
@@ -39,11 +39,11 @@ struct Run {
 }
 
 fn runs() -> impl Strategy<Value = Run> {
-    (20u64..90, 1u64..4, 0u64..4, 1u64..6, any::<bool>(), 0u8..3)
-        .prop_map(|(windows, world, rank, batch, drop_last, order)| Run {
+    (20u64..90, ranks(), 1u64..6, any::<bool>(), 0u8..3)
+        .prop_map(|(windows, (world, rank), batch, drop_last, order)| Run {
             windows,
             world,
-            rank: rank % world,
+            rank,
             batch,
             drop_last,
             order,
@@ -190,13 +190,11 @@ proptest! {
 
     #[test]
     fn a_mixture_started_at_step_k_is_the_uninterrupted_run_from_k(
-        world in 1u64..4,
-        rank in 0u64..4,
+        (world, rank) in ranks(),
         batch in 1u64..5,
         k in 0u64..40,
         n in 1usize..50,
     ) {
-        let rank = rank % world;
         let (_dir, sources) = sources(&[161, 57, 105]);
         let whole: Vec<Drawn> = mixture(&sources, world, rank, batch, 0, &[]).iter()
             .skip((k * batch) as usize).take(n).map(drawn).collect();
@@ -207,8 +205,7 @@ proptest! {
 
     #[test]
     fn a_mixture_skips_exactly_the_skipped_steps_also_across_a_resume(
-        world in 1u64..4,
-        rank in 0u64..4,
+        (world, rank) in ranks(),
         batch in 1u64..5,
         skip in skips(),
         popped_steps in 0u64..15,
@@ -216,7 +213,6 @@ proptest! {
         later_batch in 1u64..5,
         n in 1usize..50,
     ) {
-        let rank = rank % world;
         let (_dir, sources) = sources(&[161, 57, 105]);
         let mix = mixture(&sources, world, rank, batch, 0, &skip);
         let plain = mixture(&sources, world, rank, batch, 0, &[]);

@@ -7,10 +7,11 @@ use pinring::source::{
     write_shard_u32, DocumentMixtureBuilder, Documents, DocumentsCheckpoint, Mixture,
     MixtureProblem, MixtureState, SourceError, TokenShards, TokenType,
 };
-use pinring::{ConfigError, Error};
+use pinring::Error;
 
 use super::data::{Data, ModelOrder};
 use super::helpers::{shard, Written, BOS};
+use crate::problem::mixture_problem;
 
 fn written() -> Written {
     let sources: Vec<(Data, ModelOrder)> = (0..2)
@@ -32,17 +33,7 @@ fn sized(b: DocumentMixtureBuilder) -> DocumentMixtureBuilder {
 
 /// The mixture problem `b` is refused with, its text and its field.
 fn problem(b: DocumentMixtureBuilder) -> (MixtureProblem, String, &'static str) {
-    match b.build() {
-        Err(Error::Config(e @ ConfigError::Mixture(_))) => {
-            let field = e.field();
-            let text = e.to_string();
-            let ConfigError::Mixture(p) = e else {
-                unreachable!()
-            };
-            (p, text, field)
-        }
-        other => panic!("expected a mixture problem, got {other:?}"),
-    }
+    mixture_problem(b.build())
 }
 
 #[test]

@@ -85,6 +85,20 @@ impl Written {
     pub fn mixture(&self) -> DocumentMixtureBuilder {
         Mixture::documents((0..self.paths.len()).map(|s| self.source(s))).seed(self.model.seed)
     }
+
+    /// Rank `rank` of `world`'s mixture builder, with these (tokens_per_batch,
+    /// max_seq_len).
+    pub fn mixture_of_rank(
+        &self,
+        rank: u64,
+        world: u64,
+        sizes: (u64, u64),
+    ) -> DocumentMixtureBuilder {
+        self.mixture()
+            .shard(rank, world)
+            .tokens_per_batch(sizes.0)
+            .max_seq_len(sizes.1)
+    }
 }
 
 /// A step's pieces as the model's, each id checked against its document's.

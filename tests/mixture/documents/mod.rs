@@ -11,10 +11,14 @@
 #[path = "../../documents/model.rs"]
 mod data;
 mod errors;
+#[path = "../../documents/field_values.rs"]
+mod field_values;
 mod helpers;
 mod model;
 mod pipeline;
 mod resume;
+#[path = "../../documents/sizes.rs"]
+mod sizes;
 mod steps;
 mod stop;
 mod walk;

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use pinring::source::{Stop, TokenType};
-use pinring::{Batch, Dtype, Fence, Pipeline};
+use pinring::{Fence, Pipeline};
 
 use super::data::{cu_seqlens, Data, ModelOrder};
+use super::field_values::values;
 use super::helpers::{shard, Written, BOS};
+use super::sizes::sizes_at;
 
 /// Three sources of two shards each, short and long documents; the middle one shuffled.
 fn sources() -> Vec<(Data, ModelOrder)> {
@@ -40,26 +42,6 @@ fn sources() -> Vec<(Data, ModelOrder)> {
         .collect()
 }
 
-/// A field's elements, widened to `i64`.
-fn values(batch: &Batch, name: &str) -> Vec<i64> {
-    let at = batch
-        .field(name)
-        .unwrap_or_else(|| panic!("no field {name}"));
-    let bytes = batch.field_bytes(name).unwrap();
-    assert_eq!(bytes.len(), at.len * at.dtype.size());
-    match at.dtype {
-        Dtype::I32 => bytes
-            .chunks_exact(4)
-            .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
-        Dtype::I64 => bytes
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        other => panic!("unexpected dtype {other}"),
-    }
-}
-
 /// Tokens `offset..offset + len` of a `u16` shard file, read from its bytes (past llm.c's
 /// 1024-byte header).
 fn file_tokens(path: &std::path::Path, offset: u64, len: u64) -> Vec<i64> {
@@ -77,15 +59,7 @@ fn check_run(ty: TokenType, world: u64, schedule: Vec<(u64, u64, u64)>) {
     let weights = vec![0.5, 0.3, 0.2];
     let base = (40u64, 24u64);
     let steps = 12;
-    let sizes = |k: u64| {
-        let mut s = (base.0 as usize, base.1 as usize);
-        for &(from, n, m) in &schedule {
-            if from <= k {
-                s = (n as usize, m as usize);
-            }
-        }
-        s
-    };
+    let sizes = |k: u64| sizes_at(base, &schedule, k);
     let sequence = written
         .model
         .sequence(&[(0, weights.clone())], Stop::Never, 100_000);
@@ -94,11 +68,8 @@ fn check_run(ty: TokenType, world: u64, schedule: Vec<(u64, u64, u64)>) {
         .steps(&sequence, world as usize, &sizes, 0, steps);
     for rank in 0..world {
         let mix = written
-            .mixture()
+            .mixture_of_rank(rank, world, base)
             .weights(weights.clone())
-            .shard(rank, world)
-            .tokens_per_batch(base.0)
-            .max_seq_len(base.1)
             .schedule(schedule.clone())
             .max_docs(64)
             .token_type(ty)

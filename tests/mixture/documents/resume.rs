@@ -29,11 +29,8 @@ fn chain(
         let ranks: Vec<_> = (0..*world)
             .map(|r| {
                 written
-                    .mixture()
+                    .mixture_of_rank(r, *world, (n, msl))
                     .weights(weights.clone())
-                    .shard(r, *world)
-                    .tokens_per_batch(n)
-                    .max_seq_len(msl)
                     .build()
                     .unwrap()
             })
@@ -215,11 +212,8 @@ fn a_state_resumes_exactly_as_the_run_went_on() {
     let written = Written::new(&sources, 9);
     let rank = |r| {
         written
-            .mixture()
+            .mixture_of_rank(r, 2, (24, 16))
             .weights([3.0, 1.0, 2.0])
-            .shard(r, 2)
-            .tokens_per_batch(24)
-            .max_seq_len(16)
             .build()
             .unwrap()
     };

@@ -30,15 +30,9 @@ fn run(
     build: impl Fn(pinring::source::DocumentMixtureBuilder) -> pinring::source::DocumentMixtureBuilder,
     take: usize,
 ) -> Vec<Got> {
-    let mix = build(
-        written
-            .mixture()
-            .shard(rank, world)
-            .tokens_per_batch(17)
-            .max_seq_len(11),
-    )
-    .build()
-    .unwrap();
+    let mix = build(written.mixture_of_rank(rank, world, (17, 11)))
+        .build()
+        .unwrap();
     mix.iter()
         .take(take)
         .map(|s| (s.step(), pieces(written, &s)))
@@ -80,13 +74,7 @@ proptest! {
             prop_assert_eq!(&got, &want);
             // A state after `saved_after` steps (all ranks alike) resumes the rest, skipping
             // on though the resumed mixture is not told.
-            let mix = |r| {
-                written
-                    .mixture()
-                    .shard(r, world)
-                    .tokens_per_batch(17)
-                    .max_seq_len(11)
-            };
+            let mix = |r| written.mixture_of_rank(r, world, (17, 11));
             let states: Vec<MixtureState<DocumentsCheckpoint>> = (0..world)
                 .map(|r| {
                     mix(r)
@@ -127,11 +115,7 @@ fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
     let written = Written::new(&sources, 1);
     let whole = run(&written, 1, 2, |b| b, 40);
     let mix = |r, k: Option<u64>| {
-        let b = written
-            .mixture()
-            .shard(r, 2)
-            .tokens_per_batch(17)
-            .max_seq_len(11);
+        let b = written.mixture_of_rank(r, 2, (17, 11));
         match k {
             Some(k) => b.start_step(k),
             None => b,

@@ -27,12 +27,9 @@ proptest! {
         let want = written.model.steps(&sequence, world as usize, &size, 0, usize::MAX);
         let mix = |r| {
             written
-                .mixture()
+                .mixture_of_rank(r, world, sizes)
                 .weights(weights.clone())
                 .stop(stop)
-                .shard(r, world)
-                .tokens_per_batch(sizes.0)
-                .max_seq_len(sizes.1)
                 .build()
                 .unwrap()
         };

@@ -8,30 +8,10 @@ use proptest::prelude::*;
 use super::data::{Data, ModelOrder};
 use super::helpers::{pieces, source, weights, Written};
 use super::model::ModelPiece;
+use super::sizes::{schedules, sizes_at};
 
 /// Steps compared per rank.
 const STEPS: usize = 16;
-
-/// Step `k`'s (N, max_seq_len) under base sizes and a schedule.
-pub fn sizes_at(base: (u64, u64), schedule: &[(u64, u64, u64)], k: u64) -> (usize, usize) {
-    let (mut n, mut m) = base;
-    for &(from, n2, m2) in schedule {
-        if from <= k {
-            (n, m) = (n2, m2);
-        }
-    }
-    (n as usize, m as usize)
-}
-
-/// A random schedule: none, or one or two changes.
-pub fn schedules() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-    prop_oneof![
-        2 => Just(vec![]),
-        1 => (1u64..6, 1u64..40, 1u64..50).prop_map(|(k, n, m)| vec![(k, n, m)]),
-        1 => (0u64..3, 1u64..40, 1u64..50, 1u64..5, 1u64..40, 1u64..50)
-            .prop_map(|(k, n, m, d, n2, m2)| vec![(k, n, m), (k + d, n2, m2)]),
-    ]
-}
 
 /// Sources and their weights.
 pub fn mixed() -> impl Strategy<Value = (Vec<(Data, ModelOrder)>, Vec<f64>)> {
@@ -60,11 +40,8 @@ proptest! {
         let mut ranks: Vec<Vec<Vec<ModelPiece>>> = Vec::new();
         for rank in 0..world {
             let mix = written
-                .mixture()
+                .mixture_of_rank(rank, world, base)
                 .weights(weights.clone())
-                .shard(rank, world)
-                .tokens_per_batch(base.0)
-                .max_seq_len(base.1)
                 .schedule(schedule.clone())
                 .build()
                 .unwrap();
