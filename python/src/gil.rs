@@ -43,10 +43,11 @@ extern "C" {
 /// Whether the calling thread holds the GIL now (its Python thread state is current).
 fn holds_the_gil() -> bool {
     // SAFETY: `Py_IsInitialized` may be called at any time, before and after the
-    // interpreter runs; `PyGILState_Check` "can be called from any thread at any time"
-    // once the interpreter is initialized (checked first), and only reads this thread's
-    // state.
-    unsafe { ffi::Py_IsInitialized() != 0 && PyGILState_Check() == 1 }
+    // interpreter runs.
+    let initialized = unsafe { ffi::Py_IsInitialized() } != 0;
+    // SAFETY: `PyGILState_Check` "can be called from any thread at any time" once the
+    // interpreter is initialized (checked just above), and only reads this thread's state.
+    initialized && unsafe { PyGILState_Check() } == 1
 }
 
 /// Drops `value` as [`detached`] runs work: with the GIL released. What goes this way may
