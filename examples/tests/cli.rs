@@ -266,6 +266,11 @@ impl TempDir {
     }
 }
 
+/// The words of `line`, a command line without quotes, as a shell splits it.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// A small valid shard `shard.bin` in `dir`: 5000 u16 tokens.
 fn small_shard(dir: &TempDir) -> String {
     let tokens: Vec<u16> = (0..5000u32).map(|i| (i * 7 % 50257) as u16).collect();
@@ -648,18 +653,11 @@ fn quickstart_runs_and_says_why_it_fell_back_to_the_cpu() {
 fn train_tokens_takes_flag_equals_value() {
     let dir = TempDir::new("train-ok");
     let shard = small_shard(&dir);
-    let run = dir.run(
-        "train_tokens",
-        &[
-            "--seq-len=8",
-            "--batch-size=2",
-            "--batches=3",
-            "--dtype=int64",
-            "--order=sequential",
-            "--threads=1",
-            &shard,
-        ],
+    let mut args = words(
+        "--seq-len=8 --batch-size=2 --batches=3 --dtype=int64 --order=sequential --threads=1",
     );
+    args.push(&shard);
+    let run = dir.run("train_tokens", &args);
     run.assert_says(&["batches of 2 × (T = 8) as i64, Sequential", "3 batches in"]);
     // A u32 shard streams too.
     let tokens: Vec<u32> = (0..3000u32).map(|i| i * 40).collect();
@@ -726,25 +724,13 @@ fn train_tokens_streams_exactly_the_batches_asked_for() {
     let dir = TempDir::new("train-count");
     let shard = small_shard(&dir);
     for (args, want) in [
+        ("--seq-len 8 --batch-size 5 --batches 300", 300),
         (
-            vec!["--seq-len", "8", "--batch-size", "5", "--batches", "300"],
-            300,
-        ),
-        (
-            vec![
-                "--seq-len",
-                "8",
-                "--batch-size",
-                "16",
-                "--batches",
-                "20",
-                "--world-size",
-                "64",
-            ],
+            "--seq-len 8 --batch-size 16 --batches 20 --world-size 64",
             20,
         ),
     ] {
-        let mut args: Vec<&str> = args;
+        let mut args = words(args);
         args.extend(["--order", "sequential", "--threads", "1", &shard]);
         let run = dir.run("train_tokens", &args);
         assert!(run.ok(), "{run:#?}");
@@ -772,18 +758,9 @@ fn train_tokens_trace_to_an_unwritable_path_fails_before_the_run() {
     assert!(run.stderr.contains(trace), "{run:#?}");
     assert!(!run.stdout.contains("batches in"), "it ran first: {run:#?}");
     // A writable path gets the trace.
-    let run = dir.run(
-        "train_tokens",
-        &[
-            "--seq-len",
-            "8",
-            "--batches",
-            "5",
-            "--trace",
-            "trace.json",
-            &shard,
-        ],
-    );
+    let mut args = words("--seq-len 8 --batches 5 --trace trace.json");
+    args.push(&shard);
+    let run = dir.run("train_tokens", &args);
     assert!(run.ok(), "{run:#?}");
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     assert!(json.starts_with('{') || json.starts_with('['), "{json}");
@@ -807,21 +784,12 @@ fn document_shard(dir: &TempDir) -> String {
 fn train_documents_streams_exactly_the_steps_asked_for() {
     let dir = TempDir::new("docs-ok");
     let shard = document_shard(&dir);
-    let run = dir.run(
-        "train_documents",
-        &[
-            "--tokens-per-batch=64",
-            "--max-seq-len=32",
-            "--steps=25",
-            "--threads=1",
-            "--schedule=10:100:16,20:32:64",
-            "--positions",
-            "--world-size=2",
-            "--rank=1",
-            "--cpu",
-            &shard,
-        ],
+    let mut args = words(
+        "--tokens-per-batch=64 --max-seq-len=32 --steps=25 --threads=1 \
+         --schedule=10:100:16,20:32:64 --positions --world-size=2 --rank=1 --cpu",
     );
+    args.push(&shard);
+    let run = dir.run("train_documents", &args);
     run.assert_says(&[
         "steps of up to 100 + 1 tokens as i32, cut at 64",
         "\n25 steps in ",
@@ -836,21 +804,10 @@ fn train_documents_streams_exactly_the_steps_asked_for() {
     write_shard_u32(dir.path().join("llama.bin"), &tokens).unwrap();
     let run = dir.run(
         "train_documents",
-        &[
-            "--tokens-per-batch",
-            "40",
-            "--steps",
-            "12",
-            "--order",
-            "shuffled",
-            "--seed",
-            "3",
-            "--dtype",
-            "int64",
-            "--trace",
-            "trace.json",
-            "llama.bin",
-        ],
+        &words(
+            "--tokens-per-batch 40 --steps 12 --order shuffled --seed 3 --dtype int64 \
+             --trace trace.json llama.bin",
+        ),
     );
     run.assert_says(&["documents from bos 128000", "\n12 steps in "]);
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
@@ -1088,28 +1045,10 @@ fn locate_prints_each_row_of_a_step_from_the_runs_settings_or_a_state() {
             (at.source, at.offset, at.len, s.item().id(), file)
         })
         .collect();
-    let settings = [
-        "--step",
-        "7",
-        "--rank",
-        "1",
-        "--world-size",
-        "2",
-        "--batch-size",
-        "4",
-        "--shards",
-        "web.bin",
-        "--shards",
-        "code.bin",
-        "--seq-len",
-        "64",
-        "--order",
-        "shuffled",
-        "--seed",
-        "1,2",
-        "--weights",
-        "0.7,0.3",
-    ];
+    let settings = words(
+        "--step 7 --rank 1 --world-size 2 --batch-size 4 --shards web.bin --shards code.bin \
+         --seq-len 64 --order shuffled --seed 1,2 --weights 0.7,0.3",
+    );
     let run = dir.run("locate", &settings);
     assert!(run.ok(), "{run:#?}");
     assert!(
@@ -1125,34 +1064,14 @@ fn locate_prints_each_row_of_a_step_from_the_runs_settings_or_a_state() {
     std::fs::write(dir.path().join("state.json"), state.to_text()).unwrap();
     let run = dir.run(
         "locate",
-        &[
-            "--step",
-            "7",
-            "--rank",
-            "1",
-            "--state",
-            "state.json",
-            "--shards",
-            "web.bin",
-            "--shards",
-            "code.bin",
-        ],
+        &words("--step 7 --rank 1 --state state.json --shards web.bin --shards code.bin"),
     );
     assert!(run.ok(), "{run:#?}");
     assert_eq!(printed_rows(&run), want);
     // A step before the state's: refused, saying what to do.
     let run = dir.run(
         "locate",
-        &[
-            "--step",
-            "2",
-            "--state",
-            "state.json",
-            "--shards",
-            "web.bin",
-            "--shards",
-            "code.bin",
-        ],
+        &words("--step 2 --state state.json --shards web.bin --shards code.bin"),
     );
     run.assert_refused("a step before the state");
     assert!(
@@ -1163,16 +1082,7 @@ fn locate_prints_each_row_of_a_step_from_the_runs_settings_or_a_state() {
     // One source: a sampler; its row is the window the library gives.
     let run = dir.run(
         "locate",
-        &[
-            "--step",
-            "3",
-            "--batch-size",
-            "2",
-            "--shards",
-            "web.bin",
-            "--seq-len",
-            "64",
-        ],
+        &words("--step 3 --batch-size 2 --shards web.bin --seq-len 64"),
     );
     assert!(run.ok(), "{run:#?}");
     let rows = printed_rows(&run);
@@ -1189,51 +1099,33 @@ fn locate_prints_each_row_of_a_step_from_the_runs_settings_or_a_state() {
 fn locate_refuses_bad_settings_with_a_message() {
     let dir = TempDir::new("locate-bad");
     two_sources(&dir, 0, 0);
-    let base = [
-        "--batch-size",
-        "4",
-        "--shards",
-        "web.bin",
-        "--shards",
-        "code.bin",
-    ];
+    let base = words("--batch-size 4 --shards web.bin --shards code.bin");
     // Step 1 unless the case gives its own.
-    let with = |more: &[&'static str]| -> Vec<&'static str> {
+    let with = |more: &'static str| -> Vec<&'static str> {
+        let more = words(more);
         let step: &[&str] = if more.contains(&"--step") {
             &[]
         } else {
             &["--step", "1"]
         };
-        base.iter().chain(step).chain(more).copied().collect()
+        base.iter().chain(step).chain(&more).copied().collect()
     };
     for (args, says) in [
+        (with("--seq-len 64 --weights 1,-1"), "weight 1 is -1"),
         (
-            with(&["--seq-len", "64", "--weights", "1,-1"]),
-            "weight 1 is -1",
-        ),
-        (
-            with(&["--seq-len", "64", "--weights", "1,2,3"]),
+            with("--seq-len 64 --weights 1,2,3"),
             "3 weight(s) for 2 source(s)",
         ),
+        (with("--seq-len 64 --seed 1,2,3"), "3 seeds for 2 sources"),
+        (with(""), "give --seq-len"),
         (
-            with(&["--seq-len", "64", "--seed", "1,2,3"]),
-            "3 seeds for 2 sources",
-        ),
-        (with(&[]), "give --seq-len"),
-        (
-            with(&["--seq-len", "64", "--stop", "first", "--step", "100000"]),
+            with("--seq-len 64 --stop first --step 100000"),
             "has no step 100000",
         ),
+        (with("--seq-len 64 --skip 1..3"), "has no step 1"),
+        (with("--seq-len 64 --skip 3"), "is not a range START..END"),
         (
-            with(&["--seq-len", "64", "--skip", "1..3"]),
-            "has no step 1",
-        ),
-        (
-            with(&["--seq-len", "64", "--skip", "3"]),
-            "is not a range START..END",
-        ),
-        (
-            with(&["--seq-len", "64", "--state", "missing.json"]),
+            with("--seq-len 64 --state missing.json"),
             "cannot read the state",
         ),
     ] {
@@ -1294,28 +1186,10 @@ fn document_rows(
 fn locate_prints_the_rows_of_a_step_of_packed_documents() {
     let dir = TempDir::new("locate-docs");
     document_sources(&dir);
-    let mixture = [
-        "--step",
-        "9",
-        "--rank",
-        "1",
-        "--world-size",
-        "2",
-        "--tokens-per-batch",
-        "48",
-        "--max-seq-len",
-        "16",
-        "--shards",
-        "web.bin",
-        "--shards",
-        "code.bin",
-        "--order",
-        "shuffled",
-        "--seed",
-        "1,2",
-        "--weights",
-        "0.7,0.3",
-    ];
+    let mixture = words(
+        "--step 9 --rank 1 --world-size 2 --tokens-per-batch 48 --max-seq-len 16 \
+         --shards web.bin --shards code.bin --order shuffled --seed 1,2 --weights 0.7,0.3",
+    );
     let want = document_rows(&dir, true, 1, 9);
     let run = dir.run("locate", &mixture);
     assert!(run.ok(), "{run:#?}");
@@ -1342,28 +1216,14 @@ fn locate_prints_the_rows_of_a_step_of_packed_documents() {
         .checkpoint_after(None, 4)
         .unwrap();
     std::fs::write(dir.path().join("mix.json"), state.to_text()).unwrap();
-    let from_state = [
-        "--step", "9", "--rank", "1", "--state", "mix.json", "--shards", "web.bin", "--shards",
-        "code.bin",
-    ];
+    let from_state = words("--step 9 --rank 1 --state mix.json --shards web.bin --shards code.bin");
     let run = dir.run("locate", &from_state);
     assert!(run.ok(), "{run:#?}");
     assert_eq!(printed_rows(&run), want);
     // One source: the rows of Documents' step.
-    let one = [
-        "--step",
-        "6",
-        "--rank",
-        "0",
-        "--world-size",
-        "2",
-        "--tokens-per-batch",
-        "48",
-        "--max-seq-len",
-        "16",
-        "--shards",
-        "web.bin",
-    ];
+    let one = words(
+        "--step 6 --rank 0 --world-size 2 --tokens-per-batch 48 --max-seq-len 16 --shards web.bin",
+    );
     let run = dir.run("locate", &one);
     assert!(run.ok(), "{run:#?}");
     assert_eq!(printed_rows(&run), document_rows(&dir, false, 0, 6));
@@ -1378,54 +1238,29 @@ fn locate_prints_the_rows_of_a_step_of_packed_documents() {
     std::fs::write(dir.path().join("docs.json"), state.to_text()).unwrap();
     let run = dir.run(
         "locate",
-        &["--step", "6", "--state", "docs.json", "--shards", "web.bin"],
+        &words("--step 6 --state docs.json --shards web.bin"),
     );
     assert!(run.ok(), "{run:#?}");
     assert_eq!(printed_rows(&run), document_rows(&dir, false, 0, 6));
     // Bad settings: a message.
     for (args, says) in [
         (
-            vec![
-                "--step",
-                "1",
-                "--tokens-per-batch",
-                "0",
-                "--shards",
-                "web.bin",
-            ],
+            "--step 1 --tokens-per-batch 0 --shards web.bin",
             "`tokens_per_batch` must be at least 1",
         ),
         (
-            vec![
-                "--step",
-                "1",
-                "--tokens-per-batch",
-                "48",
-                "--shards",
-                "web.bin",
-                "--order",
-                "random",
-            ],
+            "--step 1 --tokens-per-batch 48 --shards web.bin --order random",
             "sequential or shuffled, not random",
         ),
         (
-            vec![
-                "--step",
-                "1",
-                "--tokens-per-batch",
-                "48",
-                "--shards",
-                "web.bin",
-                "--skip",
-                "0..3",
-            ],
+            "--step 1 --tokens-per-batch 48 --shards web.bin --skip 0..3",
             "has no step 1",
         ),
         (
-            vec!["--step", "1", "--state", "mix.json", "--shards", "web.bin"],
+            "--step 1 --state mix.json --shards web.bin",
             "the state has 2 source(s)",
         ),
     ] {
-        dir.assert_refuses("locate", &args, says);
+        dir.assert_refuses("locate", &words(args), says);
     }
 }

@@ -384,13 +384,20 @@ def optimizer(model, args):
     return torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
 
 
-def resume(path, model, opt, device):
-    """Loads the model and the optimizer saved at `path`; returns the loader state and the
-    step saved with them."""
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+def resume(args, model, opt, device, rank, world, progress):
+    """With --resume, loads the model and the optimizer saved there and says so on rank 0
+    (`progress(state)` tells how far the loader got); returns the loader state and the step
+    saved with them, or (None, 0) without --resume."""
+    if not args.resume:
+        return None, 0
+    ckpt = torch.load(args.resume, map_location=device, weights_only=False)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["opt"])
-    return ckpt["loader"], ckpt["step"]
+    state, start_step = ckpt["loader"], ckpt["step"]
+    if rank == 0:
+        print(f"resumed from {args.resume}: step {start_step}, {progress(state)} by {state['world_size']} rank(s); "
+              f"now {world} rank(s)")
+    return state, start_step
 
 
 def train_packed_ddp(args, device):
@@ -416,12 +423,8 @@ def train_packed_ddp(args, device):
     torch.manual_seed(args.seed)
     model = GPT(longest, layers=args.layers, d=args.d_model).to(device)
     opt = optimizer(model, args)
-    state, start_step = None, 0
-    if args.resume:
-        state, start_step = resume(args.resume, model, opt, device)
-        if rank == 0:
-            print(f"resumed from {args.resume}: step {start_step}, {state['consumed']} documents consumed "
-                  f"by {state['world_size']} rank(s); now {world} rank(s)")
+    state, start_step = resume(args, model, opt, device, rank, world,
+                               lambda state: f"{state['consumed']} documents consumed")
     net = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None)
     mix = packed_mixture(args, corpora, rank, world)
@@ -679,12 +682,8 @@ def main():
 
     model = GPT(args.seq_len).to(device)
     opt = optimizer(model, args)
-    state, start_step = None, 0
-    if args.resume:
-        state, start_step = resume(args.resume, model, opt, device)
-        if rank == 0:
-            print(f"resumed from {args.resume}: step {start_step}, loader at epoch {state['epoch']}, "
-                  f"{state['consumed']} windows consumed by {state['world_size']} rank(s); now {world} rank(s)")
+    state, start_step = resume(args, model, opt, device, rank, world,
+                               lambda state: f"loader at epoch {state['epoch']}, {state['consumed']} windows consumed")
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if args.ddp else model
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     feed = {}

@@ -164,6 +164,16 @@ def test_bad_steps_are_config_errors(shards, tmp_path):
     assert info.value.argument == "skip_steps"
 
 
+def doc_steps(loader, n):
+    """The next `n` steps of a Documents loader, as (step, epoch, doc_ids, tokens)."""
+    out = []
+    for _ in range(n):
+        b = loader.pop(timeout=BOUND)
+        out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
+        b.release()
+    return out
+
+
 def test_start_step_of_documents_equals_the_uninterrupted_run(tmp_path):
     """A single Documents source begins at step k: the same steps as the uninterrupted run
     from k (the steps before it walked over the index, not read), on every rank; a state
@@ -172,25 +182,17 @@ def test_start_step_of_documents_equals_the_uninterrupted_run(tmp_path):
     src = lambda rank: pinring.Documents(pattern, tokens_per_batch=256, max_seq_len=64, rank=rank,  # noqa: E731
                                          world_size=2)
 
-    def steps(loader, n):
-        out = []
-        for _ in range(n):
-            b = loader.pop(timeout=BOUND)
-            out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
-            b.release()
-        return out
-
     for rank in range(2):
         with pinring.Loader(src(rank), device="cpu") as loader:
-            whole = steps(loader, 40)
+            whole = doc_steps(loader, 40)
             early = None
         with pinring.Loader(src(rank), device="cpu") as loader:
-            steps(loader, 3)
+            doc_steps(loader, 3)
             early = loader.state_dict()
         for k, state in [(9, None), (31, None), (12, early)]:
             with pinring.Loader(src(rank), device="cpu", start_step=k, state=state) as loader:
                 assert loader.state_dict()["step"] == k
-                got = steps(loader, 40 - k)
+                got = doc_steps(loader, 40 - k)
                 assert loader.state_dict()["step"] == 40
             same([(s, e, i, t) for s, e, i, t in got], whole[k:])
 
@@ -205,41 +207,33 @@ def test_skip_steps_of_documents_leave_out_exactly_those_steps_across_resumes(tm
     src = lambda rank, world=2: pinring.Documents(pattern, tokens_per_batch=256,  # noqa: E731
                                                   max_seq_len=64, rank=rank, world_size=world)
 
-    def steps(loader, n):
-        out = []
-        for _ in range(n):
-            b = loader.pop(timeout=BOUND)
-            out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
-            b.release()
-        return out
-
     skip = [(3, 6), range(10, 12)]
     skipped = {3, 4, 5, 10, 11}
     whole, states = [], []
     for rank in range(2):
         with pinring.Loader(src(rank), device="cpu") as loader:
-            whole.append(steps(loader, 30))
+            whole.append(doc_steps(loader, 30))
         kept = [s for s in whole[rank] if s[0] not in skipped]
         with pinring.Loader(src(rank), device="cpu", skip_steps=skip) as loader:
             assert loader.skip_steps == [(3, 6), (10, 12)]
-            same(steps(loader, 5), kept[:5])
+            same(doc_steps(loader, 5), kept[:5])
             states.append(loader.state_dict())
         # After steps 0, 1, 2, 6 and 7: the next kept step, the ranges recorded.
         assert states[rank]["step"] == 8 and states[rank]["skip"] == [[3, 6], [10, 12]]
         # Resumed without skip_steps: the state keeps skipping.
         with pinring.Loader(src(rank), device="cpu", state=states[rank]) as loader:
-            same(steps(loader, 10), kept[5:15])
+            same(doc_steps(loader, 10), kept[5:15])
         # A start step inside a skipped range: the first kept step after it.
         with pinring.Loader(src(rank), device="cpu", start_step=4, skip_steps=skip) as loader:
             assert loader.state_dict()["step"] == 6
-            same(steps(loader, 3), kept[3:6])
+            same(doc_steps(loader, 3), kept[3:6])
     state = pinring.merge_states(states)
     # The first run used the documents of steps 0 to 7 on both ranks (3 to 5 skipped).
     used = {(e, int(i)) for run in whole for s, e, ids, _ in run if s < 8 for i in ids}
     delivered = set()
     for rank in range(3):
         with pinring.Loader(src(rank, 3), device="cpu", state=state, skip_steps=[(20, 22)]) as loader:
-            got = steps(loader, 12)
+            got = doc_steps(loader, 12)
             assert loader.state_dict()["skip"] == [[3, 6], [10, 12], [20, 22]]
         assert [s for s, *_ in got] == [8, 9, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23]
         for _, e, ids, _ in got:

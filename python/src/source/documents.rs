@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{
@@ -15,7 +15,7 @@ use pinring::Dtype;
 use crate::args;
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::source::dtype::Row;
-use crate::source::paths::path_list;
+use crate::source::paths::{file_names, path_list};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
 
@@ -316,20 +316,9 @@ impl Documents {
             .map(|s| schedule_arg(py, s))
             .transpose()?
             .unwrap_or_default();
-        let seed = u64::try_from(seed)
-            .map_err(|_| config(py, "seed", format!("seed must be in 0..2**64, got {seed}")))?;
+        let seed = args::seed(py, seed)?;
         let order = order_arg(py, order, seed)?;
-        let world = args::at_least_one(py, "world_size", world_size)?;
-        let rank = u64::try_from(rank)
-            .ok()
-            .filter(|&r| r < world)
-            .ok_or_else(|| {
-                config(
-                    py,
-                    "rank",
-                    format!("rank must be in 0..world_size ({world}), got {rank}"),
-                )
-            })?;
+        let (rank, world) = args::rank_in_world(py, rank, world_size)?;
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let paths = path_list(paths)?;
         let packing = Packing {
@@ -342,11 +331,7 @@ impl Documents {
         };
         let built = py.detach(|| -> pinring::Result<_> {
             let shards = open_shards(&paths)?;
-            let files = shards
-                .shards()
-                .iter()
-                .map(|s| s.path().to_string_lossy().into_owned())
-                .collect::<Vec<_>>();
+            let files = file_names(shards.shards().iter().map(|s| s.path()));
             let tokens = shards.tokens();
             let mut member = source::Documents::builder(shards).order(order);
             if let Some(bos) = bos {
@@ -492,14 +477,15 @@ impl Documents {
     #[gen_stub(override_return_type(type_repr = "dict[str, int]"))]
     fn index_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.docs.index_stats();
-        let d = PyDict::new(py);
-        d.set_item("shards", s.shards)?;
-        d.set_item("indexed", s.indexed)?;
-        d.set_item("at_start", s.at_start)?;
-        d.set_item("ahead", s.ahead)?;
-        d.set_item("on_walk", s.on_walk)?;
-        d.set_item("from_cache", s.from_cache)?;
-        Ok(d)
+        [
+            ("shards", s.shards),
+            ("indexed", s.indexed),
+            ("at_start", s.at_start),
+            ("ahead", s.ahead),
+            ("on_walk", s.on_walk),
+            ("from_cache", s.from_cache),
+        ]
+        .into_py_dict(py)
     }
 
     fn __repr__(&self) -> String {

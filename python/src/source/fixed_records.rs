@@ -12,7 +12,7 @@ use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
-use crate::source::paths::{is_glob, not_a_directory, path_list};
+use crate::source::paths::{file_names, is_glob, not_a_directory, path_list};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::spec::Spec;
 
@@ -96,11 +96,7 @@ impl FixedRecords {
         let opened = py.detach(|| -> pinring::Result<_> {
             let records =
                 source::FixedRecords::open(record_files(&paths, record_bytes)?, record_bytes)?;
-            let files = records
-                .files()
-                .iter()
-                .map(|f| f.path().to_string_lossy().into_owned())
-                .collect::<Vec<_>>();
+            let files = file_names(records.files().iter().map(|f| f.path()));
             let count = records.records();
             let sampler = sampling.apply(Sampler::builder(records)).build()?;
             Ok((sampler, files, count))

@@ -44,6 +44,14 @@ pub(crate) fn path_list(paths: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     ))
 }
 
+/// The names of `files`, as a source's `files` attribute lists them.
+pub(crate) fn file_names<'a>(files: impl IntoIterator<Item = &'a Path>) -> Vec<String> {
+    files
+        .into_iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Whether `p` is a pattern.
 pub(crate) fn is_glob(p: &Path) -> bool {
     p.to_string_lossy().contains(['*', '?'])

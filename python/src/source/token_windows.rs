@@ -8,7 +8,7 @@ use pinring::source::{TokenShards, Tokens};
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
-use crate::source::paths::path_list;
+use crate::source::paths::{file_names, path_list};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
@@ -136,11 +136,7 @@ impl TokenWindows {
                 Ok(shards)
             })
             .map_err(|e| open_error(py, e, dtype))?;
-        let files = shards
-            .shards()
-            .iter()
-            .map(|s| s.path().to_string_lossy().into_owned())
-            .collect::<Vec<_>>();
+        let files = file_names(shards.shards().iter().map(|s| s.path()));
         let tokens = shards.tokens();
         if !shards.shards().iter().any(|s| s.len() as u64 >= window) {
             return Err(too_long(py, &shards, seq_len));
