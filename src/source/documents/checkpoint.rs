@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::checkpoint_text::{other_version, read_text};
 
 use super::order::DocOrder;
 use super::walk::Cursor;
@@ -237,33 +238,16 @@ impl DocumentsCheckpoint {
     ///     (version 2) cannot read"), "{err}");
     /// ```
     pub fn from_text(text: &str) -> Result<DocumentsCheckpoint> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let bare = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message);
-            let why = match version_of(text) {
-                Some(v) if v != DOCUMENTS_CHECKPOINT_VERSION => format!(
-                    "a documents checkpoint of version {v}, which this build (version \
-                     {DOCUMENTS_CHECKPOINT_VERSION}) cannot read: {bare}"
-                ),
-                _ => bare.to_owned(),
-            };
-            SourceError::BadCheckpointText { line, column, why }.into()
+        read_text(text, |bare| {
+            other_version(
+                text,
+                "a documents checkpoint",
+                DOCUMENTS_CHECKPOINT_VERSION,
+                bare,
+            )
+            .unwrap_or_else(|| bare.to_owned())
         })
     }
-}
-
-/// The `version` key of a checkpoint's text, when it is JSON with one.
-fn version_of(text: &str) -> Option<u32> {
-    #[derive(Deserialize)]
-    struct Versioned {
-        version: u32,
-    }
-    serde_json::from_str::<Versioned>(text)
-        .ok()
-        .map(|v| v.version)
 }
 
 /// A cursor in words.

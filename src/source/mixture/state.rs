@@ -9,6 +9,7 @@ use super::stop::Stop;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
+use crate::source::sampling::checkpoint_text::read_text;
 
 /// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
 /// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
@@ -303,14 +304,6 @@ impl<C: DeserializeOwned> MixtureState<C> {
     /// missing, unknown or twice, a value of the wrong type, a source's record that does
     /// not read) is [`SourceError::BadCheckpointText`] naming the line and column.
     pub fn from_text(text: &str) -> Result<Self> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let why = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message)
-                .to_owned();
-            SourceError::BadCheckpointText { line, column, why }.into()
-        })
+        read_text(text, str::to_owned)
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::checkpoint_text::{other_version, read_text};
 use super::order::Order;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -432,37 +433,19 @@ impl Checkpoint {
     /// );
     /// ```
     pub fn from_text(text: &str) -> Result<Checkpoint> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let bare = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message);
-            let why = match text_version(text) {
-                Some(v) if v != CHECKPOINT_VERSION => format!(
-                    "a checkpoint of version {v}, which this build (version \
-                     {CHECKPOINT_VERSION}) cannot read: {bare}"
-                ),
-                _ if text.starts_with("pinring-checkpoint ") => format!(
-                    "the line form of earlier builds (`pinring-checkpoint 1`), which is no \
-                     longer read: the text form is JSON ({bare})"
-                ),
-                _ => bare.to_owned(),
-            };
-            SourceError::BadCheckpointText { line, column, why }.into()
+        read_text(text, |bare| {
+            other_version(text, "a checkpoint", CHECKPOINT_VERSION, bare)
+                .or_else(|| {
+                    text.starts_with("pinring-checkpoint ").then(|| {
+                        format!(
+                            "the line form of earlier builds (`pinring-checkpoint 1`), which is \
+                             no longer read: the text form is JSON ({bare})"
+                        )
+                    })
+                })
+                .unwrap_or_else(|| bare.to_owned())
         })
     }
-}
-
-/// The `version` key of a checkpoint's text, when it is JSON with one.
-fn text_version(text: &str) -> Option<u32> {
-    #[derive(Deserialize)]
-    struct Versioned {
-        version: u32,
-    }
-    serde_json::from_str::<Versioned>(text)
-        .ok()
-        .map(|v| v.version)
 }
 
 /// A [`Checkpoint`]'s serde form: one flat record of plain values (what JSON and a Python
