@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::inner::{keyed, DocMember, DocMixInner};
 use super::lists::PieceLists;
 use crate::error::Result;
+use crate::setters::setters;
 use crate::source::documents::builder::DocumentsBuilder;
-use crate::source::documents::layout::Layout;
 use crate::source::documents::packed::Documents;
-use crate::source::documents::schedule::Schedule;
+use crate::source::documents::packing::PackingSettings;
 use crate::source::mixture::builder_settings::{BuilderSettings, ShapeDifference, SourceRules};
 use crate::source::mixture::mix::Mixture;
 use crate::source::mixture::stop::Stop;
@@ -38,12 +38,8 @@ pub struct DocumentMixtureBuilder {
     /// The weights, seed, stop rule, ranks, start step and skipped steps (no batch size:
     /// a step is a batch).
     settings: BuilderSettings,
-    tokens_per_batch: u64,
-    max_seq_len: u64,
-    max_docs: Option<u64>,
-    schedule: Vec<(u64, u64, u64)>,
-    token_type: TokenType,
-    positions: bool,
+    /// The sizes of the steps, the token type and `positions`.
+    packing: PackingSettings,
 }
 
 impl Mixture<Documents> {
@@ -92,12 +88,7 @@ impl Mixture<Documents> {
         DocumentMixtureBuilder {
             sources: sources.into_iter().collect(),
             settings: BuilderSettings::default(),
-            tokens_per_batch: 0,
-            max_seq_len: 0,
-            max_docs: None,
-            schedule: Vec::new(),
-            token_type: TokenType::I32,
-            positions: false,
+            packing: PackingSettings::default(),
         }
     }
 
@@ -106,67 +97,61 @@ impl Mixture<Documents> {
     /// world size — and build again.
     pub fn to_builder(&self) -> DocumentMixtureBuilder {
         let i = &*self.inner;
-        let entries = i.schedule.triples();
-        let (_, tokens_per_batch, max_seq_len) = entries[0];
         DocumentMixtureBuilder {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
             settings: BuilderSettings::of(&i.settings, None),
-            tokens_per_batch,
-            max_seq_len,
-            max_docs: i.schedule.max_docs(),
-            schedule: entries[1..].to_vec(),
-            token_type: i.layout.token_type,
-            positions: i.layout.positions.is_some(),
+            packing: PackingSettings::of(&i.schedule, &i.layout),
         }
     }
 }
 
 impl DocumentMixtureBuilder {
-    /// Each source's weight, one per source (default: equal): finite, at least 0, not all
-    /// 0, taken over their sum. The share of the mixture's documents each source gives
-    /// (see [`Blend`](crate::source::Blend): every source stays within one document of its
-    /// share at every point of the document sequence).
-    pub fn weights(mut self, weights: impl Into<Vec<f64>>) -> Self {
-        self.settings.weights = Some(weights.into());
-        self
-    }
-
-    /// The mixture's seed (default 0): it keys each shuffled source's order with its own
-    /// seed — a source shuffled with seed `q` is walked as seed `q ^ mix64(seed)` — so one
-    /// number reshuffles every source. Seed 0 walks each source exactly as it is alone; a
-    /// sequential source has no seed. It does not change which source a document comes
-    /// from (the weights alone decide that).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.settings.seed = seed;
-        self
-    }
-
-    /// This process's rank among `world_size` data-parallel ranks (default: rank 0 of 1):
-    /// every rank walks the mixture's one document sequence, and the ranks take each
-    /// step's documents in rank order, as one [`Documents`] source's ranks do.
-    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
-        self.settings.run.rank = rank;
-        self.settings.run.world_size = world_size;
-        self
-    }
-
-    /// When the mixture ends (default [`Stop::Never`]), counted in each source's documents:
-    /// [`Stop::First`] before the first document that would start any source's second
-    /// epoch, [`Stop::All`] once every source of positive weight finished its first. The
-    /// step the end would cut short is left out on every rank. A stop rule indexes every
-    /// source's shards at build (it needs their document counts).
-    pub fn stop(mut self, stop: Stop) -> Self {
-        self.settings.stop = stop;
-        self
-    }
-
-    /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
-    /// the same steps from there on. Nothing before it is read or decoded: the steps
-    /// before it are walked over the sources' indexes (the blend rule and the packing,
-    /// about a microsecond a step for 8 ranks).
-    pub fn start_step(mut self, k: u64) -> Self {
-        self.settings.run.start_step = Some(k);
-        self
+    setters! {
+        /// Each source's weight, one per source (default: equal): finite, at least 0, not all
+        /// 0, taken over their sum. The share of the mixture's documents each source gives
+        /// (see [`Blend`](crate::source::Blend): every source stays within one document of its
+        /// share at every point of the document sequence).
+        weights(weights: impl Into<Vec<f64>>) => settings.weights = Some(weights.into());
+        /// The mixture's seed (default 0): it keys each shuffled source's order with its own
+        /// seed — a source shuffled with seed `q` is walked as seed `q ^ mix64(seed)` — so one
+        /// number reshuffles every source. Seed 0 walks each source exactly as it is alone; a
+        /// sequential source has no seed. It does not change which source a document comes
+        /// from (the weights alone decide that).
+        seed(seed: u64) => settings.seed = seed;
+        /// This process's rank among `world_size` data-parallel ranks (default: rank 0 of 1):
+        /// every rank walks the mixture's one document sequence, and the ranks take each
+        /// step's documents in rank order, as one [`Documents`] source's ranks do.
+        shard(rank: u64, world_size: u64) =>
+            settings.run.rank = rank, settings.run.world_size = world_size;
+        /// When the mixture ends (default [`Stop::Never`]), counted in each source's documents:
+        /// [`Stop::First`] before the first document that would start any source's second
+        /// epoch, [`Stop::All`] once every source of positive weight finished its first. The
+        /// step the end would cut short is left out on every rank. A stop rule indexes every
+        /// source's shards at build (it needs their document counts).
+        stop(stop: Stop) => settings.stop = stop;
+        /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
+        /// the same steps from there on. Nothing before it is read or decoded: the steps
+        /// before it are walked over the sources' indexes (the blend rule and the packing,
+        /// about a microsecond a step for 8 ranks).
+        start_step(k: u64) => settings.run.start_step = Some(k);
+        /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
+        /// tokens of the mixed documents.
+        tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
+        /// Where documents are cut: a document longer than this gives its first `max_seq_len`
+        /// tokens, and its tail is dropped.
+        max_seq_len(n: u64) => packing.max_seq_len = n;
+        /// The length of `cu_seqlens` in every step (at most `max_docs - 1` documents per rank
+        /// a step; a step needing more is an error at that step). Unset: each step's is
+        /// modded-nanogpt's rule for its tokens.
+        max_docs(n: u64) => packing.max_docs = Some(n);
+        /// Changes of the step sizes known up front: `(from_step, tokens_per_batch,
+        /// max_seq_len)` entries, strictly increasing in step, as
+        /// [`DocumentsBuilder::schedule`](crate::source::DocumentsBuilder::schedule).
+        schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
+        /// The type tokens are written as (`tokens`, `inputs`, `targets`).
+        token_type(ty: TokenType) => packing.token_type = Some(ty);
+        /// Whether batches carry `positions`: each input token's position in its document.
+        positions(on: bool) => packing.positions = Some(on);
     }
 
     /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`.
@@ -175,48 +160,6 @@ impl DocumentMixtureBuilder {
     /// (they are walked, not delivered).
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
         self.settings.run.skip_steps.extend(ranges);
-        self
-    }
-
-    /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-    /// tokens of the mixed documents.
-    pub fn tokens_per_batch(mut self, n: u64) -> Self {
-        self.tokens_per_batch = n;
-        self
-    }
-
-    /// Where documents are cut: a document longer than this gives its first `max_seq_len`
-    /// tokens, and its tail is dropped.
-    pub fn max_seq_len(mut self, n: u64) -> Self {
-        self.max_seq_len = n;
-        self
-    }
-
-    /// The length of `cu_seqlens` in every step (at most `max_docs - 1` documents per rank
-    /// a step; a step needing more is an error at that step). Unset: each step's is
-    /// modded-nanogpt's rule for its tokens.
-    pub fn max_docs(mut self, n: u64) -> Self {
-        self.max_docs = Some(n);
-        self
-    }
-
-    /// Changes of the step sizes known up front: `(from_step, tokens_per_batch,
-    /// max_seq_len)` entries, strictly increasing in step, as
-    /// [`DocumentsBuilder::schedule`](crate::source::DocumentsBuilder::schedule).
-    pub fn schedule(mut self, entries: Vec<(u64, u64, u64)>) -> Self {
-        self.schedule = entries;
-        self
-    }
-
-    /// The type tokens are written as (`tokens`, `inputs`, `targets`).
-    pub fn token_type(mut self, ty: TokenType) -> Self {
-        self.token_type = ty;
-        self
-    }
-
-    /// Whether batches carry `positions`: each input token's position in its document.
-    pub fn positions(mut self, on: bool) -> Self {
-        self.positions = on;
         self
     }
 
@@ -251,13 +194,7 @@ impl DocumentMixtureBuilder {
         };
         let (seed, stop) = (self.settings.seed, self.settings.stop);
         let (settings, _) = self.settings.check(&self.sources, rules)?;
-        let schedule = Schedule::new(
-            self.tokens_per_batch,
-            self.max_seq_len,
-            &self.schedule,
-            self.max_docs,
-        )?;
-        let layout = Layout::new(schedule.largest(), self.token_type, self.positions);
+        let (schedule, layout) = self.packing.check()?;
         let index_every_shard = stop != Stop::Never;
         let members = self
             .sources
