@@ -4,13 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::member::Member;
 use super::mixable::Mixable;
 use super::run_origin::RunOrigin;
 use super::samples::MixedSamples;
 use super::settings::{MixSettings, MixShared};
 use super::state::{MixtureState, WeightSpan};
 use super::stop::Stop;
-use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
 use crate::source::sampling::sampler::Sampler;
@@ -323,25 +323,8 @@ impl<S: Segmented> Mixture<S> {
     /// position.
     fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
         let i = &*self.inner;
-        i.settings.check_mixture(state, self.len())?;
-        let mut counts = Vec::with_capacity(i.members.len());
-        for (s, (member, c)) in i.members.iter().zip(&state.sources).enumerate() {
-            member.given.check_checkpoint(c).map_err(|e| match e {
-                crate::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
-                    SourceError::CheckpointMismatch {
-                        what: format!("source {s}'s {what}"),
-                        saved,
-                        here,
-                    }
-                    .into()
-                }
-                other => other,
-            })?;
-            let count = u128::from(c.epoch) * u128::from(member.epoch_len) + u128::from(c.consumed);
-            counts.push(u64::try_from(count).unwrap_or(u64::MAX));
-        }
-        state.check_history(&counts)?;
-        Ok(counts)
+        i.settings
+            .checked_counts(state, &i.members, Member::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is

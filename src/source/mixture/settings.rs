@@ -53,10 +53,25 @@ impl MixSettings {
         }
     }
 
-    /// Checks `state`'s version, seed, stop rule and number of sources (`sources`) against
-    /// these settings.
-    pub(crate) fn check_mixture<C>(&self, state: &MixtureState<C>, sources: usize) -> Result<()> {
-        state.check_mixture(self.seed, self.stop, sources)
+    /// Checks `state` but for its weights in force: its version, seed, stop rule and
+    /// number of sources against these settings and `members`, each source's part by
+    /// `count_of` (the source, its part, its index: the count of its items there), and its
+    /// weights' history against those counts; the counts.
+    pub(crate) fn checked_counts<C, M>(
+        &self,
+        state: &MixtureState<C>,
+        members: &[M],
+        count_of: impl Fn(&M, &C, usize) -> Result<u64>,
+    ) -> Result<Vec<u64>> {
+        state.check_mixture(self.seed, self.stop, members.len())?;
+        let counts = members
+            .iter()
+            .zip(&state.sources)
+            .enumerate()
+            .map(|(index, (member, saved))| count_of(member, saved, index))
+            .collect::<Result<Vec<u64>>>()?;
+        state.check_history(&counts)?;
+        Ok(counts)
     }
 
     /// The origin of a run resumed from `state`, where each source's count is `counts`

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::decoder::PackMixedDocuments;
-use super::inner::DocMixInner;
+use super::inner::{DocMember, DocMixInner};
 use super::steps::MixedSteps;
 use super::stream::{walk_step, MixedStream};
 use crate::config::ConfigBuilder;
@@ -169,11 +169,7 @@ impl Mixture<Documents> {
     /// `max_docs`. Add the rest (the backend, decode threads, a
     /// [`locator`](crate::ConfigBuilder::locator)) and build it.
     pub fn config(&self) -> ConfigBuilder {
-        let rows = usize::try_from(self.inner.layout.max_docs).unwrap_or(usize::MAX);
-        crate::config::Config::builder()
-            .batch_size(1)
-            .fields(self.fields())
-            .rows_per_batch(rows)
+        self.inner.layout.config()
     }
 
     /// The decoder that packs its steps into batches.
@@ -301,16 +297,8 @@ impl Mixture<Documents> {
     /// documents at its position.
     fn check_run(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<Vec<u64>> {
         let i = &*self.inner;
-        i.settings.check_mixture(state, self.len())?;
-        let counts = i
-            .members
-            .iter()
-            .zip(&state.sources)
-            .enumerate()
-            .map(|(s, (member, saved))| member.count_of(saved, s))
-            .collect::<Result<Vec<u64>>>()?;
-        state.check_history(&counts)?;
-        Ok(counts)
+        i.settings
+            .checked_counts(state, &i.members, DocMember::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is
