@@ -314,24 +314,13 @@ impl TryFrom<Record> for DocumentsCheckpoint {
     type Error = String;
 
     fn try_from(r: Record) -> Result<Self, String> {
-        if r.files.len() != r.sizes.len() {
-            return Err(format!(
-                "`files` names {} file(s) but `sizes` gives {} size(s)",
-                r.files.len(),
-                r.sizes.len()
-            ));
-        }
+        let dataset = Fingerprint::from_record(r.format, 0, r.files, r.sizes)?;
         if DocOrder::from_name(&r.order, r.seed).is_none() {
             return Err(unknown_order(&r.order));
         }
         Ok(DocumentsCheckpoint {
             version: r.version,
-            dataset: Fingerprint {
-                format: r.format,
-                record_bytes: 0,
-                files: r.files,
-                sizes: r.sizes,
-            },
+            dataset,
             bos: r.bos,
             order: r.order,
             seed: r.seed,

@@ -90,6 +90,29 @@ impl Fingerprint {
         }
     }
 
+    /// The fingerprint a checkpoint's serde record holds, where its `files` and `sizes`
+    /// pair up; else why not.
+    pub(crate) fn from_record(
+        format: String,
+        record_bytes: u64,
+        files: Vec<String>,
+        sizes: Vec<u64>,
+    ) -> Result<Self, String> {
+        if files.len() != sizes.len() {
+            return Err(format!(
+                "`files` names {} file(s) but `sizes` gives {} size(s)",
+                files.len(),
+                sizes.len()
+            ));
+        }
+        Ok(Fingerprint {
+            format,
+            record_bytes,
+            files,
+            sizes,
+        })
+    }
+
     /// Adds the file at `path`, named by its last component, of `size` bytes.
     ///
     /// ```
@@ -498,13 +521,7 @@ impl TryFrom<Fields> for Checkpoint {
     type Error = String;
 
     fn try_from(f: Fields) -> Result<Self, String> {
-        if f.files.len() != f.sizes.len() {
-            return Err(format!(
-                "`files` names {} file(s) but `sizes` gives {} size(s)",
-                f.files.len(),
-                f.sizes.len()
-            ));
-        }
+        let dataset = Fingerprint::from_record(f.format, f.record_bytes, f.files, f.sizes)?;
         if Order::from_name(&f.order, f.seed).is_none() {
             return Err(format!(
                 "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
@@ -513,12 +530,7 @@ impl TryFrom<Fields> for Checkpoint {
         }
         Ok(Checkpoint {
             version: f.version,
-            dataset: Fingerprint {
-                format: f.format,
-                record_bytes: f.record_bytes,
-                files: f.files,
-                sizes: f.sizes,
-            },
+            dataset,
             window: f.window,
             stride: f.stride,
             order: f.order,
