@@ -108,6 +108,7 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
     /// without a batch size [`SourceError::StepsNeedBatchSize`], a reversed range
     /// [`SourceError::BadSkip`].
     ///
+    /// [`ConfigError::Mixture`]: crate::ConfigError::Mixture
     /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
     /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
     /// [`SourceError::StepsNeedBatchSize`]: crate::error::source::SourceError::StepsNeedBatchSize

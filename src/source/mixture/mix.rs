@@ -277,6 +277,8 @@ impl<S: Segmented> Mixture<S> {
     /// [`SourceError::MixtureMismatch`] saying so: [`reweight`](Self::reweight) switches
     /// to this mixture's weights at the saved point). Rank, world size and batch size may
     /// differ.
+    ///
+    /// [`SourceError::MixtureMismatch`]: crate::source::SourceError::MixtureMismatch
     pub fn check_state(&self, state: &MixtureState) -> Result<()> {
         self.origin(state).map(|_| ())
     }

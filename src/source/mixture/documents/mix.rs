@@ -179,7 +179,7 @@ impl Mixture<Documents> {
 
     /// This rank's steps from the start (or from the
     /// [`start_step`](crate::source::DocumentMixtureBuilder::start_step)), leaving out the
-    /// skipped steps: endless with [`Stop::Never`].
+    /// skipped steps: endless with [`Stop::Never`](crate::source::Stop::Never).
     pub fn iter(&self) -> MixedSteps {
         MixedSteps::new(self.inner.clone(), self.fresh())
     }
