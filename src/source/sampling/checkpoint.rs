@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint_text::{other_version, read_text};
+use super::difference::{Difference, FirstDifference};
 use super::order::Order;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -132,7 +133,7 @@ impl Fingerprint {
     }
 
     /// The first way `saved` differs from `here`: (what, saved value, value here).
-    pub(crate) fn difference(saved: &Self, here: &Self) -> Option<(String, String, String)> {
+    pub(crate) fn difference(saved: &Self, here: &Self) -> Option<Difference> {
         if saved.format != here.format {
             return Some((
                 "the dataset's format".into(),
@@ -352,50 +353,23 @@ impl Checkpoint {
 
     /// The first difference in what identifies the run (everything but the position),
     /// as (what, value in `self`, value in `other`).
-    pub(crate) fn difference(&self, other: &Checkpoint) -> Option<(String, String, String)> {
-        let num = |what: &str, a: u64, b: u64| {
-            (a != b).then(|| (what.to_owned(), a.to_string(), b.to_string()))
-        };
-        if self.version != other.version {
-            return Some((
-                "the checkpoint version".into(),
-                self.version.to_string(),
-                other.version.to_string(),
-            ));
-        }
-        if let Some(d) = Fingerprint::difference(&self.dataset, &other.dataset) {
-            return Some(d);
-        }
-        if let Some(d) = num(
-            "the window (units per window, T + 1)",
-            self.window,
-            other.window,
-        ) {
-            return Some(d);
-        }
-        if let Some(d) = num("the stride", self.stride, other.stride) {
-            return Some(d);
-        }
-        if self.order != other.order {
-            return Some((
-                "the order".into(),
-                format!("{:?}", self.order),
-                format!("{:?}", other.order),
-            ));
-        }
-        num("the seed", self.seed, other.seed)
-            .or_else(|| num("windows per epoch", self.windows, other.windows))
-            .or_else(|| num("the world size", self.world_size, other.world_size))
-            .or_else(|| num("the batch size", self.batch_size, other.batch_size))
-            .or_else(|| {
-                (self.skip != other.skip).then(|| {
-                    (
-                        "the skipped steps".to_owned(),
-                        format!("{:?}", self.skip),
-                        format!("{:?}", other.skip),
-                    )
-                })
-            })
+    pub(crate) fn difference(&self, other: &Checkpoint) -> Option<Difference> {
+        FirstDifference::new()
+            .shown("the checkpoint version", self.version, other.version)
+            .then(|| Fingerprint::difference(&self.dataset, &other.dataset))
+            .shown(
+                "the window (units per window, T + 1)",
+                self.window,
+                other.window,
+            )
+            .shown("the stride", self.stride, other.stride)
+            .debug("the order", &self.order, &other.order)
+            .shown("the seed", self.seed, other.seed)
+            .shown("windows per epoch", self.windows, other.windows)
+            .shown("the world size", self.world_size, other.world_size)
+            .shown("the batch size", self.batch_size, other.batch_size)
+            .debug("the skipped steps", &self.skip, &other.skip)
+            .first()
     }
 
     /// The text form: the serde record (see [`Checkpoint`]) as JSON, one key a line.

@@ -5,6 +5,7 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_text;
+pub(crate) mod difference;
 pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;
