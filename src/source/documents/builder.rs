@@ -14,12 +14,15 @@ use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
+use super::packing::PackingSettings;
 use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
 use super::walker::Walker;
 use crate::error::source::SourceError;
 use crate::error::Result;
+use crate::setters::setters;
+use crate::source::sampling::run_settings::RunSettings;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
@@ -56,22 +59,13 @@ impl Documents {
 pub struct DocumentsBuilder {
     shards: TokenShards,
     bos: Option<u32>,
-    tokens_per_batch: u64,
-    max_seq_len: u64,
-    max_docs: Option<u64>,
-    schedule: Vec<(u64, u64, u64)>,
+    /// The sizes of the steps, the token type and `positions`.
+    packing: PackingSettings,
     order: DocOrder,
-    rank: u64,
-    world: u64,
-    /// The token type, if set (default [`TokenType::I32`]).
-    token_type: Option<TokenType>,
-    /// Whether batches carry `positions`, if set (default off).
-    positions: Option<bool>,
+    /// The rank and world size, start step and skipped steps (no batch size: a step is a
+    /// batch).
+    run: RunSettings,
     index_cache: Option<PathBuf>,
-    /// The step a run begins at, if set.
-    start_step: Option<u64>,
-    /// The steps a run leaves out, as given.
-    skip_steps: Vec<(u64, u64)>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
     gated: bool,
@@ -82,85 +76,43 @@ impl DocumentsBuilder {
         DocumentsBuilder {
             shards,
             bos: None,
-            tokens_per_batch: 0,
-            max_seq_len: 0,
-            max_docs: None,
-            schedule: Vec::new(),
+            packing: PackingSettings::default(),
             order: DocOrder::Sequential,
-            rank: 0,
-            world: 1,
-            token_type: None,
-            positions: None,
+            run: RunSettings::default(),
             index_cache: None,
-            start_step: None,
-            skip_steps: Vec::new(),
             #[cfg(test)]
             gated: false,
         }
     }
 
-    /// The token that starts a document. A shard that never holds it is an error at
-    /// build (or when the walk reaches it, in sequential order).
-    pub fn bos(mut self, bos: u32) -> Self {
-        self.bos = Some(bos);
-        self
-    }
-
-    /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-    /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
-    pub fn tokens_per_batch(mut self, n: u64) -> Self {
-        self.tokens_per_batch = n;
-        self
-    }
-
-    /// Where documents are cut: a document longer than this gives its first
-    /// `max_seq_len` tokens, and its tail is dropped.
-    pub fn max_seq_len(mut self, n: u64) -> Self {
-        self.max_seq_len = n;
-        self
-    }
-
-    /// The length of `cu_seqlens` in every step (a step holds at most `max_docs - 1`
-    /// documents per rank; one needing more is an error at that step). Unset: each
-    /// step's is modded-nanogpt's rule for its tokens.
-    pub fn max_docs(mut self, n: u64) -> Self {
-        self.max_docs = Some(n);
-        self
-    }
-
-    /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
-    /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
-    /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
-    /// them). The slot is sized for the largest step.
-    pub fn schedule(mut self, entries: Vec<(u64, u64, u64)>) -> Self {
-        self.schedule = entries;
-        self
-    }
-
-    /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
-    pub fn order(mut self, order: DocOrder) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// This process's rank among `world_size` data-parallel ranks: ranks take the
-    /// documents of each step in rank order from one walk.
-    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
-        self.rank = rank;
-        self.world = world_size;
-        self
-    }
-
-    /// The type tokens are written as (`tokens`, `inputs`, `targets`).
-    pub fn token_type(mut self, ty: TokenType) -> Self {
-        self.token_type = Some(ty);
-        self
-    }
-
-    /// Whether batches carry `positions`: each input token's position in its document.
-    pub fn positions(mut self, on: bool) -> Self {
-        self.positions = Some(on);
-        self
+    setters! {
+        /// The token that starts a document. A shard that never holds it is an error at
+        /// build (or when the walk reaches it, in sequential order).
+        bos(bos: u32) => bos = Some(bos);
+        /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
+        /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
+        tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
+        /// Where documents are cut: a document longer than this gives its first
+        /// `max_seq_len` tokens, and its tail is dropped.
+        max_seq_len(n: u64) => packing.max_seq_len = n;
+        /// The length of `cu_seqlens` in every step (a step holds at most `max_docs - 1`
+        /// documents per rank; one needing more is an error at that step). Unset: each
+        /// step's is modded-nanogpt's rule for its tokens.
+        max_docs(n: u64) => packing.max_docs = Some(n);
+        /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
+        /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
+        /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
+        /// them). The slot is sized for the largest step.
+        schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
+        /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
+        order(order: DocOrder) => order = order;
+        /// This process's rank among `world_size` data-parallel ranks: ranks take the
+        /// documents of each step in rank order from one walk.
+        shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
+        /// The type tokens are written as (`tokens`, `inputs`, `targets`).
+        token_type(ty: TokenType) => packing.token_type = Some(ty);
+        /// Whether batches carry `positions`: each input token's position in its document.
+        positions(on: bool) => packing.positions = Some(on);
     }
 
     /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
@@ -207,7 +159,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn start_step(mut self, k: u64) -> Self {
-        self.start_step = Some(k);
+        self.run.start_step = Some(k);
         self
     }
 
@@ -242,7 +194,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.skip_steps.extend(ranges);
+        self.run.skip_steps.extend(ranges);
         self
     }
 
@@ -268,38 +220,16 @@ impl DocumentsBuilder {
     /// step fitting in a whole epoch ([`SourceError::NoStepFits`]); a skipped range that
     /// ends before it starts ([`SourceError::BadSkip`]).
     pub fn build(mut self) -> Result<Documents> {
-        let skip = SkipSteps::new(std::mem::take(&mut self.skip_steps))?;
-        let start_step = self.start_step.unwrap_or(0);
-        if self.world == 0 {
-            return Err(SourceError::Zero("world_size").into());
-        }
-        if self.rank >= self.world {
-            return Err(SourceError::BadRank {
-                rank: self.rank,
-                world_size: self.world,
-            }
-            .into());
-        }
-        let schedule = Schedule::new(
-            self.tokens_per_batch,
-            self.max_seq_len,
-            &self.schedule,
-            self.max_docs,
-        )?;
-        let layout = Layout::new(
-            schedule.largest(),
-            self.token_type.unwrap_or(TokenType::I32),
-            self.positions.unwrap_or(false),
-        );
-        let (rank, world) = (self.rank, self.world);
-        let inner = self.assemble(schedule, layout, rank, world, false)?;
+        let run = std::mem::take(&mut self.run).check_own_steps()?;
+        let (schedule, layout) = self.packing.check()?;
+        let inner = self.assemble(schedule, layout, run.rank, run.world, false)?;
         // The first step, found now: its shards are indexed here, and a dataset where no
         // step fits is refused now rather than at the first pop.
         Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone()).locate(Cursor::default(), 0)?;
         Ok(Documents {
             inner: Arc::new(inner),
-            start_step,
-            skip,
+            start_step: run.start_step,
+            skip: run.skip,
         })
     }
 
@@ -309,19 +239,12 @@ impl DocumentsBuilder {
     /// `"skip_steps"` (the mixture's steps are its own); `None` when the source sets none
     /// of them.
     pub(crate) fn mixture_setting(&self) -> Option<&'static str> {
-        [
-            (self.rank != 0 || self.world != 1, "rank/world_size"),
-            (self.tokens_per_batch != 0, "tokens_per_batch"),
-            (self.max_seq_len != 0, "max_seq_len"),
-            (self.max_docs.is_some(), "max_docs"),
-            (!self.schedule.is_empty(), "schedule"),
-            (self.token_type.is_some(), "token_type"),
-            (self.positions.is_some(), "positions"),
-            (self.start_step.is_some(), "start_step"),
-            (!self.skip_steps.is_empty(), "skip_steps"),
-        ]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
+        let run = &self.run;
+        (run.rank != 0 || run.world_size != 1)
+            .then_some("rank/world_size")
+            .or_else(|| self.packing.first_given())
+            .or_else(|| run.start_step.map(|_| "start_step"))
+            .or_else(|| (!run.skip_steps.is_empty()).then_some("skip_steps"))
     }
 
     /// The order given.

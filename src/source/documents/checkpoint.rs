@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::checkpoint_text::{other_version, read_text};
+use crate::source::sampling::difference::{Difference, FirstDifference};
 
 use super::order::DocOrder;
 use super::walk::Cursor;
@@ -132,22 +134,11 @@ impl DocumentsCheckpoint {
             return Err(SourceError::Zero("checkpoints").into());
         };
         for (rank, state) in states.iter().enumerate().skip(1) {
-            let world = |s: &Self| s.world_size.to_string();
-            let differs = first
-                .run_difference(state)
-                .or_else(|| {
-                    (state.world_size != first.world_size)
-                        .then(|| ("the world size".to_owned(), world(first), world(state)))
-                })
-                .or_else(|| {
-                    (state.skip != first.skip).then(|| {
-                        (
-                            "the skipped steps".to_owned(),
-                            format!("{:?}", first.skip),
-                            format!("{:?}", state.skip),
-                        )
-                    })
-                });
+            let differs = FirstDifference::new()
+                .then(|| first.run_difference(state))
+                .shown("the world size", first.world_size, state.world_size)
+                .debug("the skipped steps", &first.skip, &state.skip)
+                .first();
             if let Some((what, saved, here)) = differs {
                 return Err(SourceError::DocumentsCheckpointMismatch {
                     what: format!("{what} (rank {rank} against rank 0)"),
@@ -180,31 +171,20 @@ impl DocumentsCheckpoint {
 
     /// The first difference in what a resume must match (everything but the position, the
     /// world size and the skipped steps), as (what, value in `self`, value in `other`).
-    pub(super) fn run_difference(&self, other: &Self) -> Option<(String, String, String)> {
-        let differs = |what: &str, a: String, b: String| (a != b).then(|| (what.to_owned(), a, b));
-        differs(
-            "the checkpoint version",
-            self.version.to_string(),
-            other.version.to_string(),
-        )
-        .or_else(|| Fingerprint::difference(&self.dataset, &other.dataset))
-        .or_else(|| differs("bos", self.bos.to_string(), other.bos.to_string()))
-        .or_else(|| differs("the order", format!("{:?}", self.order), format!("{:?}", other.order)))
-        .or_else(|| differs("the seed", self.seed.to_string(), other.seed.to_string()))
-        .or_else(|| {
-            differs(
-                "the schedule",
-                format!("{:?}", self.schedule),
-                format!("{:?}", other.schedule),
-            )
-        })
-        .or_else(|| {
-            differs(
+    pub(super) fn run_difference(&self, other: &Self) -> Option<Difference> {
+        FirstDifference::new()
+            .shown("the checkpoint version", self.version, other.version)
+            .then(|| Fingerprint::difference(&self.dataset, &other.dataset))
+            .shown("bos", self.bos, other.bos)
+            .debug("the order", &self.order, &other.order)
+            .shown("the seed", self.seed, other.seed)
+            .debug("the schedule", &self.schedule, &other.schedule)
+            .shown(
                 "max_docs",
                 max_docs_text(self.max_docs),
                 max_docs_text(other.max_docs),
             )
-        })
+            .first()
     }
 
     /// The text form: the serde record (see [`DocumentsCheckpoint`]) as JSON, one key a
@@ -237,33 +217,16 @@ impl DocumentsCheckpoint {
     ///     (version 2) cannot read"), "{err}");
     /// ```
     pub fn from_text(text: &str) -> Result<DocumentsCheckpoint> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let bare = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message);
-            let why = match version_of(text) {
-                Some(v) if v != DOCUMENTS_CHECKPOINT_VERSION => format!(
-                    "a documents checkpoint of version {v}, which this build (version \
-                     {DOCUMENTS_CHECKPOINT_VERSION}) cannot read: {bare}"
-                ),
-                _ => bare.to_owned(),
-            };
-            SourceError::BadCheckpointText { line, column, why }.into()
+        read_text(text, |bare| {
+            other_version(
+                text,
+                "a documents checkpoint",
+                DOCUMENTS_CHECKPOINT_VERSION,
+                bare,
+            )
+            .unwrap_or_else(|| bare.to_owned())
         })
     }
-}
-
-/// The `version` key of a checkpoint's text, when it is JSON with one.
-fn version_of(text: &str) -> Option<u32> {
-    #[derive(Deserialize)]
-    struct Versioned {
-        version: u32,
-    }
-    serde_json::from_str::<Versioned>(text)
-        .ok()
-        .map(|v| v.version)
 }
 
 /// A cursor in words.
@@ -330,24 +293,13 @@ impl TryFrom<Record> for DocumentsCheckpoint {
     type Error = String;
 
     fn try_from(r: Record) -> Result<Self, String> {
-        if r.files.len() != r.sizes.len() {
-            return Err(format!(
-                "`files` names {} file(s) but `sizes` gives {} size(s)",
-                r.files.len(),
-                r.sizes.len()
-            ));
-        }
+        let dataset = Fingerprint::from_record(r.format, 0, r.files, r.sizes)?;
         if DocOrder::from_name(&r.order, r.seed).is_none() {
             return Err(unknown_order(&r.order));
         }
         Ok(DocumentsCheckpoint {
             version: r.version,
-            dataset: Fingerprint {
-                format: r.format,
-                record_bytes: 0,
-                files: r.files,
-                sizes: r.sizes,
-            },
+            dataset,
             bos: r.bos,
             order: r.order,
             seed: r.seed,

@@ -3,6 +3,7 @@
 //! schedule's largest step.
 
 use super::schedule::StepSizes;
+use crate::config::{Config, ConfigBuilder};
 use crate::fields::{Dtype, Fields};
 use crate::source::tokens::TokenType;
 
@@ -37,6 +38,17 @@ const fn dtype(ty: TokenType) -> Dtype {
 }
 
 impl Layout {
+    /// A config builder for batches of this layout: batch size 1 (a batch is a step of a
+    /// rank), its fields (which size the slot), and `rows_per_batch` its `max_docs` (a row
+    /// per document).
+    pub(crate) fn config(&self) -> ConfigBuilder {
+        let rows = usize::try_from(self.max_docs).unwrap_or(usize::MAX);
+        Config::builder()
+            .batch_size(1)
+            .fields(self.fields.clone())
+            .rows_per_batch(rows)
+    }
+
     /// The layout for steps of at most `largest`: `tokens` of `largest.tokens + 1` (its
     /// length in a batch is `dims[0]`, `N + 1`), `inputs` and `targets` views one shorter,
     /// `cu_seqlens` of `largest.max_docs` (`dims[1]`), and `positions` of

@@ -35,6 +35,7 @@ mod located;
 pub(crate) mod order;
 pub(crate) mod pack;
 pub(crate) mod packed;
+pub(crate) mod packing;
 mod permutation;
 mod problem;
 mod scan;

@@ -113,11 +113,7 @@ impl Documents {
     /// largest `max_docs` (a row per document). Add the rest (the backend, decode threads)
     /// and build it.
     pub fn config(&self) -> ConfigBuilder {
-        let rows = usize::try_from(self.inner.layout.max_docs).unwrap_or(usize::MAX);
-        crate::config::Config::builder()
-            .batch_size(1)
-            .fields(self.fields())
-            .rows_per_batch(rows)
+        self.inner.layout.config()
     }
 
     /// The decoder that packs this source's steps into batches.

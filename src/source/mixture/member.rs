@@ -1,7 +1,9 @@
 //! [`Member`]: one source inside a mixture — its sampler as given, and the same sampler
 //! with its order keyed by the mixture's seed, which the mixture walks.
 
+use crate::error::source::SourceError;
 use crate::error::Result;
+use crate::source::sampling::checkpoint::Checkpoint;
 use crate::source::sampling::order::Order;
 use crate::source::sampling::rng::mix64;
 use crate::source::sampling::sampler::Sampler;
@@ -47,5 +49,27 @@ impl<S: Segmented + Clone> Member<S> {
             walked,
             epoch_len,
         })
+    }
+}
+
+impl<S: Segmented> Member<S> {
+    /// Checks that `saved` is a state of this source as its sampler checks its own
+    /// checkpoints, naming the source `index` in a mismatch; the count of its samples
+    /// there (`epoch · N + consumed`).
+    pub(crate) fn count_of(&self, saved: &Checkpoint, index: usize) -> Result<u64> {
+        self.given.check_checkpoint(saved).map_err(|e| match e {
+            crate::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
+                SourceError::CheckpointMismatch {
+                    what: format!("source {index}'s {what}"),
+                    saved,
+                    here,
+                }
+                .into()
+            }
+            other => other,
+        })?;
+        let count =
+            u128::from(saved.epoch) * u128::from(self.epoch_len) + u128::from(saved.consumed);
+        Ok(u64::try_from(count).unwrap_or(u64::MAX))
     }
 }

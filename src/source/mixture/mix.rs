@@ -4,12 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::inner::RunOrigin;
+use super::member::Member;
 use super::mixable::Mixable;
+use super::run_origin::RunOrigin;
 use super::samples::MixedSamples;
-use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
+use super::settings::{MixSettings, MixShared};
+use super::state::{MixtureState, WeightSpan};
 use super::stop::Stop;
-use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
 use crate::source::sampling::sampler::Sampler;
@@ -94,18 +95,81 @@ impl<S: Mixable> Clone for Mixture<S> {
 
 impl<S: Segmented> fmt::Debug for Mixture<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &*self.inner;
+        let i = &self.inner.settings;
         f.debug_struct("Mixture")
-            .field("sources", &i.members.len())
+            .field("sources", &self.len())
             .field("weights", &i.weights)
             .field("seed", &i.seed)
             .field("rank", &i.rank)
             .field("world_size", &i.world)
-            .field("batch_size", &i.batch)
+            .field("batch_size", &self.inner.batch)
             .field("stop", &i.stop)
             .field("start_step", &i.start_step)
             .field("skip_steps", &i.skip.ranges())
             .finish()
+    }
+}
+
+impl<S: Mixable> Mixture<S> {
+    /// The settings both kinds hold.
+    pub(crate) fn settings(&self) -> &MixSettings {
+        self.inner.settings()
+    }
+
+    /// The origin of a fresh run.
+    pub(crate) fn fresh(&self) -> RunOrigin {
+        self.settings().fresh(self.len())
+    }
+
+    /// How many sources it mixes.
+    pub fn len(&self) -> usize {
+        self.inner.sources()
+    }
+
+    /// Whether it mixes no source (never: `build` refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The weights, as given.
+    pub fn weights(&self) -> &[f64] {
+        &self.settings().weights
+    }
+
+    /// The weights normalized to sum to 1: each source's share of the global sequence
+    /// (of samples, or of documents).
+    pub fn shares(&self) -> &[f64] {
+        &self.settings().norm
+    }
+
+    /// The mixture's seed.
+    pub fn seed(&self) -> u64 {
+        self.settings().seed
+    }
+
+    /// This mixture's rank.
+    pub fn rank(&self) -> u64 {
+        self.settings().rank
+    }
+
+    /// Ranks the global sequence is sharded over (each step shared among).
+    pub fn world_size(&self) -> u64 {
+        self.settings().world
+    }
+
+    /// When the mixture ends.
+    pub fn stop(&self) -> Stop {
+        self.settings().stop
+    }
+
+    /// The step a run begins at, at the earliest (0 when not set).
+    pub fn start_step(&self) -> u64 {
+        self.settings().start_step
+    }
+
+    /// The skipped steps, as sorted, disjoint half-open `(start, end)` ranges.
+    pub fn skip_steps(&self) -> &[(u64, u64)] {
+        self.settings().skip.ranges()
     }
 }
 
@@ -115,59 +179,9 @@ impl<S: Segmented> Mixture<S> {
         self.inner.members.iter().map(|m| &m.given)
     }
 
-    /// How many sources it mixes.
-    pub fn len(&self) -> usize {
-        self.inner.members.len()
-    }
-
-    /// Whether it mixes no source (never: `build` refuses that).
-    pub fn is_empty(&self) -> bool {
-        self.inner.members.is_empty()
-    }
-
-    /// The weights, as given.
-    pub fn weights(&self) -> &[f64] {
-        &self.inner.weights
-    }
-
-    /// The weights normalized to sum to 1: each source's share.
-    pub fn shares(&self) -> &[f64] {
-        &self.inner.norm
-    }
-
-    /// The mixture's seed.
-    pub fn seed(&self) -> u64 {
-        self.inner.seed
-    }
-
-    /// This mixture's rank.
-    pub fn rank(&self) -> u64 {
-        self.inner.rank
-    }
-
-    /// Ranks the global sequence is sharded over.
-    pub fn world_size(&self) -> u64 {
-        self.inner.world
-    }
-
     /// The batch size, if set.
     pub fn batch_size(&self) -> Option<u64> {
         self.inner.batch
-    }
-
-    /// When the mixture ends.
-    pub fn stop(&self) -> Stop {
-        self.inner.stop
-    }
-
-    /// The step a run begins at, at the earliest (0 when not set).
-    pub fn start_step(&self) -> u64 {
-        self.inner.start_step
-    }
-
-    /// The skipped steps, as sorted, disjoint half-open `(start, end)` ranges.
-    pub fn skip_steps(&self) -> &[(u64, u64)] {
-        self.inner.skip.ranges()
     }
 
     /// Each source's epoch length (its samples per epoch of its own walk).
@@ -230,14 +244,14 @@ impl<S: Segmented> Mixture<S> {
         from: Option<&MixtureState>,
         consumed: u64,
     ) -> Result<MixtureState> {
-        let i = &*self.inner;
+        let (i, batch) = (self.settings(), self.inner.batch);
         let origin = match from {
             Some(state) => self.origin(state)?,
             None => self.fresh(),
         };
-        let b = i.batch.unwrap_or(1);
+        let b = batch.unwrap_or(1);
         let (full, rem) = (consumed / b, consumed % b);
-        let step = match i.batch {
+        let step = match batch {
             Some(_) => origin.skip.after_kept(i.start_step.max(origin.step), full),
             None => origin.step.saturating_add(full),
         };
@@ -246,7 +260,7 @@ impl<S: Segmented> Mixture<S> {
         let walked = u64::try_from(walked).unwrap_or(u64::MAX);
         let mut walk = self.inner.walk(&origin);
         walk.skip(walked);
-        let step = if i.batch.is_some() { step } else { origin.step };
+        let step = if batch.is_some() { step } else { origin.step };
         Ok(self.state_at(
             origin.history,
             walk.position(),
@@ -263,6 +277,8 @@ impl<S: Segmented> Mixture<S> {
     /// [`SourceError::MixtureMismatch`] saying so: [`reweight`](Self::reweight) switches
     /// to this mixture's weights at the saved point). Rank, world size and batch size may
     /// differ.
+    ///
+    /// [`SourceError::MixtureMismatch`]: crate::source::SourceError::MixtureMismatch
     pub fn check_state(&self, state: &MixtureState) -> Result<()> {
         self.origin(state).map(|_| ())
     }
@@ -292,70 +308,25 @@ impl<S: Segmented> Mixture<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn reweight(&self, state: &MixtureState) -> Result<MixtureState> {
-        let i = &*self.inner;
         let counts = self.check_run(state)?;
-        if state.weights_in_force_are(&i.norm) {
+        let Some((history, skip)) = self.settings().reweighted(state, &counts) else {
             return Ok(state.clone());
-        }
-        let history = state.history_with(&i.weights, &counts);
-        let skip = SkipSteps::merged(state.skip.clone());
+        };
         Ok(self.state_at(history, state.consumed, state.step, &counts, &skip))
-    }
-
-    /// The origin of a fresh run.
-    fn fresh(&self) -> RunOrigin {
-        let i = &*self.inner;
-        let n = i.members.len();
-        RunOrigin {
-            history: vec![WeightSpan {
-                from: 0,
-                weights: i.weights.clone(),
-                counts: vec![0; n],
-            }],
-            at: 0,
-            step: 0,
-            counts: vec![0; n],
-            skip: i.skip.clone(),
-        }
     }
 
     /// The origin of a run resumed from `state`, checked.
     fn origin(&self, state: &MixtureState) -> Result<RunOrigin> {
-        let i = &*self.inner;
         let counts = self.check_run(state)?;
-        state.check_weights(&i.weights, &i.norm)?;
-        Ok(RunOrigin {
-            history: state.weights.clone(),
-            at: state.consumed,
-            step: state.step,
-            counts,
-            skip: i.skip.union(&state.skip),
-        })
+        self.settings().resumed(state, counts)
     }
 
     /// Checks everything of `state` but its weights in force; each source's count at its
     /// position.
     fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
         let i = &*self.inner;
-        state.check_mixture(i.seed, i.stop, i.members.len())?;
-        let mut counts = Vec::with_capacity(i.members.len());
-        for (s, (member, c)) in i.members.iter().zip(&state.sources).enumerate() {
-            member.given.check_checkpoint(c).map_err(|e| match e {
-                crate::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
-                    SourceError::CheckpointMismatch {
-                        what: format!("source {s}'s {what}"),
-                        saved,
-                        here,
-                    }
-                    .into()
-                }
-                other => other,
-            })?;
-            let count = u128::from(c.epoch) * u128::from(member.epoch_len) + u128::from(c.consumed);
-            counts.push(u64::try_from(count).unwrap_or(u64::MAX));
-        }
-        state.check_history(&counts)?;
-        Ok(counts)
+        i.settings
+            .checked_counts(state, &i.members, Member::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is
@@ -369,23 +340,14 @@ impl<S: Segmented> Mixture<S> {
         skip: &SkipSteps,
     ) -> MixtureState {
         let i = &*self.inner;
-        MixtureState {
-            version: MIXTURE_STATE_VERSION,
-            seed: i.seed,
-            stop: i.stop,
-            weights: history,
-            consumed: at,
-            step,
-            skip: skip.ranges().to_vec(),
-            world_size: i.world,
-            batch_size: i.batch.unwrap_or(0),
-            sources: i
-                .members
-                .iter()
-                .zip(counts)
-                .map(|(m, &c)| source_state(&m.given, c))
-                .collect(),
-        }
+        let sources = i
+            .members
+            .iter()
+            .zip(counts)
+            .map(|(m, &c)| source_state(&m.given, c))
+            .collect();
+        i.settings
+            .state(history, (at, step), skip, i.batch.unwrap_or(0), sources)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::documents::inner::DocMixInner;
 use super::inner::MixInner;
+use super::settings::MixShared;
 use crate::source::documents::packed::Documents;
 use crate::source::sampling::segmented::Segmented;
 
@@ -28,7 +29,7 @@ pub trait Mixable: sealed::Sealed {
     /// What a mixture of this kind shares with its iterators (not nameable outside the
     /// crate).
     #[doc(hidden)]
-    type Shared;
+    type Shared: MixShared;
 }
 
 impl<S: Segmented> Mixable for S {

@@ -9,10 +9,13 @@
 //! `builder.rs`, `samples.rs`, `decoder.rs`) mixes windows sample by sample, and
 //! `Mixture<Documents>` (`documents/`) mixes packed documents document by document with
 //! the same rule and state, then packs the mixed documents into steps. [`Mixable`] names
-//! the kinds.
+//! the kinds. Both kinds hold the same checked settings (`settings.rs`: the weights, seed,
+//! ranks, stop rule and steps, with the accessors both share in `mix.rs`), given to either
+//! builder as one struct with one check (`builder_settings.rs`).
 
 pub(crate) mod blend;
 mod builder;
+mod builder_settings;
 mod decoder;
 mod documents;
 pub(crate) mod inner;
@@ -20,7 +23,9 @@ mod located;
 mod member;
 pub(crate) mod mix;
 mod mixable;
+pub(crate) mod run_origin;
 mod samples;
+pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod stop;
 pub(crate) mod walk;

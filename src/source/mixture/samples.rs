@@ -4,7 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::inner::{MixInner, RunOrigin};
+use super::inner::MixInner;
+use super::run_origin::RunOrigin;
 use super::walk::Walk;
 use crate::source::sampling::samples::Samples;
 use crate::source::sampling::segmented::Segmented;
@@ -100,7 +101,7 @@ impl<S: Segmented> MixedSamples<S> {
             inner,
         };
         if samples.inner.batch.is_some() {
-            while samples.at < samples.inner.start_step && !samples.ended {
+            while samples.at < samples.inner.settings.start_step && !samples.ended {
                 samples.ended = !samples.pass(false);
                 samples.at += 1;
             }
@@ -111,7 +112,7 @@ impl<S: Segmented> MixedSamples<S> {
     /// Walks one step's `W·B` positions, keeping this rank's in `plan` when `keep`; false
     /// when the stop rule ends the mixture inside them.
     fn pass(&mut self, keep: bool) -> bool {
-        let (world, rank) = (self.inner.world, self.inner.rank);
+        let (world, rank) = (self.inner.settings.world, self.inner.settings.rank);
         let chunk = world.saturating_mul(self.inner.batch.unwrap_or(1));
         self.plan.clear();
         self.used = 0;

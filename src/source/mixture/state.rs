@@ -9,6 +9,8 @@ use super::stop::Stop;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
+use crate::source::sampling::checkpoint_text::read_text;
+use crate::source::sampling::difference::{Difference, FirstDifference};
 
 /// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
 /// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
@@ -86,29 +88,16 @@ impl<C> MixtureState<C> {
     /// Checks what every mixture checks alike before it resumes from the state: its
     /// version, seed, stop rule and number of sources against a mixture's.
     pub(crate) fn check_mixture(&self, seed: u64, stop: Stop, sources: usize) -> Result<()> {
-        let differs = [
-            (
-                "the state version",
-                self.version.to_string(),
-                MIXTURE_STATE_VERSION.to_string(),
-            ),
-            ("the seed", self.seed.to_string(), seed.to_string()),
-            ("the stop rule", self.stop.name().into(), stop.name().into()),
-            (
-                "the number of sources",
-                self.sources.len().to_string(),
-                sources.to_string(),
-            ),
-        ]
-        .into_iter()
-        .find(|(_, saved, here)| saved != here);
+        let differs = FirstDifference::new()
+            .shown("the state version", self.version, MIXTURE_STATE_VERSION)
+            .shown("the seed", self.seed, seed)
+            .shown("the stop rule", self.stop.name(), stop.name())
+            .shown("the number of sources", self.sources.len(), sources)
+            .first();
         match differs {
-            Some((what, saved, here)) => Err(SourceError::MixtureMismatch {
-                what: what.into(),
-                saved,
-                here,
+            Some((what, saved, here)) => {
+                Err(SourceError::MixtureMismatch { what, saved, here }.into())
             }
-            .into()),
             None => Ok(()),
         }
     }
@@ -232,61 +221,28 @@ impl<C: Clone + PartialEq + std::fmt::Debug> MixtureState<C> {
     }
 
     /// The first field in which `other` differs, as (what, value here, value there).
-    fn difference(&self, other: &Self) -> Option<(String, String, String)> {
-        let differ = |what: &str, a: String, b: String| (a != b).then(|| (what.to_owned(), a, b));
-        differ(
-            "the state version",
-            self.version.to_string(),
-            other.version.to_string(),
-        )
-        .or_else(|| differ("the seed", self.seed.to_string(), other.seed.to_string()))
-        .or_else(|| {
-            differ(
-                "the stop rule",
-                self.stop.name().into(),
-                other.stop.name().into(),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "the weights' history",
-                format!("{:?}", self.weights),
-                format!("{:?}", other.weights),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "the skipped steps",
-                format!("{:?}", self.skip),
-                format!("{:?}", other.skip),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "the world size",
-                self.world_size.to_string(),
-                other.world_size.to_string(),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "the batch size",
-                self.batch_size.to_string(),
-                other.batch_size.to_string(),
-            )
-        })
-        .or_else(|| {
-            (self.sources != other.sources).then(|| {
-                let i = (self.sources.iter().zip(&other.sources))
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(self.sources.len().min(other.sources.len()));
-                (
-                    format!("source {i}'s state"),
-                    format!("{:?}", self.sources.get(i)),
-                    format!("{:?}", other.sources.get(i)),
-                )
+    fn difference(&self, other: &Self) -> Option<Difference> {
+        FirstDifference::new()
+            .shown("the state version", self.version, other.version)
+            .shown("the seed", self.seed, other.seed)
+            .shown("the stop rule", self.stop.name(), other.stop.name())
+            .debug("the weights' history", &self.weights, &other.weights)
+            .debug("the skipped steps", &self.skip, &other.skip)
+            .shown("the world size", self.world_size, other.world_size)
+            .shown("the batch size", self.batch_size, other.batch_size)
+            .then(|| {
+                (self.sources != other.sources).then(|| {
+                    let i = (self.sources.iter().zip(&other.sources))
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(self.sources.len().min(other.sources.len()));
+                    (
+                        format!("source {i}'s state"),
+                        format!("{:?}", self.sources.get(i)),
+                        format!("{:?}", other.sources.get(i)),
+                    )
+                })
             })
-        })
+            .first()
     }
 }
 
@@ -303,14 +259,6 @@ impl<C: DeserializeOwned> MixtureState<C> {
     /// missing, unknown or twice, a value of the wrong type, a source's record that does
     /// not read) is [`SourceError::BadCheckpointText`] naming the line and column.
     pub fn from_text(text: &str) -> Result<Self> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let why = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message)
-                .to_owned();
-            SourceError::BadCheckpointText { line, column, why }.into()
-        })
+        read_text(text, str::to_owned)
     }
 }

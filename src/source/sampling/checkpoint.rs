@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::checkpoint_text::{other_version, read_text};
+use super::difference::{Difference, FirstDifference};
 use super::order::Order;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -89,6 +91,29 @@ impl Fingerprint {
         }
     }
 
+    /// The fingerprint a checkpoint's serde record holds, where its `files` and `sizes`
+    /// pair up; else why not.
+    pub(crate) fn from_record(
+        format: String,
+        record_bytes: u64,
+        files: Vec<String>,
+        sizes: Vec<u64>,
+    ) -> Result<Self, String> {
+        if files.len() != sizes.len() {
+            return Err(format!(
+                "`files` names {} file(s) but `sizes` gives {} size(s)",
+                files.len(),
+                sizes.len()
+            ));
+        }
+        Ok(Fingerprint {
+            format,
+            record_bytes,
+            files,
+            sizes,
+        })
+    }
+
     /// Adds the file at `path`, named by its last component, of `size` bytes.
     ///
     /// ```
@@ -108,7 +133,7 @@ impl Fingerprint {
     }
 
     /// The first way `saved` differs from `here`: (what, saved value, value here).
-    pub(crate) fn difference(saved: &Self, here: &Self) -> Option<(String, String, String)> {
+    pub(crate) fn difference(saved: &Self, here: &Self) -> Option<Difference> {
         if saved.format != here.format {
             return Some((
                 "the dataset's format".into(),
@@ -328,50 +353,23 @@ impl Checkpoint {
 
     /// The first difference in what identifies the run (everything but the position),
     /// as (what, value in `self`, value in `other`).
-    pub(crate) fn difference(&self, other: &Checkpoint) -> Option<(String, String, String)> {
-        let num = |what: &str, a: u64, b: u64| {
-            (a != b).then(|| (what.to_owned(), a.to_string(), b.to_string()))
-        };
-        if self.version != other.version {
-            return Some((
-                "the checkpoint version".into(),
-                self.version.to_string(),
-                other.version.to_string(),
-            ));
-        }
-        if let Some(d) = Fingerprint::difference(&self.dataset, &other.dataset) {
-            return Some(d);
-        }
-        if let Some(d) = num(
-            "the window (units per window, T + 1)",
-            self.window,
-            other.window,
-        ) {
-            return Some(d);
-        }
-        if let Some(d) = num("the stride", self.stride, other.stride) {
-            return Some(d);
-        }
-        if self.order != other.order {
-            return Some((
-                "the order".into(),
-                format!("{:?}", self.order),
-                format!("{:?}", other.order),
-            ));
-        }
-        num("the seed", self.seed, other.seed)
-            .or_else(|| num("windows per epoch", self.windows, other.windows))
-            .or_else(|| num("the world size", self.world_size, other.world_size))
-            .or_else(|| num("the batch size", self.batch_size, other.batch_size))
-            .or_else(|| {
-                (self.skip != other.skip).then(|| {
-                    (
-                        "the skipped steps".to_owned(),
-                        format!("{:?}", self.skip),
-                        format!("{:?}", other.skip),
-                    )
-                })
-            })
+    pub(crate) fn difference(&self, other: &Checkpoint) -> Option<Difference> {
+        FirstDifference::new()
+            .shown("the checkpoint version", self.version, other.version)
+            .then(|| Fingerprint::difference(&self.dataset, &other.dataset))
+            .shown(
+                "the window (units per window, T + 1)",
+                self.window,
+                other.window,
+            )
+            .shown("the stride", self.stride, other.stride)
+            .debug("the order", &self.order, &other.order)
+            .shown("the seed", self.seed, other.seed)
+            .shown("windows per epoch", self.windows, other.windows)
+            .shown("the world size", self.world_size, other.world_size)
+            .shown("the batch size", self.batch_size, other.batch_size)
+            .debug("the skipped steps", &self.skip, &other.skip)
+            .first()
     }
 
     /// The text form: the serde record (see [`Checkpoint`]) as JSON, one key a line.
@@ -432,37 +430,19 @@ impl Checkpoint {
     /// );
     /// ```
     pub fn from_text(text: &str) -> Result<Checkpoint> {
-        serde_json::from_str(text).map_err(|e| {
-            let (line, column) = (e.line(), e.column());
-            let message = e.to_string();
-            let bare = message
-                .strip_suffix(&format!(" at line {line} column {column}"))
-                .unwrap_or(&message);
-            let why = match text_version(text) {
-                Some(v) if v != CHECKPOINT_VERSION => format!(
-                    "a checkpoint of version {v}, which this build (version \
-                     {CHECKPOINT_VERSION}) cannot read: {bare}"
-                ),
-                _ if text.starts_with("pinring-checkpoint ") => format!(
-                    "the line form of earlier builds (`pinring-checkpoint 1`), which is no \
-                     longer read: the text form is JSON ({bare})"
-                ),
-                _ => bare.to_owned(),
-            };
-            SourceError::BadCheckpointText { line, column, why }.into()
+        read_text(text, |bare| {
+            other_version(text, "a checkpoint", CHECKPOINT_VERSION, bare)
+                .or_else(|| {
+                    text.starts_with("pinring-checkpoint ").then(|| {
+                        format!(
+                            "the line form of earlier builds (`pinring-checkpoint 1`), which is \
+                             no longer read: the text form is JSON ({bare})"
+                        )
+                    })
+                })
+                .unwrap_or_else(|| bare.to_owned())
         })
     }
-}
-
-/// The `version` key of a checkpoint's text, when it is JSON with one.
-fn text_version(text: &str) -> Option<u32> {
-    #[derive(Deserialize)]
-    struct Versioned {
-        version: u32,
-    }
-    serde_json::from_str::<Versioned>(text)
-        .ok()
-        .map(|v| v.version)
 }
 
 /// A [`Checkpoint`]'s serde form: one flat record of plain values (what JSON and a Python
@@ -515,13 +495,7 @@ impl TryFrom<Fields> for Checkpoint {
     type Error = String;
 
     fn try_from(f: Fields) -> Result<Self, String> {
-        if f.files.len() != f.sizes.len() {
-            return Err(format!(
-                "`files` names {} file(s) but `sizes` gives {} size(s)",
-                f.files.len(),
-                f.sizes.len()
-            ));
-        }
+        let dataset = Fingerprint::from_record(f.format, f.record_bytes, f.files, f.sizes)?;
         if Order::from_name(&f.order, f.seed).is_none() {
             return Err(format!(
                 "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
@@ -530,12 +504,7 @@ impl TryFrom<Fields> for Checkpoint {
         }
         Ok(Checkpoint {
             version: f.version,
-            dataset: Fingerprint {
-                format: f.format,
-                record_bytes: f.record_bytes,
-                files: f.files,
-                sizes: f.sizes,
-            },
+            dataset,
             window: f.window,
             stride: f.stride,
             order: f.order,

@@ -4,6 +4,8 @@
 //! [`Window`](window::Window) the file formats yield.
 
 pub(crate) mod checkpoint;
+pub(crate) mod checkpoint_text;
+pub(crate) mod difference;
 pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;

@@ -7,7 +7,9 @@ use crate::error::source::SourceError;
 
 /// The rank, world size, batch size, start step and skipped steps as a builder was given
 /// them ([`SamplerBuilder`](crate::source::SamplerBuilder),
-/// [`MixtureBuilder`](crate::source::MixtureBuilder)).
+/// [`MixtureBuilder`](crate::source::MixtureBuilder); without a batch size
+/// [`DocumentsBuilder`](crate::source::DocumentsBuilder),
+/// [`DocumentMixtureBuilder`](crate::source::DocumentMixtureBuilder)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunSettings {
     pub(crate) rank: u64,
@@ -67,13 +69,26 @@ impl RunSettings {
     /// without a batch size [`SourceError::StepsNeedBatchSize`], a rank not below the
     /// world size [`SourceError::BadRank`] (the first that applies, in that order).
     pub(crate) fn check(self) -> Result<CheckedRun, SourceError> {
+        self.checked(true)
+    }
+
+    /// Checks the settings of a source whose every item is a step of its own (packed
+    /// documents: no batch size numbers them), as [`check`](Self::check) does but for
+    /// [`SourceError::StepsNeedBatchSize`]: a start step and skipped steps need none.
+    pub(crate) fn check_own_steps(self) -> Result<CheckedRun, SourceError> {
+        self.checked(false)
+    }
+
+    /// [`check`](Self::check), where steps need a batch size only with
+    /// `steps_need_batch_size`.
+    fn checked(self, steps_need_batch_size: bool) -> Result<CheckedRun, SourceError> {
         let world = nonzero(self.world_size, "world_size")?;
         let batch = self
             .batch_size
             .map(|b| nonzero(b, "batch_size"))
             .transpose()?;
         let skip = SkipSteps::new(self.skip_steps)?;
-        if batch.is_none() {
+        if steps_need_batch_size && batch.is_none() {
             if self.start_step.is_some() {
                 return Err(SourceError::StepsNeedBatchSize("start_step"));
             }

@@ -6,16 +6,15 @@ use std::sync::Arc;
 
 use super::inner::{keyed, DocMember, DocMixInner};
 use super::lists::PieceLists;
-use crate::error::source::{MixtureProblem, SourceError};
-use crate::error::{ConfigError, Result};
+use crate::error::Result;
+use crate::setters::setters;
 use crate::source::documents::builder::DocumentsBuilder;
-use crate::source::documents::layout::Layout;
 use crate::source::documents::packed::Documents;
-use crate::source::documents::schedule::Schedule;
-use crate::source::mixture::blend::normalized;
+use crate::source::documents::packing::PackingSettings;
+use crate::source::mixture::builder_settings::{BuilderSettings, ShapeDifference, SourceRules};
 use crate::source::mixture::mix::Mixture;
 use crate::source::mixture::stop::Stop;
-use crate::source::sampling::skip::SkipSteps;
+use crate::source::sampling::run_settings::RunSettings;
 use crate::source::tokens::TokenType;
 
 /// Builds a mixture of packed documents, `Mixture<Documents>`; see [`Mixture::documents`].
@@ -36,19 +35,11 @@ use crate::source::tokens::TokenType;
 #[must_use]
 pub struct DocumentMixtureBuilder {
     sources: Vec<DocumentsBuilder>,
-    weights: Option<Vec<f64>>,
-    seed: u64,
-    rank: u64,
-    world_size: u64,
-    stop: Stop,
-    start_step: Option<u64>,
-    skip_steps: Vec<(u64, u64)>,
-    tokens_per_batch: u64,
-    max_seq_len: u64,
-    max_docs: Option<u64>,
-    schedule: Vec<(u64, u64, u64)>,
-    token_type: TokenType,
-    positions: bool,
+    /// The weights, seed, stop rule, ranks, start step and skipped steps (no batch size:
+    /// a step is a batch).
+    settings: BuilderSettings,
+    /// The sizes of the steps, the token type and `positions`.
+    packing: PackingSettings,
 }
 
 impl Mixture<Documents> {
@@ -96,19 +87,8 @@ impl Mixture<Documents> {
     ) -> DocumentMixtureBuilder {
         DocumentMixtureBuilder {
             sources: sources.into_iter().collect(),
-            weights: None,
-            seed: 0,
-            rank: 0,
-            world_size: 1,
-            stop: Stop::Never,
-            start_step: None,
-            skip_steps: Vec::new(),
-            tokens_per_batch: 0,
-            max_seq_len: 0,
-            max_docs: None,
-            schedule: Vec::new(),
-            token_type: TokenType::I32,
-            positions: false,
+            settings: BuilderSettings::default(),
+            packing: PackingSettings::default(),
         }
     }
 
@@ -117,73 +97,61 @@ impl Mixture<Documents> {
     /// world size — and build again.
     pub fn to_builder(&self) -> DocumentMixtureBuilder {
         let i = &*self.inner;
-        let entries = i.schedule.triples();
-        let (_, tokens_per_batch, max_seq_len) = entries[0];
         DocumentMixtureBuilder {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
-            weights: Some(i.weights.clone()),
-            seed: i.seed,
-            rank: i.rank,
-            world_size: i.world,
-            stop: i.stop,
-            start_step: (i.start_step > 0).then_some(i.start_step),
-            skip_steps: i.skip.ranges().to_vec(),
-            tokens_per_batch,
-            max_seq_len,
-            max_docs: i.schedule.max_docs(),
-            schedule: entries[1..].to_vec(),
-            token_type: i.layout.token_type,
-            positions: i.layout.positions.is_some(),
+            settings: BuilderSettings::of(&i.settings, None),
+            packing: PackingSettings::of(&i.schedule, &i.layout),
         }
     }
 }
 
 impl DocumentMixtureBuilder {
-    /// Each source's weight, one per source (default: equal): finite, at least 0, not all
-    /// 0, taken over their sum. The share of the mixture's documents each source gives
-    /// (see [`Blend`](crate::source::Blend): every source stays within one document of its
-    /// share at every point of the document sequence).
-    pub fn weights(mut self, weights: impl Into<Vec<f64>>) -> Self {
-        self.weights = Some(weights.into());
-        self
-    }
-
-    /// The mixture's seed (default 0): it keys each shuffled source's order with its own
-    /// seed — a source shuffled with seed `q` is walked as seed `q ^ mix64(seed)` — so one
-    /// number reshuffles every source. Seed 0 walks each source exactly as it is alone; a
-    /// sequential source has no seed. It does not change which source a document comes
-    /// from (the weights alone decide that).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// This process's rank among `world_size` data-parallel ranks (default: rank 0 of 1):
-    /// every rank walks the mixture's one document sequence, and the ranks take each
-    /// step's documents in rank order, as one [`Documents`] source's ranks do.
-    pub fn shard(mut self, rank: u64, world_size: u64) -> Self {
-        self.rank = rank;
-        self.world_size = world_size;
-        self
-    }
-
-    /// When the mixture ends (default [`Stop::Never`]), counted in each source's documents:
-    /// [`Stop::First`] before the first document that would start any source's second
-    /// epoch, [`Stop::All`] once every source of positive weight finished its first. The
-    /// step the end would cut short is left out on every rank. A stop rule indexes every
-    /// source's shards at build (it needs their document counts).
-    pub fn stop(mut self, stop: Stop) -> Self {
-        self.stop = stop;
-        self
-    }
-
-    /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
-    /// the same steps from there on. Nothing before it is read or decoded: the steps
-    /// before it are walked over the sources' indexes (the blend rule and the packing,
-    /// about a microsecond a step for 8 ranks).
-    pub fn start_step(mut self, k: u64) -> Self {
-        self.start_step = Some(k);
-        self
+    setters! {
+        /// Each source's weight, one per source (default: equal): finite, at least 0, not all
+        /// 0, taken over their sum. The share of the mixture's documents each source gives
+        /// (see [`Blend`](crate::source::Blend): every source stays within one document of its
+        /// share at every point of the document sequence).
+        weights(weights: impl Into<Vec<f64>>) => settings.weights = Some(weights.into());
+        /// The mixture's seed (default 0): it keys each shuffled source's order with its own
+        /// seed — a source shuffled with seed `q` is walked as seed `q ^ mix64(seed)` — so one
+        /// number reshuffles every source. Seed 0 walks each source exactly as it is alone; a
+        /// sequential source has no seed. It does not change which source a document comes
+        /// from (the weights alone decide that).
+        seed(seed: u64) => settings.seed = seed;
+        /// This process's rank among `world_size` data-parallel ranks (default: rank 0 of 1):
+        /// every rank walks the mixture's one document sequence, and the ranks take each
+        /// step's documents in rank order, as one [`Documents`] source's ranks do.
+        shard(rank: u64, world_size: u64) =>
+            settings.run.rank = rank, settings.run.world_size = world_size;
+        /// When the mixture ends (default [`Stop::Never`]), counted in each source's documents:
+        /// [`Stop::First`] before the first document that would start any source's second
+        /// epoch, [`Stop::All`] once every source of positive weight finished its first. The
+        /// step the end would cut short is left out on every rank. A stop rule indexes every
+        /// source's shards at build (it needs their document counts).
+        stop(stop: Stop) => settings.stop = stop;
+        /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
+        /// the same steps from there on. Nothing before it is read or decoded: the steps
+        /// before it are walked over the sources' indexes (the blend rule and the packing,
+        /// about a microsecond a step for 8 ranks).
+        start_step(k: u64) => settings.run.start_step = Some(k);
+        /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
+        /// tokens of the mixed documents.
+        tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
+        /// Where documents are cut: a document longer than this gives its first `max_seq_len`
+        /// tokens, and its tail is dropped.
+        max_seq_len(n: u64) => packing.max_seq_len = n;
+        /// The length of `cu_seqlens` in every step (at most `max_docs - 1` documents per rank
+        /// a step; a step needing more is an error at that step). Unset: each step's is
+        /// modded-nanogpt's rule for its tokens.
+        max_docs(n: u64) => packing.max_docs = Some(n);
+        /// Changes of the step sizes known up front: `(from_step, tokens_per_batch,
+        /// max_seq_len)` entries, strictly increasing in step, as
+        /// [`DocumentsBuilder::schedule`](crate::source::DocumentsBuilder::schedule).
+        schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
+        /// The type tokens are written as (`tokens`, `inputs`, `targets`).
+        token_type(ty: TokenType) => packing.token_type = Some(ty);
+        /// Whether batches carry `positions`: each input token's position in its document.
+        positions(on: bool) => packing.positions = Some(on);
     }
 
     /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`.
@@ -191,49 +159,7 @@ impl DocumentMixtureBuilder {
     /// it keeps skipping them. The skipped steps' documents are used up as they would be
     /// (they are walked, not delivered).
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.skip_steps.extend(ranges);
-        self
-    }
-
-    /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-    /// tokens of the mixed documents.
-    pub fn tokens_per_batch(mut self, n: u64) -> Self {
-        self.tokens_per_batch = n;
-        self
-    }
-
-    /// Where documents are cut: a document longer than this gives its first `max_seq_len`
-    /// tokens, and its tail is dropped.
-    pub fn max_seq_len(mut self, n: u64) -> Self {
-        self.max_seq_len = n;
-        self
-    }
-
-    /// The length of `cu_seqlens` in every step (at most `max_docs - 1` documents per rank
-    /// a step; a step needing more is an error at that step). Unset: each step's is
-    /// modded-nanogpt's rule for its tokens.
-    pub fn max_docs(mut self, n: u64) -> Self {
-        self.max_docs = Some(n);
-        self
-    }
-
-    /// Changes of the step sizes known up front: `(from_step, tokens_per_batch,
-    /// max_seq_len)` entries, strictly increasing in step, as
-    /// [`DocumentsBuilder::schedule`](crate::source::DocumentsBuilder::schedule).
-    pub fn schedule(mut self, entries: Vec<(u64, u64, u64)>) -> Self {
-        self.schedule = entries;
-        self
-    }
-
-    /// The type tokens are written as (`tokens`, `inputs`, `targets`).
-    pub fn token_type(mut self, ty: TokenType) -> Self {
-        self.token_type = ty;
-        self
-    }
-
-    /// Whether batches carry `positions`: each input token's position in its document.
-    pub fn positions(mut self, on: bool) -> Self {
-        self.positions = on;
+        self.settings.run.skip_steps.extend(ranges);
         self
     }
 
@@ -253,64 +179,23 @@ impl DocumentMixtureBuilder {
     /// ([`SourceError::Zero`], [`SourceError::BadRank`]), a reversed skipped range is
     /// [`SourceError::BadSkip`]; a source's own problem (a shard without `bos`, a token
     /// type too narrow for its shards) is its error, naming the file.
+    ///
+    /// [`ConfigError::Mixture`]: crate::ConfigError::Mixture
+    /// [`MixtureProblem::SourceSetting`]: crate::error::source::MixtureProblem::SourceSetting
+    /// [`MixtureProblem::Shape`]: crate::error::source::MixtureProblem::Shape
+    /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
+    /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
+    /// [`SourceError::BadSkip`]: crate::error::source::SourceError::BadSkip
     pub fn build(self) -> Result<Mixture<Documents>> {
-        let problem = |p: MixtureProblem| crate::Error::Config(ConfigError::Mixture(p));
-        let n = self.sources.len();
-        if n == 0 {
-            return Err(problem(MixtureProblem::NoSources));
-        }
-        if n > usize::from(u16::MAX) + 1 {
-            return Err(problem(MixtureProblem::TooManySources(n)));
-        }
-        for (index, source) in self.sources.iter().enumerate() {
-            if let Some(setting) = source.mixture_setting() {
-                return Err(problem(MixtureProblem::SourceSetting { index, setting }));
-            }
-        }
-        let first = &self.sources[0];
-        for (index, s) in self.sources.iter().enumerate().skip(1) {
-            let width = |b: &DocumentsBuilder| b.format().token_bytes() as u64;
-            let shape = if width(s) != width(first) {
-                Some(("token width", width(first), width(s)))
-            } else if s.resolved_bos() != first.resolved_bos() {
-                Some((
-                    "bos",
-                    u64::from(first.resolved_bos()),
-                    u64::from(s.resolved_bos()),
-                ))
-            } else {
-                None
-            };
-            if let Some((what, first, here)) = shape {
-                return Err(problem(MixtureProblem::Shape {
-                    index,
-                    what,
-                    first,
-                    here,
-                }));
-            }
-        }
-        let weights = self.weights.unwrap_or_else(|| vec![1.0; n]);
-        let norm = normalized(&weights, Some(n)).map_err(problem)?;
-        if self.world_size == 0 {
-            return Err(SourceError::Zero("world_size").into());
-        }
-        if self.rank >= self.world_size {
-            return Err(SourceError::BadRank {
-                rank: self.rank,
-                world_size: self.world_size,
-            }
-            .into());
-        }
-        let skip = SkipSteps::new(self.skip_steps)?;
-        let schedule = Schedule::new(
-            self.tokens_per_batch,
-            self.max_seq_len,
-            &self.schedule,
-            self.max_docs,
-        )?;
-        let layout = Layout::new(schedule.largest(), self.token_type, self.positions);
-        let index_every_shard = self.stop != Stop::Never;
+        let rules = SourceRules {
+            own_setting: DocumentsBuilder::mixture_setting,
+            shape,
+            run: RunSettings::check_own_steps,
+        };
+        let (seed, stop) = (self.settings.seed, self.settings.stop);
+        let (settings, _) = self.settings.check(&self.sources, rules)?;
+        let (schedule, layout) = self.packing.check()?;
+        let index_every_shard = stop != Stop::Never;
         let members = self
             .sources
             .iter()
@@ -319,7 +204,7 @@ impl DocumentMixtureBuilder {
                 let walked = source.clone().build_member(
                     schedule.clone(),
                     layout.clone(),
-                    keyed(given_order, self.seed),
+                    keyed(given_order, seed),
                     index_every_shard,
                 )?;
                 Ok(DocMember {
@@ -329,24 +214,34 @@ impl DocumentMixtureBuilder {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let bos = first.resolved_bos();
+        let bos = self.sources[0].resolved_bos();
         let lists = PieceLists::new(layout.max_docs);
         Ok(Mixture {
             inner: Arc::new(DocMixInner {
                 members,
-                norm,
-                weights,
-                seed: self.seed,
-                rank: self.rank,
-                world: self.world_size,
-                stop: self.stop,
-                start_step: self.start_step.unwrap_or(0),
-                skip,
+                settings,
                 schedule,
                 layout,
                 bos,
                 lists,
             }),
         })
+    }
+}
+
+/// Where `source`'s documents differ from `first`'s: the width of their tokens (in bytes),
+/// or their `bos` (sources of one tokenizer).
+fn shape(first: &DocumentsBuilder, source: &DocumentsBuilder) -> Option<ShapeDifference> {
+    let width = |b: &DocumentsBuilder| b.format().token_bytes() as u64;
+    if width(source) != width(first) {
+        Some(("token width", width(first), width(source)))
+    } else if source.resolved_bos() != first.resolved_bos() {
+        Some((
+            "bos",
+            u64::from(first.resolved_bos()),
+            u64::from(source.resolved_bos()),
+        ))
+    } else {
+        None
     }
 }

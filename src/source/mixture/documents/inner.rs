@@ -12,25 +12,15 @@ use crate::source::documents::layout::Layout;
 use crate::source::documents::order::DocOrder;
 use crate::source::documents::packed::Documents;
 use crate::source::documents::schedule::Schedule;
-use crate::source::mixture::stop::Stop;
+use crate::source::mixture::settings::{MixSettings, MixShared};
 use crate::source::sampling::rng::mix64;
-use crate::source::sampling::skip::SkipSteps;
 
 /// What a mixture of packed documents shares with its iterators, steps and decoder.
 /// (Public only as the hidden [`Mixable::Shared`](crate::source::Mixable) of
 /// [`Documents`]; nothing outside the crate can name it.)
 pub struct DocMixInner {
     pub(crate) members: Vec<DocMember>,
-    /// The weights as given.
-    pub(crate) weights: Vec<f64>,
-    /// The weights normalized.
-    pub(crate) norm: Vec<f64>,
-    pub(crate) seed: u64,
-    pub(crate) rank: u64,
-    pub(crate) world: u64,
-    pub(crate) stop: Stop,
-    pub(crate) start_step: u64,
-    pub(crate) skip: SkipSteps,
+    pub(crate) settings: MixSettings,
     /// The step sizes.
     pub(crate) schedule: Schedule,
     /// The fields of a step and their places in its slot.
@@ -45,8 +35,18 @@ impl std::fmt::Debug for DocMixInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DocMixInner")
             .field("sources", &self.members.len())
-            .field("weights", &self.weights)
+            .field("weights", &self.settings.weights)
             .finish_non_exhaustive()
+    }
+}
+
+impl MixShared for DocMixInner {
+    fn settings(&self) -> &MixSettings {
+        &self.settings
+    }
+
+    fn sources(&self) -> usize {
+        self.members.len()
     }
 }
 

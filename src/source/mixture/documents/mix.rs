@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::decoder::PackMixedDocuments;
-use super::inner::DocMixInner;
+use super::inner::{DocMember, DocMixInner};
 use super::steps::MixedSteps;
 use super::stream::{walk_step, MixedStream};
 use crate::config::ConfigBuilder;
@@ -17,24 +17,23 @@ use crate::source::documents::index::{BuiltBy, IndexStats};
 use crate::source::documents::order::DocOrder;
 use crate::source::documents::packed::Documents;
 use crate::source::documents::schedule::Schedule;
-use crate::source::mixture::inner::RunOrigin;
 use crate::source::mixture::mix::Mixture;
-use crate::source::mixture::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
-use crate::source::mixture::stop::Stop;
+use crate::source::mixture::run_origin::RunOrigin;
+use crate::source::mixture::state::{MixtureState, WeightSpan};
 use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{TokenShards, TokenType};
 
 impl fmt::Debug for Mixture<Documents> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &*self.inner;
+        let i = self.settings();
         f.debug_struct("Mixture<Documents>")
-            .field("sources", &i.members.len())
+            .field("sources", &self.len())
             .field("weights", &i.weights)
             .field("seed", &i.seed)
             .field("rank", &i.rank)
             .field("world_size", &i.world)
             .field("stop", &i.stop)
-            .field("schedule", &i.schedule)
+            .field("schedule", &self.inner.schedule)
             .field("start_step", &i.start_step)
             .field("skip_steps", &i.skip.ranges())
             .finish()
@@ -111,56 +110,6 @@ impl fmt::Debug for Mixture<Documents> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 impl Mixture<Documents> {
-    /// How many sources it mixes.
-    pub fn len(&self) -> usize {
-        self.inner.members.len()
-    }
-
-    /// Whether it mixes no source (never: `build` refuses that).
-    pub fn is_empty(&self) -> bool {
-        self.inner.members.is_empty()
-    }
-
-    /// The weights, as given.
-    pub fn weights(&self) -> &[f64] {
-        &self.inner.weights
-    }
-
-    /// The weights normalized to sum to 1: each source's share of the documents.
-    pub fn shares(&self) -> &[f64] {
-        &self.inner.norm
-    }
-
-    /// The mixture's seed.
-    pub fn seed(&self) -> u64 {
-        self.inner.seed
-    }
-
-    /// This mixture's rank.
-    pub fn rank(&self) -> u64 {
-        self.inner.rank
-    }
-
-    /// Ranks each step is shared among.
-    pub fn world_size(&self) -> u64 {
-        self.inner.world
-    }
-
-    /// When the mixture ends.
-    pub fn stop(&self) -> Stop {
-        self.inner.stop
-    }
-
-    /// The step a run begins at, at the earliest (0 when not set).
-    pub fn start_step(&self) -> u64 {
-        self.inner.start_step
-    }
-
-    /// The skipped steps, as sorted, disjoint half-open `(start, end)` ranges.
-    pub fn skip_steps(&self) -> &[(u64, u64)] {
-        self.inner.skip.ranges()
-    }
-
     /// The step sizes over the run.
     pub fn schedule(&self) -> &Schedule {
         &self.inner.schedule
@@ -220,11 +169,7 @@ impl Mixture<Documents> {
     /// `max_docs`. Add the rest (the backend, decode threads, a
     /// [`locator`](crate::ConfigBuilder::locator)) and build it.
     pub fn config(&self) -> ConfigBuilder {
-        let rows = usize::try_from(self.inner.layout.max_docs).unwrap_or(usize::MAX);
-        crate::config::Config::builder()
-            .batch_size(1)
-            .fields(self.fields())
-            .rows_per_batch(rows)
+        self.inner.layout.config()
     }
 
     /// The decoder that packs its steps into batches.
@@ -234,7 +179,7 @@ impl Mixture<Documents> {
 
     /// This rank's steps from the start (or from the
     /// [`start_step`](crate::source::DocumentMixtureBuilder::start_step)), leaving out the
-    /// skipped steps: endless with [`Stop::Never`].
+    /// skipped steps: endless with [`Stop::Never`](crate::source::Stop::Never).
     pub fn iter(&self) -> MixedSteps {
         MixedSteps::new(self.inner.clone(), self.fresh())
     }
@@ -266,16 +211,17 @@ impl Mixture<Documents> {
             Some(state) => self.origin(state)?,
             None => self.fresh(),
         };
-        let target = origin.skip.after_kept(i.start_step.max(origin.step), steps);
+        let (start_step, rank, world) = (i.settings.start_step, i.settings.rank, i.settings.world);
+        let target = origin.skip.after_kept(start_step.max(origin.step), steps);
         let mut stream = MixedStream::new(i, &origin, BuiltBy::Start);
         let mut step = origin.step;
         let mut at = stream.walk().clone();
         while step < target {
             let sizes = i.schedule.at(step);
-            let Some(walked) = walk_step(&mut stream, sizes, i.world, i.rank, None, 0)? else {
+            let Some(walked) = walk_step(&mut stream, sizes, world, rank, None, 0)? else {
                 break;
             };
-            let kept = step >= i.start_step && origin.skip.next_kept(step) == step;
+            let kept = step >= start_step && origin.skip.next_kept(step) == step;
             let (needed, rank) = walked.most_pieces;
             if kept && needed > sizes.max_docs.saturating_sub(1) {
                 return Err(SourceError::TooManyDocuments {
@@ -321,14 +267,12 @@ impl Mixture<Documents> {
         &self,
         state: &MixtureState<DocumentsCheckpoint>,
     ) -> Result<MixtureState<DocumentsCheckpoint>> {
-        let i = &*self.inner;
         let counts = self.check_run(state)?;
-        if state.weights_in_force_are(&i.norm) {
+        let Some((history, skip)) = self.settings().reweighted(state, &counts) else {
             return Ok(state.clone());
-        }
-        let history = state.history_with(&i.weights, &counts);
-        let skip = SkipSteps::merged(state.skip.clone());
-        let mut sources: Vec<DocsByCount> = i
+        };
+        let mut sources: Vec<DocsByCount> = self
+            .inner
             .members
             .iter()
             .map(|m| DocsByCount::new(&m.walked, BuiltBy::Start))
@@ -343,51 +287,18 @@ impl Mixture<Documents> {
         )
     }
 
-    /// The origin of a fresh run.
-    fn fresh(&self) -> RunOrigin {
-        let i = &*self.inner;
-        let n = i.members.len();
-        RunOrigin {
-            history: vec![WeightSpan {
-                from: 0,
-                weights: i.weights.clone(),
-                counts: vec![0; n],
-            }],
-            at: 0,
-            step: 0,
-            counts: vec![0; n],
-            skip: i.skip.clone(),
-        }
-    }
-
     /// The origin of a run resumed from `state`, checked.
     fn origin(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<RunOrigin> {
-        let i = &*self.inner;
         let counts = self.check_run(state)?;
-        state.check_weights(&i.weights, &i.norm)?;
-        Ok(RunOrigin {
-            history: state.weights.clone(),
-            at: state.consumed,
-            step: state.step,
-            counts,
-            skip: i.skip.union(&state.skip),
-        })
+        self.settings().resumed(state, counts)
     }
 
     /// Checks everything of `state` but its weights in force; each source's count of
     /// documents at its position.
     fn check_run(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<Vec<u64>> {
         let i = &*self.inner;
-        state.check_mixture(i.seed, i.stop, i.members.len())?;
-        let counts = i
-            .members
-            .iter()
-            .zip(&state.sources)
-            .enumerate()
-            .map(|(s, (member, saved))| member.count_of(saved, s))
-            .collect::<Result<Vec<u64>>>()?;
-        state.check_history(&counts)?;
-        Ok(counts)
+        i.settings
+            .checked_counts(state, &i.members, DocMember::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is
@@ -407,19 +318,8 @@ impl Mixture<Documents> {
             .iter()
             .zip(sources.iter_mut())
             .zip(counts)
-            .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.world))
+            .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.settings.world))
             .collect::<Result<Vec<_>, SourceError>>()?;
-        Ok(MixtureState {
-            version: MIXTURE_STATE_VERSION,
-            seed: i.seed,
-            stop: i.stop,
-            weights: history,
-            consumed: at,
-            step,
-            skip: skip.ranges().to_vec(),
-            world_size: i.world,
-            batch_size: 0,
-            sources,
-        })
+        Ok(i.settings.state(history, (at, step), skip, 0, sources))
     }
 }

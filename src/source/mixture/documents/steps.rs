@@ -10,7 +10,7 @@ use super::step::MixedDocStep;
 use super::stream::{walk_step, MixedStream};
 use crate::error::source::SourceError;
 use crate::source::documents::index::BuiltBy;
-use crate::source::mixture::inner::RunOrigin;
+use crate::source::mixture::run_origin::RunOrigin;
 use crate::source::sampling::skip::SkipSteps;
 
 /// The steps of one rank of a [`Mixture<Documents>`](crate::source::Mixture), in order:
@@ -57,7 +57,8 @@ impl MixedSteps {
 
     /// The number of the next step it yields (if the run goes on that far).
     pub fn next_step(&self) -> u64 {
-        self.skip.next_kept(self.at.max(self.inner.start_step))
+        self.skip
+            .next_kept(self.at.max(self.inner.settings.start_step))
     }
 
     /// The position in the mixture's document sequence where the walk stands: after the
@@ -68,7 +69,7 @@ impl MixedSteps {
 
     /// Whether step `k` is delivered (not before the start step, not skipped).
     fn kept(&self, k: u64) -> bool {
-        k >= self.inner.start_step && self.skip.next_kept(k) == k
+        k >= self.inner.settings.start_step && self.skip.next_kept(k) == k
     }
 }
 
@@ -82,7 +83,7 @@ impl Iterator for MixedSteps {
             let sizes = self.inner.schedule.at(k);
             let mut list = keep.then(|| self.inner.lists.take());
             let room = self.inner.lists.room();
-            let (world, rank) = (self.inner.world, self.inner.rank);
+            let (world, rank) = (self.inner.settings.world, self.inner.settings.rank);
             let walked = walk_step(&mut self.stream, sizes, world, rank, list.as_mut(), room);
             let (outcome, start) = match walked {
                 Ok(Some(walked)) => {

@@ -11,7 +11,7 @@ use crate::source::documents::fill::Fill;
 use crate::source::documents::index::BuiltBy;
 use crate::source::documents::schedule::StepSizes;
 use crate::source::documents::walk::Extent;
-use crate::source::mixture::inner::RunOrigin;
+use crate::source::mixture::run_origin::RunOrigin;
 use crate::source::mixture::walk::Walk;
 
 /// The mixture's documents from a run's origin on, one after another.
@@ -38,7 +38,7 @@ impl MixedStream {
             .map(|s| s.known_epoch_len().unwrap_or(u64::MAX))
             .collect();
         MixedStream {
-            walk: origin.walk(&inner.norm, inner.stop, epoch_lens),
+            walk: origin.walk(&inner.settings.norm, inner.settings.stop, epoch_lens),
             sources,
         }
     }

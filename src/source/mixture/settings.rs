@@ -1,0 +1,133 @@
+//! [`MixSettings`]: the settings both kinds of [`Mixture`](super::mix::Mixture) hold — the
+//! weights, the seed, the ranks, the stop rule, the start step and the skipped steps — and
+//! what follows from them alone: where a fresh or resumed run starts, and the state a run
+//! records. [`MixShared`] hands them to the accessors both kinds share.
+
+use super::run_origin::RunOrigin;
+use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
+use super::stop::Stop;
+use crate::error::Result;
+use crate::source::sampling::skip::SkipSteps;
+
+/// The settings of a mixture of either kind, checked. (Public only inside the hidden
+/// [`Mixable::Shared`](super::mixable::Mixable) of a mixture's kind; nothing outside the
+/// crate can name it.)
+#[derive(Debug)]
+pub struct MixSettings {
+    /// The weights as given.
+    pub(crate) weights: Vec<f64>,
+    /// The weights normalized.
+    pub(crate) norm: Vec<f64>,
+    pub(crate) seed: u64,
+    pub(crate) rank: u64,
+    pub(crate) world: u64,
+    pub(crate) stop: Stop,
+    pub(crate) start_step: u64,
+    pub(crate) skip: SkipSteps,
+}
+
+/// What a mixture of either kind shares with its iterators, as far as the settings go.
+/// (Unnameable outside the crate: the bound of the hidden
+/// [`Mixable::Shared`](super::mixable::Mixable).)
+pub trait MixShared {
+    /// The mixture's settings.
+    fn settings(&self) -> &MixSettings;
+
+    /// How many sources it mixes.
+    fn sources(&self) -> usize;
+}
+
+impl MixSettings {
+    /// The origin of a fresh run over `sources` sources.
+    pub(crate) fn fresh(&self, sources: usize) -> RunOrigin {
+        RunOrigin {
+            history: vec![WeightSpan {
+                from: 0,
+                weights: self.weights.clone(),
+                counts: vec![0; sources],
+            }],
+            at: 0,
+            step: 0,
+            counts: vec![0; sources],
+            skip: self.skip.clone(),
+        }
+    }
+
+    /// Checks `state` but for its weights in force: its version, seed, stop rule and
+    /// number of sources against these settings and `members`, each source's part by
+    /// `count_of` (the source, its part, its index: the count of its items there), and its
+    /// weights' history against those counts; the counts.
+    pub(crate) fn checked_counts<C, M>(
+        &self,
+        state: &MixtureState<C>,
+        members: &[M],
+        count_of: impl Fn(&M, &C, usize) -> Result<u64>,
+    ) -> Result<Vec<u64>> {
+        state.check_mixture(self.seed, self.stop, members.len())?;
+        let counts = members
+            .iter()
+            .zip(&state.sources)
+            .enumerate()
+            .map(|(index, (member, saved))| count_of(member, saved, index))
+            .collect::<Result<Vec<u64>>>()?;
+        state.check_history(&counts)?;
+        Ok(counts)
+    }
+
+    /// The origin of a run resumed from `state`, where each source's count is `counts`
+    /// (checked already), after checking that the weights in force are these settings'.
+    pub(crate) fn resumed<C>(
+        &self,
+        state: &MixtureState<C>,
+        counts: Vec<u64>,
+    ) -> Result<RunOrigin> {
+        state.check_weights(&self.weights, &self.norm)?;
+        Ok(RunOrigin {
+            history: state.weights.clone(),
+            at: state.consumed,
+            step: state.step,
+            counts,
+            skip: self.skip.union(&state.skip),
+        })
+    }
+
+    /// The weights' history and skipped steps of `state` reweighted to these settings'
+    /// weights at its point, where each source's count is `counts`; `None` when its
+    /// weights in force are these settings' already.
+    pub(crate) fn reweighted<C>(
+        &self,
+        state: &MixtureState<C>,
+        counts: &[u64],
+    ) -> Option<(Vec<WeightSpan>, SkipSteps)> {
+        if state.weights_in_force_are(&self.norm) {
+            return None;
+        }
+        let history = state.history_with(&self.weights, counts);
+        Some((history, SkipSteps::merged(state.skip.clone())))
+    }
+
+    /// The state at global position `at`, step `step`, with the weights' `history`, the
+    /// skipped steps `skip`, the batch size `batch_size` (0: none) and each source's own
+    /// state `sources`.
+    pub(crate) fn state<C>(
+        &self,
+        history: Vec<WeightSpan>,
+        (at, step): (u64, u64),
+        skip: &SkipSteps,
+        batch_size: u64,
+        sources: Vec<C>,
+    ) -> MixtureState<C> {
+        MixtureState {
+            version: MIXTURE_STATE_VERSION,
+            seed: self.seed,
+            stop: self.stop,
+            weights: history,
+            consumed: at,
+            step,
+            skip: skip.ranges().to_vec(),
+            world_size: self.world,
+            batch_size,
+            sources,
+        }
+    }
+}
