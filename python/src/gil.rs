@@ -2,8 +2,9 @@
 //! write), run with the thread detached from the interpreter wherever it happens.
 
 use std::ffi::c_int;
+use std::sync::Mutex;
 
-use pyo3::{ffi, Python};
+use pyo3::{ffi, Py, PyAny, Python};
 
 /// Runs `f` with the calling thread detached from the Python interpreter (the GIL
 /// released), wherever it is called from: a method, a `tp_dealloc` run by `del` or the
@@ -36,7 +37,11 @@ pub(crate) fn detached(f: impl FnOnce() + Send) {
 
 extern "C" {
     /// CPython's `PyGILState_Check` (every CPython since 3.4 exports it; pyo3-ffi leaves it
-    /// out of the limited API the abi3 build sees).
+    /// out of the limited API the abi3 build sees). Resolved when the module loads, from
+    /// the interpreter's own symbols: CPython on Linux, the package's one platform (a
+    /// Windows abi3 build, linked against `python3.lib`, would not find it). Its one blind
+    /// spot: once a process has made a sub-interpreter, CPython stops tracking and it
+    /// answers 1 everywhere, so this falls back to what pyo3 counts.
     fn PyGILState_Check() -> c_int;
 }
 
@@ -55,4 +60,29 @@ fn holds_the_gil() -> bool {
 /// joins its threads.
 pub(crate) fn drop_detached<T: Send>(value: T) {
     detached(move || drop(value));
+}
+
+/// Python objects whose last owner went on a thread that did not hold the GIL, kept to be
+/// released when a thread that holds it comes by ([`release_pending`]).
+static PENDING: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
+
+/// Drops the reference `object` now if this thread holds the GIL, else keeps it in
+/// [`PENDING`] for the next [`release_pending`]: a DLPack deleter run where C code let the
+/// GIL go (pyo3 counts the thread attached then, and would decrement the count without
+/// the GIL) must not touch the object.
+pub(crate) fn drop_object(object: Py<PyAny>) {
+    if holds_the_gil() {
+        drop(object);
+    } else {
+        PENDING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(object);
+    }
+}
+
+/// Releases the references [`drop_object`] kept, with the GIL held (`py`).
+pub(crate) fn release_pending(_py: Python<'_>) {
+    let pending = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(pending);
 }

@@ -9,7 +9,7 @@ use pyo3::sync::MutexExt;
 use pinring::Locate;
 
 use crate::dispatch::AnyPipeline;
-use crate::gil::drop_detached;
+use crate::gil::{drop_detached, drop_object};
 use crate::position::Position;
 use crate::source::spec::Spec;
 use crate::state::SourceState;
@@ -39,9 +39,9 @@ pub(crate) struct PipelineHolder {
     locator: Arc<dyn Locate>,
     /// The object of the Loader's `stream=`, which keeps the declared stream alive while
     /// the pipeline waits on it and batches bound to it record their fences on it (a cupy
-    /// stream is destroyed with its object). Declared after `running`: dropped after the
-    /// pipeline, and after every batch, whose cells hold this holder.
-    _stream: Option<Py<PyAny>>,
+    /// stream is destroyed with its object). Released after the pipeline, and after every
+    /// batch, whose cells hold this holder; with the GIL, or later (`gil::drop_object`).
+    stream: Option<Py<PyAny>>,
 }
 
 impl PipelineHolder {
@@ -63,7 +63,7 @@ impl PipelineHolder {
                     ..Position::default()
                 },
             }),
-            _stream: stream,
+            stream,
         }
     }
 
@@ -101,5 +101,9 @@ impl Drop for PipelineHolder {
         let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
         // Joins the pipeline's threads (and, on cuda, frees its memory): without the GIL.
         drop_detached(running.pipeline.take());
+        // The last holder may be a DLPack deleter run where C code let the GIL go.
+        if let Some(stream) = self.stream.take() {
+            drop_object(stream);
+        }
     }
 }

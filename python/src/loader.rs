@@ -22,7 +22,7 @@ use crate::dispatch::{AnyBatch, AnyStop};
 use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py;
 use crate::fixed_views::FixedViews;
-use crate::gil::{detached, drop_detached};
+use crate::gil::{detached, drop_detached, release_pending};
 use crate::holder::{PipelineHolder, Running};
 use crate::lease::StreamsBound;
 use crate::position::{EpochPlace, Position};
@@ -415,6 +415,8 @@ impl Loader {
         ))]
         fixed_views: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        // References a loader's last holder left where the GIL was let go go now.
+        release_pending(py);
         let (spec, row) = spec_of(src)?;
         let batch_size = match (spec.packs_documents(), batch_size) {
             (false, Some(n)) => args::count(py, "batch_size", n)?,

@@ -814,3 +814,75 @@ def test_cuda_graphs_per_slot_replay_every_batch_right(shard):
           f"static.copy_ {r['static']['wall_us']:.1f} us/step; max loss diff {r['max_loss_diff']:.3g}")
     assert example.wrong_of(r) == 0, r
     assert r["graph"]["graphs"] == 3
+
+
+STREAM_DROPPED_WITHOUT_THE_GIL = r'''
+import ctypes, gc, sys, weakref
+import numpy as np
+import torch
+import pinring
+
+api = ctypes.pythonapi
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # the call releases the GIL
+
+
+class Declared:
+    """The loader's declared stream, by the CUDA stream protocol (a weakref-able object)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __cuda_stream__(self):
+        return (0, self.stream.cuda_stream)
+
+
+shard = sys.argv[1]
+declared = Declared(torch.cuda.Stream())
+alive = weakref.ref(declared)
+loader = pinring.Loader(pinring.TokenWindows(shard, seq_len=9, dtype="int32"), batch_size=3,
+                        device="cuda:0", stream=declared)
+del declared
+b = loader.pop(timeout=30)
+capsule = b.__dlpack__(stream=alive().stream.cuda_stream)
+ptr = api.PyCapsule_GetPointer(capsule, b"dltensor")
+api.PyCapsule_SetName(capsule, b"used_dltensor")  # taken: the deleter is ours to call
+del b, capsule
+loader.close()
+del loader
+gc.collect()
+assert alive() is not None, "the capsule's lease holds the pipeline, and the pipeline the stream"
+
+
+def consumer(export):
+    # Called by another loader's pop (inside a pinring call): the deleter of the last
+    # holder of the first pipeline runs with the GIL released.
+    DELETER(ctypes.c_void_p.from_address(ptr + 56).value)(ptr)
+    return np.from_dlpack(export)
+
+
+other = pinring.Loader(pinring.TokenWindows(shard, seq_len=9, dtype="int32"), batch_size=3,
+                       device="cpu", fixed_views=consumer)
+other.pop(timeout=30).release()
+kept = alive() is not None  # not released without the GIL: kept for later
+other.close()
+pinring.Loader(pinring.TokenWindows(shard, seq_len=9, dtype="int32"), batch_size=3, device="cpu").close()
+print("kept", kept, "then released", alive() is None)
+'''
+
+
+def test_the_declared_stream_object_is_released_with_the_gil_also_by_a_deleter_without_it(shard, tmp_path):
+    """The last holder of a loader made with stream= can be a DLPack deleter run where C
+    code let the GIL go inside a pinring call (here a ctypes call from another loader's
+    fixed_views consumer): the stream object it kept alive is not released there (pyo3
+    would decrement its count without the GIL) but kept, and released by the next Loader."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stream_dropped_without_the_gil.py"
+    script.write_text(STREAM_DROPPED_WITHOUT_THE_GIL)
+    run = subprocess.run([sys.executable, str(script), shard], capture_output=True, text=True, timeout=BOUND * 4)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.strip() == "kept True then released True"
