@@ -31,6 +31,21 @@ fn threads_named(prefix: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The scheduler state (`R`, `S`, `D`, ...) of this process's thread named `name`, if one
+/// is (Linux `/proc/self/task/*/stat`, third field).
+fn thread_state(name: &str) -> Option<char> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+        let task = t.ok()?.path();
+        let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+        if comm.trim_end() != name {
+            return None;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        // "tid (comm) S ...": the state follows the last ')'.
+        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    })
+}
+
 /// Threads of this process whose name starts with "pinring".
 fn pinring_threads() -> usize {
     threads_named("pinring")
@@ -106,19 +121,33 @@ fn drop_while_decodes_run_waits_only_for_the_decode_in_progress() {
 #[test]
 fn stopping_while_the_consumer_is_parked_in_pop_on_another_thread() {
     let _serial = serial();
-    let slow = (0..1000u64).inspect(|_| std::thread::sleep(Duration::from_millis(50)));
-    let p = Pipeline::new(config(16).build().unwrap(), decoder(), slow).unwrap();
+    // The source blocks at its first sample until the test lets go: no batch can come.
+    let (gate, blocked) = mpsc::channel::<()>();
+    let blocked = Mutex::new(blocked);
+    let gated = (0..1000u64).inspect(move |_| {
+        let _ = blocked.lock().unwrap().recv();
+    });
+    let p = Pipeline::new(config(16).build().unwrap(), decoder(), gated).unwrap();
     let stop = p.stop_handle();
     let (done, finished) = mpsc::channel();
-    let consumer = std::thread::spawn(move || {
-        let mut p = p;
-        let result = p.pop(); // parks: the first batch needs 16 × 50 ms of source
-        drop(p);
-        done.send(()).unwrap();
-        result
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    let consumer = std::thread::Builder::new()
+        .name("parked-consumer".into())
+        .spawn(move || {
+            let mut p = p;
+            let result = p.pop(); // parks: the source gives nothing
+            drop(p);
+            done.send(()).unwrap();
+            result
+        })
+        .unwrap();
+    // Stopped only once the consumer sleeps in the kernel: parked inside `pop`.
+    wait_until(
+        BOUND,
+        || thread_state("parked-consumer") == Some('S'),
+        || "the consumer never parked in pop".to_owned(),
+    );
     stop.stop();
+    drop(gate); // the source goes on (and sees the stop)
     finished
         .recv_timeout(BOUND)
         .expect("the parked consumer must wake up and finish");
