@@ -547,11 +547,13 @@ def expected_on_device(pattern, steps):
     return inputs, targets, cu, tok_at, cu_at, max_seqlen
 
 
-def soak(loader, expected, n, cycles, early_fence=False):
+def soak(loader, expected, n, cycles, early_fence=False, each=None):
     """Each step: a kernel holds the slot (torch.cuda._sleep), then a comparison kernel
     reads every field on the device and counts its elements that differ from the expected
     values (a device counter: no host sync per step); release fenced on the current stream
-    (or, to show the check can fail, on an event recorded before the reads)."""
+    (or, to show the check can fail, on an event recorded before the reads). `each(k, b)`,
+    if given, checks step k's batch on the host and returns how many of its checks failed
+    (counted with the wrong step numbers)."""
     inputs, targets, cu, tok_at, cu_at, max_seqlen = expected
     wrong = torch.zeros((), dtype=torch.int64, device=DEV)
     host_wrong = 0
@@ -559,6 +561,8 @@ def soak(loader, expected, n, cycles, early_fence=False):
     for k in range(n):
         b = loader.pop(timeout=BOUND)
         host_wrong += (b.step != k) + (b.max_seqlen != max_seqlen[k])
+        if each is not None:
+            host_wrong += each(k, b)
         early = torch.cuda.Event()
         early.record()
         if early_fence:
@@ -643,36 +647,29 @@ def test_packed_mixture_soak_checked_on_the_device(mix_corpora, cycles_per_ms):
             want.append((np.from_dlpack(b["tokens"]).astype(np.int64), np.from_dlpack(b["cu_seqlens"]).astype(np.int64),
                          b.sources.copy(), b.doc_ids.copy(), b.max_seqlen))
             b.release()
-    tokens = torch.from_numpy(np.concatenate([w[0] for w in want])).to(DEV)
+    # The cpu run's steps in soak's form: inputs and targets end to end, with offsets.
+    inputs = torch.from_numpy(np.concatenate([w[0][:-1] for w in want])).to(DEV)
+    targets = torch.from_numpy(np.concatenate([w[0][1:] for w in want])).to(DEV)
     cu = torch.from_numpy(np.concatenate([w[1] for w in want])).to(DEV)
-    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) for w in want])])
+    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) - 1 for w in want])])
     cu_at = np.concatenate([[0], np.cumsum([len(w[1]) for w in want])])
-    wrong = torch.zeros((), dtype=torch.int64, device=DEV)
-    host_wrong, docs = 0, np.zeros(2, dtype=np.int64)
+    expected = (inputs, targets, cu, tok_at, cu_at, [w[4] for w in want])
+    docs = np.zeros(2, dtype=np.int64)
+
+    def sources_and_ids(k, b):
+        nonlocal docs
+        docs += np.bincount(b.sources, minlength=2)
+        _, _, sources, ids, _ = want[k]
+        return (not np.array_equal(b.sources, sources)) + (not np.array_equal(b.doc_ids, ids))
+
     with pinring.Loader(packed_mixture(mix_corpora), device="cuda:0") as loader:
-        for k in range(MIX_STEPS):
-            b = loader.pop(timeout=BOUND)
-            _, _, sources, ids, max_seqlen = want[k]
-            host_wrong += (b.step != k) + (b.max_seqlen != max_seqlen)
-            host_wrong += (not np.array_equal(b.sources, sources)) + (not np.array_equal(b.doc_ids, ids))
-            docs += np.bincount(b.sources, minlength=2)
-            tok = torch.from_dlpack(b["tokens"])
-            x, y = torch.from_dlpack(b["inputs"]), torch.from_dlpack(b["targets"])
-            c = torch.from_dlpack(b["cu_seqlens"])
-            torch.cuda._sleep(cycles_per_ms // 20)  # the step holds the slot (50 us) ...
-            a, e = int(tok_at[k]), int(tok_at[k + 1])  # ... then every field is read
-            wrong += (tok.long() != tokens[a:e]).sum()
-            wrong += (x.long() != tokens[a : e - 1]).sum() + (y.long() != tokens[a + 1 : e]).sum()
-            wrong += (c.long() != cu[int(cu_at[k]) : int(cu_at[k + 1])]).sum()
-            del tok, x, y, c
-            b.release(event=torch.cuda.current_stream())
-        torch.cuda.synchronize()
+        wrong, host_wrong = soak(loader, expected, MIX_STEPS, cycles_per_ms // 20, each=sources_and_ids)  # 50 us holds
         verdict = loader.stats()["verdict"]
     share = docs / docs.sum()
-    print(f"packed mixture soak: {MIX_STEPS} steps, {int(wrong)} wrong elements on the device, {host_wrong} "
-          f"steps with a wrong step number, max_seqlen, sources or document ids; documents per source "
+    print(f"packed mixture soak: {MIX_STEPS} steps, {wrong} wrong elements on the device, {host_wrong} "
+          f"wrong step numbers, max_seqlen, sources or document ids; documents per source "
           f"{docs.tolist()} (shares {share[0]:.4f} / {share[1]:.4f}); {verdict}")
-    assert (int(wrong), host_wrong) == (0, 0)
+    assert (wrong, host_wrong) == (0, 0)
 
 
 # Issue 23: the consumer stream declared once (Loader(stream=...)), fixed views
