@@ -702,11 +702,7 @@ impl Ops for Model {
                 return Ok(());
             }
             state.leases[d] += 1;
-            let bytes = if seq + 1 == run.end() {
-                run.last_bytes
-            } else {
-                dev.layout.batch_bytes
-            };
+            let bytes = run.bytes_of(seq, dev.layout.batch_bytes);
             let ready = state.events[dev.ready(d)].record();
             let copied = state.events[dev.copied(h)].record();
             state.streams[COPY_STREAM].push_back(Op::Copy {

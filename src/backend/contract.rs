@@ -142,6 +142,16 @@ impl CopyRun {
     pub fn end(&self) -> u64 {
         self.first + self.batches as u64
     }
+
+    /// Bytes to copy of the run's batch `seq`: `last_bytes` for its last, `batch_bytes`
+    /// (a full batch) for every other.
+    pub fn bytes_of(&self, seq: u64, batch_bytes: usize) -> usize {
+        if seq + 1 == self.end() {
+            self.last_bytes
+        } else {
+            batch_bytes
+        }
+    }
 }
 
 /// A copy run that failed: how many of its batches were enqueued whole first, and why

@@ -300,15 +300,10 @@ impl Ops for Cpu {
                     },
                 });
             }
-            let len = if seq + 1 == run.end() {
-                run.last_bytes
-            } else {
-                self.layout.batch_bytes
-            };
             self.copy_stream.push(Op::Copy {
                 src: self.ring.slot_ptr(h.0),
                 dst: self.slot_ptr(d.0),
-                len,
+                len: run.bytes_of(seq, self.layout.batch_bytes),
             });
             self.copy_stream.record(&self.ready[d.0]);
         }

@@ -515,11 +515,7 @@ impl Ops for Cuda {
                     enqueue(&mut pieces)?;
                     pieces.clear();
                 }
-                let bytes = if seq + 1 == run.end() {
-                    run.last_bytes
-                } else {
-                    layout.batch_bytes
-                };
+                let bytes = run.bytes_of(seq, layout.batch_bytes);
                 pieces.push(ring.slot_ptr(h.0), self.slot(d), bytes);
             }
         }

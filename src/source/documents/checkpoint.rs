@@ -7,7 +7,7 @@ use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Fingerprint;
 use crate::source::sampling::checkpoint_text::{other_version, read_text};
-use crate::source::sampling::difference::{Difference, FirstDifference};
+use crate::source::sampling::difference::{against_rank_0, Difference, FirstDifference};
 
 use super::order::DocOrder;
 use super::walk::Cursor;
@@ -133,20 +133,15 @@ impl DocumentsCheckpoint {
         let Some(first) = states.first() else {
             return Err(SourceError::Zero("checkpoints").into());
         };
-        for (rank, state) in states.iter().enumerate().skip(1) {
-            let differs = FirstDifference::new()
+        let differs = against_rank_0(states, |first, state| {
+            FirstDifference::new()
                 .then(|| first.run_difference(state))
                 .shown("the world size", first.world_size, state.world_size)
                 .debug("the skipped steps", &first.skip, &state.skip)
-                .first();
-            if let Some((what, saved, here)) = differs {
-                return Err(SourceError::DocumentsCheckpointMismatch {
-                    what: format!("{what} (rank {rank} against rank 0)"),
-                    saved,
-                    here,
-                }
-                .into());
-            }
+                .first()
+        });
+        if let Some((what, saved, here)) = differs {
+            return Err(SourceError::DocumentsCheckpointMismatch { what, saved, here }.into());
         }
         if states.iter().any(|s| s.step != first.step) {
             return Err(SourceError::UnequalSteps {

@@ -4,7 +4,11 @@
 use super::member::Member;
 use super::run_origin::RunOrigin;
 use super::settings::{MixSettings, MixShared};
+use super::state::MixtureState;
 use super::walk::Walk;
+use crate::error::Result;
+use crate::source::sampling::checkpoint::Checkpoint;
+use crate::source::sampling::segmented::Segmented;
 
 /// What a mixture of samplers and its iterators share. (Public only as the hidden
 /// [`Mixable::Shared`](super::mixable::Mixable) of samplers' segment sets; nothing outside
@@ -24,13 +28,20 @@ impl<S> std::fmt::Debug for MixInner<S> {
     }
 }
 
-impl<S> MixShared for MixInner<S> {
+impl<S: Segmented> MixShared for MixInner<S> {
+    type Part = Checkpoint;
+
     fn settings(&self) -> &MixSettings {
         &self.settings
     }
 
     fn sources(&self) -> usize {
         self.members.len()
+    }
+
+    fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
+        self.settings
+            .checked_counts(state, &self.members, Member::count_of)
     }
 }
 

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::member::Member;
 use super::mixable::Mixable;
 use super::run_origin::RunOrigin;
 use super::samples::MixedSamples;
@@ -119,6 +118,15 @@ impl<S: Mixable> Mixture<S> {
     /// The origin of a fresh run.
     pub(crate) fn fresh(&self) -> RunOrigin {
         self.settings().fresh(self.len())
+    }
+
+    /// The origin of a run resumed from `state`, checked.
+    pub(crate) fn origin(
+        &self,
+        state: &MixtureState<<S::Shared as MixShared>::Part>,
+    ) -> Result<RunOrigin> {
+        let counts = self.inner.check_run(state)?;
+        self.settings().resumed(state, counts)
     }
 
     /// How many sources it mixes.
@@ -308,25 +316,11 @@ impl<S: Segmented> Mixture<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn reweight(&self, state: &MixtureState) -> Result<MixtureState> {
-        let counts = self.check_run(state)?;
+        let counts = self.inner.check_run(state)?;
         let Some((history, skip)) = self.settings().reweighted(state, &counts) else {
             return Ok(state.clone());
         };
         Ok(self.state_at(history, state.consumed, state.step, &counts, &skip))
-    }
-
-    /// The origin of a run resumed from `state`, checked.
-    fn origin(&self, state: &MixtureState) -> Result<RunOrigin> {
-        let counts = self.check_run(state)?;
-        self.settings().resumed(state, counts)
-    }
-
-    /// Checks everything of `state` but its weights in force; each source's count at its
-    /// position.
-    fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
-        let i = &*self.inner;
-        i.settings
-            .checked_counts(state, &i.members, Member::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is

@@ -30,11 +30,19 @@ pub struct MixSettings {
 /// (Unnameable outside the crate: the bound of the hidden
 /// [`Mixable::Shared`](super::mixable::Mixable).)
 pub trait MixShared {
+    /// A source's part of the mixture's state: that source's own checkpoint.
+    type Part;
+
     /// The mixture's settings.
     fn settings(&self) -> &MixSettings;
 
     /// How many sources it mixes.
     fn sources(&self) -> usize;
+
+    /// Checks everything of `state` but its weights in force
+    /// ([`MixSettings::checked_counts`], each source's part checked as that source checks
+    /// its own); each source's count at its position.
+    fn check_run(&self, state: &MixtureState<Self::Part>) -> Result<Vec<u64>>;
 }
 
 impl MixSettings {

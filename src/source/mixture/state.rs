@@ -10,7 +10,7 @@ use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
 use crate::source::sampling::checkpoint_text::read_text;
-use crate::source::sampling::difference::{Difference, FirstDifference};
+use crate::source::sampling::difference::{against_rank_0, Difference, FirstDifference};
 
 /// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
 /// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
@@ -207,15 +207,8 @@ impl<C: Clone + PartialEq + std::fmt::Debug> MixtureState<C> {
             }
             .into());
         }
-        for (rank, state) in states.iter().enumerate().skip(1) {
-            if let Some((what, saved, here)) = first.difference(state) {
-                return Err(SourceError::MixtureMismatch {
-                    what: format!("{what} (rank {rank} against rank 0)"),
-                    saved,
-                    here,
-                }
-                .into());
-            }
+        if let Some((what, saved, here)) = against_rank_0(states, Self::difference) {
+            return Err(SourceError::MixtureMismatch { what, saved, here }.into());
         }
         Ok(first.clone())
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint_text::{other_version, read_text};
-use super::difference::{Difference, FirstDifference};
+use super::difference::{against_rank_0, Difference, FirstDifference};
 use super::order::Order;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -316,28 +316,25 @@ impl Checkpoint {
         let Some(first) = states.first() else {
             return Err(SourceError::Zero("checkpoints").into());
         };
-        for (rank, state) in states.iter().enumerate().skip(1) {
-            let run = |s: &Checkpoint| Checkpoint {
-                epoch: 0,
-                consumed: 0,
-                step: 0,
-                ..s.clone()
-            };
-            if run(state) != run(first) {
-                let (what, saved, here) = first.difference(state).unwrap_or_else(|| {
+        let run = |s: &Checkpoint| Checkpoint {
+            epoch: 0,
+            consumed: 0,
+            step: 0,
+            ..s.clone()
+        };
+        let differs = against_rank_0(states, |first, state| {
+            (run(state) != run(first)).then(|| {
+                first.difference(state).unwrap_or_else(|| {
                     (
                         "the checkpoint".into(),
                         format!("{first:?}"),
                         format!("{state:?}"),
                     )
-                });
-                return Err(SourceError::CheckpointMismatch {
-                    what: format!("{what} (rank {rank} against rank 0)"),
-                    saved,
-                    here,
-                }
-                .into());
-            }
+                })
+            })
+        });
+        if let Some((what, saved, here)) = differs {
+            return Err(SourceError::CheckpointMismatch { what, saved, here }.into());
         }
         if states
             .iter()

@@ -40,3 +40,21 @@ impl FirstDifference {
         self.0
     }
 }
+
+/// The first difference, by `difference`, of a rank's record from rank 0's (`records`
+/// indexed by rank), its `what` naming the rank: "... (rank 2 against rank 0)". `None`
+/// when every rank's record is alike to rank 0's (or there is none).
+pub(crate) fn against_rank_0<T>(
+    records: &[T],
+    difference: impl Fn(&T, &T) -> Option<Difference>,
+) -> Option<Difference> {
+    let first = records.first()?;
+    records
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find_map(|(rank, record)| {
+            let (what, saved, here) = difference(first, record)?;
+            Some((format!("{what} (rank {rank} against rank 0)"), saved, here))
+        })
+}

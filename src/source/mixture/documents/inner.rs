@@ -13,6 +13,7 @@ use crate::source::documents::order::DocOrder;
 use crate::source::documents::packed::Documents;
 use crate::source::documents::schedule::Schedule;
 use crate::source::mixture::settings::{MixSettings, MixShared};
+use crate::source::mixture::state::MixtureState;
 use crate::source::sampling::rng::mix64;
 
 /// What a mixture of packed documents shares with its iterators, steps and decoder.
@@ -41,12 +42,19 @@ impl std::fmt::Debug for DocMixInner {
 }
 
 impl MixShared for DocMixInner {
+    type Part = DocumentsCheckpoint;
+
     fn settings(&self) -> &MixSettings {
         &self.settings
     }
 
     fn sources(&self) -> usize {
         self.members.len()
+    }
+
+    fn check_run(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<Vec<u64>> {
+        self.settings
+            .checked_counts(state, &self.members, DocMember::count_of)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::decoder::PackMixedDocuments;
-use super::inner::{DocMember, DocMixInner};
+use super::inner::DocMixInner;
 use super::steps::MixedSteps;
 use super::stream::{walk_step, MixedStream};
 use crate::config::ConfigBuilder;
@@ -18,7 +18,7 @@ use crate::source::documents::order::DocOrder;
 use crate::source::documents::packed::Documents;
 use crate::source::documents::schedule::Schedule;
 use crate::source::mixture::mix::Mixture;
-use crate::source::mixture::run_origin::RunOrigin;
+use crate::source::mixture::settings::MixShared;
 use crate::source::mixture::state::{MixtureState, WeightSpan};
 use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{TokenShards, TokenType};
@@ -267,7 +267,7 @@ impl Mixture<Documents> {
         &self,
         state: &MixtureState<DocumentsCheckpoint>,
     ) -> Result<MixtureState<DocumentsCheckpoint>> {
-        let counts = self.check_run(state)?;
+        let counts = self.inner.check_run(state)?;
         let Some((history, skip)) = self.settings().reweighted(state, &counts) else {
             return Ok(state.clone());
         };
@@ -285,20 +285,6 @@ impl Mixture<Documents> {
             &skip,
             &mut sources,
         )
-    }
-
-    /// The origin of a run resumed from `state`, checked.
-    fn origin(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<RunOrigin> {
-        let counts = self.check_run(state)?;
-        self.settings().resumed(state, counts)
-    }
-
-    /// Checks everything of `state` but its weights in force; each source's count of
-    /// documents at its position.
-    fn check_run(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<Vec<u64>> {
-        let i = &*self.inner;
-        i.settings
-            .checked_counts(state, &i.members, DocMember::count_of)
     }
 
     /// The state at global position `at`, step `step`, where each source's count is
