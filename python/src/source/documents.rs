@@ -135,47 +135,23 @@ pub(crate) struct Packing {
 impl Packing {
     /// The first setting in which `other` differs, as (name, here, there).
     pub(crate) fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
-        let differ = |name, a: String, b: String| (a != b).then_some((name, a, b));
-        differ(
-            "tokens_per_batch",
-            self.tokens_per_batch.to_string(),
-            other.tokens_per_batch.to_string(),
-        )
-        .or_else(|| {
-            differ(
-                "max_seq_len",
-                self.max_seq_len.to_string(),
-                other.max_seq_len.to_string(),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "max_docs",
-                format!("{:?}", self.max_docs),
-                format!("{:?}", other.max_docs),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "schedule",
-                format!("{:?}", self.schedule),
-                format!("{:?}", other.schedule),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "dtype",
-                format!("{:?}", self.token_type),
-                format!("{:?}", other.token_type),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "positions",
-                self.positions.to_string(),
-                other.positions.to_string(),
-            )
-        })
+        self.settings()
+            .into_iter()
+            .zip(other.settings())
+            .find(|((_, here), (_, there))| here != there)
+            .map(|((name, here), (_, there))| (name, here, there))
+    }
+
+    /// Each setting by its argument's name, as text, in the order they are compared.
+    fn settings(&self) -> [(&'static str, String); 6] {
+        [
+            ("tokens_per_batch", self.tokens_per_batch.to_string()),
+            ("max_seq_len", self.max_seq_len.to_string()),
+            ("max_docs", format!("{:?}", self.max_docs)),
+            ("schedule", format!("{:?}", self.schedule)),
+            ("dtype", format!("{:?}", self.token_type)),
+            ("positions", self.positions.to_string()),
+        ]
     }
 }
 
