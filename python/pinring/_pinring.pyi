@@ -432,6 +432,21 @@ class Documents:
             order or dtype, a dtype too narrow for the shards.
     """
     @property
+    def files(self) -> builtins.list[builtins.str]:
+        r"""
+        The shard files, in the order they are walked.
+        """
+    @property
+    def tokens(self) -> builtins.int:
+        r"""
+        Tokens in all shards.
+        """
+    @property
+    def positions(self) -> builtins.bool:
+        r"""
+        Whether batches carry `positions`.
+        """
+    @property
     def bos(self) -> builtins.int:
         r"""
         The token that starts a document.
@@ -483,24 +498,9 @@ class Documents:
         The tokens' element type: "uint16", "int32" or "int64".
         """
     @property
-    def positions(self) -> builtins.bool:
-        r"""
-        Whether batches carry `positions`.
-        """
-    @property
     def fields(self) -> builtins.list[builtins.str]:
         r"""
         The names of a batch's fields, in layout order.
-        """
-    @property
-    def files(self) -> builtins.list[builtins.str]:
-        r"""
-        The shard files, in the order they are walked.
-        """
-    @property
-    def tokens(self) -> builtins.int:
-        r"""
-        Tokens in all shards.
         """
     @property
     def documents(self) -> typing.Optional[builtins.int]:
@@ -653,16 +653,6 @@ class FixedRecords:
         ConfigError: an argument is out of range.
     """
     @property
-    def record_bytes(self) -> builtins.int:
-        r"""
-        Bytes per record (per sample).
-        """
-    @property
-    def dtype(self) -> builtins.str:
-        r"""
-        Always "uint8".
-        """
-    @property
     def files(self) -> builtins.list[builtins.str]:
         r"""
         The record files, in the order they are read.
@@ -671,6 +661,16 @@ class FixedRecords:
     def records(self) -> builtins.int:
         r"""
         Records in all files.
+        """
+    @property
+    def record_bytes(self) -> builtins.int:
+        r"""
+        Bytes per record (per sample).
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        Always "uint8".
         """
     @property
     def order(self) -> builtins.str:
@@ -1228,11 +1228,6 @@ class TokenWindows:
         Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
         """
     @property
-    def dtype(self) -> builtins.str:
-        r"""
-        The decoded element type: "uint16", "int32" or "int64".
-        """
-    @property
     def files(self) -> builtins.list[builtins.str]:
         r"""
         The shard files, in the order they are read.
@@ -1241,6 +1236,11 @@ class TokenWindows:
     def tokens(self) -> builtins.int:
         r"""
         Tokens in all shards.
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The decoded element type: "uint16", "int32" or "int64".
         """
     @property
     def order(self) -> builtins.str:

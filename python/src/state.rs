@@ -230,6 +230,28 @@ fn skip_from(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u64)>> 
         .collect()
 }
 
+/// `state[key]` of a window state dict, or a CheckpointError saying it is missing.
+fn item<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    d.get_item(key)?.ok_or_else(|| {
+        bad(
+            d.py(),
+            format!("not a pinring loader state: the key {key:?} is missing"),
+        )
+    })
+}
+
+/// `state[key]` of a window state dict as a `T`, or a CheckpointError saying it must be
+/// `what` ("a str").
+fn typed<'py, T: FromPyObjectOwned<'py>>(
+    d: &Bound<'py, PyDict>,
+    key: &str,
+    what: &str,
+) -> PyResult<T> {
+    let v = item(d, key)?;
+    v.extract::<T>()
+        .map_err(|_| bad(d.py(), format!("state[{key:?}] must be {what}, got {v:?}")))
+}
+
 /// Reads one window state dict: every key of [`KEYS`], nothing else, each of its type.
 fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
     let py = d.py();
@@ -242,45 +264,13 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
             ));
         }
     }
-    let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-        d.get_item(key)?.ok_or_else(|| {
-            bad(
-                py,
-                format!("not a pinring loader state: the key {key:?} is missing"),
-            )
-        })
-    };
-    let int = |key: &str| -> PyResult<u64> {
-        let v = get(key)?;
-        v.extract::<u64>().map_err(|_| {
-            bad(
-                py,
-                format!("state[{key:?}] must be an int in 0..2**64, got {v:?}"),
-            )
-        })
-    };
-    let text = |key: &str| -> PyResult<String> {
-        let v = get(key)?;
-        v.extract::<String>()
-            .map_err(|_| bad(py, format!("state[{key:?}] must be a str, got {v:?}")))
-    };
+    let int = |key: &str| -> PyResult<u64> { typed(d, key, "an int in 0..2**64") };
+    let text = |key: &str| -> PyResult<String> { typed(d, key, "a str") };
     let version = int("version")?;
     let version = u32::try_from(version)
         .map_err(|_| bad(py, format!("state[\"version\"] {version} is not a version")))?;
-    let files = get("files")?;
-    let files: Vec<String> = files.extract().map_err(|_| {
-        bad(
-            py,
-            format!("state[\"files\"] must be a list of str, got {files:?}"),
-        )
-    })?;
-    let sizes = get("sizes")?;
-    let sizes: Vec<u64> = sizes.extract().map_err(|_| {
-        bad(
-            py,
-            format!("state[\"sizes\"] must be a list of int, got {sizes:?}"),
-        )
-    })?;
+    let files: Vec<String> = typed(d, "files", "a list of str")?;
+    let sizes: Vec<u64> = typed(d, "sizes", "a list of int")?;
     if files.len() != sizes.len() {
         return Err(bad(
             py,
@@ -307,7 +297,7 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
         world_size: int("world_size")?,
         batch_size: int("batch_size")?,
         step: int("step")?,
-        skip: skip_from(py, &get("skip")?)?,
+        skip: skip_from(py, &item(d, "skip")?)?,
     };
     state.order().map_err(|e| to_py(py, e))?;
     Ok(state)

@@ -15,7 +15,7 @@ use pinring::Dtype;
 use crate::args;
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::source::dtype::Row;
-use crate::source::paths::{file_names, path_list};
+use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
 
@@ -103,8 +103,14 @@ pub struct Documents {
     /// The packing settings, as given (a mixture takes them from its sources).
     packing: Packing,
     dtype: Dtype,
+    /// The shard files, in the order they are walked.
+    #[pyo3(get)]
     files: Vec<String>,
+    /// Tokens in all shards.
+    #[pyo3(get)]
     tokens: u64,
+    /// Whether batches carry `positions`.
+    #[pyo3(get)]
     positions: bool,
 }
 
@@ -129,47 +135,23 @@ pub(crate) struct Packing {
 impl Packing {
     /// The first setting in which `other` differs, as (name, here, there).
     pub(crate) fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
-        let differ = |name, a: String, b: String| (a != b).then_some((name, a, b));
-        differ(
-            "tokens_per_batch",
-            self.tokens_per_batch.to_string(),
-            other.tokens_per_batch.to_string(),
-        )
-        .or_else(|| {
-            differ(
-                "max_seq_len",
-                self.max_seq_len.to_string(),
-                other.max_seq_len.to_string(),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "max_docs",
-                format!("{:?}", self.max_docs),
-                format!("{:?}", other.max_docs),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "schedule",
-                format!("{:?}", self.schedule),
-                format!("{:?}", other.schedule),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "dtype",
-                format!("{:?}", self.token_type),
-                format!("{:?}", other.token_type),
-            )
-        })
-        .or_else(|| {
-            differ(
-                "positions",
-                self.positions.to_string(),
-                other.positions.to_string(),
-            )
-        })
+        self.settings()
+            .into_iter()
+            .zip(other.settings())
+            .find(|((_, here), (_, there))| here != there)
+            .map(|((name, here), (_, there))| (name, here, there))
+    }
+
+    /// Each setting by its argument's name, as text, in the order they are compared.
+    fn settings(&self) -> [(&'static str, String); 6] {
+        [
+            ("tokens_per_batch", self.tokens_per_batch.to_string()),
+            ("max_seq_len", self.max_seq_len.to_string()),
+            ("max_docs", format!("{:?}", self.max_docs)),
+            ("schedule", format!("{:?}", self.schedule)),
+            ("dtype", format!("{:?}", self.token_type)),
+            ("positions", self.positions.to_string()),
+        ]
     }
 }
 
@@ -263,11 +245,7 @@ impl Documents {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        #[gen_stub(override_type(
-            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
-            imports = ("os", "typing")
-        ))]
-        paths: &Bound<'_, PyAny>,
+        paths: PathsArg<'_>,
         bos: Option<i128>,
         tokens_per_batch: i128,
         max_seq_len: i128,
@@ -320,7 +298,7 @@ impl Documents {
         let order = order_arg(py, order, seed)?;
         let (rank, world) = args::rank_in_world(py, rank, world_size)?;
         let (ty, dtype) = dtype_arg(py, dtype)?;
-        let paths = path_list(paths)?;
+        let paths = path_list(&paths)?;
         let packing = Packing {
             tokens_per_batch,
             max_seq_len,
@@ -440,28 +418,10 @@ impl Documents {
         self.dtype.name()
     }
 
-    /// Whether batches carry `positions`.
-    #[getter]
-    fn positions(&self) -> bool {
-        self.positions
-    }
-
     /// The names of a batch's fields, in layout order.
     #[getter]
     fn fields(&self) -> Vec<String> {
         self.docs.fields().iter().map(|f| f.name.clone()).collect()
-    }
-
-    /// The shard files, in the order they are walked.
-    #[getter]
-    fn files(&self) -> Vec<String> {
-        self.files.clone()
-    }
-
-    /// Tokens in all shards.
-    #[getter]
-    fn tokens(&self) -> u64 {
-        self.tokens
     }
 
     /// Documents in all shards, when counted up front (order="shuffled" indexes every

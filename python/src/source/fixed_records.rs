@@ -12,7 +12,7 @@ use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
-use crate::source::paths::{file_names, is_glob, not_a_directory, path_list};
+use crate::source::paths::{file_names, is_glob, not_a_directory, path_list, PathsArg};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::spec::Spec;
 
@@ -42,7 +42,11 @@ use crate::source::spec::Spec;
 pub struct FixedRecords {
     spec: Spec,
     row: Row,
+    /// The record files, in the order they are read.
+    #[pyo3(get)]
     files: Vec<String>,
+    /// Records in all files.
+    #[pyo3(get)]
     records: u64,
     sampling: Sampling,
 }
@@ -70,11 +74,7 @@ impl FixedRecords {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        #[gen_stub(override_type(
-            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
-            imports = ("os", "typing")
-        ))]
-        paths: &Bound<'_, PyAny>,
+        paths: PathsArg<'_>,
         record_bytes: i128,
         order: &str,
         seed: i128,
@@ -92,7 +92,7 @@ impl FixedRecords {
             ));
         }
         let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
-        let paths = path_list(paths)?;
+        let paths = path_list(&paths)?;
         let opened = py.detach(|| -> pinring::Result<_> {
             let records =
                 source::FixedRecords::open(record_files(&paths, record_bytes)?, record_bytes)?;
@@ -126,18 +126,6 @@ impl FixedRecords {
         self.row.dtype.name()
     }
 
-    /// The record files, in the order they are read.
-    #[getter]
-    fn files(&self) -> Vec<String> {
-        self.files.clone()
-    }
-
-    /// Records in all files.
-    #[getter]
-    fn records(&self) -> u64 {
-        self.records
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "FixedRecords({} file(s), {} records of {} bytes, {}, epoch_len={})",
@@ -151,10 +139,3 @@ impl FixedRecords {
 }
 
 sampling_attributes!(FixedRecords);
-
-impl FixedRecords {
-    /// The source as a loader needs it, and its row shape.
-    pub(crate) fn spec(&self) -> (Spec, Row) {
-        (self.spec.clone(), self.row)
-    }
-}

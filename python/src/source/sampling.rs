@@ -78,11 +78,19 @@ impl Sampling {
 }
 
 /// The attributes `order`, `seed`, `rank`, `world_size`, `even_ranks`, `epoch_len` and
-/// `__len__` of a source class that holds `sampling: Sampling` and `spec: Spec`: declared
-/// once for `TokenWindows` and `FixedRecords`, as a second `#[pymethods]` block of each
-/// (pyo3's `multiple-pymethods`).
+/// `__len__` of a source class that holds `sampling: Sampling`, `spec: Spec` and `row: Row`:
+/// declared once for `TokenWindows` and `FixedRecords`, as a second `#[pymethods]` block of
+/// each (pyo3's `multiple-pymethods`); and the class's `spec()`, what a loader takes from
+/// it.
 macro_rules! sampling_attributes {
     ($class:ident) => {
+        impl $class {
+            /// The source as a loader needs it, and its row shape.
+            pub(crate) fn spec(&self) -> ($crate::source::spec::Spec, $crate::source::dtype::Row) {
+                (self.spec.clone(), self.row)
+            }
+        }
+
         #[pyo3_stub_gen::derive::gen_stub_pymethods]
         #[pyo3::pymethods]
         impl $class {

@@ -8,7 +8,7 @@ use pinring::source::{TokenShards, Tokens};
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
-use crate::source::paths::{file_names, path_list};
+use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
@@ -48,8 +48,14 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 pub struct TokenWindows {
     spec: Spec,
     row: Row,
+    /// Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
+    #[pyo3(get)]
     seq_len: u64,
+    /// The shard files, in the order they are read.
+    #[pyo3(get)]
     files: Vec<String>,
+    /// Tokens in all shards.
+    #[pyo3(get)]
     tokens: u64,
     sampling: Sampling,
 }
@@ -107,11 +113,7 @@ impl TokenWindows {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        #[gen_stub(override_type(
-            type_repr = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]",
-            imports = ("os", "typing")
-        ))]
-        paths: &Bound<'_, PyAny>,
+        paths: PathsArg<'_>,
         seq_len: i128,
         dtype: &str,
         order: &str,
@@ -128,7 +130,7 @@ impl TokenWindows {
             .filter(|c| c.checked_mul(dtype.size()).is_some())
             .ok_or_else(|| config(py, "seq_len", format!("seq_len={seq_len} is too large")))?;
         let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
-        let paths = path_list(paths)?;
+        let paths = path_list(&paths)?;
         let shards = py
             .detach(|| -> pinring::Result<_> {
                 let shards = open_shards(&paths)?;
@@ -157,28 +159,10 @@ impl TokenWindows {
         })
     }
 
-    /// Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
-    #[getter]
-    fn seq_len(&self) -> u64 {
-        self.seq_len
-    }
-
     /// The decoded element type: "uint16", "int32" or "int64".
     #[getter]
     fn dtype(&self) -> &'static str {
         self.row.dtype.name()
-    }
-
-    /// The shard files, in the order they are read.
-    #[getter]
-    fn files(&self) -> Vec<String> {
-        self.files.clone()
-    }
-
-    /// Tokens in all shards.
-    #[getter]
-    fn tokens(&self) -> u64 {
-        self.tokens
     }
 
     fn __repr__(&self) -> String {
@@ -195,10 +179,3 @@ impl TokenWindows {
 }
 
 sampling_attributes!(TokenWindows);
-
-impl TokenWindows {
-    /// The source as a loader needs it, and its row shape.
-    pub(crate) fn spec(&self) -> (Spec, Row) {
-        (self.spec.clone(), self.row)
-    }
-}
