@@ -32,6 +32,13 @@ fn docs(paths: &[PathBuf], cache: &Path, order: DocOrder) -> Documents {
         .unwrap()
 }
 
+/// How many of `paths` a fresh sequential run over `cache` loads from it.
+fn from_cache(paths: &[PathBuf], cache: &Path) -> u64 {
+    docs(paths, cache, DocOrder::Sequential)
+        .index_stats()
+        .from_cache
+}
+
 /// The first `n` steps' starts and piece ids.
 fn walk(docs: &Documents, n: usize) -> Vec<(Cursor, Vec<u64>)> {
     docs.iter()
@@ -98,18 +105,8 @@ fn a_rewritten_shard_is_scanned_again() {
     docs(&paths, &cache, DocOrder::Sequential);
     // Rewritten to another size: another key.
     shard(&path, 1200, 10, 0);
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        0
-    );
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        1
-    );
+    assert_eq!(from_cache(&paths, &cache), 0);
+    assert_eq!(from_cache(&paths, &cache), 1);
     // Rewritten to the same size with its modification time set back: the documents
     // moved by one token, which the sampled starts show.
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
@@ -143,20 +140,10 @@ fn a_damaged_index_file_is_not_trusted() {
     assert_eq!(again.index_stats().from_cache, 0);
     assert_eq!(walk(&again, 10), clean);
     // Rewritten whole: trusted again.
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        1
-    );
+    assert_eq!(from_cache(&paths, &cache), 1);
     // A truncated file.
     std::fs::write(&file, &bytes[..10]).unwrap();
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        0
-    );
+    assert_eq!(from_cache(&paths, &cache), 0);
     assert_eq!(
         names(&cache).len(),
         1,
