@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{write_shard, Cursor, DocOrder, Documents, TokenShards};
+use tempfile::TempDir;
 
 /// A shard of documents of `len` tokens, the first starting at `offset`.
 fn shard(path: &Path, tokens: usize, len: usize, offset: usize) {
@@ -30,6 +31,16 @@ fn docs(paths: &[PathBuf], cache: &Path, order: DocOrder) -> Documents {
         .index_cache(cache)
         .build()
         .unwrap()
+}
+
+/// A temp folder holding one shard, `t.bin` (documents of 10 tokens), and the path of a
+/// cache folder in it (not made yet): (the folder, the cache, the shard).
+fn one_shard() -> (TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.bin");
+    shard(&path, 1000, 10, 0);
+    let cache = dir.path().join("cache");
+    (dir, cache, path)
 }
 
 /// How many of `paths` a fresh sequential run over `cache` loads from it.
@@ -97,10 +108,7 @@ fn a_second_run_loads_what_the_first_scanned() {
 
 #[test]
 fn a_rewritten_shard_is_scanned_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (_dir, cache, path) = one_shard();
     let paths = [path.clone()];
     docs(&paths, &cache, DocOrder::Sequential);
     // Rewritten to another size: another key.
@@ -125,10 +133,7 @@ fn a_rewritten_shard_is_scanned_again() {
 
 #[test]
 fn a_damaged_index_file_is_not_trusted() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (_dir, cache, path) = one_shard();
     let paths = [path];
     let clean = walk(&docs(&paths, &cache, DocOrder::Sequential), 10);
     let file = cache.join(&names(&cache)[0]);
@@ -154,9 +159,7 @@ fn a_damaged_index_file_is_not_trusted() {
 
 #[test]
 fn a_cache_folder_that_cannot_be_written_is_no_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (dir, _, path) = one_shard();
     // A file where the folder should be.
     let cache = dir.path().join("not-a-folder");
     std::fs::write(&cache, b"x").unwrap();
