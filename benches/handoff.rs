@@ -31,6 +31,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
 use pinring::{decode_fn, Config, DeviceState, Fence, Pipeline, TryPop};
 
+#[path = "criterion_config.rs"]
+mod criterion_config;
+
 /// What pinring's ready ring carries: sequence, device slot, sample count.
 #[derive(Debug, Clone, Copy)]
 struct Token {
@@ -246,17 +249,9 @@ fn consumer(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1))
-        .configure_from_args()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = criterion_config::ten_samples(Duration::from_millis(300), Duration::from_secs(1));
     targets = handoff, consumer
 }
 criterion_main!(benches);

@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pinring::source::{ShardToken, ShardWriter};
 
@@ -35,6 +35,56 @@ pub fn median(v: &mut [f64]) -> f64 {
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i]
+}
+
+/// Where a measurement of [`CpuShares`] starts: the process's CPU time, the decode
+/// workers' busy time and the wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMark {
+    cpu: Duration,
+    decode_busy: Duration,
+    at: Instant,
+}
+
+impl CpuMark {
+    /// Now, with the pipeline's decode busy time so far (`Stats::decode.busy`); `None`
+    /// where the process's CPU time cannot be read.
+    pub fn now(decode_busy: Duration) -> Option<CpuMark> {
+        Some(CpuMark {
+            cpu: process_cpu_time()?,
+            decode_busy,
+            at: Instant::now(),
+        })
+    }
+
+    /// The shares since this mark, given the decode busy time now.
+    pub fn shares(&self, decode_busy: Duration) -> Option<CpuShares> {
+        let cpu = process_cpu_time()?.saturating_sub(self.cpu);
+        let decode = decode_busy.saturating_sub(self.decode_busy);
+        let wall = self.at.elapsed();
+        let of_wall = |d: Duration| d.as_secs_f64() / wall.as_secs_f64();
+        Some(CpuShares {
+            process: of_wall(cpu),
+            decode: of_wall(decode),
+            waiting: of_wall(cpu.saturating_sub(decode)),
+            wall,
+        })
+    }
+}
+
+/// What a process's CPU went to over `wall` (beside a slow consumer, say), each as a
+/// fraction of one core: all of it, the decode workers' busy time, and the rest (the
+/// waiting).
+#[derive(Debug, Clone, Copy)]
+pub struct CpuShares {
+    /// All the process's CPU time.
+    pub process: f64,
+    /// The decode workers' busy time.
+    pub decode: f64,
+    /// The process's CPU time less the decode workers' busy time: the cost of waiting.
+    pub waiting: f64,
+    /// The wall time measured over.
+    pub wall: Duration,
 }
 
 /// A token shard a benchmark writes into the temp folder, removed when dropped.

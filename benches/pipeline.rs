@@ -29,6 +29,9 @@ use pinring::source::{Order, SplitMix64, TokenShards, TokenType, Tokens};
 use pinring::{Config, Fence, Pipeline};
 use pinring_benches::TempShard;
 
+#[path = "criterion_config.rs"]
+mod criterion_config;
+
 /// Tokens per window: 4096 × 4 bytes = 16 KiB a sample.
 const WINDOW: u64 = 4096;
 const SHARD_TOKENS: u64 = 8 << 20;
@@ -128,17 +131,9 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .configure_from_args()
-}
-
 criterion_group! {
     name = pipeline;
-    config = config();
+    config = criterion_config::ten_samples(Duration::from_millis(500), Duration::from_secs(2));
     targets = benches
 }
 criterion_main!(pipeline);

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use pinring::source::{Order, TokenShards, TokenType, Tokens};
 use pinring::{decode_fn, Config, Error, Fence, Pipeline};
-use pinring_benches::{process_cpu_time, TempShard};
+use pinring_benches::{process_cpu_time, CpuMark, TempShard};
 
 fn row(what: &str, value: &str, reference: &str, target: &str, met: bool) {
     let met = if met { "yes" } else { "NO" };
@@ -62,11 +62,6 @@ impl Shard {
     }
 }
 
-/// Process CPU over `wall`, less the decode busy time, as a fraction of one core.
-fn waiting_cpu(cpu: Duration, decode_busy: Duration, wall: Duration) -> f64 {
-    cpu.saturating_sub(decode_busy).as_secs_f64() / wall.as_secs_f64()
-}
-
 fn beside_slow_consumer(shard: &Shard) {
     let mut p = shard.pipeline();
     for _ in 0..10 {
@@ -74,27 +69,24 @@ fn beside_slow_consumer(shard: &Shard) {
         b.release(Fence::Sync).unwrap();
     }
     let steps = 100;
-    let (cpu0, stats0, t0) = (process_cpu_time().unwrap(), p.stats(), Instant::now());
+    let mark = CpuMark::now(p.stats().decode.busy).unwrap();
     for _ in 0..steps {
         let b = p.pop().unwrap().unwrap();
         std::thread::sleep(Duration::from_millis(10)); // the trainer's step
         b.release(Fence::Sync).unwrap();
     }
-    let (cpu1, stats1, wall) = (process_cpu_time().unwrap(), p.stats(), t0.elapsed());
-    let decode = stats1.decode.busy.saturating_sub(stats0.decode.busy);
-    let cpu = cpu1.saturating_sub(cpu0);
-    let waiting = waiting_cpu(cpu, decode, wall);
+    let shares = mark.shares(p.stats().decode.busy).unwrap();
     row(
         "cpu beside a 10 ms/step consumer (cpu backend)",
-        &format!("{:.1}% of a core", waiting * 100.0),
+        &format!("{:.1}% of a core", shares.waiting * 100.0),
         &format!(
             "process {:.1}% of a core over {:.2} s, decode busy {:.1}%",
-            cpu.as_secs_f64() / wall.as_secs_f64() * 100.0,
-            wall.as_secs_f64(),
-            decode.as_secs_f64() / wall.as_secs_f64() * 100.0
+            shares.process * 100.0,
+            shares.wall.as_secs_f64(),
+            shares.decode * 100.0
         ),
         "<= 5% of a core",
-        waiting <= 0.05,
+        shares.waiting <= 0.05,
     );
 }
 

@@ -317,6 +317,17 @@ fn locate(args: &Args) -> Result<(Vec<Row>, &'static str), String> {
     }
 }
 
+/// `--rank` of `world` ranks, from `--step`, skipping `--skip`: on the builder of a
+/// sampler, a mixture or packed documents (each has these settings by these names).
+macro_rules! on_rank_from_step {
+    ($builder:expr, $args:expr, $world:expr) => {
+        $builder
+            .shard($args.rank, $world)
+            .start_step($args.step)
+            .skip_steps($args.skip.iter().copied())
+    };
+}
+
 /// A source's sampler, alone (world size 1, no batch size).
 fn sampler<S: Segmented>(
     builder: pinring::source::SamplerBuilder<S>,
@@ -354,17 +365,12 @@ where
             .weights(weights)
             .seed(seed)
             .stop(stop)
-            .shard(args.rank, world)
-            .batch_size(batch)
-            .start_step(args.step)
-            .skip_steps(args.skip.iter().copied())
-            .build()
-            .map_err(fail)?;
+            .batch_size(batch);
+        let mix = on_rank_from_step!(mix, args, world).build().map_err(fail)?;
         let run = match saved {
-            Some(Saved::Mixture(state)) => {
-                before_state(args.step, state.step)?;
-                mix.iter_from(state).map_err(fail)?
-            }
+            Some(Saved::Mixture(state)) => mix
+                .iter_from(at_or_after(args, state, state.step)?)
+                .map_err(fail)?,
             _ => mix.iter(),
         };
         run.take(batch as usize)
@@ -376,19 +382,12 @@ where
             .collect()
     } else {
         let one = samplers.into_iter().next().expect("one --shards at least");
-        let s = one
-            .to_builder()
-            .shard(args.rank, world)
-            .batch_size(batch)
-            .start_step(args.step)
-            .skip_steps(args.skip.iter().copied())
-            .build()
-            .map_err(fail)?;
+        let s = one.to_builder().batch_size(batch);
+        let s = on_rank_from_step!(s, args, world).build().map_err(fail)?;
         let run = match saved {
-            Some(Saved::Sampler(state)) => {
-                before_state(args.step, state.step)?;
-                s.iter_from_checkpoint(state).map_err(fail)?
-            }
+            Some(Saved::Sampler(state)) => s
+                .iter_from_checkpoint(at_or_after(args, state, state.step)?)
+                .map_err(fail)?,
             _ => s.iter(),
         };
         run.take(batch as usize)
@@ -429,6 +428,23 @@ impl Packing {
             max_docs: (c.max_docs > 0).then_some(c.max_docs),
         }
     }
+}
+
+/// `packing` on the builder of packed documents or of a mixture of them, with
+/// [`on_rank_from_step!`] (each has these settings by these names).
+macro_rules! packed_on_rank {
+    ($builder:expr, $packing:expr, $args:expr, $world:expr) => {{
+        let packing: Packing = $packing;
+        let builder = $builder
+            .tokens_per_batch(packing.tokens)
+            .max_seq_len(packing.max_seq_len)
+            .schedule(packing.schedule);
+        let builder = on_rank_from_step!(builder, $args, $world);
+        match packing.max_docs {
+            Some(d) => builder.max_docs(d),
+            None => builder,
+        }
+    }};
 }
 
 /// One source's builder: its shards, bos and order.
@@ -516,25 +532,17 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             Some(Saved::DocumentMixture(m)) => (m.current_weights().to_vec(), m.seed, m.stop),
             _ => mixing(args, sources),
         };
-        let mut mix = Mixture::documents(builders)
+        let mix = Mixture::documents(builders)
             .weights(weights)
             .seed(seed)
-            .stop(stop)
-            .shard(args.rank, world)
-            .tokens_per_batch(packing.tokens)
-            .max_seq_len(packing.max_seq_len)
-            .schedule(packing.schedule)
-            .start_step(args.step)
-            .skip_steps(args.skip.iter().copied());
-        if let Some(d) = packing.max_docs {
-            mix = mix.max_docs(d);
-        }
-        let mix = mix.build().map_err(fail)?;
+            .stop(stop);
+        let mix = packed_on_rank!(mix, packing, args, world)
+            .build()
+            .map_err(fail)?;
         let mut run = match saved {
-            Some(Saved::DocumentMixture(state)) => {
-                before_state(args.step, state.step)?;
-                mix.iter_from(state).map_err(fail)?
-            }
+            Some(Saved::DocumentMixture(state)) => mix
+                .iter_from(at_or_after(args, state, state.step)?)
+                .map_err(fail)?,
             _ => mix.iter(),
         };
         let step = run
@@ -554,27 +562,16 @@ fn document_rows(args: &Args, saved: Option<&Saved>) -> Result<Vec<Row>, String>
             })
             .collect::<Result<_, _>>()?
     } else {
-        let mut docs = builders
-            .into_iter()
-            .next()
-            .ok_or("give --shards")?
-            .tokens_per_batch(packing.tokens)
-            .max_seq_len(packing.max_seq_len)
-            .schedule(packing.schedule)
-            .shard(args.rank, world)
-            .start_step(args.step)
-            .skip_steps(args.skip.iter().copied());
-        if let Some(d) = packing.max_docs {
-            docs = docs.max_docs(d);
-        }
-        let docs = docs.build().map_err(fail)?;
+        let docs = builders.into_iter().next().ok_or("give --shards")?;
+        let docs = packed_on_rank!(docs, packing, args, world)
+            .build()
+            .map_err(fail)?;
         // The run from the state (which skips the state's skipped steps too) or from the
         // start, walked to the step over the index.
         let mut run = match saved {
-            Some(Saved::Documents(state)) => {
-                before_state(args.step, state.step)?;
-                docs.iter_from(state).map_err(fail)?
-            }
+            Some(Saved::Documents(state)) => docs
+                .iter_from(at_or_after(args, state, state.step)?)
+                .map_err(fail)?,
             _ => docs.iter(),
         };
         let step = run.next().ok_or_else(none)?;
@@ -637,13 +634,15 @@ fn no_step(args: &Args) -> String {
     )
 }
 
-fn before_state(step: u64, saved: u64) -> Result<(), String> {
+/// The saved `state` (at step `saved`), once `--step` is checked not to be before it.
+fn at_or_after<'a, T>(args: &Args, state: &'a T, saved: u64) -> Result<&'a T, String> {
+    let step = args.step;
     if step < saved {
         Err(format!(
             "step {step} is before the state's step {saved}: a state traces the steps from its \
              own on; trace earlier ones from the run's settings"
         ))
     } else {
-        Ok(())
+        Ok(state)
     }
 }

@@ -188,26 +188,36 @@ fn order(args: &Args) -> DocOrder {
     }
 }
 
+/// The packing the arguments ask for (sizes, schedule, max_docs, token type, positions)
+/// and the rank, on the builder of one source of documents or of a mixture of them (each
+/// has these settings by these names).
+macro_rules! packed_as_asked {
+    ($builder:expr, $args:expr) => {{
+        let args: &Args = $args;
+        let mut builder = $builder
+            .tokens_per_batch(args.tokens_per_batch)
+            .max_seq_len(args.max_seq_len)
+            .shard(args.rank, args.world_size)
+            .token_type(args.dtype.into())
+            .positions(args.positions);
+        if let Some(d) = args.max_docs {
+            builder = builder.max_docs(d);
+        }
+        if let Some(Schedule(entries)) = &args.schedule {
+            builder = builder.schedule(entries.clone());
+        }
+        builder
+    }};
+}
+
 /// The steps of one source of documents.
 fn run_one(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let shards = shards::open(&args.paths)?;
     let (files, tokens, format) = (shards.shards().len(), shards.tokens(), shards.format());
     let order = order(args);
-    let mut builder = Documents::builder(shards)
-        .tokens_per_batch(args.tokens_per_batch)
-        .max_seq_len(args.max_seq_len)
-        .order(order)
-        .shard(args.rank, args.world_size)
-        .token_type(args.dtype.into())
-        .positions(args.positions);
+    let mut builder = packed_as_asked!(Documents::builder(shards).order(order), args);
     if let Some(bos) = args.bos {
         builder = builder.bos(bos);
-    }
-    if let Some(d) = args.max_docs {
-        builder = builder.max_docs(d);
-    }
-    if let Some(Schedule(entries)) = &args.schedule {
-        builder = builder.schedule(entries.clone());
     }
     let built = Instant::now();
     let docs = builder.build()?;
@@ -259,23 +269,13 @@ fn run_mixture(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         sources.push(source);
     }
-    let mut builder = Mixture::documents(sources)
+    let mixture = Mixture::documents(sources)
         .seed(args.mix_seed)
         .stop(args.stop.into())
-        .tokens_per_batch(args.tokens_per_batch)
-        .max_seq_len(args.max_seq_len)
-        .shard(args.rank, args.world_size)
-        .token_type(args.dtype.into())
-        .positions(args.positions)
         .start_step(args.start_step);
+    let mut builder = packed_as_asked!(mixture, args);
     if !args.weight.is_empty() {
         builder = builder.weights(args.weight.clone());
-    }
-    if let Some(d) = args.max_docs {
-        builder = builder.max_docs(d);
-    }
-    if let Some(Schedule(entries)) = &args.schedule {
-        builder = builder.schedule(entries.clone());
     }
     let built = Instant::now();
     let mix = builder.build()?;

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
-use fuzz_twin::{assert_each_reached, seeds, XorShift};
+use fuzz_twin::{assert_each_reached, seeds};
 use pinring::{decode_fn, Config, Pipeline};
 use proptest::prelude::*;
 
@@ -52,14 +52,10 @@ fn any_builder_input_builds_or_is_rejected_with_a_justified_error() {
 #[test]
 fn the_config_property_reaches_every_outcome() {
     let _serial = serial();
-    let mut counts = std::collections::HashMap::new();
-    let mut bytes = XorShift(0x2545_f491_4f6c_dd1d);
-    for _ in 0..400 {
-        let input = input(&bytes.bytes(40));
-        *counts.entry(config::check(&input).unwrap()).or_insert(0) += 1;
-    }
     assert_each_reached(
-        &counts,
+        0x2545_f491_4f6c_dd1d,
+        400,
+        |bytes| config::check(&input(&bytes.bytes(40))).unwrap(),
         &[
             (config::Reached::Rejected, 40),
             (config::Reached::Built, 5),
@@ -178,23 +174,7 @@ fn the_config_model_accepts_and_rejects_known_inputs() {
 }
 
 fn ok_builds(input: &config::ConfigInput) -> bool {
-    let mut c = Config::builder();
-    if let Some(n) = input.batch_size {
-        c = c.batch_size(n);
-    }
-    if let Some(n) = input.bytes_per_sample {
-        c = c.bytes_per_sample(n);
-    }
-    if let Some(n) = input.batch_bytes {
-        c = c.batch_bytes(n);
-    }
-    if let Some(n) = input.host_slots {
-        c = c.host_slots(n);
-    }
-    if let Some(n) = input.device_budget {
-        c = c.device_budget(n);
-    }
-    c.build().is_ok()
+    input.builder().build().is_ok()
 }
 
 /// The checked-in seeds of the fuzz target pass.

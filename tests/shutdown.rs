@@ -89,6 +89,11 @@ fn config(per: usize) -> pinring::ConfigBuilder {
         .decode_threads(2)
 }
 
+/// A pipeline of `per`-sample batches over an endless source.
+fn endless(per: usize) -> Pipeline {
+    Pipeline::new(config(per).build().unwrap(), decoder(), 0u64..).unwrap()
+}
+
 #[test]
 fn drop_with_batches_leased_keeps_them_valid_and_ends_every_thread() {
     let _serial = serial();
@@ -159,7 +164,7 @@ fn stopping_while_the_consumer_is_parked_in_pop_on_another_thread() {
 #[test]
 fn dropping_mid_stream_with_an_infinite_source() {
     let _serial = serial();
-    let mut p = Pipeline::new(config(4).build().unwrap(), decoder(), 0u64..).unwrap();
+    let mut p = endless(4);
     for seq in 0..50 {
         let b = p.pop().unwrap().unwrap();
         check_batch(b.bytes(), seq, 4, SAMPLE, 4);
@@ -210,7 +215,7 @@ fn a_blocked_source_does_not_hold_up_drop_past_the_shutdown_timeout() {
 #[test]
 fn stop_then_pop_reports_stopped_and_batches_already_out_stay_valid() {
     let _serial = serial();
-    let mut p = Pipeline::new(config(2).build().unwrap(), decoder(), 0u64..).unwrap();
+    let mut p = endless(2);
     let a = p.pop().unwrap().unwrap();
     p.stop_handle().stop();
     assert!(matches!(p.pop(), Err(Error::Stopped)));

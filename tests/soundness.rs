@@ -528,14 +528,16 @@ fn panicking_stream_child() {
 #[test]
 fn per_sample_bookkeeping_counts_in_the_host_budget() {
     const BATCH: usize = 1 << 16;
+    let with_host_budget = |budget| {
+        Config::builder()
+            .batch_size(BATCH)
+            .bytes_per_sample(1)
+            .host_budget(budget)
+            .build()
+    };
     // The descriptions: 6 slots × (64 + 2^16 × 14) bytes = 5.25 MiB, over a 1 MiB budget
     // the ring (4 × 64 KiB) fits in.
-    let over = Config::builder()
-        .batch_size(BATCH)
-        .bytes_per_sample(1)
-        .host_budget(1 << 20)
-        .build()
-        .unwrap_err();
+    let over = with_host_budget(1 << 20).unwrap_err();
     match over {
         ConfigError::OverBudget {
             bytes,
@@ -550,12 +552,7 @@ fn per_sample_bookkeeping_counts_in_the_host_budget() {
     }
     // The cells: 4 × 2^16 samples of 256 bytes (and more) = 64 MiB, over a 16 MiB budget
     // the ring and the descriptions fit in.
-    let config = Config::builder()
-        .batch_size(BATCH)
-        .bytes_per_sample(1)
-        .host_budget(16 << 20)
-        .build()
-        .unwrap();
+    let config = with_host_budget(16 << 20).unwrap();
     assert!(config.to_string().contains("sample cells"), "{config}");
     let decoder = pinring::decode_fn(|_: [u8; 256], _: &mut [u8]| Ok(()));
     match Pipeline::new(config, decoder, std::iter::repeat([0u8; 256])) {

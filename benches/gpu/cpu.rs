@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use pinring::{CuStream, Fence};
-use pinring_benches::process_cpu_time;
+use pinring_benches::{process_cpu_time, CpuMark};
 
 use crate::harness::{s, Gpu, Res};
 use crate::report::row;
@@ -23,31 +23,27 @@ pub fn cpu(gpu: &Gpu, shard: &str) -> Res {
         b.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
     }
     let steps = 100;
-    let cpu0 = process_cpu_time().ok_or("no /proc/self/stat")?;
-    let (stats0, t0) = (p.stats(), Instant::now());
+    let mark = CpuMark::now(p.stats().decode.busy).ok_or("no /proc/self/stat")?;
     for _ in 0..steps {
         let mut b = p.pop().map_err(s)?.ok_or("ended")?;
         b.wait_on(&cs).map_err(s)?;
         std::thread::sleep(Duration::from_millis(10)); // the trainer's step
         b.release(Fence::Stream(&cs)).map_err(|e| s(e.error))?;
     }
-    let cpu = process_cpu_time()
-        .ok_or("no /proc/self/stat")?
-        .saturating_sub(cpu0);
-    let (stats1, wall) = (p.stats(), t0.elapsed());
-    let decode = stats1.decode.busy.saturating_sub(stats0.decode.busy);
-    let waiting = cpu.saturating_sub(decode).as_secs_f64() / wall.as_secs_f64();
+    let shares = mark
+        .shares(p.stats().decode.busy)
+        .ok_or("no /proc/self/stat")?;
     row(
         "cpu beside a 10 ms/step consumer (cuda)",
-        &format!("{:.1}% of a core", waiting * 100.0),
+        &format!("{:.1}% of a core", shares.waiting * 100.0),
         &format!(
             "process {:.1}%, decode busy {:.1}% (of a core), {:.2} s",
-            cpu.as_secs_f64() / wall.as_secs_f64() * 100.0,
-            decode.as_secs_f64() / wall.as_secs_f64() * 100.0,
-            wall.as_secs_f64()
+            shares.process * 100.0,
+            shares.decode * 100.0,
+            shares.wall.as_secs_f64()
         ),
         "<= 5% of a core",
-        Some(waiting <= 0.05),
+        Some(shares.waiting <= 0.05),
     );
     let held = p.pop().map_err(s)?.ok_or("ended")?;
     std::thread::sleep(Duration::from_millis(300));

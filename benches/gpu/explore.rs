@@ -10,44 +10,20 @@ use pinring::source::{Order, TokenShards, TokenType, Tokens};
 use crate::enqueue::enqueue_cost;
 use crate::harness::{s, Gpu, Res};
 use crate::report::{GB, GIB};
-use crate::tokens::{drive_tokens, token_pipeline_with, Knobs};
+use crate::tokens::{cores, cores_but, drive_tokens, token_pipeline_with, Knobs};
 
 /// Not in the table: what the pipeline's knobs do to the small and large workloads,
 /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).
 pub fn explore(gpu: &Gpu, shard: &str) -> Res {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let k = Knobs::default();
-    let h = |h, d| Knobs {
-        threads: Some(cores.saturating_sub(4).max(1)),
-        host_slots: Some(h),
-        device_slots: Some(d),
-        ..k
-    };
+    let h = Knobs::tuned;
     let small: Vec<(&str, Knobs)> = vec![
         ("H32 D32 cores-4", h(32, 32)),
         ("H64 D32 cores-4", h(64, 32)),
         ("H128 D32 cores-4", h(128, 32)),
-        (
-            "H128 D32 threads4",
-            Knobs {
-                threads: Some(4),
-                ..h(128, 32)
-            },
-        ),
-        (
-            "H128 D32 threads8",
-            Knobs {
-                threads: Some(8),
-                ..h(128, 32)
-            },
-        ),
-        (
-            "H128 D32 cores-2",
-            Knobs {
-                threads: Some(cores.saturating_sub(2).max(1)),
-                ..h(128, 32)
-            },
-        ),
+        ("H128 D32 threads4", h(128, 32).with_threads(4)),
+        ("H128 D32 threads8", h(128, 32).with_threads(8)),
+        ("H128 D32 cores-2", h(128, 32).with_threads(cores_but(2))),
         (
             "H128 D32 spin0",
             Knobs {
@@ -83,17 +59,10 @@ pub fn explore(gpu: &Gpu, shard: &str) -> Res {
             "pinned",
             Knobs {
                 pin: true,
-                threads: Some(cores - 1),
-                ..k
+                ..k.with_threads(cores() - 1)
             },
         ),
-        (
-            "threads8",
-            Knobs {
-                threads: Some(8),
-                ..k
-            },
-        ),
+        ("threads8", k.with_threads(8)),
     ];
     for (b, t1, unit, variants) in [
         (16usize, 4097u64, "batches/s", &small),

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use pinring::source::{Order, TokenShards, TokenType, Tokens};
+use pinring::source::{TokenType, Tokens};
 
-use crate::harness::{s, Gpu, Res};
+use crate::harness::{Gpu, Res};
 use crate::nothing::drain;
 use crate::raw::raw_copies;
 use crate::report::{row, GIB};
-use crate::tokens::{drive_tokens, token_pipeline_with, Knobs};
+use crate::tokens::{cores, cores_but, drive_tokens, random_windows, token_pipeline_with, Knobs};
 use crate::torch::torch_ref;
 
 pub fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
@@ -24,8 +24,7 @@ pub fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     // copy thread went short of one on a host whose decode tops out near the copy rate
     // (42.1 against 50.3 GiB/s, 16 threads 1117% busy; the Python row's 12 threads reached
     // 100.9% of raw on the same host in the same run).
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.saturating_sub(4).max(1);
+    let threads = cores_but(4);
     let knobs = Knobs {
         batches: Some(N + 40),
         threads: Some(threads),
@@ -55,17 +54,11 @@ pub fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     // host memory as the pipeline's do: what the copy engine gets when decoding
     // competes with it for host memory bandwidth.
     let beside = {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let stop = std::sync::atomic::AtomicBool::new(false);
-        let sampler = TokenShards::open([shard])
-            .map_err(s)?
-            .windows(T1)
-            .order(Order::Random { seed: 5 })
-            .build()
-            .map_err(s)?;
+        let sampler = random_windows(shard, T1, 5)?;
         let decoder = Tokens::new(TokenType::I32);
         std::thread::scope(|scope| {
-            for i in 0..cores {
+            for i in 0..cores() {
                 let (stop, sampler) = (&stop, &sampler);
                 scope.spawn(move || {
                     let mut out = vec![0u8; decoder.sample_bytes(T1)];
@@ -81,7 +74,7 @@ pub fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
             std::thread::sleep(Duration::from_millis(100));
             let secs = raw_copies(gpu, &p, size, 60);
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            secs.map(|secs| (size as f64 / secs / GIB, cores))
+            secs.map(|secs| (size as f64 / secs / GIB, cores()))
         })?
     };
     row(

@@ -11,7 +11,7 @@ use pinring_benches::median;
 use crate::harness::{s, Gpu, Res};
 use crate::nothing::{idle_pipeline, nothing_config};
 use crate::report::{row, GB};
-use crate::tokens::{drive_tokens_as, token_pipeline_for, Consumer, Knobs};
+use crate::tokens::{cores_but, drive_tokens_as, token_pipeline_for, Consumer, Knobs};
 use crate::torch::torch_ref;
 
 /// Passes behind every figure of the section (the median is reported).
@@ -182,29 +182,18 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     // busy (a slot's round trip through the stages takes far longer than a batch's
     // share of the rate: Little's law), leaving cores to the copy, completion, feeder
     // and consumer threads. One pass of each picks the best; it gets two more.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let tuned = |h, d| Knobs {
-        threads: Some(cores.saturating_sub(4).max(1)),
-        host_slots: Some(h),
-        device_slots: Some(d),
-        ..Knobs::default()
-    };
     let configs = [
         ("default (H4 D2)", Knobs::default()),
-        ("H128 D32, cores-4 decode threads", tuned(128, 32)),
+        ("H128 D32, cores-4 decode threads", Knobs::tuned(128, 32)),
         (
             "H128 D32, 8 decode threads",
-            Knobs {
-                threads: Some(8),
-                ..tuned(128, 32)
-            },
+            Knobs::tuned(128, 32).with_threads(8),
         ),
         (
             "H128 D32, cores-1 decode threads pinned (copy thread on core 0)",
             Knobs {
-                threads: Some(cores.saturating_sub(1).max(1)),
                 pin: true,
-                ..tuned(128, 32)
+                ..Knobs::tuned(128, 32).with_threads(cores_but(1))
             },
         ),
     ];

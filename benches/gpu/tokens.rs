@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pinring::cudarc::driver::CudaStream;
-use pinring::source::{Order, TokenShards, TokenType, Tokens};
+use pinring::source::{Order, Sampler, TokenShards, TokenType, Tokens};
 use pinring::{Config, CuStream, Cuda, CudaOptions, Fence, Pipeline};
 
 use crate::harness::{s, Gpu, Res};
@@ -23,6 +23,48 @@ pub struct Knobs {
     pub pin: bool,
     /// Batches the source holds (endless when `None`).
     pub batches: Option<usize>,
+}
+
+impl Knobs {
+    /// `host` host slots and `device` device slots, with decode threads leaving four
+    /// cores to the copy, completion, feeder and consumer threads (the sizing guide's
+    /// C - 4); the rest as by default.
+    pub fn tuned(host: usize, device: usize) -> Knobs {
+        Knobs {
+            threads: Some(cores_but(4)),
+            host_slots: Some(host),
+            device_slots: Some(device),
+            ..Knobs::default()
+        }
+    }
+
+    /// These knobs with `threads` decode threads.
+    pub fn with_threads(self, threads: usize) -> Knobs {
+        Knobs {
+            threads: Some(threads),
+            ..self
+        }
+    }
+}
+
+/// This machine's cores (1 where that cannot be told).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// This machine's cores but `spare` of them, 1 at least.
+pub fn cores_but(spare: usize) -> usize {
+    cores().saturating_sub(spare).max(1)
+}
+
+/// `shard`'s windows of `t1` tokens at random offsets of this `seed`.
+pub fn random_windows(shard: &str, t1: u64, seed: u64) -> Res<Sampler<TokenShards>> {
+    TokenShards::open([shard])
+        .map_err(s)?
+        .windows(t1)
+        .order(Order::Random { seed })
+        .build()
+        .map_err(s)
 }
 
 /// How a token consumer names its stream.
@@ -62,12 +104,7 @@ pub fn token_pipeline_for(
     consumer: &Consumer,
 ) -> Res<Pipeline<Cuda>> {
     let decoder = Tokens::new(TokenType::I32);
-    let sampler = TokenShards::open([shard])
-        .map_err(s)?
-        .windows(t1)
-        .order(Order::Random { seed: 1 })
-        .build()
-        .map_err(s)?;
+    let sampler = random_windows(shard, t1, 1)?;
     let mut builder = Config::builder()
         .batch_size(b)
         .bytes_per_sample(decoder.sample_bytes(t1))
@@ -85,8 +122,7 @@ pub fn token_pipeline_for(
         builder = builder.spin(n);
     }
     if knobs.pin {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        builder = builder.copy_core(0).decode_cores(1..cores.max(2));
+        builder = builder.copy_core(0).decode_cores(1..cores().max(2));
     }
     if std::env::var_os(TRACE_DIR).is_some() {
         builder = builder.trace(1 << 16);

@@ -166,52 +166,37 @@ fn opt_size(u: &mut Unstructured<'_>) -> arbitrary::Result<Option<usize>> {
 }
 
 impl ConfigInput {
-    fn builder(&self) -> ConfigBuilder {
+    /// A builder given every input that is set (and left at its default otherwise).
+    pub fn builder(&self) -> ConfigBuilder {
         let mut c = Config::builder();
-        if let Some(n) = self.batch_size {
-            c = c.batch_size(n);
+        // Each `Some(value)` field as the builder method of the same name.
+        macro_rules! set {
+            ($($field:ident),* $(,)?) => {
+                $(
+                    if let Some(value) = self.$field {
+                        c = c.$field(value);
+                    }
+                )*
+            };
         }
-        if let Some(n) = self.bytes_per_sample {
-            c = c.bytes_per_sample(n);
-        }
-        if let Some(n) = self.batch_bytes {
-            c = c.batch_bytes(n);
-        }
-        if let Some(n) = self.host_slots {
-            c = c.host_slots(n);
-        }
-        if let Some(n) = self.device_slots {
-            c = c.device_slots(n);
-        }
-        if let Some(n) = self.decode_threads {
-            c = c.decode_threads(n);
-        }
-        if let Some(n) = self.copy_core {
-            c = c.copy_core(n);
-        }
+        set!(
+            batch_size,
+            bytes_per_sample,
+            batch_bytes,
+            host_slots,
+            device_slots,
+            decode_threads,
+            copy_core,
+            spin,
+            last_batch,
+            huge_pages,
+            pop_timeout,
+            shutdown_timeout,
+            host_budget,
+            device_budget,
+        );
         if let Some(cores) = &self.decode_cores {
             c = c.decode_cores(cores.iter().copied());
-        }
-        if let Some(n) = self.spin {
-            c = c.spin(n);
-        }
-        if let Some(m) = self.last_batch {
-            c = c.last_batch(m);
-        }
-        if let Some(on) = self.huge_pages {
-            c = c.huge_pages(on);
-        }
-        if let Some(t) = self.pop_timeout {
-            c = c.pop_timeout(t);
-        }
-        if let Some(t) = self.shutdown_timeout {
-            c = c.shutdown_timeout(t);
-        }
-        if let Some(n) = self.host_budget {
-            c = c.host_budget(n);
-        }
-        if let Some(n) = self.device_budget {
-            c = c.device_budget(n);
         }
         c
     }

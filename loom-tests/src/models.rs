@@ -24,9 +24,7 @@ use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, 
 fn device_slot_reuse() {
     let mut rig = rig(&Spec::new(4, 2, 1, 3));
     // H = 4 > 3 batches: the feeder never waits, so the host side runs to completion first.
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    rig.host_side_then_copier();
     let stream = rig.device.stream();
     let mut take = |seq: u64| {
         let mut batch = rig.pipeline.pop().expect("pop").expect("a batch");
@@ -53,9 +51,7 @@ fn device_slot_reuse() {
 /// lands.
 fn release_elsewhere_out_of_order() {
     let mut rig = rig(&Spec::new(4, 2, 1, 3));
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    rig.host_side_then_copier();
     let stream = rig.device.stream();
     let mut b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
     let b1 = rig.pipeline.pop().expect("pop").expect("batch 1");
@@ -122,9 +118,7 @@ fn shutdown() {
         ..Spec::new(3, 1, 1, 2)
     });
     // H = 3 > 2 batches: the feeder gathers both and publishes END without waiting.
-    rig.feed();
-    rig.spawn_decoders(1);
-    rig.spawn_copier();
+    rig.feed_then_spawn(1);
     let b0 = match rig.pipeline.pop() {
         Ok(Some(b0)) => Some(b0),
         Err(Error::Stopped) => None,
@@ -155,9 +149,7 @@ fn decode_error() {
         item_samples: 1,
         ..Spec::new(3, 1, 2, 4)
     });
-    rig.feed();
-    rig.spawn_decoders(2);
-    rig.spawn_copier();
+    rig.feed_then_spawn(2);
     let stream = rig.device.stream();
     let mut b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
     b0.wait_on(&stream).expect("wait_on");
@@ -195,9 +187,7 @@ fn short_batches(last_batch: LastBatch) {
         ..Spec::new(3, 2, 2, 3)
     });
     // H = 3 > 2 batches: the feeder gathers both and publishes END without waiting.
-    rig.feed();
-    rig.spawn_decoders(1);
-    rig.spawn_copier();
+    rig.feed_then_spawn(1);
     let pipeline = &mut rig.pipeline;
     let first = match pipeline.try_pop().expect("try_pop") {
         TryPop::Batch(batch) => Some(batch),
@@ -254,9 +244,7 @@ fn all_slots_leased() {
         // before the other stages start.
         ..Spec::new(3, 1, 1, 2)
     });
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    rig.host_side_then_copier();
     let b0 = rig.pipeline.pop().expect("pop").expect("batch 0");
     match rig.pipeline.pop() {
         Err(Error::AllSlotsLeased { leased, .. }) => assert_eq!(leased, [(0, 0)]),
@@ -281,9 +269,7 @@ fn epoch_ends() {
         item_samples: 1,
         ..Spec::new(4, 1, 2, 4)
     });
-    rig.feed();
-    rig.spawn_decoders(1);
-    rig.spawn_copier();
+    rig.feed_then_spawn(1);
     for (seq, want) in [vec![0, 1], vec![2], vec![3]].into_iter().enumerate() {
         let batch = rig.pipeline.pop().expect("pop").expect("a batch");
         assert_eq!(batch.seq(), seq as u64);
@@ -310,17 +296,8 @@ fn epoch_ends() {
 /// reads it on the host: the wait must not end before the batch's copy ran, and a waiter
 /// parked before the publish must be woken by it.
 fn synchronize_parks() {
-    let mut rig = rig(&Spec {
-        device: ModelOptions {
-            notifies: true,
-            synchronize_parks: true,
-            ..ModelOptions::default()
-        },
-        ..Spec::new(4, 2, 1, 2)
-    });
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    let mut rig = parking_rig(false, 2);
+    rig.host_side_then_copier();
     take_in_order(&mut rig, 2);
     rig.finish(2);
 }
@@ -330,18 +307,8 @@ fn synchronize_parks() {
 /// when it ends), which must end the parked wait with an error, and `pop` then reports the
 /// pipeline's failure. Nothing hangs.
 fn synchronize_device_lost() {
-    let mut rig = rig(&Spec {
-        device: ModelOptions {
-            notifies: true,
-            synchronize_parks: true,
-            lost_at_end: true,
-            ..ModelOptions::default()
-        },
-        ..Spec::new(4, 2, 1, 1)
-    });
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    let mut rig = parking_rig(true, 1);
+    rig.host_side_then_copier();
     let batch = rig.pipeline.pop().expect("pop").expect("batch 0");
     assert!(
         batch.synchronize().is_err(),
@@ -364,6 +331,21 @@ pub struct Entry {
     pub preemption_cap: Option<usize>,
 }
 
+/// Models 10 and 11's rig: four host slots, two device slots, `batches` batches of one
+/// sample; `synchronize` parks on the copy count, which wakes it when published (and fails
+/// at the end of the stream where `lost_at_end`).
+fn parking_rig(lost_at_end: bool, batches: u64) -> Rig {
+    rig(&Spec {
+        device: ModelOptions {
+            notifies: true,
+            synchronize_parks: true,
+            lost_at_end,
+            ..ModelOptions::default()
+        },
+        ..Spec::new(4, 2, 1, batches)
+    })
+}
+
 /// Model 12: batches of two fields and a description (a row, a step, extents), over two
 /// device slots, three batches: batch 2 reuses slot 0 after batch 0's release. Every field
 /// of a batch rides its one copy and READY point, and its description the slot protocol:
@@ -374,9 +356,7 @@ fn multi_field_batches() {
         fields: true,
         ..Spec::new(4, 2, 1, 3)
     });
-    rig.feed();
-    rig.decode();
-    rig.spawn_copier();
+    rig.host_side_then_copier();
     let stream = rig.device.stream();
     let fields = model_fields();
     let (a, b) = (fields.get("a").unwrap(), fields.get("b").unwrap());

@@ -149,6 +149,23 @@ impl Rig {
         self.threads.push(thread::spawn(move || copier.run()));
     }
 
+    /// The host side first, to the source's end, on the calling thread (the feeder, then
+    /// one decode worker), then the copy thread on a thread of its own: the consumer's
+    /// pops race only the copy thread.
+    pub(crate) fn host_side_then_copier(&mut self) {
+        self.feed();
+        self.decode();
+        self.spawn_copier();
+    }
+
+    /// The feeder first, to the source's end, on the calling thread; then `workers`
+    /// decode workers and the copy thread, each on a thread of its own.
+    pub(crate) fn feed_then_spawn(&mut self, workers: usize) {
+        self.feed();
+        self.spawn_decoders(workers);
+        self.spawn_copier();
+    }
+
     /// Joins the stages' threads started so far, in the order they started.
     pub(crate) fn join_stages(&mut self) {
         for stage in self.threads.drain(..) {

@@ -27,8 +27,20 @@ impl XorShift {
     }
 }
 
-/// Panics unless each outcome was reached at least as many times as its row says.
-pub fn assert_each_reached<K: Hash + Eq + Debug>(counts: &HashMap<K, usize>, least: &[(K, usize)]) {
+/// Runs `reach` `runs` times on the deterministic bytes of `seed` (it draws the input it
+/// checks from them and returns the outcome), and panics unless each outcome was reached
+/// at least as many times as its row of `least` says.
+pub fn assert_each_reached<K: Hash + Eq + Debug>(
+    seed: u64,
+    runs: usize,
+    mut reach: impl FnMut(&mut XorShift) -> K,
+    least: &[(K, usize)],
+) {
+    let mut bytes = XorShift(seed);
+    let mut counts = HashMap::new();
+    for _ in 0..runs {
+        *counts.entry(reach(&mut bytes)).or_insert(0) += 1;
+    }
     for (outcome, least) in least {
         assert!(
             counts.get(outcome).copied().unwrap_or(0) >= *least,

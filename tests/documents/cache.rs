@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{write_shard, Cursor, DocOrder, Documents, TokenShards};
+use tempfile::TempDir;
 
 /// A shard of documents of `len` tokens, the first starting at `offset`.
 fn shard(path: &Path, tokens: usize, len: usize, offset: usize) {
@@ -30,6 +31,23 @@ fn docs(paths: &[PathBuf], cache: &Path, order: DocOrder) -> Documents {
         .index_cache(cache)
         .build()
         .unwrap()
+}
+
+/// A temp folder holding one shard, `t.bin` (documents of 10 tokens), and the path of a
+/// cache folder in it (not made yet): (the folder, the cache, the shard).
+fn one_shard() -> (TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.bin");
+    shard(&path, 1000, 10, 0);
+    let cache = dir.path().join("cache");
+    (dir, cache, path)
+}
+
+/// How many of `paths` a fresh sequential run over `cache` loads from it.
+fn from_cache(paths: &[PathBuf], cache: &Path) -> u64 {
+    docs(paths, cache, DocOrder::Sequential)
+        .index_stats()
+        .from_cache
 }
 
 /// The first `n` steps' starts and piece ids.
@@ -90,26 +108,13 @@ fn a_second_run_loads_what_the_first_scanned() {
 
 #[test]
 fn a_rewritten_shard_is_scanned_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (_dir, cache, path) = one_shard();
     let paths = [path.clone()];
     docs(&paths, &cache, DocOrder::Sequential);
     // Rewritten to another size: another key.
     shard(&path, 1200, 10, 0);
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        0
-    );
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        1
-    );
+    assert_eq!(from_cache(&paths, &cache), 0);
+    assert_eq!(from_cache(&paths, &cache), 1);
     // Rewritten to the same size with its modification time set back: the documents
     // moved by one token, which the sampled starts show.
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
@@ -128,10 +133,7 @@ fn a_rewritten_shard_is_scanned_again() {
 
 #[test]
 fn a_damaged_index_file_is_not_trusted() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (_dir, cache, path) = one_shard();
     let paths = [path];
     let clean = walk(&docs(&paths, &cache, DocOrder::Sequential), 10);
     let file = cache.join(&names(&cache)[0]);
@@ -143,20 +145,10 @@ fn a_damaged_index_file_is_not_trusted() {
     assert_eq!(again.index_stats().from_cache, 0);
     assert_eq!(walk(&again, 10), clean);
     // Rewritten whole: trusted again.
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        1
-    );
+    assert_eq!(from_cache(&paths, &cache), 1);
     // A truncated file.
     std::fs::write(&file, &bytes[..10]).unwrap();
-    assert_eq!(
-        docs(&paths, &cache, DocOrder::Sequential)
-            .index_stats()
-            .from_cache,
-        0
-    );
+    assert_eq!(from_cache(&paths, &cache), 0);
     assert_eq!(
         names(&cache).len(),
         1,
@@ -167,9 +159,7 @@ fn a_damaged_index_file_is_not_trusted() {
 
 #[test]
 fn a_cache_folder_that_cannot_be_written_is_no_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.bin");
-    shard(&path, 1000, 10, 0);
+    let (dir, _, path) = one_shard();
     // A file where the folder should be.
     let cache = dir.path().join("not-a-folder");
     std::fs::write(&cache, b"x").unwrap();

@@ -131,15 +131,12 @@ fn sizes_of_zero_and_too_large() {
         .max_seq_len(8)
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::OutOfRange {
-                setting: "tokens_per_batch",
-                ..
-            })
-        ),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::OutOfRange {
+            setting: "tokens_per_batch",
+            ..
+        }
     );
     let err = builder()
         .tokens_per_batch(8)
@@ -147,15 +144,12 @@ fn sizes_of_zero_and_too_large() {
         .shard(2, 2)
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::BadRank {
-                rank: 2,
-                world_size: 2
-            })
-        ),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::BadRank {
+            rank: 2,
+            world_size: 2
+        }
     );
 }
 
@@ -167,16 +161,13 @@ fn a_schedule_not_increasing_names_the_entry() {
         .schedule(vec![(2, 8, 8), (5, 8, 8), (5, 16, 8)])
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::BadSchedule {
-                index: 2,
-                from_step: 5,
-                ..
-            })
-        ),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::BadSchedule {
+            index: 2,
+            from_step: 5,
+            ..
+        }
     );
     let text = err.to_string();
     assert!(
@@ -184,13 +175,7 @@ fn a_schedule_not_increasing_names_the_entry() {
         "{text}"
     );
     let err = docs(&paths).schedule(vec![(3, 8, 0)]).build().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::BadSchedule { index: 0, .. })
-        ),
-        "{err}"
-    );
+    assert_source_error!(err, SourceError::BadSchedule { index: 0, .. });
 }
 
 #[test]
@@ -231,32 +216,26 @@ fn no_step_fitting_in_an_epoch() {
     let three = shard(BOS, 0, &[10; 3]);
     let paths = write_shards(dir.path(), &[three.clone(), three.clone(), three], false);
     let err = docs(&paths).shard(0, 2).build().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::NoStepFits {
-                step: 0,
-                tokens_per_batch: 19,
-                world_size: 2,
-                ..
-            })
-        ),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::NoStepFits {
+            step: 0,
+            tokens_per_batch: 19,
+            world_size: 2,
+            ..
+        }
     );
     // A schedule that grows past the data: from pop, at the step that grows.
     let docs = docs(&paths).schedule(vec![(3, 40, 64)]).build().unwrap();
     let (popped, err) = pop_until_error(&docs, 100);
     assert_eq!(popped, 3);
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::NoStepFits {
-                step: 3,
-                tokens_per_batch: 40,
-                ..
-            })
-        ),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::NoStepFits {
+            step: 3,
+            tokens_per_batch: 40,
+            ..
+        }
     );
 }
 
@@ -311,10 +290,7 @@ fn a_shard_changed_under_the_loader_is_a_read_error() {
     file.set_len(1024 + 100).unwrap();
     let (popped, err) = pop_until_error(&docs, 10);
     assert_eq!(popped, 0);
-    assert!(
-        matches!(&err, Error::Source(SourceError::Read { path, .. }) if path == &paths[0]),
-        "{err}"
-    );
+    assert_source_error!(err, SourceError::Read { path, .. } if path == &paths[0]);
 }
 
 #[test]
@@ -367,9 +343,9 @@ fn checkpoints_of_other_runs_are_refused() {
     let mut outside = state.clone();
     outside.shard = 2;
     let err = base.iter_from(&outside).unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::DocumentsCheckpointMismatch { what, .. }) if what == "the cursor"),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::DocumentsCheckpointMismatch { what, .. } if what == "the cursor"
     );
     outside.shard = 0;
     outside.doc = 41;
@@ -382,17 +358,14 @@ fn checkpoints_of_other_runs_are_refused() {
     // Ranks at different steps, or of different runs.
     let other = base.checkpoint_after(None, 4).unwrap();
     let err = DocumentsCheckpoint::merge(&[state.clone(), other]).unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::UnequalSteps { steps }) if steps == &[3, 4]),
-        "{err}"
-    );
+    assert_source_error!(err, SourceError::UnequalSteps { steps } if steps == &[3, 4]);
     assert!(err.to_string().contains("rank 1 at step 4"), "{err}");
     let two = docs(&paths).shard(1, 2).build().unwrap();
     let err = DocumentsCheckpoint::merge(&[state.clone(), two.checkpoint_after(None, 3).unwrap()])
         .unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::DocumentsCheckpointMismatch { what, .. }) if what.contains("world size")),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::DocumentsCheckpointMismatch { what, .. } if what.contains("world size")
     );
     assert!(matches!(
         DocumentsCheckpoint::merge(&[]),

@@ -55,11 +55,7 @@ pub fn check_batch(data: &Data, batch: &Batch, want: &ModelStep, rank: usize, po
     assert_eq!(values(batch, "cu_seqlens"), cu64, "cu_seqlens, step {k}");
     let ids: Vec<u64> = spans.iter().map(|&p| data.id(p)).collect();
     assert_eq!(batch.sample_ids(), ids, "rows, step {k}");
-    let lens: Vec<u32> = cu[1..=spans.len()]
-        .iter()
-        .zip(&cu[..spans.len()])
-        .map(|(b, a)| (b - a) as u32)
-        .collect();
+    let lens = model::row_lens(&cu, spans.len());
     assert_eq!(
         batch.row_lens(),
         lens,

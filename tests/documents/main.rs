@@ -3,6 +3,10 @@
 //! pipelines against the tokens on disk, coverage and elastic resume, starting at a step
 //! and skipping steps, LLaMA-3 shards, and every bad input.
 
+#[path = "../common/source_error.rs"]
+#[macro_use]
+mod source_error;
+
 mod by_hand;
 mod cache;
 mod case;

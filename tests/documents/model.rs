@@ -227,3 +227,13 @@ pub fn cu_seqlens(spans: &[Span], n: usize, max_docs: usize) -> Option<Vec<i32>>
     }
     Some(cum)
 }
+
+/// The lengths of the first `rows` rows of a step whose `cu_seqlens` are `cu`: the
+/// differences of consecutive boundaries (the row lengths a batch gives its pieces).
+pub fn row_lens<T: Copy + Into<i64>>(cu: &[T], rows: usize) -> Vec<u32> {
+    cu[1..=rows]
+        .iter()
+        .zip(&cu[..rows])
+        .map(|(&b, &a)| (b.into() - a.into()) as u32)
+        .collect()
+}

@@ -257,10 +257,10 @@ fn resumes_keep_the_saved_skips_and_add_their_own() {
     let mut differs = state.clone();
     differs.skip = vec![(4, 6)];
     let err = DocumentsCheckpoint::merge(&[state.clone(), differs.clone()]).unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::DocumentsCheckpointMismatch { what, .. })
-            if what == "the skipped steps (rank 1 against rank 0)"),
-        "{err}"
+    assert_source_error!(
+        err,
+        SourceError::DocumentsCheckpointMismatch { what, .. }
+            if what == "the skipped steps (rank 1 against rank 0)"
     );
     assert!(
         err.to_string()
@@ -282,13 +282,7 @@ fn bad_ranges_are_errors() {
         .skip_steps([(3, 5), (9, 2)])
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::BadSkip { start: 9, end: 2 })
-        ),
-        "{err}"
-    );
+    assert_source_error!(err, SourceError::BadSkip { start: 9, end: 2 });
     assert!(
         err.to_string().contains("9..2 end before they start"),
         "{err}"
@@ -318,10 +312,7 @@ fn checkpoints_of_version_1_are_refused_by_name() {
         .replace(",\n  \"skip\": []", "");
     assert!(!old.contains("skip"), "{old}");
     let err = DocumentsCheckpoint::from_text(&old).unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::BadCheckpointText { .. })),
-        "{err}"
-    );
+    assert_source_error!(err, SourceError::BadCheckpointText { .. });
     assert!(
         err.to_string().contains(
             "a documents checkpoint of version 1, which this build (version 2) cannot read: \

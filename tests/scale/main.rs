@@ -11,6 +11,10 @@ use pinring::source::{
 use pinring::{Config, Error, Fence, Pipeline};
 use proptest::prelude::*;
 
+#[path = "../common/source_error.rs"]
+#[macro_use]
+mod source_error;
+
 mod ids;
 mod pipeline;
 mod properties;

@@ -333,10 +333,10 @@ fn mismatched_checkpoints_are_refused() {
         ..state.clone()
     };
     let err = sampler.iter_from_checkpoint(&past).unwrap_err();
-    assert!(
-        matches!(err, Error::Source(SourceError::CheckpointPastEpoch { consumed, windows, .. })
-            if consumed == windows + 1 && windows == state.windows),
-        "{err:?}"
+    assert_source_error!(
+        err,
+        SourceError::CheckpointPastEpoch { consumed, windows, .. }
+            if *consumed == windows + 1 && *windows == state.windows
     );
     // A world size or batch size of its own is fine.
     let other_world = shards
@@ -394,9 +394,10 @@ fn merge_takes_equal_ranks_and_refuses_unequal_or_foreign_ones() {
     .unwrap()
     .checkpoint(0, 15);
     let err = Checkpoint::merge(&foreign).unwrap_err();
-    assert!(
-        matches!(&err, Error::Source(SourceError::CheckpointMismatch { what, .. }) if what.contains("seed") && what.contains("rank 1")),
-        "{err:?}"
+    assert_source_error!(
+        err,
+        SourceError::CheckpointMismatch { what, .. }
+            if what.contains("seed") && what.contains("rank 1")
     );
     assert!(matches!(
         Checkpoint::merge(&[]),

@@ -49,17 +49,14 @@ fn too_few_windows_for_a_batch_on_every_rank_is_named() {
         drop_last,
     };
     let err = run(3, 4, true).sampler(&src, 0).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Source(SourceError::TooFewForBatches {
-                windows: 10,
-                world_size: 3,
-                batch_size: 4,
-                drop_last: true
-            })
-        ),
-        "{err:?}"
+    assert_source_error!(
+        err,
+        SourceError::TooFewForBatches {
+            windows: 10,
+            world_size: 3,
+            batch_size: 4,
+            drop_last: true
+        }
     );
     assert!(err.to_string().contains("3 × 4"), "{err}");
     // Without drop_last one short batch per rank is enough.
@@ -68,13 +65,7 @@ fn too_few_windows_for_a_batch_on_every_rank_is_named() {
         Some(1)
     );
     let err = run(11, 1, false).sampler(&src, 0).unwrap_err();
-    assert!(
-        matches!(err, Error::Source(SourceError::TooFewForBatches { .. })),
-        "{err:?}"
-    );
+    assert_source_error!(err, SourceError::TooFewForBatches { .. });
     let err = run(1, 0, true).sampler(&src, 0).unwrap_err();
-    assert!(
-        matches!(err, Error::Source(SourceError::Zero("batch_size"))),
-        "{err:?}"
-    );
+    assert_source_error!(err, SourceError::Zero("batch_size"));
 }

@@ -2,7 +2,7 @@
 //! match on (the generic `FileProblem`, or the token format's own `ShardProblem`), never
 //! a panic.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pinring::source::{
     write_shard, FileProblem, FixedRecords, RecordFile, ShardProblem, ShardWriter, SourceError,
@@ -15,165 +15,36 @@ use crate::helpers::{
     shard_problem,
 };
 
-#[test]
-fn malformed_shards_are_named_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let good = random_tokens(100, 3);
-    type Check = fn(&FileProblem) -> bool;
-    /// (name, how to make the file, the problem expected, a phrase the message has).
-    type Case = (&'static str, Box<dyn Fn(&Path)>, Check, &'static str);
-    let cases: Vec<Case> = vec![
-        (
-            "empty",
-            Box::new(|p| std::fs::write(p, []).unwrap()),
-            |f| matches!(f, FileProblem::Empty),
-            "empty",
-        ),
-        (
-            "truncated_header",
-            Box::new(|p| std::fs::write(p, SHARD_MAGIC.to_le_bytes().repeat(100)).unwrap()),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TruncatedHeader {
-                        len: 400,
-                        needed: 1024
-                    })
-                )
-            },
-            "truncated header",
-        ),
-        (
-            "one_byte",
-            Box::new(|p| std::fs::write(p, [7]).unwrap()),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TruncatedHeader { len: 1, .. })
-                )
-            },
-            "truncated header",
-        ),
-        (
-            "wrong_magic",
-            Box::new(move |p| raw_shard(p, [20240521, 1, 100], &random_tokens(100, 3), &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadMagic {
-                        found: 20240521,
-                        expected: 20240520
-                    })
-                )
-            },
-            "magic",
-        ),
-        (
-            "wrong_version",
-            Box::new(move |p| raw_shard(p, [20240520, 2, 100], &random_tokens(100, 3), &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadVersion {
-                        found: 2,
-                        expected: 1
-                    })
-                )
-            },
-            "version",
-        ),
-        (
-            "zero_tokens",
-            Box::new(|p| raw_shard(p, [20240520, 1, 0], &[], &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadTokenCount { count: 0 })
-                )
-            },
-            "token count",
-        ),
-        (
-            "negative_tokens",
-            Box::new(|p| raw_shard(p, [20240520, 1, -5], &[], &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadTokenCount { count: -5 })
-                )
-            },
-            "token count",
-        ),
-        (
-            "count_beyond_file",
-            Box::new(move |p| raw_shard(p, [20240520, 1, 101], &random_tokens(100, 3), &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TokensBeyondFile {
-                        count: 101,
-                        needed: 1226,
-                        len: 1224
-                    })
-                )
-            },
-            "beyond the file",
-        ),
-        (
-            "huge_count",
-            Box::new(move |p| raw_shard(p, [20240520, 1, i32::MAX], &random_tokens(100, 3), &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TokensBeyondFile { .. })
-                )
-            },
-            "beyond the file",
-        ),
-        (
-            "odd_trailing_byte",
-            Box::new(move |p| raw_shard(p, [20240520, 1, 100], &random_tokens(100, 3), &[9])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TrailingBytes {
-                        count: 100,
-                        extra: 1,
-                        token_bytes: 2
-                    })
-                )
-            },
-            "trailing",
-        ),
-        (
-            "header_only",
-            Box::new(|p| raw_shard(p, [20240520, 1, 1], &[], &[])),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TokensBeyondFile { count: 1, .. })
-                )
-            },
-            "beyond the file",
-        ),
-        (
-            "unfinished_writer",
-            Box::new(|p| {
-                let mut w = ShardWriter::create(p).unwrap();
-                w.write(&[1, 2, 3]).unwrap();
-                drop(w); // never finished: the header still counts 0
-            }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadTokenCount { count: 0 })
-                )
-            },
-            "token count",
-        ),
-    ];
-    for (name, make, check, phrase) in cases {
-        let path = dir.path().join(format!("{name}.bin"));
+/// A check that a file's shard problem matches `pattern`.
+macro_rules! shard_problem_is {
+    ($pattern:pat) => {
+        |f: &FileProblem| matches!(shard_problem(f), Some($pattern))
+    };
+}
+
+type Check = fn(&FileProblem) -> bool;
+type MakeFile = Box<dyn Fn(&Path)>;
+/// (name, how to make the file, the problem expected, phrases the message has).
+type Case = (&'static str, MakeFile, Check, &'static [&'static str]);
+
+/// A maker of a raw `u16` shard: these header words, `tokens`, then `extra` bytes.
+fn raw_u16(header: [i32; 3], tokens: &[u16], extra: &'static [u8]) -> MakeFile {
+    let tokens = tokens.to_vec();
+    Box::new(move |p| raw_shard(p, header, &tokens, extra))
+}
+
+/// A maker of a raw `u32` shard: these header words, `tokens`, then `extra` bytes.
+fn raw_u32(header: [i32; 3], tokens: &[u32], extra: &'static [u8]) -> MakeFile {
+    let tokens = tokens.to_vec();
+    Box::new(move |p| raw_shard_u32(p, header, &tokens, extra))
+}
+
+/// Makes each case's file in `dir` and checks that it does not open, with the problem
+/// expected and a message naming the file and saying each phrase; returns the paths.
+fn assert_named_errors(dir: &Path, cases: Vec<Case>) -> Vec<(&'static str, PathBuf)> {
+    let mut made = Vec::new();
+    for (name, make, check, phrases) in cases {
+        let path = dir.join(format!("{name}.bin"));
         make(&path);
         let err = open_err(&path);
         assert!(check(file_problem(&err)), "{name}: unexpected {err:?}");
@@ -182,11 +53,117 @@ fn malformed_shards_are_named_errors() {
             text.contains(&*path.to_string_lossy()),
             "{name}: `{text}` names no file"
         );
-        assert!(
-            text.contains(phrase),
-            "{name}: `{text}` does not say `{phrase}`"
-        );
+        for phrase in phrases {
+            assert!(
+                text.contains(phrase),
+                "{name}: `{text}` does not say `{phrase}`"
+            );
+        }
+        made.push((name, path));
+    }
+    made
+}
 
+#[test]
+fn malformed_shards_are_named_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = random_tokens(100, 3);
+    let cases: Vec<Case> = vec![
+        (
+            "empty",
+            Box::new(|p| std::fs::write(p, []).unwrap()),
+            |f| matches!(f, FileProblem::Empty),
+            &["empty"],
+        ),
+        (
+            "truncated_header",
+            Box::new(|p| std::fs::write(p, SHARD_MAGIC.to_le_bytes().repeat(100)).unwrap()),
+            shard_problem_is!(ShardProblem::TruncatedHeader {
+                len: 400,
+                needed: 1024
+            }),
+            &["truncated header"],
+        ),
+        (
+            "one_byte",
+            Box::new(|p| std::fs::write(p, [7]).unwrap()),
+            shard_problem_is!(ShardProblem::TruncatedHeader { len: 1, .. }),
+            &["truncated header"],
+        ),
+        (
+            "wrong_magic",
+            raw_u16([20240521, 1, 100], &good, &[]),
+            shard_problem_is!(ShardProblem::BadMagic {
+                found: 20240521,
+                expected: 20240520
+            }),
+            &["magic"],
+        ),
+        (
+            "wrong_version",
+            raw_u16([20240520, 2, 100], &good, &[]),
+            shard_problem_is!(ShardProblem::BadVersion {
+                found: 2,
+                expected: 1
+            }),
+            &["version"],
+        ),
+        (
+            "zero_tokens",
+            raw_u16([20240520, 1, 0], &[], &[]),
+            shard_problem_is!(ShardProblem::BadTokenCount { count: 0 }),
+            &["token count"],
+        ),
+        (
+            "negative_tokens",
+            raw_u16([20240520, 1, -5], &[], &[]),
+            shard_problem_is!(ShardProblem::BadTokenCount { count: -5 }),
+            &["token count"],
+        ),
+        (
+            "count_beyond_file",
+            raw_u16([20240520, 1, 101], &good, &[]),
+            shard_problem_is!(ShardProblem::TokensBeyondFile {
+                count: 101,
+                needed: 1226,
+                len: 1224
+            }),
+            &["beyond the file"],
+        ),
+        (
+            "huge_count",
+            raw_u16([20240520, 1, i32::MAX], &good, &[]),
+            shard_problem_is!(ShardProblem::TokensBeyondFile { .. }),
+            &["beyond the file"],
+        ),
+        (
+            "odd_trailing_byte",
+            raw_u16([20240520, 1, 100], &good, &[9]),
+            shard_problem_is!(ShardProblem::TrailingBytes {
+                count: 100,
+                extra: 1,
+                token_bytes: 2
+            }),
+            &["trailing"],
+        ),
+        (
+            "header_only",
+            raw_u16([20240520, 1, 1], &[], &[]),
+            shard_problem_is!(ShardProblem::TokensBeyondFile { count: 1, .. }),
+            &["beyond the file"],
+        ),
+        (
+            "unfinished_writer",
+            Box::new(|p| {
+                let mut w = ShardWriter::create(p).unwrap();
+                w.write(&[1, 2, 3]).unwrap();
+                drop(w); // never finished: the header still counts 0
+            }),
+            shard_problem_is!(ShardProblem::BadTokenCount { count: 0 }),
+            &["token count"],
+        ),
+    ];
+    for (name, path) in assert_named_errors(dir.path(), cases) {
         // In a list, the bad file is the error and is named, good files or not.
         let ok = dir.path().join("good.bin");
         write_shard(&ok, &good).unwrap();
@@ -260,30 +237,14 @@ fn malformed_shards_of_each_format_are_named_errors() {
         .iter()
         .flat_map(|&t| [t as u16, (t >> 16) as u16])
         .collect();
-    type Check = fn(&FileProblem) -> bool;
-    /// (name, how to make the file, the problem expected, phrases the message has).
-    type Case = (
-        &'static str,
-        Box<dyn Fn(&Path)>,
-        Check,
-        &'static [&'static str],
-    );
     let cases: Vec<Case> = vec![
         (
             "u16_magic_u32_version",
-            Box::new({
-                let t = t16.clone();
-                move |p| raw_shard(p, [20240520, 7, 100], &t, &[])
+            raw_u16([20240520, 7, 100], &t16, &[]),
+            shard_problem_is!(ShardProblem::BadVersion {
+                found: 7,
+                expected: 1
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadVersion {
-                        found: 7,
-                        expected: 1
-                    })
-                )
-            },
             &[
                 "unsupported version 7",
                 "u16 (llm.c GPT-2)",
@@ -293,19 +254,11 @@ fn malformed_shards_of_each_format_are_named_errors() {
         ),
         (
             "u32_magic_u16_version",
-            Box::new({
-                let t = t32.clone();
-                move |p| raw_shard_u32(p, [20240801, 1, 100], &t, &[])
+            raw_u32([20240801, 1, 100], &t32, &[]),
+            shard_problem_is!(ShardProblem::BadVersion {
+                found: 1,
+                expected: 7
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadVersion {
-                        found: 1,
-                        expected: 7
-                    })
-                )
-            },
             &[
                 "unsupported version 1",
                 "u32 (llm.c LLaMA-3)",
@@ -315,105 +268,60 @@ fn malformed_shards_of_each_format_are_named_errors() {
         ),
         (
             "u32_bad_version",
-            Box::new({
-                let t = t32.clone();
-                move |p| raw_shard_u32(p, [20240801, 8, 100], &t, &[])
+            raw_u32([20240801, 8, 100], &t32, &[]),
+            shard_problem_is!(ShardProblem::BadVersion {
+                found: 8,
+                expected: 7
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadVersion {
-                        found: 8,
-                        expected: 7
-                    })
-                )
-            },
             &["unsupported version 8", "u32"],
         ),
         (
             "neither_magic",
-            Box::new({
-                let t = t32.clone();
-                move |p| raw_shard_u32(p, [20240802, 7, 100], &t, &[])
+            raw_u32([20240802, 7, 100], &t32, &[]),
+            shard_problem_is!(ShardProblem::BadMagic {
+                found: 20240802,
+                ..
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::BadMagic {
-                        found: 20240802,
-                        ..
-                    })
-                )
-            },
             &["wrong magic number 20240802", "20240520", "20240801"],
         ),
         (
             "u32_truncated",
-            Box::new({
-                let t = t32.clone();
-                move |p| raw_shard_u32(p, [20240801, 7, 101], &t, &[])
+            raw_u32([20240801, 7, 101], &t32, &[]),
+            shard_problem_is!(ShardProblem::TokensBeyondFile {
+                count: 101,
+                needed: 1428,
+                len: 1424
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TokensBeyondFile {
-                        count: 101,
-                        needed: 1428,
-                        len: 1424
-                    })
-                )
-            },
             &["beyond the file"],
         ),
         (
             "u32_truncated_header",
             Box::new(|p| std::fs::write(p, SHARD_MAGIC_U32.to_le_bytes().repeat(10)).unwrap()),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TruncatedHeader {
-                        len: 40,
-                        needed: 1024
-                    })
-                )
-            },
+            shard_problem_is!(ShardProblem::TruncatedHeader {
+                len: 40,
+                needed: 1024
+            }),
             &["truncated header"],
         ),
         (
             "u32_trailing_bytes",
-            Box::new({
-                let t = t32.clone();
-                move |p| raw_shard_u32(p, [20240801, 7, 100], &t, &[1, 2, 3])
+            raw_u32([20240801, 7, 100], &t32, &[1, 2, 3]),
+            shard_problem_is!(ShardProblem::TrailingBytes {
+                count: 100,
+                extra: 3,
+                token_bytes: 4
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TrailingBytes {
-                        count: 100,
-                        extra: 3,
-                        token_bytes: 4
-                    })
-                )
-            },
             &["3 trailing bytes"],
         ),
         (
             // A u32 shard behind a u16 header: the file is twice the size it should be.
             "u32_tokens_under_u16_header",
-            Box::new({
-                let t = as_u32.clone();
-                move |p| raw_shard_u32(p, [20240520, 1, 100], &t, &[])
+            raw_u32([20240520, 1, 100], &as_u32, &[]),
+            shard_problem_is!(ShardProblem::TrailingBytes {
+                count: 100,
+                extra: 200,
+                token_bytes: 2
             }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TrailingBytes {
-                        count: 100,
-                        extra: 200,
-                        token_bytes: 2
-                    })
-                )
-            },
             &[
                 "200 trailing bytes",
                 "exactly 4 bytes per counted token",
@@ -424,16 +332,8 @@ fn malformed_shards_of_each_format_are_named_errors() {
         (
             // The reverse: u16 tokens behind a u32 header.
             "u16_tokens_under_u32_header",
-            Box::new({
-                let t = as_u16.clone();
-                move |p| raw_shard(p, [20240801, 7, 200], &t, &[])
-            }),
-            |f| {
-                matches!(
-                    shard_problem(f),
-                    Some(ShardProblem::TokensBeyondFile { count: 200, .. })
-                )
-            },
+            raw_u16([20240801, 7, 200], &as_u16, &[]),
+            shard_problem_is!(ShardProblem::TokensBeyondFile { count: 200, .. }),
             &[
                 "beyond the file",
                 "exactly 2 bytes per counted token",
@@ -442,20 +342,7 @@ fn malformed_shards_of_each_format_are_named_errors() {
             ],
         ),
     ];
-    for (name, make, check, phrases) in cases {
-        let path = dir.path().join(format!("{name}.bin"));
-        make(&path);
-        let err = open_err(&path);
-        assert!(check(file_problem(&err)), "{name}: unexpected {err:?}");
-        let text = err.to_string();
-        assert!(text.contains(&*path.to_string_lossy()), "{name}: `{text}`");
-        for phrase in phrases {
-            assert!(
-                text.contains(phrase),
-                "{name}: `{text}` does not say `{phrase}`"
-            );
-        }
-    }
+    assert_named_errors(dir.path(), cases);
     // An odd number of trailing bytes fits no width: no hint.
     let path = dir.path().join("odd.bin");
     raw_shard(&path, [20240520, 1, 100], &t16, &[9]);

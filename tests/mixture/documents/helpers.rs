@@ -150,6 +150,16 @@ pub fn source() -> impl Strategy<Value = (Data, ModelOrder)> {
     })
 }
 
+/// 1 to 3 random sources ([`source`]), and what `per_sources(n)` draws for `n` of them.
+pub fn sources_and<S: Strategy>(
+    per_sources: fn(usize) -> S,
+) -> impl Strategy<Value = (Vec<(Data, ModelOrder)>, S::Value)> {
+    prop::collection::vec(source(), 1..4).prop_flat_map(move |sources| {
+        let n = sources.len();
+        (Just(sources), per_sources(n))
+    })
+}
+
 /// Weights for `n` sources: positive, some sources at 0 (not all).
 pub fn weights(n: usize) -> impl Strategy<Value = Vec<f64>> {
     prop::collection::vec(prop_oneof![1 => Just(0.0), 4 => 0.05f64..5.0], n)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pinring::source::{Stop, TokenType};
 use pinring::{Fence, Pipeline};
 
-use super::data::{cu_seqlens, Data, ModelOrder};
+use super::data::{cu_seqlens, row_lens, Data, ModelOrder};
 use super::field_values::values;
 use super::helpers::{shard, Written, BOS};
 use super::sizes::sizes_at;
@@ -124,11 +124,7 @@ fn check_run(ty: TokenType, world: u64, schedule: Vec<(u64, u64, u64)>) {
                 .map(|(s, p)| sources[usize::from(*s)].0.id(*p))
                 .collect();
             assert_eq!(batch.sample_ids(), ids, "step {k}");
-            let lens: Vec<u32> = cu[1..=spans.len()]
-                .iter()
-                .zip(&cu[..spans.len()])
-                .map(|(b, a)| (b - a) as u32)
-                .collect();
+            let lens = row_lens(&cu, spans.len());
             assert_eq!(batch.row_lens(), lens, "step {k}");
             // Each row located: its tokens in the batch are those of its file.
             let tokens = values(&batch, "tokens");

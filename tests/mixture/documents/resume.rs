@@ -8,7 +8,7 @@ use pinring::source::{DocumentsCheckpoint, MixtureState, Stop};
 use proptest::prelude::*;
 
 use super::data::{Data, ModelOrder, Span};
-use super::helpers::{pieces, source, weights, Written};
+use super::helpers::{pieces, sources_and, weights, Written};
 use super::model::ModelPiece;
 
 /// One leg: world size, steps every rank runs, the weights.
@@ -90,10 +90,7 @@ fn legs(n: usize) -> impl Strategy<Value = Vec<Leg>> {
 }
 
 fn mixed() -> impl Strategy<Value = (Vec<(Data, ModelOrder)>, Vec<Leg>)> {
-    prop::collection::vec(source(), 1..4).prop_flat_map(|sources| {
-        let n = sources.len();
-        (Just(sources), legs(n))
-    })
+    sources_and(legs)
 }
 
 /// Checks a chain's pieces against its last state and the model: the document sequence

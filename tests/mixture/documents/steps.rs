@@ -128,22 +128,19 @@ fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
         mix(1, None).checkpoint_after(None, 10).unwrap(),
     ])
     .unwrap();
+    // Rank 1's first five steps from the state, with start_step `k`.
+    let from_state = |k| -> Vec<Got> {
+        mix(1, Some(k))
+            .iter_from(&state)
+            .unwrap()
+            .take(5)
+            .map(|s| (s.step(), pieces(&written, &s)))
+            .collect()
+    };
     // start_step 25 after a state at 10: the run begins at 25.
-    let got: Vec<Got> = mix(1, Some(25))
-        .iter_from(&state)
-        .unwrap()
-        .take(5)
-        .map(|s| (s.step(), pieces(&written, &s)))
-        .collect();
-    assert_eq!(&got[..], &whole[25..30]);
+    assert_eq!(&from_state(25)[..], &whole[25..30]);
     // start_step 4, before the state: the state's step wins.
-    let got: Vec<Got> = mix(1, Some(4))
-        .iter_from(&state)
-        .unwrap()
-        .take(5)
-        .map(|s| (s.step(), pieces(&written, &s)))
-        .collect();
-    assert_eq!(&got[..], &whole[10..15]);
+    assert_eq!(&from_state(4)[..], &whole[10..15]);
     // A state's step after popping n steps counts the steps begun after.
     let after = mix(0, Some(25)).checkpoint_after(None, 3).unwrap();
     assert_eq!(after.step, 28);

@@ -6,7 +6,7 @@ use pinring::source::Stop;
 use proptest::prelude::*;
 
 use super::data::{Data, ModelOrder};
-use super::helpers::{pieces, source, weights, Written};
+use super::helpers::{pieces, sources_and, weights, Written};
 use super::model::ModelPiece;
 use super::sizes::{schedules, sizes_at};
 
@@ -15,10 +15,7 @@ const STEPS: usize = 16;
 
 /// Sources and their weights.
 pub fn mixed() -> impl Strategy<Value = (Vec<(Data, ModelOrder)>, Vec<f64>)> {
-    prop::collection::vec(source(), 1..4).prop_flat_map(|sources| {
-        let n = sources.len();
-        (Just(sources), weights(n))
-    })
+    sources_and(weights)
 }
 
 proptest! {
