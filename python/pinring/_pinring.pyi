@@ -896,7 +896,7 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
@@ -923,7 +923,7 @@ class Loader:
         dict at its count, at world size 1). The same on every rank after the same number
         of batches; resumable at any world size and batch size.
         """
-    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Sequence[float] | None = None) -> None:
+    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
         r"""
         Continues from `state`: across the consumed part of the saved run and this one,
         every window of the epoch is delivered once, and later epochs are those of an
@@ -1148,7 +1148,7 @@ class Mixture:
         r"""
         The samples' element type (the sources'; for Documents, their tokens').
         """
-    def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Sequence[float] | None = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never') -> Mixture: ...
+    def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Optional[typing.Sequence[float]] = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never') -> Mixture: ...
     def __repr__(self) -> builtins.str: ...
 
 class PopTimeout(Error, builtins.TimeoutError):

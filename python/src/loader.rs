@@ -32,7 +32,8 @@ use crate::source::given;
 use crate::source::mixture::{build_error, Mixture};
 use crate::source::spec::Spec;
 use crate::source::steps::Steps;
-use crate::state::{self, SourceState};
+use crate::source::weights::WeightsArg;
+use crate::state::{self, SourceState, StateArg};
 use crate::stats::stats_dict;
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
@@ -51,27 +52,6 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
          pinring.Mixture, got {}",
         src.get_type().name()?
     )))
-}
-
-/// The `weights` argument of `load_state_dict`: a list of numbers.
-fn weights_list(py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
-    let wrong = || {
-        config(
-            py,
-            "weights",
-            format!(
-                "weights must be a list of numbers, one per source of the Mixture, got {}",
-                weights.repr().map(|r| r.to_string()).unwrap_or_default()
-            ),
-        )
-    };
-    if weights.is_instance_of::<pyo3::types::PyString>() {
-        return Err(wrong());
-    }
-    weights
-        .try_iter()
-        .and_then(|items| items.map(|i| i.and_then(|i| i.extract::<f64>())).collect())
-        .map_err(|_| wrong())
 }
 
 /// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
@@ -391,11 +371,7 @@ impl Loader {
         pop_timeout: Option<f64>,
         drop_last: bool,
         epochs: Option<i128>,
-        #[gen_stub(override_type(
-            type_repr = "dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]] | None",
-            imports = ("typing",)
-        ))]
-        state: Option<&Bound<'_, PyAny>>,
+        state: Option<StateArg<'_>>,
         start_step: i128,
         #[gen_stub(override_type(
             type_repr = "typing.Sequence[tuple[int, int] | range] | None",
@@ -510,7 +486,7 @@ impl Loader {
         let spec = spec
             .batched(settings.batch_size as u64, drop_last, &steps)
             .map_err(|e| to_py(py, e))?;
-        let from = state.map(state::read).transpose()?;
+        let from = state.map(|s| state::read(s.object())).transpose()?;
         if let Some(from) = &from {
             spec.check(from).map_err(|e| to_py(py, e))?;
         }
@@ -606,20 +582,15 @@ impl Loader {
     fn load_state_dict(
         &self,
         py: Python<'_>,
-        #[gen_stub(override_type(
-            type_repr = "dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]",
-            imports = ("typing",)
-        ))]
-        state: &Bound<'_, PyAny>,
-        #[gen_stub(override_type(type_repr = "typing.Sequence[float] | None", imports = ("typing",)))]
-        weights: Option<&Bound<'_, PyAny>>,
+        state: StateArg<'_>,
+        weights: Option<WeightsArg<'_>>,
     ) -> PyResult<()> {
-        let state = state::read(state)?;
+        let state = state::read(state.object())?;
         let spec = self.spec(py);
-        let (spec, state) = match weights.filter(|w| !w.is_none()) {
+        let (spec, state) = match weights {
             None => (spec, state),
             Some(weights) => {
-                let weights = weights_list(py, weights)?;
+                let weights = weights.read("one per source of the Mixture")?;
                 let Some(mix) = spec.mixture() else {
                     return Err(config(
                         py,

@@ -19,6 +19,7 @@ use pinring::source::{
 use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
 use crate::plain;
+use crate::source::taken_arg::{ShownAs, TakenArg};
 
 /// A loader's state, of either kind of source.
 #[derive(Debug, Clone)]
@@ -341,6 +342,18 @@ fn merge(py: Python<'_>, states: Vec<SourceState>) -> PyResult<SourceState> {
     };
     merged.map_err(|e| to_py(py, e))
 }
+
+/// How the stubs show a `state` argument ([`StateArg`]).
+pub(crate) enum States {}
+
+impl ShownAs for States {
+    const TYPE: &'static str = "dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]";
+    const IMPORTS: &'static [&'static str] = &["typing"];
+}
+
+/// A `state` argument (of `Loader(...)` and `Loader.load_state_dict`) as given: [`read`]
+/// reads it.
+pub(crate) type StateArg<'py> = TakenArg<'py, States>;
 
 /// A state dict, or a list (tuple) of every rank's state dicts in rank order, merged:
 /// ranks that consumed unequal counts, or states of different runs, are refused.

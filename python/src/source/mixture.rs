@@ -16,6 +16,7 @@ use crate::source::dtype::Row;
 use crate::source::given;
 use crate::source::mixed::MixSpec;
 use crate::source::spec::Spec;
+use crate::source::weights::WeightsArg;
 
 /// Several sources of one kind and one sample shape mixed by weight into one global
 /// sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
@@ -100,37 +101,6 @@ fn stop_arg(py: Python<'_>, stop: &str) -> PyResult<Stop> {
             format!("stop {stop:?} is not one of \"never\", \"first\", \"all\""),
         )
     })
-}
-
-/// The `weights` argument: None, or a list (tuple, array) of numbers.
-fn weights_arg(py: Python<'_>, weights: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
-    let Some(w) = weights.filter(|w| !w.is_none()) else {
-        return Ok(None);
-    };
-    if w.is_instance_of::<pyo3::types::PyString>() {
-        return Err(config(
-            py,
-            "weights",
-            "weights must be a list of numbers, one per source, got a str",
-        ));
-    }
-    w.try_iter()
-        .and_then(|items| {
-            items
-                .map(|item| item.and_then(|i| i.extract::<f64>()))
-                .collect()
-        })
-        .map(Some)
-        .map_err(|_| {
-            config(
-                py,
-                "weights",
-                format!(
-                    "weights must be a list of numbers, one per source, got {}",
-                    w.repr().map(|r| r.to_string()).unwrap_or_default()
-                ),
-            )
-        })
 }
 
 /// A mixture problem as the ConfigError about the argument it concerns.
@@ -312,8 +282,7 @@ impl Mixture {
             imports = ("typing",)
         ))]
         sources: &Bound<'_, PyAny>,
-        #[gen_stub(override_type(type_repr = "typing.Sequence[float] | None", imports = ("typing",)))]
-        weights: Option<&Bound<'_, PyAny>>,
+        weights: Option<WeightsArg<'_>>,
         seed: i128,
         rank: i128,
         world_size: i128,
@@ -340,7 +309,7 @@ impl Mixture {
             specs.push(spec);
             objects.push(src.unbind());
         }
-        let weights = weights_arg(py, weights)?;
+        let weights = weights.map(|w| w.read("one per source")).transpose()?;
         let seed = args::seed(py, seed)?;
         let (rank, world_size) = args::rank_in_world(py, rank, world_size)?;
         let stop = stop_arg(py, stop)?;

@@ -3,7 +3,8 @@
 //! ([`dtype`]), the sampling arguments ([`sampling`]), paths and globs ([`paths`]), token
 //! shards and the `dtype` argument ([`shards`]), a source object read ([`given`]), what a
 //! loader needs from a source ([`spec`]; a mixture's: [`mixed`]), the steps a run begins at
-//! and skips ([`steps`]). All of
+//! and skips ([`steps`]), the `weights` argument ([`weights`]) and arguments read after the
+//! constructor checks the others ([`taken_arg`]). All of
 //! it is Rust: files are opened and checked when the source is made, and the pipeline's
 //! threads never call into Python.
 
@@ -18,4 +19,6 @@ pub(crate) mod sampling;
 pub(crate) mod shards;
 pub(crate) mod spec;
 pub(crate) mod steps;
+pub(crate) mod taken_arg;
 pub(crate) mod token_windows;
+pub(crate) mod weights;

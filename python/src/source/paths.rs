@@ -5,39 +5,27 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
-use pyo3_stub_gen::{PyStubType, TypeInfo};
 
 use pinring::source::SourceError;
 
 use crate::errors::classes::config;
+use crate::source::taken_arg::{ShownAs, TakenArg};
+
+/// How the stubs show the `paths` argument of a source's constructor ([`PathsArg`]).
+pub(crate) enum Paths {}
+
+impl ShownAs for Paths {
+    const TYPE: &'static str = "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]";
+    const IMPORTS: &'static [&'static str] = &["os", "typing"];
+}
 
 /// The `paths` argument of a source's constructor, as given: any object is taken here
-/// ([`path_list`] reads and checks it, so its errors come in the constructor's own
-/// order); the stubs show the types it accepts.
-pub(crate) struct PathsArg<'py>(Bound<'py, PyAny>);
-
-impl<'a, 'py> FromPyObject<'a, 'py> for PathsArg<'py> {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        Ok(PathsArg(obj.to_owned()))
-    }
-}
-
-impl PyStubType for PathsArg<'_> {
-    fn type_output() -> TypeInfo {
-        TypeInfo {
-            name: "str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]]".into(),
-            source_module: None,
-            import: ["os".into(), "typing".into()].into(),
-            type_refs: Default::default(),
-        }
-    }
-}
+/// ([`path_list`] reads and checks it, so its errors come in the constructor's own order).
+pub(crate) type PathsArg<'py> = TakenArg<'py, Paths>;
 
 /// The paths and patterns given.
 pub(crate) fn path_list(paths: &PathsArg<'_>) -> PyResult<Vec<PathBuf>> {
-    let PathsArg(paths) = paths;
+    let paths = paths.object();
     let py = paths.py();
     let one = |p: &Bound<'_, PyAny>| -> PyResult<PathBuf> {
         p.extract::<PathBuf>().map_err(|_| {
