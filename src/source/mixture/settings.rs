@@ -1,7 +1,8 @@
 //! [`MixSettings`]: the settings both kinds of [`Mixture`](super::mix::Mixture) hold — the
-//! weights, the seed, the ranks, the stop rule, the start step and the skipped steps — and
-//! what follows from them alone: where a fresh or resumed run starts, and the state a run
-//! records. [`MixShared`] hands them to the accessors both kinds share.
+//! weights, the seed, the stop rule and the checked run (the ranks, the batch size, the
+//! start step and the skipped steps) — and what follows from them alone: where a fresh or
+//! resumed run starts, and the state a run records. [`MixShared`] hands them to the
+//! accessors both kinds share.
 
 use super::run_origin::RunOrigin;
 use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
