@@ -52,7 +52,7 @@ impl<S: Segmented + Clone> Mixture<S> {
         let i = &*self.inner;
         MixtureBuilder {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
-            settings: BuilderSettings::of(&i.settings, i.batch),
+            settings: BuilderSettings::of(&i.settings),
         }
     }
 }
@@ -120,18 +120,14 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
             run: RunSettings::check,
         };
         let seed = self.settings.seed;
-        let (settings, batch) = self.settings.check(&self.sources, rules)?;
+        let settings = self.settings.check(&self.sources, rules)?;
         let members = self
             .sources
             .into_iter()
             .map(|s| Member::new(s, seed))
             .collect::<Result<Vec<_>>>()?;
         Ok(Mixture {
-            inner: Arc::new(MixInner {
-                members,
-                settings,
-                batch,
-            }),
+            inner: Arc::new(MixInner { members, settings }),
         })
     }
 }

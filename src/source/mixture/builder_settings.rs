@@ -49,20 +49,14 @@ impl Default for BuilderSettings {
 }
 
 impl BuilderSettings {
-    /// The settings a built mixture was checked from (`batch`: its batch size, if any),
-    /// so that checking them again gives the same.
-    pub(crate) fn of(settings: &MixSettings, batch: Option<u64>) -> Self {
+    /// The settings a built mixture was checked from, so that checking them again gives
+    /// the same.
+    pub(crate) fn of(settings: &MixSettings) -> Self {
         BuilderSettings {
             weights: Some(settings.weights.clone()),
             seed: settings.seed,
             stop: settings.stop,
-            run: RunSettings::of(
-                settings.rank,
-                settings.world,
-                batch,
-                settings.start_step,
-                &settings.skip,
-            ),
+            run: RunSettings::of(&settings.run),
         }
     }
 
@@ -72,12 +66,8 @@ impl BuilderSettings {
     /// ([`MixtureProblem::SourceSetting`]), a source unlike source 0
     /// ([`MixtureProblem::Shape`]), weights that cannot be normalized (all these
     /// [`ConfigError::Mixture`]), then the run's settings as `rules.run` checks them. The
-    /// mixture's settings, and its batch size if any.
-    pub(crate) fn check<T>(
-        self,
-        sources: &[T],
-        rules: SourceRules<T>,
-    ) -> Result<(MixSettings, Option<u64>)> {
+    /// mixture's settings.
+    pub(crate) fn check<T>(self, sources: &[T], rules: SourceRules<T>) -> Result<MixSettings> {
         let problem = |p: MixtureProblem| crate::Error::Config(ConfigError::Mixture(p));
         let n = sources.len();
         if n == 0 {
@@ -104,17 +94,12 @@ impl BuilderSettings {
         }
         let weights = self.weights.unwrap_or_else(|| vec![1.0; n]);
         let norm = normalized(&weights, Some(n)).map_err(problem)?;
-        let run = (rules.run)(self.run)?;
-        let settings = MixSettings {
+        Ok(MixSettings {
             weights,
             norm,
             seed: self.seed,
-            rank: run.rank,
-            world: run.world,
             stop: self.stop,
-            start_step: run.start_step,
-            skip: run.skip,
-        };
-        Ok((settings, run.batch))
+            run: (rules.run)(self.run)?,
+        })
     }
 }

@@ -16,7 +16,6 @@ use crate::source::sampling::segmented::Segmented;
 pub struct MixInner<S> {
     pub(crate) members: Vec<Member<S>>,
     pub(crate) settings: MixSettings,
-    pub(crate) batch: Option<u64>,
 }
 
 impl<S> std::fmt::Debug for MixInner<S> {

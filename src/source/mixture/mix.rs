@@ -99,12 +99,12 @@ impl<S: Segmented> fmt::Debug for Mixture<S> {
             .field("sources", &self.len())
             .field("weights", &i.weights)
             .field("seed", &i.seed)
-            .field("rank", &i.rank)
-            .field("world_size", &i.world)
-            .field("batch_size", &self.inner.batch)
+            .field("rank", &i.run.rank)
+            .field("world_size", &i.run.world)
+            .field("batch_size", &i.run.batch)
             .field("stop", &i.stop)
-            .field("start_step", &i.start_step)
-            .field("skip_steps", &i.skip.ranges())
+            .field("start_step", &i.run.start_step)
+            .field("skip_steps", &i.run.skip.ranges())
             .finish()
     }
 }
@@ -157,12 +157,12 @@ impl<S: Mixable> Mixture<S> {
 
     /// This mixture's rank.
     pub fn rank(&self) -> u64 {
-        self.settings().rank
+        self.settings().run.rank
     }
 
     /// Ranks the global sequence is sharded over (each step shared among).
     pub fn world_size(&self) -> u64 {
-        self.settings().world
+        self.settings().run.world
     }
 
     /// When the mixture ends.
@@ -172,12 +172,12 @@ impl<S: Mixable> Mixture<S> {
 
     /// The step a run begins at, at the earliest (0 when not set).
     pub fn start_step(&self) -> u64 {
-        self.settings().start_step
+        self.settings().run.start_step
     }
 
     /// The skipped steps, as sorted, disjoint half-open `(start, end)` ranges.
     pub fn skip_steps(&self) -> &[(u64, u64)] {
-        self.settings().skip.ranges()
+        self.settings().run.skip.ranges()
     }
 }
 
@@ -189,7 +189,7 @@ impl<S: Segmented> Mixture<S> {
 
     /// The batch size, if set.
     pub fn batch_size(&self) -> Option<u64> {
-        self.inner.batch
+        self.settings().run.batch
     }
 
     /// Each source's epoch length (its samples per epoch of its own walk).
@@ -252,7 +252,8 @@ impl<S: Segmented> Mixture<S> {
         from: Option<&MixtureState>,
         consumed: u64,
     ) -> Result<MixtureState> {
-        let (i, batch) = (self.settings(), self.inner.batch);
+        let run = &self.settings().run;
+        let batch = run.batch;
         let origin = match from {
             Some(state) => self.origin(state)?,
             None => self.fresh(),
@@ -260,11 +261,14 @@ impl<S: Segmented> Mixture<S> {
         let b = batch.unwrap_or(1);
         let (full, rem) = (consumed / b, consumed % b);
         let step = match batch {
-            Some(_) => origin.skip.after_kept(i.start_step.max(origin.step), full),
+            Some(_) => origin
+                .skip
+                .after_kept(run.start_step.max(origin.step), full),
             None => origin.step.saturating_add(full),
         };
-        let chunk = u128::from(i.world) * u128::from(b);
-        let walked = u128::from(step - origin.step) * chunk + u128::from(rem) * u128::from(i.world);
+        let chunk = u128::from(run.world) * u128::from(b);
+        let walked =
+            u128::from(step - origin.step) * chunk + u128::from(rem) * u128::from(run.world);
         let walked = u64::try_from(walked).unwrap_or(u64::MAX);
         let mut walk = self.inner.walk(&origin);
         walk.skip(walked);
@@ -340,8 +344,9 @@ impl<S: Segmented> Mixture<S> {
             .zip(counts)
             .map(|(m, &c)| source_state(&m.given, c))
             .collect();
+        let batch_size = i.settings.run.batch.unwrap_or(0);
         i.settings
-            .state(history, (at, step), skip, i.batch.unwrap_or(0), sources)
+            .state(history, (at, step), skip, batch_size, sources)
     }
 }
 

@@ -88,7 +88,7 @@ impl<S: Segmented> MixedSamples<S> {
     pub(crate) fn new(inner: Arc<MixInner<S>>, origin: RunOrigin) -> Self {
         let walk = inner.walk(&origin);
         let orders = inner.members.iter().map(|m| m.walked.iter()).collect();
-        let per_rank = usize::try_from(inner.batch.unwrap_or(1)).unwrap_or(usize::MAX);
+        let per_rank = usize::try_from(inner.settings.run.batch.unwrap_or(1)).unwrap_or(usize::MAX);
         let mut samples = MixedSamples {
             walk,
             orders,
@@ -100,8 +100,8 @@ impl<S: Segmented> MixedSamples<S> {
             ended: false,
             inner,
         };
-        if samples.inner.batch.is_some() {
-            while samples.at < samples.inner.settings.start_step && !samples.ended {
+        if samples.inner.settings.run.batch.is_some() {
+            while samples.at < samples.inner.settings.run.start_step && !samples.ended {
                 samples.ended = !samples.pass(false);
                 samples.at += 1;
             }
@@ -112,8 +112,9 @@ impl<S: Segmented> MixedSamples<S> {
     /// Walks one step's `W·B` positions, keeping this rank's in `plan` when `keep`; false
     /// when the stop rule ends the mixture inside them.
     fn pass(&mut self, keep: bool) -> bool {
-        let (world, rank) = (self.inner.settings.world, self.inner.settings.rank);
-        let chunk = world.saturating_mul(self.inner.batch.unwrap_or(1));
+        let run = &self.inner.settings.run;
+        let (world, rank) = (run.world, run.rank);
+        let chunk = world.saturating_mul(run.batch.unwrap_or(1));
         self.plan.clear();
         self.used = 0;
         for j in 0..chunk {
@@ -174,7 +175,7 @@ impl<S: Segmented> Iterator for MixedSamples<S> {
         let window = self.orders[usize::from(s)].window_at(n / epoch_len, n % epoch_len);
         Some(MixedSample {
             source: s,
-            step: self.inner.batch.map(|_| self.serving),
+            step: self.inner.settings.run.batch.map(|_| self.serving),
             item: window,
         })
     }

@@ -1,12 +1,14 @@
 //! [`MixSettings`]: the settings both kinds of [`Mixture`](super::mix::Mixture) hold — the
-//! weights, the seed, the ranks, the stop rule, the start step and the skipped steps — and
-//! what follows from them alone: where a fresh or resumed run starts, and the state a run
-//! records. [`MixShared`] hands them to the accessors both kinds share.
+//! weights, the seed, the stop rule and the checked run (the ranks, the batch size, the
+//! start step and the skipped steps) — and what follows from them alone: where a fresh or
+//! resumed run starts, and the state a run records. [`MixShared`] hands them to the
+//! accessors both kinds share.
 
 use super::run_origin::RunOrigin;
 use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 use super::stop::Stop;
 use crate::error::Result;
+use crate::source::sampling::run_settings::CheckedRun;
 use crate::source::sampling::skip::SkipSteps;
 
 /// The settings of a mixture of either kind, checked. (Public only inside the hidden
@@ -19,11 +21,10 @@ pub struct MixSettings {
     /// The weights normalized.
     pub(crate) norm: Vec<f64>,
     pub(crate) seed: u64,
-    pub(crate) rank: u64,
-    pub(crate) world: u64,
     pub(crate) stop: Stop,
-    pub(crate) start_step: u64,
-    pub(crate) skip: SkipSteps,
+    /// The rank, world size, batch size (a mixture of samplers'; none for one of
+    /// documents, whose every step is a batch), start step and skipped steps, checked.
+    pub(crate) run: CheckedRun,
 }
 
 /// What a mixture of either kind shares with its iterators, as far as the settings go.
@@ -57,7 +58,7 @@ impl MixSettings {
             at: 0,
             step: 0,
             counts: vec![0; sources],
-            skip: self.skip.clone(),
+            skip: self.run.skip.clone(),
         }
     }
 
@@ -95,7 +96,7 @@ impl MixSettings {
             at: state.consumed,
             step: state.step,
             counts,
-            skip: self.skip.union(&state.skip),
+            skip: self.run.skip.union(&state.skip),
         })
     }
 
@@ -133,7 +134,7 @@ impl MixSettings {
             consumed: at,
             step,
             skip: skip.ranges().to_vec(),
-            world_size: self.world,
+            world_size: self.run.world,
             batch_size,
             sources,
         }

@@ -45,22 +45,15 @@ impl Default for RunSettings {
 }
 
 impl RunSettings {
-    /// The settings a built sampler or mixture was checked from, so that checking them
-    /// again gives the same: a start step of 0 is "none set", the skipped steps their
-    /// merged ranges.
-    pub(crate) fn of(
-        rank: u64,
-        world: u64,
-        batch: Option<u64>,
-        start_step: u64,
-        skip: &SkipSteps,
-    ) -> Self {
+    /// The settings `run` was checked from, so that checking them again gives the same:
+    /// a start step of 0 is "none set", the skipped steps their merged ranges.
+    pub(crate) fn of(run: &CheckedRun) -> Self {
         RunSettings {
-            rank,
-            world_size: world,
-            batch_size: batch,
-            start_step: (start_step > 0).then_some(start_step),
-            skip_steps: skip.ranges().to_vec(),
+            rank: run.rank,
+            world_size: run.world,
+            batch_size: run.batch,
+            start_step: (run.start_step > 0).then_some(run.start_step),
+            skip_steps: run.skip.ranges().to_vec(),
         }
     }
 

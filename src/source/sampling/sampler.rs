@@ -131,16 +131,16 @@ impl<S> fmt::Debug for Sampler<S> {
             .field("window", &i.window)
             .field("stride", &i.stride)
             .field("order", &i.order)
-            .field("rank", &i.rank)
-            .field("world_size", &i.world)
-            .field("batch_size", &i.batch)
+            .field("rank", &i.run.rank)
+            .field("world_size", &i.run.world)
+            .field("batch_size", &i.run.batch)
             .field("even_ranks", &i.even_ranks)
             .field("drop_last", &i.drop_last)
             .field("windows", &i.windows)
             .field("epoch_windows", &i.epoch_windows)
             .field("epoch_len", &i.len)
-            .field("start_step", &i.start_step)
-            .field("skip_steps", &i.skip.ranges())
+            .field("start_step", &i.run.start_step)
+            .field("skip_steps", &i.run.skip.ranges())
             .finish()
     }
 }
@@ -168,17 +168,17 @@ impl<S: Segmented> Sampler<S> {
 
     /// This sampler's rank.
     pub fn rank(&self) -> u64 {
-        self.inner.rank
+        self.inner.run.rank
     }
 
     /// Ranks the epoch is sharded over.
     pub fn world_size(&self) -> u64 {
-        self.inner.world
+        self.inner.run.world
     }
 
     /// The batch size set with [`SamplerBuilder::batch_size`](crate::source::SamplerBuilder::batch_size), if any.
     pub fn batch_size(&self) -> Option<u64> {
-        self.inner.batch
+        self.inner.run.batch
     }
 
     /// Whether an epoch drops what does not fill whole batches on every rank
@@ -190,13 +190,13 @@ impl<S: Segmented> Sampler<S> {
     /// The step a run begins at, at the earliest
     /// ([`SamplerBuilder::start_step`](crate::source::SamplerBuilder::start_step); 0 when not set).
     pub fn start_step(&self) -> u64 {
-        self.inner.start_step
+        self.inner.run.start_step
     }
 
     /// The steps a run leaves out ([`SamplerBuilder::skip_steps`](crate::source::SamplerBuilder::skip_steps)),
     /// as sorted, disjoint half-open `(start, end)` ranges.
     pub fn skip_steps(&self) -> &[(u64, u64)] {
-        self.inner.skip.ranges()
+        self.inner.run.skip.ranges()
     }
 
     /// Whether the ranks' epochs are made equal without a batch size
@@ -227,7 +227,7 @@ impl<S: Segmented> Sampler<S> {
     /// [`drop_last`](crate::source::SamplerBuilder::drop_last), `⌈epoch_len / B⌉` without (the last one
     /// short). `None` without a batch size.
     pub fn epoch_batches(&self) -> Option<u64> {
-        self.inner.batch.map(|b| self.inner.len.div_ceil(b))
+        self.inner.run.batch.map(|b| self.inner.len.div_ceil(b))
     }
 
     /// How many ids exist: [`grid_windows`](Self::grid_windows) for the grid orders, the
@@ -321,7 +321,7 @@ impl<S: Segmented> Sampler<S> {
     /// [`skip_steps`](crate::source::SamplerBuilder::skip_steps).
     pub fn iter(&self) -> Samples<S> {
         Samples::new(self.inner.clone(), Position::default(), None)
-            .start_at_step(self.inner.start_step)
+            .start_at_step(self.inner.run.start_step)
     }
 
     /// An endless iterator from `position`. An index equal to the epoch length means the
@@ -384,6 +384,7 @@ impl<S: Segmented> Sampler<S> {
     pub fn checkpoint(&self, epoch: u64, consumed_by_this_rank: u64) -> Checkpoint {
         let inner = &*self.inner;
         let step = inner
+            .run
             .batch
             .map_or(0, |b| epoch.saturating_mul(inner.len.div_ceil(b)));
         let origin = Origin {
@@ -393,12 +394,12 @@ impl<S: Segmented> Sampler<S> {
         };
         let (epoch, consumed, step) = inner.after_popped(
             origin,
-            inner.batch,
+            inner.run.batch,
             step,
-            &inner.skip,
+            &inner.run.skip,
             consumed_by_this_rank,
         );
-        inner.checkpoint_at(epoch, consumed, step, &inner.skip)
+        inner.checkpoint_at(epoch, consumed, step, &inner.run.skip)
     }
 
     /// The checkpoint of a run resumed from `from` (by
@@ -444,10 +445,10 @@ impl<S: Segmented> Sampler<S> {
             base: from.consumed,
             step: from.step,
         };
-        let skip = inner.skip.union(&from.skip);
-        let first = inner.start_step.max(from.step);
+        let skip = inner.run.skip.union(&from.skip);
+        let first = inner.run.start_step.max(from.step);
         let (epoch, consumed, step) =
-            inner.after_popped(origin, inner.batch, first, &skip, consumed_by_this_rank);
+            inner.after_popped(origin, inner.run.batch, first, &skip, consumed_by_this_rank);
         Ok(inner.checkpoint_at(epoch, consumed, step, &skip))
     }
 
@@ -518,7 +519,7 @@ impl<S: Segmented> Sampler<S> {
             checkpoint.step,
             &checkpoint.skip,
         )
-        .start_at_step(self.inner.start_step))
+        .start_at_step(self.inner.run.start_step))
     }
 
     /// Samples this rank has left in `checkpoint`'s epoch when it resumes from it (its
@@ -551,7 +552,7 @@ impl<S: Segmented> Sampler<S> {
     /// ```
     pub fn batches_left(&self, checkpoint: &Checkpoint) -> Result<Option<u64>> {
         let left = self.samples_left(checkpoint)?;
-        Ok(self.inner.batch.map(|b| left.div_ceil(b)))
+        Ok(self.inner.run.batch.map(|b| left.div_ceil(b)))
     }
 }
 

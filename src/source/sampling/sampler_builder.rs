@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::order::Order;
-use super::run_settings::{nonzero, CheckedRun, RunSettings};
+use super::run_settings::{nonzero, RunSettings};
 use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::Segmented;
@@ -88,7 +88,7 @@ impl<S: Segmented> Sampler<S> {
             order: i.order,
             even_ranks: i.even_ranks,
             drop_last: i.drop_last,
-            run: RunSettings::of(i.rank, i.world, i.batch, i.start_step, &i.skip),
+            run: RunSettings::of(&i.run),
         }
     }
 }
@@ -238,13 +238,7 @@ impl<S: Segmented> SamplerBuilder<S> {
     pub fn build(self) -> Result<Sampler<S>> {
         let window = nonzero(self.window, "window")?;
         let stride = nonzero(self.stride.unwrap_or(window), "stride")?;
-        let CheckedRun {
-            rank,
-            world,
-            batch,
-            start_step,
-            skip,
-        } = self.run.check()?;
+        let run = self.run.check()?;
         let segments = self.source.segments();
         let mut cum_windows = Vec::with_capacity(segments + 1);
         let mut cum_starts = Vec::with_capacity(segments + 1);
@@ -274,6 +268,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             }
             .into());
         }
+        let (rank, world, batch) = (run.rank, run.world, run.batch);
         let grain = match batch {
             Some(b) if self.drop_last => world.saturating_mul(b),
             Some(_) => world,
@@ -286,9 +281,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             window,
             stride,
             order: self.order,
-            rank,
-            world,
-            batch,
+            run,
             drop_last: self.drop_last,
             even_ranks: self.even_ranks,
             grain,
@@ -298,8 +291,6 @@ impl<S: Segmented> SamplerBuilder<S> {
             epoch_windows: 0,
             len: 0,
             fingerprint,
-            start_step,
-            skip,
         };
         let (epoch_windows, len) = inner.share(0);
         if len == 0 {

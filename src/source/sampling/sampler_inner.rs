@@ -4,6 +4,7 @@
 
 use super::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 use super::order::Order;
+use super::run_settings::CheckedRun;
 use super::skip::SkipSteps;
 use crate::error::source::SourceError;
 use crate::error::Result;
@@ -13,10 +14,9 @@ pub(super) struct Inner<S> {
     pub(super) window: u64,
     pub(super) stride: u64,
     pub(super) order: Order,
-    pub(super) rank: u64,
-    pub(super) world: u64,
-    /// The batch size, if set.
-    pub(super) batch: Option<u64>,
+    /// The rank, world size, batch size, start step and skipped steps, checked
+    /// (`SamplerBuilder::shard`, `batch_size`, `start_step`, `skip_steps`).
+    pub(super) run: CheckedRun,
     pub(super) drop_last: bool,
     /// Whether `even_ranks` was set (kept for [`to_builder`](crate::source::Sampler::to_builder)).
     pub(super) even_ranks: bool,
@@ -34,10 +34,6 @@ pub(super) struct Inner<S> {
     /// Samples per fresh epoch for this rank.
     pub(super) len: u64,
     pub(super) fingerprint: Fingerprint,
-    /// The step a run begins at, at the earliest (`SamplerBuilder::start_step`; 0: none).
-    pub(super) start_step: u64,
-    /// The steps a run leaves out (`SamplerBuilder::skip_steps`).
-    pub(super) skip: SkipSteps,
 }
 
 impl<S> Inner<S> {
@@ -48,7 +44,8 @@ impl<S> Inner<S> {
     pub(super) fn share(&self, base: u64) -> (u64, u64) {
         let rest = self.windows.saturating_sub(base);
         let used = rest - rest % self.grain;
-        let len = used / self.world + u64::from(self.rank < used % self.world);
+        let (rank, world) = (self.run.rank, self.run.world);
+        let len = used / world + u64::from(rank < used % world);
         (base + used, len)
     }
 
@@ -56,7 +53,7 @@ impl<S> Inner<S> {
     /// from `base` to `end`, `k` at most its share: position `base + world·k` (capped
     /// at `end`), the epoch's end being the next epoch's start.
     fn settle(&self, epoch: u64, base: u64, end: u64, k: u64) -> (u64, u64) {
-        let at = u128::from(base) + u128::from(self.world) * u128::from(k);
+        let at = u128::from(base) + u128::from(self.run.world) * u128::from(k);
         if at >= u128::from(end) {
             (epoch.saturating_add(1), 0)
         } else {
@@ -98,8 +95,8 @@ impl<S> Inner<S> {
             windows: self.windows,
             epoch,
             consumed,
-            world_size: self.world,
-            batch_size: self.batch.unwrap_or(0),
+            world_size: self.run.world,
+            batch_size: self.run.batch.unwrap_or(0),
             step,
             skip: skip.ranges().to_vec(),
         }

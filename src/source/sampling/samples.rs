@@ -116,7 +116,7 @@ impl<S: Segmented> Samples<S> {
     pub(super) fn new(inner: Arc<Inner<S>>, pos: Position, only_epoch: Option<u64>) -> Self {
         let len = inner.len;
         let mut samples = Self::at(inner, pos, 0, len, only_epoch);
-        if let Some(b) = samples.inner.batch {
+        if let Some(b) = samples.inner.run.batch {
             let per_epoch = samples.inner.len.div_ceil(b);
             let Position { epoch, index } = samples.pos;
             let origin = Origin {
@@ -129,7 +129,7 @@ impl<S: Segmented> Samples<S> {
                 batch: b,
                 step: origin.step.saturating_add(index / b),
                 into: index % b,
-                skip: samples.inner.skip.clone(),
+                skip: samples.inner.run.skip.clone(),
             });
         }
         samples
@@ -146,13 +146,13 @@ impl<S: Segmented> Samples<S> {
     ) -> Self {
         let len = inner.share(base).1;
         let mut samples = Self::at(inner, Position { epoch, index: 0 }, base, len, None);
-        if let Some(b) = samples.inner.batch {
+        if let Some(b) = samples.inner.run.batch {
             samples.clock = Some(Clock {
                 origin: Origin { epoch, base, step },
                 batch: b,
                 step,
                 into: 0,
-                skip: samples.inner.skip.union(skip),
+                skip: samples.inner.run.skip.union(skip),
             });
         }
         samples
@@ -342,7 +342,7 @@ impl<S: Segmented> Iterator for Samples<S> {
             return None;
         }
         let Position { epoch, index } = self.pos;
-        let j = self.base + self.inner.rank + self.inner.world * index;
+        let j = self.base + self.inner.run.rank + self.inner.run.world * index;
         let (segment, start, id) = self.locate(epoch, j);
         self.pos.index += 1;
         let step = self.clock.as_mut().map(|clock| {

@@ -99,7 +99,7 @@ impl Mixture<Documents> {
         let i = &*self.inner;
         DocumentMixtureBuilder {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
-            settings: BuilderSettings::of(&i.settings, None),
+            settings: BuilderSettings::of(&i.settings),
             packing: PackingSettings::of(&i.schedule, &i.layout),
         }
     }
@@ -193,7 +193,7 @@ impl DocumentMixtureBuilder {
             run: RunSettings::check_own_steps,
         };
         let (seed, stop) = (self.settings.seed, self.settings.stop);
-        let (settings, _) = self.settings.check(&self.sources, rules)?;
+        let settings = self.settings.check(&self.sources, rules)?;
         let (schedule, layout) = self.packing.check()?;
         let index_every_shard = stop != Stop::Never;
         let members = self

@@ -30,12 +30,12 @@ impl fmt::Debug for Mixture<Documents> {
             .field("sources", &self.len())
             .field("weights", &i.weights)
             .field("seed", &i.seed)
-            .field("rank", &i.rank)
-            .field("world_size", &i.world)
+            .field("rank", &i.run.rank)
+            .field("world_size", &i.run.world)
             .field("stop", &i.stop)
             .field("schedule", &self.inner.schedule)
-            .field("start_step", &i.start_step)
-            .field("skip_steps", &i.skip.ranges())
+            .field("start_step", &i.run.start_step)
+            .field("skip_steps", &i.run.skip.ranges())
             .finish()
     }
 }
@@ -211,7 +211,8 @@ impl Mixture<Documents> {
             Some(state) => self.origin(state)?,
             None => self.fresh(),
         };
-        let (start_step, rank, world) = (i.settings.start_step, i.settings.rank, i.settings.world);
+        let run = &i.settings.run;
+        let (start_step, rank, world) = (run.start_step, run.rank, run.world);
         let target = origin.skip.after_kept(start_step.max(origin.step), steps);
         let mut stream = MixedStream::new(i, &origin, BuiltBy::Start);
         let mut step = origin.step;
@@ -304,7 +305,7 @@ impl Mixture<Documents> {
             .iter()
             .zip(sources.iter_mut())
             .zip(counts)
-            .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.settings.world))
+            .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.settings.run.world))
             .collect::<Result<Vec<_>, SourceError>>()?;
         Ok(i.settings.state(history, (at, step), skip, 0, sources))
     }

@@ -58,7 +58,7 @@ impl MixedSteps {
     /// The number of the next step it yields (if the run goes on that far).
     pub fn next_step(&self) -> u64 {
         self.skip
-            .next_kept(self.at.max(self.inner.settings.start_step))
+            .next_kept(self.at.max(self.inner.settings.run.start_step))
     }
 
     /// The position in the mixture's document sequence where the walk stands: after the
@@ -69,7 +69,7 @@ impl MixedSteps {
 
     /// Whether step `k` is delivered (not before the start step, not skipped).
     fn kept(&self, k: u64) -> bool {
-        k >= self.inner.settings.start_step && self.skip.next_kept(k) == k
+        k >= self.inner.settings.run.start_step && self.skip.next_kept(k) == k
     }
 }
 
@@ -83,7 +83,8 @@ impl Iterator for MixedSteps {
             let sizes = self.inner.schedule.at(k);
             let mut list = keep.then(|| self.inner.lists.take());
             let room = self.inner.lists.room();
-            let (world, rank) = (self.inner.settings.world, self.inner.settings.rank);
+            let run = &self.inner.settings.run;
+            let (world, rank) = (run.world, run.rank);
             let walked = walk_step(&mut self.stream, sizes, world, rank, list.as_mut(), room);
             let (outcome, start) = match walked {
                 Ok(Some(walked)) => {
