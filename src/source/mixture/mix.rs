@@ -344,9 +344,7 @@ impl<S: Segmented> Mixture<S> {
             .zip(counts)
             .map(|(m, &c)| source_state(&m.given, c))
             .collect();
-        let batch_size = i.settings.run.batch.unwrap_or(0);
-        i.settings
-            .state(history, (at, step), skip, batch_size, sources)
+        i.settings.state(history, (at, step), skip, sources)
     }
 }
 

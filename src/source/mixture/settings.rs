@@ -116,14 +116,13 @@ impl MixSettings {
     }
 
     /// The state at global position `at`, step `step`, with the weights' `history`, the
-    /// skipped steps `skip`, the batch size `batch_size` (0: none) and each source's own
-    /// state `sources`.
+    /// skipped steps `skip` and each source's own state `sources`; its batch size is the
+    /// run's (0: none, as for a mixture of packed documents, whose every item is a step).
     pub(crate) fn state<C>(
         &self,
         history: Vec<WeightSpan>,
         (at, step): (u64, u64),
         skip: &SkipSteps,
-        batch_size: u64,
         sources: Vec<C>,
     ) -> MixtureState<C> {
         MixtureState {
@@ -135,7 +134,7 @@ impl MixSettings {
             step,
             skip: skip.ranges().to_vec(),
             world_size: self.run.world,
-            batch_size,
+            batch_size: self.run.batch.unwrap_or(0),
             sources,
         }
     }

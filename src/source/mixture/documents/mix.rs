@@ -307,6 +307,6 @@ impl Mixture<Documents> {
             .zip(counts)
             .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.settings.run.world))
             .collect::<Result<Vec<_>, SourceError>>()?;
-        Ok(i.settings.state(history, (at, step), skip, 0, sources))
+        Ok(i.settings.state(history, (at, step), skip, sources))
     }
 }
