@@ -187,9 +187,8 @@ impl Documents {
         let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
         while step < target {
             let located = walker.locate(cursor, step)?;
-            let delivered = step >= first && skip.next_kept(step) == step;
-            if delivered {
-                located.check_max_docs(step, self.inner.schedule.at(step))?;
+            if skip.delivers(first, step) {
+                self.inner.schedule.at(step).check_pieces(step, located.walk.most_pieces)?;
             }
             cursor = located.after();
             step += 1;

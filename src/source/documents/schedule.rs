@@ -20,6 +20,27 @@ pub struct StepSizes {
     pub max_docs: u64,
 }
 
+impl StepSizes {
+    /// Checks that a step of these sizes, step `step`, where the rank packing the most
+    /// documents packs `needed` (`most_pieces`: `(needed, rank)`, the first such rank),
+    /// fits every rank's `cu_seqlens`: [`SourceError::TooManyDocuments`] otherwise.
+    pub(crate) fn check_pieces(
+        self,
+        step: u64,
+        (needed, rank): (u64, u64),
+    ) -> Result<(), SourceError> {
+        if needed > self.max_docs.saturating_sub(1) {
+            return Err(SourceError::TooManyDocuments {
+                step,
+                rank,
+                needed,
+                max_docs: self.max_docs,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// modded-nanogpt's `max_num_docs` for `tokens` tokens per rank: its table for the
 /// speedrun's three sizes (`TRAIN_MAX_NUM_DOCS`: 64, 96 and 128 for 16384, 32768 and 49152
 /// tokens), else the next multiple of 128 of `tokens / 300`, at least 128 (below 300

@@ -90,10 +90,6 @@ impl Steps {
         self.cursor
     }
 
-    /// Whether step `k` is yielded (not before the start step, not skipped).
-    fn yields(&self, k: u64) -> bool {
-        k >= self.first && self.skip.next_kept(k) == k
-    }
 }
 
 impl Iterator for Steps {
@@ -106,7 +102,7 @@ impl Iterator for Steps {
         let mut walker = Walker::new(&self.inner, BuiltBy::Walk, self.perm.take());
         // The steps walked over: their documents used up, nothing yielded.
         let mut walked_over = Ok(());
-        while !self.yields(self.step) {
+        while !self.skip.delivers(self.first, self.step) {
             match walker.locate(self.cursor, self.step) {
                 Ok(located) => {
                     self.cursor = located.after();
@@ -122,8 +118,11 @@ impl Iterator for Steps {
         let sizes = self.inner.schedule.at(step);
         let located = walked_over.and_then(|()| walker.locate(self.cursor, step));
         self.perm = walker.into_perm();
-        let outcome =
-            located.and_then(|located| located.check_max_docs(step, sizes).map(|()| located));
+        let outcome = located.and_then(|located| {
+            sizes
+                .check_pieces(step, located.walk.most_pieces)
+                .map(|()| located)
+        });
         let epoch = match &outcome {
             Ok(located) => located.start.epoch,
             Err(_) => self.cursor.epoch,

@@ -9,7 +9,6 @@ use super::inner::Inner;
 use super::index::BuiltBy;
 use super::order::DocOrder;
 use super::permutation::Permutation;
-use super::schedule::StepSizes;
 use super::walk::{walk_step, Cursor, StepDocs, StepWalk};
 use crate::error::source::SourceError;
 
@@ -29,22 +28,6 @@ impl Located {
             doc: self.walk.after,
             ..self.start
         }
-    }
-
-    /// Checks that every rank's pieces of the step (step `step`, of `sizes`) fit its
-    /// `cu_seqlens`, or [`SourceError::TooManyDocuments`] naming the first rank packing
-    /// the most.
-    pub(super) fn check_max_docs(&self, step: u64, sizes: StepSizes) -> Result<(), SourceError> {
-        let (needed, rank) = self.walk.most_pieces;
-        if needed > sizes.max_docs.saturating_sub(1) {
-            return Err(SourceError::TooManyDocuments {
-                step,
-                rank,
-                needed,
-                max_docs: sizes.max_docs,
-            });
-        }
-        Ok(())
     }
 }
 

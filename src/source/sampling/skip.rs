@@ -53,6 +53,12 @@ impl SkipSteps {
         self.ranges.is_empty()
     }
 
+    /// Whether a run whose first step is `first` delivers step `step`: not before `first`,
+    /// not skipped.
+    pub(crate) fn delivers(&self, first: u64, step: u64) -> bool {
+        step >= first && self.next_kept(step) == step
+    }
+
     /// `step` if it is kept, else the first kept step after it (the end of its range).
     pub(crate) fn next_kept(&self, step: u64) -> u64 {
         let i = self.ranges.partition_point(|&(_, b)| b <= step);

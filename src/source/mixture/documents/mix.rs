@@ -222,16 +222,8 @@ impl Mixture<Documents> {
             let Some(walked) = walk_step(&mut stream, sizes, world, rank, None, 0)? else {
                 break;
             };
-            let kept = step >= start_step && origin.skip.next_kept(step) == step;
-            let (needed, rank) = walked.most_pieces;
-            if kept && needed > sizes.max_docs.saturating_sub(1) {
-                return Err(SourceError::TooManyDocuments {
-                    step,
-                    rank,
-                    needed,
-                    max_docs: sizes.max_docs,
-                }
-                .into());
+            if origin.skip.delivers(start_step, step) {
+                sizes.check_pieces(step, walked.most_pieces)?;
             }
             step += 1;
             at = stream.walk().clone();

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::inner::DocMixInner;
 use super::step::MixedDocStep;
 use super::stream::{walk_step, MixedStream};
-use crate::error::source::SourceError;
 use crate::source::documents::index::BuiltBy;
 use crate::source::mixture::run_origin::RunOrigin;
 use crate::source::sampling::skip::SkipSteps;
@@ -66,11 +65,6 @@ impl MixedSteps {
     pub fn position(&self) -> u64 {
         self.stream.position()
     }
-
-    /// Whether step `k` is delivered (not before the start step, not skipped).
-    fn kept(&self, k: u64) -> bool {
-        k >= self.inner.settings.run.start_step && self.skip.next_kept(k) == k
-    }
 }
 
 impl Iterator for MixedSteps {
@@ -79,7 +73,7 @@ impl Iterator for MixedSteps {
     fn next(&mut self) -> Option<MixedDocStep> {
         while !self.ended {
             let k = self.at;
-            let keep = self.kept(k);
+            let keep = self.skip.delivers(self.inner.settings.run.start_step, k);
             let sizes = self.inner.schedule.at(k);
             let mut list = keep.then(|| self.inner.lists.take());
             let room = self.inner.lists.room();
@@ -92,19 +86,13 @@ impl Iterator for MixedSteps {
                     let Some(list) = list else {
                         continue;
                     };
-                    let (needed, r) = walked.most_pieces;
-                    if needed > sizes.max_docs.saturating_sub(1) {
-                        self.inner.lists.give_back(list);
-                        self.ended = true;
-                        let e = SourceError::TooManyDocuments {
-                            step: k,
-                            rank: r,
-                            needed,
-                            max_docs: sizes.max_docs,
-                        };
-                        (Err(Box::new(e)), walked.start)
-                    } else {
-                        (Ok(list), walked.start)
+                    match sizes.check_pieces(k, walked.most_pieces) {
+                        Ok(()) => (Ok(list), walked.start),
+                        Err(e) => {
+                            self.inner.lists.give_back(list);
+                            self.ended = true;
+                            (Err(Box::new(e)), walked.start)
+                        }
                     }
                 }
                 Ok(None) => {
