@@ -129,6 +129,17 @@ impl<S: Mixable> Mixture<S> {
         self.settings().resumed(state, counts)
     }
 
+    /// The origin of a run resumed from `from` (checked), or of a fresh run.
+    pub(crate) fn origin_or_fresh(
+        &self,
+        from: Option<&MixtureState<<S::Shared as MixShared>::Part>>,
+    ) -> Result<RunOrigin> {
+        match from {
+            Some(state) => self.origin(state),
+            None => Ok(self.fresh()),
+        }
+    }
+
     /// How many sources it mixes.
     pub fn len(&self) -> usize {
         self.inner.sources()
@@ -254,10 +265,7 @@ impl<S: Segmented> Mixture<S> {
     ) -> Result<MixtureState> {
         let run = &self.settings().run;
         let batch = run.batch;
-        let origin = match from {
-            Some(state) => self.origin(state)?,
-            None => self.fresh(),
-        };
+        let origin = self.origin_or_fresh(from)?;
         let b = batch.unwrap_or(1);
         let (full, rem) = (consumed / b, consumed % b);
         let step = match batch {

@@ -207,10 +207,7 @@ impl Mixture<Documents> {
         steps: u64,
     ) -> Result<MixtureState<DocumentsCheckpoint>> {
         let i = &*self.inner;
-        let origin = match from {
-            Some(state) => self.origin(state)?,
-            None => self.fresh(),
-        };
+        let origin = self.origin_or_fresh(from)?;
         let run = &i.settings.run;
         let (start_step, rank, world) = (run.start_step, run.rank, run.world);
         let target = origin.skip.after_kept(start_step.max(origin.step), steps);
