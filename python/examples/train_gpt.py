@@ -400,6 +400,15 @@ def resume(args, model, opt, device, rank, world, progress):
     return state, start_step
 
 
+def save(args, model, opt, loader_state, step):
+    """With --save, saves the model, the optimizer, the (merged) loader state and the step
+    there, for --resume, and says so."""
+    if args.save:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loader": loader_state, "step": step},
+                   args.save)
+        print(f"saved {args.save}")
+
+
 def train_packed_ddp(args, device):
     """Data-parallel training on a mixture of packed documents: one loader per rank, the
     documents of every step logged per rank, a merged loader state saved and resumed."""
@@ -487,10 +496,7 @@ def train_packed_ddp(args, device):
         if losses:
             print(f"loss {np.mean(losses[:window]):.4f} -> {np.mean(losses[-window:]):.4f} (rank 0, mean of the "
                   f"first and last {window} steps of this run); {steps} steps in {wall:.1f} s")
-        if args.save:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loader": merged,
-                        "step": start_step + steps}, args.save)
-            print(f"saved {args.save}")
+        save(args, model, opt, merged, start_step + steps)
     dist.destroy_process_group()
     if not ok:
         raise SystemExit("failed: the ranks ran unequal steps")
@@ -759,9 +765,7 @@ def finish_distributed(args, model, opt, step, feed, loader_state, resumed_from,
           f"{len(every)} sample ids, ranks disjoint: {disjoint}")
     merged = pinring.merge_states([r[3] for r in reports])
     print(f"loader state: epoch {merged['epoch']}, {merged['consumed']} windows consumed by all ranks")
-    if args.save:
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loader": merged, "step": step}, args.save)
-        print(f"saved {args.save}")
+    save(args, model, opt, merged, step)
     if args.ids_out:
         np.save(args.ids_out, every)
     ok = disjoint and len(set(counts)) == 1

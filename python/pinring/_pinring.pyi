@@ -442,11 +442,6 @@ class Documents:
         Tokens in all shards.
         """
     @property
-    def positions(self) -> builtins.bool:
-        r"""
-        Whether batches carry `positions`.
-        """
-    @property
     def bos(self) -> builtins.int:
         r"""
         The token that starts a document.
@@ -496,6 +491,11 @@ class Documents:
     def dtype(self) -> builtins.str:
         r"""
         The tokens' element type: "uint16", "int32" or "int64".
+        """
+    @property
+    def positions(self) -> builtins.bool:
+        r"""
+        Whether batches carry `positions`.
         """
     @property
     def fields(self) -> builtins.list[builtins.str]:

@@ -124,13 +124,15 @@ fn serde_words(e: &serde_json::Error, kind: &str) -> String {
             quoted(rest)
         )
     } else if let Some(rest) = text.strip_prefix("missing field ") {
-        format!(
-            "not a pinring loader state: the key {:?} is missing",
-            quoted(rest)
-        )
+        missing_key(&quoted(rest))
     } else {
         format!("not a pinring {kind} loader state: {text}")
     }
+}
+
+/// What a state dict without the key `key` is.
+fn missing_key(key: &str) -> String {
+    format!("not a pinring loader state: the key {key:?} is missing")
 }
 
 /// A window state as a dict (keys in [`KEYS`] order).
@@ -233,12 +235,8 @@ fn skip_from(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u64)>> 
 
 /// `state[key]` of a window state dict, or a CheckpointError saying it is missing.
 fn item<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
-    d.get_item(key)?.ok_or_else(|| {
-        bad(
-            d.py(),
-            format!("not a pinring loader state: the key {key:?} is missing"),
-        )
-    })
+    d.get_item(key)?
+        .ok_or_else(|| bad(d.py(), missing_key(key)))
 }
 
 /// `state[key]` of a window state dict as a `T`, or a CheckpointError saying it must be

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pinring
-from conftest import BOUND, read_shard, write_shard
+from conftest import BOUND, popped, read_shard, write_shard
 from docs_data import GPT2_BOS, read_tokens, write_doc_shards
 
 SEQ = 9
@@ -165,13 +165,13 @@ def test_bad_steps_are_config_errors(shards, tmp_path):
 
 
 def doc_steps(loader, n):
-    """The next `n` steps of a Documents loader, as (step, epoch, doc_ids, tokens)."""
-    out = []
-    for _ in range(n):
-        b = loader.pop(timeout=BOUND)
-        out.append((b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy()))
-        b.release()
-    return out
+    """The next `n` steps of a Documents loader, as (step, epoch, doc_ids, tokens); the run
+    must not end before them."""
+    steps = popped(
+        loader, n, lambda b: (b.step, b.epoch, b.doc_ids.copy(), np.from_dlpack(b["tokens"]).copy())
+    )
+    assert len(steps) == n, f"the run ended after {len(steps)} of {n} steps"
+    return steps
 
 
 def test_start_step_of_documents_equals_the_uninterrupted_run(tmp_path):

@@ -109,9 +109,6 @@ pub struct Documents {
     /// Tokens in all shards.
     #[pyo3(get)]
     tokens: u64,
-    /// Whether batches carry `positions`.
-    #[pyo3(get)]
-    positions: bool,
 }
 
 /// How a `Documents` source packs its steps, as given: what a mixture's sources must
@@ -339,7 +336,6 @@ impl Documents {
             dtype,
             files,
             tokens,
-            positions,
         })
     }
 
@@ -416,6 +412,12 @@ impl Documents {
     #[getter]
     fn dtype(&self) -> &'static str {
         self.dtype.name()
+    }
+
+    /// Whether batches carry `positions`.
+    #[getter]
+    fn positions(&self) -> bool {
+        self.packing.positions
     }
 
     /// The names of a batch's fields, in layout order.
