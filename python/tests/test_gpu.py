@@ -32,7 +32,7 @@ if not torch.cuda.is_available():
     pytest.skip("torch sees no CUDA device", allow_module_level=True)
 
 import pinring  # noqa: E402
-from conftest import BOUND, grid_windows, read_shard, write_shard  # noqa: E402
+from conftest import BOUND, grid_windows, popped, read_shard, write_shard  # noqa: E402
 
 DEV = torch.device("cuda", 0)
 T = 127  # seq_len: windows of 128 tokens
@@ -533,18 +533,24 @@ def test_packed_fields_on_the_device_equal_the_reference(doc_shards):
                 b.release(event=torch.cuda.current_stream())
 
 
+def staged(steps):
+    """Steps given as (inputs, targets, cu_seqlens, max_seqlen), in soak's form: staged on
+    the device once, every step's inputs, targets and cu_seqlens end to end (int64), with
+    offsets, and each step's max_seqlen."""
+    def joined(i):
+        return torch.from_numpy(np.concatenate([s[i] for s in steps]).astype(np.int64)).to(DEV)
+
+    tok_at = np.concatenate([[0], np.cumsum([len(s[0]) for s in steps])])
+    cu_at = np.concatenate([[0], np.cumsum([len(s[2]) for s in steps])])
+    return joined(0), joined(1), joined(2), tok_at, cu_at, [s[3] for s in steps]
+
+
 def expected_on_device(pattern, steps):
     """The faithful generator's steps, computed on the host (numpy) and staged on the
-    device once: every step's inputs, targets and cu_seqlens end to end, with offsets."""
+    device once (`staged`)."""
     want = reference_steps(pattern, steps, tokens_per_batch=DOC_N, max_seq_len=DOC_MSL, schedule=DOC_SCHEDULE)
     assert len(want) == steps, f"the data holds {len(want)} steps, not {steps}"
-    inputs = torch.from_numpy(np.concatenate([w[0] for w in want]).astype(np.int64)).to(DEV)
-    targets = torch.from_numpy(np.concatenate([w[1] for w in want])).to(DEV)
-    cu = torch.from_numpy(np.concatenate([w[2] for w in want]).astype(np.int64)).to(DEV)
-    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) for w in want])])
-    cu_at = np.concatenate([[0], np.cumsum([len(w[2]) for w in want])])
-    max_seqlen = [int(np.diff(w[2]).max()) for w in want]
-    return inputs, targets, cu, tok_at, cu_at, max_seqlen
+    return staged([(wi, wt, wc, int(np.diff(wc).max())) for wi, wt, wc in want])
 
 
 def soak(loader, expected, n, cycles, early_fence=False, each=None):
@@ -640,20 +646,13 @@ def test_packed_mixture_soak_checked_on_the_device(mix_corpora, cycles_per_ms):
     kernel holding each slot, every field compared on the device with the same mixture's
     steps read on the cpu backend, each step's sources, document ids, step number and
     max_seqlen compared on the host: 0 wrong."""
-    want = []
     with pinring.Loader(packed_mixture(mix_corpora), device="cpu") as loader:
-        for _ in range(MIX_STEPS):
-            b = loader.pop(timeout=BOUND)
-            want.append((np.from_dlpack(b["tokens"]).astype(np.int64), np.from_dlpack(b["cu_seqlens"]).astype(np.int64),
-                         b.sources.copy(), b.doc_ids.copy(), b.max_seqlen))
-            b.release()
-    # The cpu run's steps in soak's form: inputs and targets end to end, with offsets.
-    inputs = torch.from_numpy(np.concatenate([w[0][:-1] for w in want])).to(DEV)
-    targets = torch.from_numpy(np.concatenate([w[0][1:] for w in want])).to(DEV)
-    cu = torch.from_numpy(np.concatenate([w[1] for w in want])).to(DEV)
-    tok_at = np.concatenate([[0], np.cumsum([len(w[0]) - 1 for w in want])])
-    cu_at = np.concatenate([[0], np.cumsum([len(w[1]) for w in want])])
-    expected = (inputs, targets, cu, tok_at, cu_at, [w[4] for w in want])
+        want = popped(loader, MIX_STEPS, lambda b: (np.from_dlpack(b["tokens"]).copy(),
+                                                    np.from_dlpack(b["cu_seqlens"]).copy(),
+                                                    b.sources.copy(), b.doc_ids.copy(), b.max_seqlen))
+    assert len(want) == MIX_STEPS, f"the cpu run ended after {len(want)} steps"
+    # The cpu run's steps in soak's form.
+    expected = staged([(tokens[:-1], tokens[1:], cu, max_seqlen) for tokens, cu, _, _, max_seqlen in want])
     docs = np.zeros(2, dtype=np.int64)
 
     def sources_and_ids(k, b):
