@@ -123,8 +123,8 @@ pub fn driver_calls(gpu: &Gpu) -> Res {
     use pinring::cudarc::driver::sys;
     const N: u32 = 20_000;
     gpu.bind()?;
-    let a = gpu.ctx.new_stream().map_err(s)?;
-    let b = gpu.ctx.new_stream().map_err(s)?;
+    let a = gpu.stream()?;
+    let b = gpu.stream()?;
     let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
     let ev = result::event::create(flags).map_err(s)?;
     let other = result::event::create(flags).map_err(s)?;

@@ -164,7 +164,7 @@ pub fn drive_tokens_as(
     const WARM: usize = 20;
     gpu.bind()?;
     let (stream, declared) = match consumer {
-        Consumer::PerBatch => (gpu.ctx.new_stream().map_err(s)?, false),
+        Consumer::PerBatch => (gpu.stream()?, false),
         Consumer::Declared(stream) => (stream.clone(), true),
     };
     let cs = CuStream::from(&stream);
