@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use pinring::cudarc::driver::result;
-use pinring::source::{Order, TokenShards, TokenType, Tokens};
+use pinring::source::{TokenType, Tokens};
 
 use crate::enqueue::enqueue_cost;
 use crate::harness::{s, Gpu, Res};
 use crate::report::{GB, GIB};
-use crate::tokens::{cores, cores_but, drive_tokens, token_pipeline_with, Knobs};
+use crate::tokens::{cores, cores_but, drive_tokens, random_windows, token_pipeline_with, Knobs};
 
 /// Not in the table: what the pipeline's knobs do to the small and large workloads,
 /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).
@@ -84,12 +84,7 @@ pub fn explore(gpu: &Gpu, shard: &str) -> Res {
     driver_calls(gpu)?;
     enqueue_cost(gpu)?;
     // The decoder alone, one thread, into ordinary memory.
-    let sampler = TokenShards::open([shard])
-        .map_err(s)?
-        .windows(4097)
-        .order(Order::Random { seed: 3 })
-        .build()
-        .map_err(s)?;
+    let sampler = random_windows(shard, 4097, 3)?;
     let decoder = Tokens::new(TokenType::I32);
     let windows: Vec<_> = sampler.iter().take(50_000).collect();
     let mut out = vec![0u8; decoder.sample_bytes(4097)];
