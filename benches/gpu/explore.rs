@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use pinring::cudarc::driver::result;
 use pinring::source::{TokenType, Tokens};
+use pinring_benches::{cores, cores_but};
 
 use crate::enqueue::enqueue_cost;
 use crate::harness::{s, Gpu, Res};
 use crate::report::{GB, GIB};
-use crate::tokens::{cores, cores_but, drive_tokens, random_windows, token_pipeline_with, Knobs};
+use crate::tokens::{drive_tokens, random_windows, token_pipeline_with, Knobs};
 
 /// Not in the table: what the pipeline's knobs do to the small and large workloads,
 /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).

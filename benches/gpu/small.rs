@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use pinring::cudarc::driver::{result, sys, DevicePtr};
-use pinring_benches::median;
+use pinring_benches::{cores_but, median};
 
 use crate::harness::{s, Gpu, Res};
 use crate::nothing::{idle_pipeline, nothing_config};
 use crate::report::{row, GB};
-use crate::tokens::{cores_but, drive_tokens_as, token_pipeline_for, Consumer, Knobs};
+use crate::tokens::{drive_tokens_as, token_pipeline_for, Consumer, Knobs};
 use crate::torch::torch_ref;
 
 /// Passes behind every figure of the section (the median is reported).
