@@ -1,5 +1,5 @@
-//! Helpers shared by pinring's benchmarks: process CPU time, medians and percentiles, and
-//! the token shards they write into the temp folder ([`TempShard`]).
+//! Helpers shared by pinring's benchmarks: process CPU time, this machine's cores, medians
+//! and percentiles, and the token shards they write into the temp folder ([`TempShard`]).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -23,6 +23,16 @@ pub fn process_cpu_time() -> Option<Duration> {
 /// Clock ticks per second (`_SC_CLK_TCK`): 100 on every Linux this runs on.
 fn ticks_per_second() -> u64 {
     100
+}
+
+/// This machine's cores (1 where that cannot be told).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// This machine's cores but `spare` of them, 1 at least.
+pub fn cores_but(spare: usize) -> usize {
+    cores().saturating_sub(spare).max(1)
 }
 
 /// The median of `v` (sorted in place).

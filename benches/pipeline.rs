@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pinring::source::{Order, SplitMix64, TokenShards, TokenType, Tokens};
 use pinring::{Config, Fence, Pipeline};
-use pinring_benches::TempShard;
+use pinring_benches::{cores, TempShard};
 
 #[path = "criterion_config.rs"]
 mod criterion_config;
@@ -114,7 +114,7 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = cores();
     let mut threads: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
         .take_while(|&n| n < cores)
         .collect();

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use pinring::source::{Order, TokenShards, TokenType, Tokens};
 use pinring::{decode_fn, Config, Error, Fence, Pipeline};
-use pinring_benches::{process_cpu_time, CpuMark, TempShard};
+use pinring_benches::{cores, process_cpu_time, CpuMark, TempShard};
 
 fn row(what: &str, value: &str, reference: &str, target: &str, met: bool) {
     let met = if met { "yes" } else { "NO" };
@@ -169,7 +169,7 @@ fn deadline_under_load() {
                 v.sort();
                 v[v.len() / 2].as_secs_f64() * 1e3
             },
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            cores()
         ),
         "20 of 20",
         within == 20,

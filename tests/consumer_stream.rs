@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{check_batch, decoder, is_batch, Gate, BOUND};
+use common::{check_batch, decoder, holds, Gate, BOUND};
 use pinring::{Config, ConfigBuilder, CpuOptions, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 96;
@@ -23,16 +23,6 @@ fn builder() -> ConfigBuilder {
         .bytes_per_sample(SAMPLE)
         .decode_threads(2)
         .pop_timeout(BOUND)
-}
-
-/// Whether batch `seq`'s bytes (`PER` samples) are at `ptr`.
-fn holds(ptr: usize, seq: u64) -> bool {
-    // SAFETY: `PER * SAMPLE` bytes of a device slot, alive as long as the pipeline (the
-    // callers' pipelines outlive their streams' work: each synchronizes its stream first);
-    // when the protocol is broken the copy thread may be writing them, which is what the
-    // callers detect (plain bytes, any value is valid).
-    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, PER * SAMPLE) };
-    is_batch(bytes, seq, PER, SAMPLE)
 }
 
 /// One device slot, two batches. Batch 0 is popped (never `wait_on`'d: `pop` binds it to
@@ -64,9 +54,15 @@ fn declared_stream_reader_sees_its_batch(release: bool) -> bool {
     {
         let (at_once, after_gate, gate) = (at_once.clone(), after_gate.clone(), gate.clone());
         stream.enqueue(move || {
-            at_once.store(holds(ptr, 0), Ordering::Release);
+            // SAFETY: `PER * SAMPLE` bytes of a device slot, alive as long as the pipeline
+            // (which outlives the stream's work: the test synchronizes the stream first).
+            let intact = unsafe { holds(ptr, PER * SAMPLE, 0, PER, SAMPLE) };
+            at_once.store(intact, Ordering::Release);
             gate.pass();
-            after_gate.store(holds(ptr, 0), Ordering::Release);
+            // SAFETY: as above; when the protocol is broken the copy thread may be
+            // writing them now, which is what the test detects.
+            let intact = unsafe { holds(ptr, PER * SAMPLE, 0, PER, SAMPLE) };
+            after_gate.store(intact, Ordering::Release);
         });
     }
     gate.arrived(1);

@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{
-    check_batch, check_to_end, decoder, is_batch, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
+    check_batch, check_to_end, decoder, holds, Fault, Gate, GatedDecoder, TestDecoder, BOUND,
 };
 use pinring::{
     Config, ConfigBuilder, CpuEvent, CpuOptions, CpuStream, DeviceState, Error, Fence, HostState,
@@ -170,10 +170,9 @@ fn read_batch_0_on(stream: &CpuStream, first: &pinring::Batch, per: usize) -> Ar
     let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
     stream.enqueue(move || {
         // SAFETY: `len` bytes of device slot 0, which lives as long as the pipeline;
-        // unfenced, the copy thread may be writing them, the bug the callers show (the
-        // bytes are plain u8, any value is valid).
-        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-        read.store(is_batch(bytes, 0, per, SAMPLE), Ordering::Release);
+        // unfenced, the copy thread may be writing them, the bug the callers show.
+        let intact = unsafe { holds(ptr, len, 0, per, SAMPLE) };
+        read.store(intact, Ordering::Release);
     });
     intact
 }

@@ -8,18 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{check_batch, check_to_end, decoder, is_batch, Gate, BOUND};
+use common::{check_batch, check_to_end, decoder, holds, Gate, BOUND};
 use pinring::{Config, ConfigBuilder, ConfigError, CpuEvent, CpuStream, Error, Fence, Pipeline};
 
 const SAMPLE: usize = 64;
-
-/// Whether `len` bytes at `ptr` hold batch `seq` of `per` samples of `sample` bytes.
-fn holds(ptr: usize, len: usize, seq: u64, per: usize, sample: usize) -> bool {
-    // SAFETY: the callers pass a device slot of a pipeline whose teardown waits for the
-    // stream this runs on (the property under test); bytes are plain u8.
-    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-    is_batch(bytes, seq, per, sample)
-}
 
 /// Item 4: dropping the pipeline waits for the release fences still pending, so a "kernel"
 /// queued on a CpuStream before the release still reads the slot. Before: the cpu backend
@@ -48,7 +40,10 @@ fn a_kernel_still_reading_a_released_slot_outlives_the_pipeline_drop() {
         let gate = gate.clone();
         stream.enqueue(move || {
             gate.pass();
-            read_tx.send(holds(ptr, len, 0, PER, BIG)).unwrap();
+            // SAFETY: `len` bytes of the device slot of `p`, whose teardown waits for the
+            // stream this runs on (the property under test).
+            let intact = unsafe { holds(ptr, len, 0, PER, BIG) };
+            read_tx.send(intact).unwrap();
         });
     }
     batch.release(Fence::Stream(&stream)).unwrap();
@@ -99,7 +94,10 @@ fn held_kernel_reading(first: &pinring::Batch, stream: &CpuStream, gate: &Gate) 
     let (ptr, len) = (first.device_ptr().as_ptr() as usize, first.len());
     stream.enqueue(move || {
         gate.pass();
-        read.store(holds(ptr, len, 0, HELD_PER, SAMPLE), Ordering::Release);
+        // SAFETY: `len` bytes of `first`'s device slot, of a pipeline whose teardown waits
+        // for the stream this runs on.
+        let intact = unsafe { holds(ptr, len, 0, HELD_PER, SAMPLE) };
+        read.store(intact, Ordering::Release);
     });
     intact
 }

@@ -95,7 +95,7 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
 
 pub fn consumer(gpu: &Gpu) -> Res {
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let mut p = pipeline(None)?;
     let (forms, waited) = measure(&mut p, &cs, &[Release::Stream, Release::Sync])?;

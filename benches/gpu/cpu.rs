@@ -14,7 +14,7 @@ use crate::tokens::token_pipeline;
 /// and with the consumer stalled (a batch held, every slot filled): what waiting costs.
 pub fn cpu(gpu: &Gpu, shard: &str) -> Res {
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let mut p = token_pipeline(shard, 16, 4097, None)?;
     for _ in 0..10 {

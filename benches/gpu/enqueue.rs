@@ -18,7 +18,7 @@ pub fn enqueue_cost(gpu: &Gpu) -> Res {
     const N: usize = 200;
     const SIZES: [usize; 4] = [256 << 10, 1 << 20, 2 << 20, 4 << 20];
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let dst = stream.alloc_zeros::<u8>(4 << 20).map_err(s)?;
     let to = dst.device_ptr(&stream).0;
     let measure = |what: &str, base: *const u8| -> Res {
@@ -63,7 +63,7 @@ pub fn enqueue_cost(gpu: &Gpu) -> Res {
     // 10 copies of 256 KiB (one 2.5 MiB copy), with and without 10 such waits before
     // each, back to back; batches/s.
     let done = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(s)?;
-    let other = gpu.ctx.new_stream().map_err(s)?;
+    let other = gpu.stream()?;
     // SAFETY: a live event and stream of the bound context.
     unsafe { result::event::record(done, other.cu_stream()) }.map_err(s)?;
     other.synchronize().map_err(s)?;

@@ -5,12 +5,13 @@
 use std::time::{Duration, Instant};
 
 use pinring::cudarc::driver::result;
-use pinring::source::{Order, TokenShards, TokenType, Tokens};
+use pinring::source::{TokenType, Tokens};
+use pinring_benches::{cores, cores_but};
 
 use crate::enqueue::enqueue_cost;
 use crate::harness::{s, Gpu, Res};
 use crate::report::{GB, GIB};
-use crate::tokens::{cores, cores_but, drive_tokens, token_pipeline_with, Knobs};
+use crate::tokens::{drive_tokens, random_windows, token_pipeline_with, Knobs};
 
 /// Not in the table: what the pipeline's knobs do to the small and large workloads,
 /// and the decoder alone on one thread (`EXPLORE` lines, for tuning).
@@ -84,12 +85,7 @@ pub fn explore(gpu: &Gpu, shard: &str) -> Res {
     driver_calls(gpu)?;
     enqueue_cost(gpu)?;
     // The decoder alone, one thread, into ordinary memory.
-    let sampler = TokenShards::open([shard])
-        .map_err(s)?
-        .windows(4097)
-        .order(Order::Random { seed: 3 })
-        .build()
-        .map_err(s)?;
+    let sampler = random_windows(shard, 4097, 3)?;
     let decoder = Tokens::new(TokenType::I32);
     let windows: Vec<_> = sampler.iter().take(50_000).collect();
     let mut out = vec![0u8; decoder.sample_bytes(4097)];
@@ -123,8 +119,8 @@ pub fn driver_calls(gpu: &Gpu) -> Res {
     use pinring::cudarc::driver::sys;
     const N: u32 = 20_000;
     gpu.bind()?;
-    let a = gpu.ctx.new_stream().map_err(s)?;
-    let b = gpu.ctx.new_stream().map_err(s)?;
+    let a = gpu.stream()?;
+    let b = gpu.stream()?;
     let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
     let ev = result::event::create(flags).map_err(s)?;
     let other = result::event::create(flags).map_err(s)?;

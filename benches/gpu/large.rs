@@ -5,12 +5,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use pinring::source::{TokenType, Tokens};
+use pinring_benches::{cores, cores_but};
 
 use crate::harness::{Gpu, Res};
 use crate::nothing::drain;
 use crate::raw::raw_copies;
 use crate::report::{row, GIB};
-use crate::tokens::{cores, cores_but, drive_tokens, random_windows, token_pipeline_with, Knobs};
+use crate::tokens::{drive_tokens, random_windows, token_pipeline_with, Knobs};
 use crate::torch::torch_ref;
 
 pub fn large(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {

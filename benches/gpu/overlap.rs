@@ -79,8 +79,8 @@ pub fn raw_overlap(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, ns: u64, n: usize
     if slots == 0 {
         return Err("ring smaller than a batch".into());
     }
-    let copies = gpu.ctx.new_stream().map_err(s)?;
-    let compute = gpu.ctx.new_stream().map_err(s)?;
+    let copies = gpu.stream()?;
+    let compute = gpu.stream()?;
     let dst = copies.alloc_zeros::<u8>(2 * size).map_err(s)?;
     let dst_ptr = dst.device_ptr(&copies).0;
     let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
@@ -149,7 +149,7 @@ pub fn overlap(gpu: &Gpu) -> Res {
     // The kernel holds its stream as long as one copy takes, by the GPU's global timer
     // (a kernel counting SM cycles would follow the clock, which moves with load).
     let ns = (copy * 1e9) as u64;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let kernel = time_hold(gpu, &stream, ns, 100)?;
     // Passes through pinring and through the same schedule without it, alternating,
     // so both see the same machine; the medians are compared.

@@ -21,7 +21,7 @@ const BATCH: usize = 16 * 4097 * 4;
 fn pass(gpu: &Gpu, on: bool, label: &str) -> Res<f64> {
     const WARM: usize = 200;
     gpu.bind()?;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
     let config = nothing_builder(BATCH, 128, 32)
         .poison_released(on)

@@ -17,7 +17,7 @@ pub fn raw_copies(gpu: &Gpu, p: &Pipeline<Cuda>, size: usize, n: usize) -> Res<f
         return Err("ring smaller than a batch".into());
     }
     let stride = len / slots;
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let dst = stream.alloc_zeros::<u8>(2 * size).map_err(s)?;
     let dst_ptr = dst.device_ptr(&stream).0;
     let raw = stream.cu_stream();

@@ -1,5 +1,7 @@
 //! Section `scaling`: the large workload's rate by number of decode threads.
 
+use pinring_benches::cores;
+
 use crate::harness::{Gpu, Res};
 use crate::report::{row, GIB};
 use crate::tokens::{drive_tokens, token_pipeline};
@@ -8,7 +10,7 @@ pub fn scaling(gpu: &Gpu, shard: &str) -> Res {
     const B: usize = 64;
     const T1: u64 = 131_073;
     let bytes = B as f64 * T1 as f64 * 4.0;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = cores();
     let mut threads: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
         .take_while(|&n| n < cores)
         .collect();

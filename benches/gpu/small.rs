@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use pinring::cudarc::driver::{result, sys, DevicePtr};
-use pinring_benches::median;
+use pinring_benches::{cores_but, median};
 
 use crate::harness::{s, Gpu, Res};
 use crate::nothing::{idle_pipeline, nothing_config};
 use crate::report::{row, GB};
-use crate::tokens::{cores_but, drive_tokens_as, token_pipeline_for, Consumer, Knobs};
+use crate::tokens::{drive_tokens_as, token_pipeline_for, Consumer, Knobs};
 use crate::torch::torch_ref;
 
 /// Passes behind every figure of the section (the median is reported).
@@ -46,7 +46,7 @@ pub fn copy_ceilings(gpu: &Gpu, batch: usize) -> Res<Ceilings> {
     let stride = batch.next_multiple_of(4096);
     let p = idle_pipeline(nothing_config(batch, SLOTS)?)?;
     let (base, len) = p.backend().host_ring();
-    let stream = gpu.ctx.new_stream().map_err(s)?;
+    let stream = gpu.stream()?;
     let dst = stream.alloc_zeros::<u8>(SLOTS * stride).map_err(s)?;
     let dst_ptr = dst.device_ptr(&stream).0;
     let raw = stream.cu_stream();
@@ -259,7 +259,7 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     );
     // The loop issue 23 asks for: the stream declared once, `pop` binds, `Fence::Bound`.
     gpu.bind()?;
-    let declared = Consumer::Declared(gpu.ctx.new_stream().map_err(s)?);
+    let declared = Consumer::Declared(gpu.stream()?);
     let (declared_rate, cells) = passes(&declared, None)?;
     row(
         "  same, declared consumer stream",

@@ -8,6 +8,8 @@ use pinring::cudarc::driver::CudaStream;
 use pinring::source::{Order, Sampler, TokenShards, TokenType, Tokens};
 use pinring::{Config, CuStream, Cuda, CudaOptions, Fence, Pipeline};
 
+use pinring_benches::{cores, cores_but};
+
 use crate::harness::{s, Gpu, Res};
 use crate::report::{context_switches, stats_line};
 use crate::trace::{write_trace, TRACE_DIR};
@@ -45,16 +47,6 @@ impl Knobs {
             ..self
         }
     }
-}
-
-/// This machine's cores (1 where that cannot be told).
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// This machine's cores but `spare` of them, 1 at least.
-pub fn cores_but(spare: usize) -> usize {
-    cores().saturating_sub(spare).max(1)
 }
 
 /// `shard`'s windows of `t1` tokens at random offsets of this `seed`.
@@ -164,7 +156,7 @@ pub fn drive_tokens_as(
     const WARM: usize = 20;
     gpu.bind()?;
     let (stream, declared) = match consumer {
-        Consumer::PerBatch => (gpu.ctx.new_stream().map_err(s)?, false),
+        Consumer::PerBatch => (gpu.stream()?, false),
         Consumer::Declared(stream) => (stream.clone(), true),
     };
     let cs = CuStream::from(&stream);

@@ -39,6 +39,28 @@ pub fn is_batch(bytes: &[u8], seq: u64, per_batch: usize, sample_bytes: usize) -
     })
 }
 
+/// Whether the `len` bytes at `ptr` (a device slot's address, as a `usize` that a
+/// stream's closure can carry) begin with full batch `seq` ([`is_batch`]).
+///
+/// # Safety
+///
+/// `ptr` must point to `len` bytes that stay allocated for the whole call (a device slot
+/// of a pipeline that outlives the read). They need not be quiescent: where the fencing
+/// under test is broken, the copy thread may be writing them, which is what the callers
+/// detect (the bytes are plain `u8`, any value is valid).
+pub unsafe fn holds(
+    ptr: usize,
+    len: usize,
+    seq: u64,
+    per_batch: usize,
+    sample_bytes: usize,
+) -> bool {
+    // SAFETY: `len` bytes at `ptr` stay allocated for this call (the caller's contract);
+    // any bit pattern is a valid `u8`.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    is_batch(bytes, seq, per_batch, sample_bytes)
+}
+
 /// Pops every batch to the end of the stream, each checked ([`check_batch`]) as a full
 /// batch of `per_batch` samples of `sample_bytes`; returns how many there were.
 pub fn check_to_end(pipeline: &mut Pipeline, per_batch: usize, sample_bytes: usize) -> u64 {

@@ -134,10 +134,7 @@ fn steps_need_a_batch_size_and_ranges_must_be_ranges() {
         .start_step(3)
         .build()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        Error::Source(SourceError::StepsNeedBatchSize("start_step"))
-    ));
+    assert_source_error!(err, SourceError::StepsNeedBatchSize("start_step"));
     assert_eq!(
         err.to_string(),
         "`start_step` needs a batch size: steps are the batches of a run (set batch_size)"
@@ -147,32 +144,23 @@ fn steps_need_a_batch_size_and_ranges_must_be_ranges() {
         .skip_steps([(1, 2), (3, 4)])
         .build()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        Error::Source(SourceError::StepsNeedBatchSize("skip_steps"))
-    ));
+    assert_source_error!(err, SourceError::StepsNeedBatchSize("skip_steps"));
     let err = Mixture::builder(s.clone())
         .batch_size(2)
         .skip_steps([(5, 2), (7, 9)])
         .build()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        Error::Source(SourceError::BadSkip { start: 5, end: 2 })
-    ));
+    assert_source_error!(err, SourceError::BadSkip { start: 5, end: 2 });
     let err = Mixture::builder(s.clone()).shard(2, 2).build().unwrap_err();
-    assert!(matches!(
+    assert_source_error!(
         err,
-        Error::Source(SourceError::BadRank {
+        SourceError::BadRank {
             rank: 2,
             world_size: 2
-        })
-    ));
+        }
+    );
     let err = Mixture::builder(s).batch_size(0).build().unwrap_err();
-    assert!(matches!(
-        err,
-        Error::Source(SourceError::Zero("batch_size"))
-    ));
+    assert_source_error!(err, SourceError::Zero("batch_size"));
 }
 
 #[test]

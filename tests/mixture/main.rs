@@ -4,6 +4,10 @@
 //! on every rank, stop rules, `locate` read back against the files, per-source stats, and
 //! bad input — for mixtures of windows and (in `documents/`) of packed documents.
 
+#[path = "../common/source_error.rs"]
+#[macro_use]
+mod source_error;
+
 mod blend;
 mod documents;
 mod errors;

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, FileProblem, NextToken, ShardProblem, SourceError, SplitMix64, TokenShard,
-    TokenShards, TokenType, Tokens, Window,
+    write_shard, FileProblem, NextToken, ShardProblem, SplitMix64, TokenShard, TokenShards,
+    TokenType, Tokens, Window,
 };
 use pinring::{Config, Decode, Error, Fence, Pipeline};
 use tempfile::TempDir;
@@ -88,20 +88,6 @@ pub fn file_problem(err: &Error) -> &FileProblem {
             .file_problem()
             .unwrap_or_else(|| panic!("not a file error: {e}")),
         other => panic!("not a source error: {other}"),
-    }
-}
-
-/// The window, the longest file's length, the unit and that file of a `NoWindows` error
-/// (panics on any other error).
-pub fn no_windows(err: &Error) -> (u64, u64, &'static str, Option<&Path>) {
-    match err {
-        Error::Source(SourceError::NoWindows {
-            window,
-            longest,
-            unit,
-            path,
-        }) => (*window, *longest, *unit, path.as_deref()),
-        other => panic!("expected NoWindows, got {other:?}"),
     }
 }
 

@@ -2,6 +2,10 @@
 //! the sampler, resume, the decoders through real pipelines, checkpoints, and files that
 //! change under a running loader.
 
+#[path = "../common/source_error.rs"]
+#[macro_use]
+mod source_error;
+
 mod changed_files;
 mod checkpoint;
 mod decoders;

@@ -8,7 +8,7 @@ use pinring::source::{
 };
 use pinring::Error;
 
-use crate::helpers::{key, no_windows, shards, widened};
+use crate::helpers::{key, shards, widened};
 
 #[test]
 fn sampler_rejects_bad_settings() {
@@ -343,9 +343,14 @@ fn an_empty_rank_share_is_named_as_the_cause() {
         .build()
         .unwrap_err();
     let file = dir.path().join("shard_000.bin");
-    assert_eq!(
-        no_windows(&err),
-        (10_001, 10_000, "tokens", Some(file.as_path()))
+    assert_source_error!(
+        err,
+        SourceError::NoWindows {
+            window: 10_001,
+            longest: 10_000,
+            unit: "tokens",
+            path: Some(path),
+        } if path == &file
     );
     assert_eq!(
         err.to_string(),
@@ -372,7 +377,15 @@ fn no_window_fits_names_the_longest_file_in_its_units() {
         .window(7)
         .build()
         .unwrap_err();
-    assert_eq!(no_windows(&err), (7, 6, "records", Some(long.as_path())));
+    assert_source_error!(
+        err,
+        SourceError::NoWindows {
+            window: 7,
+            longest: 6,
+            unit: "records",
+            path: Some(path),
+        } if path == &long
+    );
     assert!(err
         .to_string()
         .starts_with("no window of 7 records fits: the longest file, "));

@@ -245,10 +245,7 @@ fn a_step_with_too_many_documents_fails_at_that_step_after_the_ones_before() {
     assert!(err.to_string().contains("raise max_docs"), "{err}");
     // A state past it is the same error.
     let e = mix.checkpoint_after(None, step + 1).unwrap_err();
-    assert!(
-        matches!(e, Error::Source(SourceError::TooManyDocuments { .. })),
-        "{e}"
-    );
+    assert_source_error!(e, SourceError::TooManyDocuments { .. });
 }
 
 #[test]
@@ -293,13 +290,7 @@ fn states_that_do_not_fit_are_refused_by_name() {
         .unwrap()
         .check_state(&state)
         .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::Source(SourceError::DocumentsCheckpointMismatch { .. })
-        ),
-        "{e}"
-    );
+    assert_source_error!(e, SourceError::DocumentsCheckpointMismatch { .. });
     assert!(e.to_string().contains("source 0's"), "{e}");
     // A source's part with skipped steps of its own: the mixture's are its state's.
     let mut own_skips = state.clone();
@@ -319,8 +310,5 @@ fn states_that_do_not_fit_are_refused_by_name() {
     let text = state.to_text();
     assert!(MixtureState::<DocumentsCheckpoint>::from_text(&text).is_ok());
     let e = MixtureState::<pinring::source::Checkpoint>::from_text(&text).unwrap_err();
-    assert!(
-        matches!(e, Error::Source(SourceError::BadCheckpointText { .. })),
-        "{e}"
-    );
+    assert_source_error!(e, SourceError::BadCheckpointText { .. });
 }

@@ -19,6 +19,10 @@ mod pipeline;
 mod resume;
 #[path = "../../documents/sizes.rs"]
 mod sizes;
+// `kept_from` and `records` serve the documents tests only.
+#[allow(dead_code)]
+#[path = "../../documents/skips.rs"]
+mod skips;
 mod steps;
 mod stop;
 mod walk;

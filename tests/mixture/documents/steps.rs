@@ -9,18 +9,13 @@ use proptest::prelude::*;
 use super::data::{Data, ModelOrder};
 use super::helpers::{pieces, source, Written};
 use super::model::ModelPiece;
+use super::skips::{skipped, skips};
 
 /// A step as (number, pieces).
 type Got = (u64, Vec<ModelPiece>);
 
 fn sources() -> impl Strategy<Value = Vec<(Data, ModelOrder)>> {
     prop::collection::vec(source(), 1..4)
-}
-
-/// Sorted, disjoint ranges over the first 30 steps.
-fn ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
-    prop::collection::vec((0u64..30, 0u64..6), 0..4)
-        .prop_map(|r| r.into_iter().map(|(a, len)| (a, a + len)).collect())
 }
 
 fn run(
@@ -62,14 +57,13 @@ proptest! {
         sources in sources(),
         seed in any::<u64>(),
         world in 1u64..4,
-        skip in ranges(),
+        skip in skips(),
         saved_after in 0u64..12,
     ) {
         let written = Written::new(&sources, seed);
-        let skipped = |k: u64| skip.iter().any(|&(a, b)| a <= k && k < b);
         for rank in 0..world {
             let whole = run(&written, rank, world, |b| b, 45);
-            let want: Vec<Got> = whole.into_iter().filter(|(k, _)| !skipped(*k)).take(12).collect();
+            let want: Vec<Got> = whole.into_iter().filter(|(k, _)| !skipped(*k, &skip)).take(12).collect();
             let got = run(&written, rank, world, |b| b.skip_steps(skip.clone()), 12);
             prop_assert_eq!(&got, &want);
             // A state after `saved_after` steps (all ranks alike) resumes the rest, skipping
