@@ -45,6 +45,7 @@ mod error;
 mod feeder;
 mod fields;
 mod host_ring;
+mod loader;
 mod locate;
 // For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
 // alone, not part of the public API.
@@ -87,10 +88,12 @@ pub use describe::Describe;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
+pub use loader::{EpochIter, Loader, LoaderBuilder, RunStates};
 pub use locate::{Locate, Location};
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use row::{Row, MAX_DIMS};
 pub use slot::stamp::{DeviceState, HostState};
+pub use source::State;
 pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
 

@@ -40,6 +40,9 @@ pub struct Steps {
     skip: SkipSteps,
     /// The permutation of the cursor's epoch, once made (shuffled order).
     perm: Option<Arc<Permutation>>,
+    /// The first epoch not yielded (`until_epoch`): none of its steps is, and the walk
+    /// over skipped steps stops there too.
+    end: Option<u64>,
     done: bool,
 }
 
@@ -73,8 +76,22 @@ impl Steps {
             first,
             skip,
             perm,
+            end: None,
             done: false,
         }
+    }
+
+    /// The same steps up to the end of epoch `end - 1`: the first step of epoch `end` is
+    /// not yielded, and neither is anything after it (a skipped range reaching past it
+    /// ends the run there, instead of walking on).
+    pub fn until_epoch(mut self, end: u64) -> Self {
+        self.end = Some(end);
+        self
+    }
+
+    /// Whether `epoch` is past the end (`until_epoch`).
+    fn past_end(&self, epoch: u64) -> bool {
+        self.end.is_some_and(|end| epoch >= end)
     }
 
     /// The number of the next step it yields (if the run goes on that far): past the
@@ -104,6 +121,10 @@ impl Iterator for Steps {
         let mut walked_over = Ok(());
         while !self.skip.delivers(self.first, self.step) {
             match walker.locate(self.cursor, self.step) {
+                Ok(located) if self.past_end(located.start.epoch) => {
+                    self.done = true;
+                    return None;
+                }
                 Ok(located) => {
                     self.cursor = located.after();
                     self.step += 1;
@@ -127,6 +148,10 @@ impl Iterator for Steps {
             Ok(located) => located.start.epoch,
             Err(_) => self.cursor.epoch,
         };
+        if self.past_end(epoch) {
+            self.done = true;
+            return None;
+        }
         match &outcome {
             Ok(located) => {
                 self.cursor = located.after();
