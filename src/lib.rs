@@ -62,6 +62,7 @@ pub mod source;
 mod source_tally;
 mod stats;
 mod sync;
+mod topology;
 mod trace;
 
 pub use backend::contract::Backend;
@@ -96,6 +97,7 @@ pub use slot::stamp::{DeviceState, HostState};
 pub use source::State;
 pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
+pub use topology::Topology;
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
 /// token shards, several ranks and checkpoints, mixing datasets, tracing a loss spike, Stats

@@ -12,6 +12,7 @@ use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::config::{Config, ConfigBuilder, LastBatch};
 use crate::error::{ConfigError, Result};
 use crate::source::{Run, Source, State, StepRanges};
+use crate::topology::Topology;
 
 /// Builds a [`Loader`]: [`Loader::builder`]`(source)`, the run's settings, the pipeline's,
 /// then [`build`](Self::build).
@@ -77,6 +78,14 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
     /// How many data-parallel ranks share the run (default 1).
     pub fn world_size(mut self, world_size: u64) -> Self {
         self.run.world_size = world_size;
+        self
+    }
+
+    /// The data-parallel rank and world size of `topology` ([`Topology::dp_rank`],
+    /// [`Topology::dp_size`]): ranks of one model-parallel group get the same batches.
+    pub fn topology(mut self, topology: &Topology) -> Self {
+        self.run.rank = topology.dp_rank();
+        self.run.world_size = topology.dp_size();
         self
     }
 
