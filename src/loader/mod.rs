@@ -344,6 +344,37 @@ impl<S: Source, B: Backend> Loader<S, B> {
         self.pipeline.as_ref().map(Pipeline::backend)
     }
 
+    /// Reshards the run in place: from the next pop on, this loader is `rank` of
+    /// `world_size` ranks of the same global walk, as a run resumed from
+    /// [`state`](Self::state) on that world size would be (every sample exactly once across
+    /// the change: those the ranks consumed before it, and the rest split anew). Every
+    /// rank that stays calls it after the same number of pops (as for
+    /// [`State::merge`]); a rank that leaves drops its loader. Batches still held stay
+    /// valid; batches decoded ahead for the old sharding are dropped, never handed out.
+    /// The pipeline restarts from the state (its threads and memory made anew); the
+    /// source, its index and the run's settings are kept.
+    pub fn reshard(&mut self, rank: u64, world_size: u64) -> Result<()> {
+        let state = self.state_at(self.next_step)?;
+        let run = Run {
+            rank,
+            world_size,
+            ..self.run.clone()
+        };
+        let source = self.source.with_run(&run)?;
+        let samples = source.samples(Some(&state), self.epochs)?;
+        self.kept = None;
+        self.final_stats = self.pipeline.as_ref().map(Pipeline::stats);
+        drop(self.pipeline.take());
+        let pipeline = Pipeline::new(self.config.clone(), source.decoder(), samples)?;
+        self.next_step = first_step(&run, Some(&state));
+        self.states = RunStates::new(source.clone(), Some(state));
+        self.source = source;
+        self.run = run;
+        self.pipeline = Some(pipeline);
+        self.place = None;
+        Ok(())
+    }
+
     /// Continues from `state` instead (the pipeline restarts; before the first pop only):
     /// `weights`, for a mixture, applies new weights from the state on (see
     /// [`Mixture::reweight`](crate::source::Mixture::reweight)). A state this source

@@ -261,3 +261,55 @@ proptest! {
         prop_assert_eq!(loader.state(), State::Windows(want));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Resharded 4 → 3 → 5 at random steps (every remaining rank after the same pops), a
+    /// run of one epoch delivers every window at most once, and all but fewer than one
+    /// step's worth at the last world size.
+    #[test]
+    fn resharding_mid_run_delivers_each_window_once(
+        first in 1usize..6,
+        second in 1usize..6,
+        batch in 1u64..4,
+        shuffled in any::<bool>(),
+    ) {
+        let (_dir, paths) = shards(&[3000, 1200]);
+        let order = if shuffled { Order::Shuffled { seed: 8 } } else { Order::Sequential };
+        let src = windows(&paths, 13, order);
+        let mut loaders: Vec<_> = (0..4)
+            .map(|r| Loader::builder(src.clone()).batch_size(batch).rank(r).world_size(4).epochs(1).build().unwrap())
+            .collect();
+        let mut seen = BTreeSet::new();
+        let mut take = |loaders: &mut Vec<Loader<Sampler<TokenShards>>>, n: usize| -> Result<(), TestCaseError> {
+            for l in loaders.iter_mut() {
+                for g in pop(l, n) {
+                    for &id in &g.2 {
+                        prop_assert!(seen.insert(id), "window {} twice", id);
+                    }
+                }
+            }
+            Ok(())
+        };
+        take(&mut loaders, first)?;
+        loaders.truncate(3);
+        for (r, l) in loaders.iter_mut().enumerate() {
+            l.reshard(r as u64, 3).unwrap();
+        }
+        take(&mut loaders, second)?;
+        let mut loaders: Vec<_> = loaders.into_iter().collect();
+        for (r, l) in loaders.iter_mut().enumerate() {
+            l.reshard(r as u64, 5).unwrap();
+        }
+        for r in 3..5 {
+            let mut l = Loader::builder(src.clone()).batch_size(batch).rank(r).world_size(5).epochs(1)
+                .resume(&loaders[0].state()).build().unwrap();
+            let _ = &mut l;
+            loaders.push(l);
+        }
+        take(&mut loaders, usize::MAX)?;
+        let epoch = src.epoch_windows() as usize;
+        prop_assert!(epoch - seen.len() < 5 * batch as usize, "{} of {}", seen.len(), epoch);
+    }
+}
