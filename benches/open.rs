@@ -21,8 +21,8 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use pinring::source::{ShardWriter, TokenShards};
-use pinring_benches::median;
+use pinring::source::TokenShards;
+use pinring_benches::{median, write_tokens};
 
 const REPEATS: usize = 5;
 
@@ -98,17 +98,7 @@ fn write(dir: &Path, count: usize, tokens: u64) {
     let t = Instant::now();
     for i in 0..count as u64 {
         let path = dir.join(format!("shard_{i:03}.bin"));
-        let mut writer = ShardWriter::<u16>::create_as(&path).expect("create the shard");
-        let mut chunk = Vec::with_capacity(1 << 16);
-        let mut written = 0;
-        while written < tokens {
-            let n = (1 << 16).min(tokens - written);
-            chunk.clear();
-            chunk.extend((written..written + n).map(|j| ((i * 7919 + j) % 50257) as u16));
-            writer.write(&chunk).expect("write the shard");
-            written += n;
-        }
-        writer.finish().expect("finish the shard");
+        write_tokens(&path, tokens, |j| ((i * 7919 + j) % 50257) as u16);
     }
     println!(
         "wrote {count} shards of {tokens} tokens into {} in {:.1} s",

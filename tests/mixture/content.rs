@@ -7,12 +7,12 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, Mixture, MixtureState, Order, SourceError, TokenShard, TokenShards,
-    MIXTURE_STATE_VERSION,
+    Mixture, MixtureState, SourceError, TokenShard, TokenShards, MIXTURE_STATE_VERSION,
 };
 use pinring::Error;
 
-use crate::helpers::{drawn, random_tokens, Drawn, WINDOW};
+use crate::helpers::{drawn, random_tokens, source, Drawn};
+use crate::named_shards::write_named;
 
 const NAMES: [&str; 2] = ["web.bin", "code.bin"];
 
@@ -22,27 +22,12 @@ fn tokens() -> [Vec<u16>; 2] {
 
 /// `shards` written under `dir` by [`NAMES`]; their paths.
 fn write(dir: &Path, shards: &[Vec<u16>; 2]) -> Vec<PathBuf> {
-    NAMES
-        .iter()
-        .zip(shards)
-        .map(|(name, tokens)| {
-            let path = dir.join(name);
-            write_shard(&path, tokens).unwrap();
-            path
-        })
-        .collect()
+    write_named(dir, &NAMES, shards)
 }
 
-/// A mixture of one source per file.
+/// A mixture of one source per file (source `i` shuffled with seed `i + 1`).
 fn mixture(paths: &[PathBuf]) -> Mixture<TokenShards> {
-    let sources = paths.iter().zip(1..).map(|(path, seed)| {
-        TokenShards::open([path])
-            .unwrap()
-            .windows(WINDOW)
-            .order(Order::Shuffled { seed })
-            .build()
-            .unwrap()
-    });
+    let sources = paths.iter().zip(1..).map(|(path, seed)| source(path, seed));
     Mixture::builder(sources)
         .weights([0.6, 0.4])
         .seed(9)

@@ -15,6 +15,8 @@ mod documents;
 mod errors;
 mod helpers;
 mod locate;
+#[path = "../common/named_shards.rs"]
+mod named_shards;
 mod pipeline;
 mod problem;
 mod resume;

@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, Checkpoint, FixedRecords, Order, RecordFile, Sampler, SourceError, TokenShard,
-    TokenShards, CHECKPOINT_VERSION,
+    Checkpoint, FixedRecords, Order, RecordFile, Sampler, SourceError, TokenShard, TokenShards,
+    CHECKPOINT_VERSION,
 };
 use pinring::Error;
 
 use crate::helpers::random_tokens;
+use crate::named_shards::write_named;
 
 const NAMES: [&str; 2] = ["train_000.bin", "train_001.bin"];
 
@@ -23,15 +24,7 @@ fn tokens() -> [Vec<u16>; 2] {
 
 /// The shards `[first, second]` written under `dir` by [`NAMES`]; their paths.
 fn write_shards(dir: &Path, shards: &[Vec<u16>; 2]) -> Vec<PathBuf> {
-    NAMES
-        .iter()
-        .zip(shards)
-        .map(|(name, tokens)| {
-            let path = dir.join(name);
-            write_shard(&path, tokens).unwrap();
-            path
-        })
-        .collect()
+    write_named(dir, &NAMES, shards)
 }
 
 fn windows(paths: &[PathBuf]) -> Sampler<TokenShards> {

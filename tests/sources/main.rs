@@ -13,6 +13,8 @@ mod decoders;
 mod format;
 mod helpers;
 mod malformed;
+#[path = "../common/named_shards.rs"]
+mod named_shards;
 #[path = "../common/own_process.rs"]
 mod own_process;
 mod resume;
