@@ -310,7 +310,7 @@ class Batch:
 
 class CheckpointError(Error, builtins.ValueError):
     r"""
-    A loader state was refused: it is not a state dict, it belongs to another dataset (file names and sizes), seq_len, record size, order or seed (Documents: bos, schedule or max_docs) or another kind of source, the ranks it was merged from consumed unequal counts (popped unequal steps), no state was given, or the loader already delivered a batch. Also a ValueError.
+    A loader state was refused: it is not a state dict, it is of an older version, it belongs to another dataset (file names, sizes or contents: other bytes under the same names), seq_len, record size, order or seed (Documents: bos, schedule or max_docs) or another kind of source, the ranks it was merged from consumed unequal counts (popped unequal steps), no state was given, or the loader already delivered a batch. Also a ValueError.
     """
     ...
 
@@ -900,7 +900,7 @@ class Loader:
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
-        `torch.save` or `json`): dataset fingerprint (format, file names and sizes),
+        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
         window, order, seed, the epoch and how many of its windows all ranks together have
         consumed (popped; decoded or in-flight batches do not count). In a data-parallel
         run every rank returns the same state, as long as the ranks popped the same number

@@ -517,7 +517,7 @@ impl Loader {
     }
 
     /// The loader's position as plain data (ints, strings and lists of them, for
-    /// `torch.save` or `json`): dataset fingerprint (format, file names and sizes),
+    /// `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
     /// window, order, seed, the epoch and how many of its windows all ranks together have
     /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
     /// run every rank returns the same state, as long as the ranks popped the same number

@@ -229,8 +229,9 @@ impl Documents {
     }
 
     /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
-    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and
-    /// sizes), `bos`, order, seed, schedule and `max_docs`, and a cursor inside this
+    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names, sizes and
+    /// content fingerprints — the same files, in any folder), `bos`, order, seed, schedule
+    /// and `max_docs`, and a cursor inside this
     /// dataset, or
     /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank,
     /// world size and the skipped steps may differ (a run resumed from it skips its

@@ -9,14 +9,19 @@ use super::stop::Stop;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::sampling::checkpoint::Checkpoint;
-use crate::source::sampling::checkpoint_text::read_text;
+use crate::source::sampling::checkpoint_text::{other_version, read_text};
 use crate::source::sampling::difference::{against_rank_0, Difference, FirstDifference};
 
 /// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
 /// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
 /// refuses a state of another version. It goes up by one whenever a field is added,
-/// removed or changes meaning, or the mixing changes which sample a position stands for.
-pub const MIXTURE_STATE_VERSION: u32 = 1;
+/// removed or changes meaning (its sources' own records included), or the mixing changes
+/// which sample a position stands for.
+///
+/// Version 2: each source's record holds its files' content fingerprints (`contents`, in
+/// [`Checkpoint`] version 3 and
+/// [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint) version 3).
+pub const MIXTURE_STATE_VERSION: u32 = 2;
 
 /// One stretch of a mixture's global sequence under one set of weights: from global
 /// position `from` on, the blend rule ([`Blend`](crate::source::Blend)) runs with
@@ -250,8 +255,13 @@ impl<C: Serialize> MixtureState<C> {
 impl<C: DeserializeOwned> MixtureState<C> {
     /// Reads the form [`to_text`](Self::to_text) writes; anything else (not JSON, a key
     /// missing, unknown or twice, a value of the wrong type, a source's record that does
-    /// not read) is [`SourceError::BadCheckpointText`] naming the line and column.
+    /// not read) is [`SourceError::BadCheckpointText`] naming the line and column. A state
+    /// of another [`MIXTURE_STATE_VERSION`] reads if its keys do (a mixture then refuses
+    /// it); if they do not, the error says which version it is.
     pub fn from_text(text: &str) -> Result<Self> {
-        read_text(text, str::to_owned)
+        read_text(text, |bare| {
+            other_version(text, "a mixture state", MIXTURE_STATE_VERSION, bare)
+                .unwrap_or_else(|| bare.to_owned())
+        })
     }
 }

@@ -85,10 +85,11 @@ pub trait Segmented: Send + Sync + 'static {
     }
 
     /// What identifies the dataset in a [`Checkpoint`](crate::source::Checkpoint): format,
-    /// file names and sizes.
-    /// The default names segment `i` `"segment i"`, with its units as its size, and the
-    /// format `"custom"`: override it so that a checkpoint of another dataset of the
-    /// same lengths is refused.
+    /// file names, sizes and content fingerprints (one per file, or none).
+    /// The default names segment `i` `"segment i"`, with its units as its size, no content
+    /// fingerprints, and the format `"custom"`: override it so that a checkpoint of another
+    /// dataset of the same lengths is refused
+    /// ([`Fingerprint::push_file_with_content`] takes a hash of each segment's bytes).
     fn fingerprint(&self) -> Fingerprint {
         let mut print = Fingerprint::new("custom", 0);
         for s in 0..self.segments() {
