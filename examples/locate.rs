@@ -205,7 +205,7 @@ struct Row {
     at: Location,
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     match locate(&args) {
         Ok((rows, unit)) => {

@@ -129,7 +129,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
     })
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     let plan = match plan(&args) {
         Ok(plan) => plan,

@@ -7,7 +7,6 @@ use pinring::{Fence, FieldAt, Fields, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
@@ -21,6 +20,7 @@ use crate::lease::{BatchCell, Leased, StreamsBound};
 use crate::lineage::locations;
 use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// `bytes` as a read-only numpy array of `dtype` (`what` names it in the error without
 /// numpy).

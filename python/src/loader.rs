@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::{Config, Stats};
 
@@ -35,6 +34,7 @@ use crate::source::steps::Steps;
 use crate::source::weights::WeightsArg;
 use crate::state::{self, SourceState, StateArg};
 use crate::stats::stats_dict;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
 const SLICE: Duration = Duration::from_millis(30);

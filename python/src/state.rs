@@ -10,7 +10,6 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
 use pinring::source::{
     Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState, CHECKPOINT_VERSION,
@@ -21,6 +20,7 @@ use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
 use crate::plain;
 use crate::source::taken_arg::{ShownAs, TakenArg};
+use crate::stub_attrs::gen_stub_pyfunction;
 
 /// A loader's state, of either kind of source.
 #[derive(Debug, Clone)]

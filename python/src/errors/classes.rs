@@ -57,6 +57,7 @@ macro_rules! exception_classes {
 
         /// The stub generator's view of the classes: one marker type per class (the
         /// generator keys classes by type) and its `PyClassInfo`.
+        #[cfg(feature = "stubs")]
         mod stubs {
             use pyo3_stub_gen::type_info::{MemberInfo, PyClassInfo};
             use pyo3_stub_gen::TypeInfo;
