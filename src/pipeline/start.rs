@@ -222,7 +222,10 @@ impl<B: Backend> Pipeline<B> {
             }
             copier.run();
         })?);
-        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || feeder.run())?);
+        let feeding = control.clone();
+        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || {
+            crate::feeding::feeding(feeding, || feeder.run());
+        })?);
         Ok(pipeline)
     }
 }

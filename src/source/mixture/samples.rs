@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::inner::MixInner;
 use super::run_origin::RunOrigin;
 use super::walk::Walk;
+use crate::feeding::feeder_stopped;
 use crate::source::sampling::samples::Samples;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
@@ -55,7 +56,9 @@ impl<T> MixedSample<T> {
 ///
 /// It walks every position of the global sequence (the rule needs each source's count),
 /// a few nanoseconds each per source, and reads each of its own samples' places from its
-/// source's order (building a shuffled source's permutation once per epoch of it).
+/// source's order (building a shuffled source's permutation once per epoch of it). The
+/// stop rule ends that walk over skipped steps too; without one, on a pipeline's feeder
+/// thread, it ends when that pipeline stops.
 pub struct MixedSamples<S: Segmented> {
     inner: Arc<MixInner<S>>,
     walk: Walk,
@@ -133,7 +136,8 @@ impl<S: Segmented> MixedSamples<S> {
     fn load(&mut self) -> bool {
         let kept = self.skip.next_kept(self.at);
         while self.at < kept {
-            if !self.pass(false) {
+            // Walking over skipped steps for a pipeline that stopped: end the walk.
+            if feeder_stopped() || !self.pass(false) {
                 return false;
             }
             self.at += 1;
