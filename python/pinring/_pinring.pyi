@@ -528,13 +528,15 @@ class Documents:
 class EpochIterator:
     r"""
     One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-    loader's next one to the end of that batch's epoch (over a Documents source: every step
-    to the end of the run).
+    loader's next one to the end of that batch's epoch (over a Documents source, an epoch of
+    the walk: it ends where the next step is of another epoch, and that step is kept for the
+    next iteration; over a Mixture, the mixture's run to its stop).
     """
     @property
     def epoch(self) -> builtins.int:
         r"""
-        The epoch this iterator yields (Documents: the epoch it started in).
+        The epoch this iterator yields (Documents: that of its first step; before it is
+        popped, the loader's `epoch`).
         """
     def __iter__(self) -> EpochIterator:
         r"""
@@ -718,18 +720,22 @@ class Loader:
     
     `for batch in loader:` runs one epoch: each `iter(loader)` yields the batches from the
     next one to the end of its epoch, and the next `iter(loader)` goes on with the next
-    epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
-    goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
+    epoch, so `for epoch in range(E): for batch in loader:` trains E epochs, over every
+    source that has epochs. `pop()` goes on across epochs. `batch.epoch` says which epoch a
+    batch belongs to.
     
     Over a `Documents` source a batch is one training step of this rank (no batch_size):
-    `pop()` gives the next step, and `for batch in loader:` yields every step to the end of
-    the run (endless with epochs=None), since how many steps an epoch holds is not known up
-    front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
+    `pop()` gives the next step, and `for batch in loader:` yields the steps of one epoch of
+    the walk, as for windows. How many steps an epoch holds is not known up front
+    (`len(loader)` raises TypeError): the loop ends where the next step is of the next
+    epoch, and that step, popped to see its epoch, is kept undelivered for the next loop (or
+    `pop()`): nothing is lost, and `state_dict()` does not count it.
     
     Over a `Mixture`, the batches are the mixture's steps (`batch.sources` says each row's
-    source): `for batch in loader:` yields them to the mixture's end (endless with
-    stop="never"); a mixture has no epochs of its own (each source has its own), so
-    `batch.epoch` is 0, `len(loader)` raises TypeError and `epochs` is refused.
+    source). A mixture has no epochs of its own (each source walks its own), so one
+    `for batch in loader:` is the mixture's whole run, to the end its `stop` rule sets
+    (endless with stop="never"); `batch.epoch` is 0, `len(loader)` raises TypeError and
+    `epochs` is refused.
     
     Every batch has a step (`batch.step`): the k-th batch of this rank in an uninterrupted
     run, counted across epochs, the same on every rank; a resumed run numbers on.
@@ -751,7 +757,9 @@ class Loader:
         drop_last: drop each epoch's short last batch (Documents: never short; True is a
             ConfigError).
         epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
-            (the default): no cap. Iterating past the cap raises StoppedError. A Mixture
+            (the default): no cap. Iterating past the cap raises StoppedError. For
+            Documents the run ends where the walk's epoch `epochs` would begin, also when
+            skip_steps run past it (the walk over skipped steps stops there too). A Mixture
             has no epochs: end it with its `stop` instead (epochs is a ConfigError).
         state: a state_dict() to resume from (of any rank of a run at any world size, or
             a list of every rank's); for Documents, the walk goes on from the saved cursor
@@ -761,7 +769,11 @@ class Loader:
             `start_step`, with the same batches from there on (their `batch.step` from
             `start_step`), found by arithmetic on the schedule (Documents: by walking the
             shards' index, about a microsecond a step): nothing before it is read or
-            decoded. Resuming from a `state` before it begins at it too.
+            decoded. Resuming from a `state` before it begins at it too. With `epochs`, a
+            start_step at or past the end of the run (it would deliver nothing) is a
+            ConfigError saying how many steps the run has, raised here: for windows and
+            records by arithmetic, for Documents by the walk to the start step, which stops
+            at the end of the last epoch.
         skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
             (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
             taken too). The other batches keep their step numbers; the skipped ranges are
@@ -868,8 +880,9 @@ class Loader:
     def epoch(self) -> builtins.int:
         r"""
         The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
-        known before the walk gets there: the epoch of the last step popped (before any,
-        the epoch of the state it resumed from, else 0).
+        known before the walk gets there: the epoch of the next step once it was seen (an
+        epoch's loop that ended on it keeps it for the next pop), else of the last step
+        popped (before any, the epoch of the state it resumed from, else 0).
         """
     @property
     def epoch_len(self) -> builtins.int:
@@ -1028,7 +1041,9 @@ class Loader:
     def __iter__(self) -> EpochIterator:
         r"""
         The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents: every step to the end of the run.
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
         
         Raises:
             StoppedError: every epoch of `epochs` was delivered.

@@ -307,7 +307,7 @@ impl PyBatch {
     /// The epoch (from 0) every sample of the batch belongs to: a batch never spans two
     /// epochs.
     #[getter]
-    fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.facts.epoch
     }
 
