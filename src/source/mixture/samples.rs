@@ -18,13 +18,34 @@ use crate::source::sampling::skip::SkipSteps;
 pub struct MixedSample<T> {
     source: u16,
     step: Option<u64>,
+    /// The samples of a step (the mixture's batch size), where it has one.
+    batch_size: Option<u64>,
     item: T,
 }
 
 impl<T> MixedSample<T> {
-    /// `item`, a sample of source `source`, in step `step`.
+    /// `item`, a sample of source `source`, in step `step` (of a batch size not said: see
+    /// [`with_batch_size`](Self::with_batch_size)).
     pub fn new(source: u16, item: T, step: Option<u64>) -> Self {
-        MixedSample { source, step, item }
+        MixedSample {
+            source,
+            step,
+            batch_size: None,
+            item,
+        }
+    }
+
+    /// The sample, its step holding `samples` samples per rank (the mixture's batch size):
+    /// a pipeline of another batch size refuses the run
+    /// ([`Describe::batch_size`](crate::Describe::batch_size)).
+    pub fn with_batch_size(mut self, samples: Option<u64>) -> Self {
+        self.batch_size = samples;
+        self
+    }
+
+    /// The samples of its step per rank (the mixture's batch size), where it has one.
+    pub fn batch_size(&self) -> Option<u64> {
+        self.batch_size
     }
 
     /// The source's index in the mixture.
@@ -177,9 +198,11 @@ impl<S: Segmented> Iterator for MixedSamples<S> {
         self.used += 1;
         let epoch_len = self.inner.members[usize::from(s)].epoch_len;
         let window = self.orders[usize::from(s)].window_at(n / epoch_len, n % epoch_len);
+        let batch = self.inner.settings.run.batch;
         Some(MixedSample {
             source: s,
-            step: self.inner.settings.run.batch.map(|_| self.serving),
+            step: batch.map(|_| self.serving),
+            batch_size: batch,
             item: window,
         })
     }
