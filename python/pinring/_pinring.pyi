@@ -91,8 +91,9 @@ class Batch:
         possible start (shard by shard, token by token), so it numbers start offsets, not
         grid windows, and the same id can come more than once in an epoch.
         
-        Read them before `release()`: they come from the leased slot's bookkeeping, copied
-        the first time they are asked for (asked first after the release: BufferError).
+        Readable before and after `release()`: they come from the leased slot's bookkeeping,
+        copied the first time they are asked for, or by `release()` if not before (as for
+        `locate()`), so a loss-spike trace can read them after the step.
         """
     @property
     def fields(self) -> tuple[str, ...]:
@@ -117,7 +118,7 @@ class Batch:
         token over the shards in order, the same whatever the order, seed, rank or world
         size. None for a batch without fields (windows, records: see `sample_ids`).
         
-        Read them before `release()`, as `sample_ids`.
+        Readable after `release()` too, as `sample_ids`.
         """
     @property
     def sources(self) -> numpy.typing.NDArray[numpy.uint16]:
@@ -125,7 +126,7 @@ class Batch:
         Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
         its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
         single source. With `sample_ids` (each row's id within its source) it names every
-        row. Read it before `release()`, as `sample_ids`.
+        row. Readable after `release()` too, as `sample_ids`.
         """
     @property
     def step(self) -> typing.Optional[builtins.int]:
@@ -237,13 +238,11 @@ class Batch:
         header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
         on the source's layout: nothing is read. The rows are copied from the leased slot
         the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
-        at `release()`: it works after `release()`, though not after a release by the last
-        view's death with none of them called before.
+        at `release()`: it works after `release()`.
         
         Raises:
             SourceError: a row the source cannot place (not expected: the locator is the
                 loader's own source).
-            BufferError: the batch was released before its rows were read.
         """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
@@ -1056,7 +1055,13 @@ class Loader:
         r"""
         Closes the loader.
         """
-    def __repr__(self) -> builtins.str: ...
+    def __repr__(self) -> builtins.str:
+        r"""
+        Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture
+        of them), whose batch is one step of named fields: the step's size (its
+        tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
+        fields.
+        """
 
 @typing.final
 class Mixture:

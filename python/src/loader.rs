@@ -1144,18 +1144,45 @@ impl Loader {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
+    /// Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture
+    /// of them), whose batch is one step of named fields: the step's size (its
+    /// tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
+    /// fields.
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let epochs = self
+            .settings
+            .epochs
+            .map_or_else(|| "None".to_owned(), |e| e.to_string());
+        let closed = if self.closed() { " closed" } else { "" };
+        let device = self.device.name();
+        let spec = self.spec(py);
+        let Some((fields, schedule)) = spec.step_layout() else {
+            return format!(
+                "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={device} \
+                 epochs={epochs}{closed}>",
+                self.settings.batch_size,
+                self.settings.batch_size,
+                self.settings.row.cols,
+                self.settings.row.dtype.name(),
+            );
+        };
+        let first = schedule.at(0);
+        let changes = match schedule.entries().len() - 1 {
+            0 => String::new(),
+            n => format!(" ({n} schedule change(s) later)"),
+        };
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
         format!(
-            "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={} epochs={}{}>",
-            self.settings.batch_size,
-            self.settings.batch_size,
-            self.settings.row.cols,
-            self.settings.row.dtype.name(),
-            self.device.name(),
-            self.settings
-                .epochs
-                .map_or_else(|| "None".to_owned(), |e| e.to_string()),
-            if self.closed() { " closed" } else { "" }
+            "<pinring.Loader of {}: a batch is one step of tokens_per_batch={} \
+             max_seq_len={}{changes}, fields=({}) device={device} epochs={epochs}{closed}>",
+            if spec.is_mixture() {
+                "a Mixture of Documents"
+            } else {
+                "Documents"
+            },
+            first.tokens,
+            first.max_seq_len,
+            names.join(", "),
         )
     }
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use pinring::source::{
     DocumentMixtureBuilder, Documents, DocumentsCheckpoint, FixedRecords, Mixture, MixtureBuilder,
-    MixtureState, RecordBytes, Segmented, SourceError, TokenShards, Tokens,
+    MixtureState, RecordBytes, Schedule, Segmented, SourceError, TokenShards, Tokens,
 };
-use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
+use pinring::{Backend, Config, ConfigBuilder, Fields, Locate, Pipeline};
 
 use crate::position::Position;
 use crate::source::steps::Steps;
@@ -133,6 +133,14 @@ impl MixSpec {
     /// Whether it mixes packed documents (a batch is a step).
     pub(crate) fn is_documents(&self) -> bool {
         matches!(self, MixSpec::Documents { .. })
+    }
+
+    /// A mixture of documents' step: its fields and schedule; None for other mixtures.
+    pub(crate) fn step_layout(&self) -> Option<(Fields, Schedule)> {
+        match self {
+            MixSpec::Documents { mix } => Some((mix.fields(), mix.schedule().clone())),
+            _ => None,
+        }
     }
 
     /// The weights, as given.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use pinring::source::{
     Checkpoint, Documents, DocumentsCheckpoint, FixedRecords, RecordBytes, Sampler, Samples,
-    Segmented, SourceError, TokenShards, Tokens,
+    Schedule, Segmented, SourceError, TokenShards, Tokens,
 };
-use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
+use pinring::{Backend, Config, ConfigBuilder, Fields, Locate, Pipeline};
 
 use crate::position::{EpochPlace, Position};
 use crate::source::mixed::MixSpec;
@@ -160,6 +160,16 @@ impl Spec {
             Spec::Documents { .. } => true,
             Spec::Mixed(m) => m.is_documents(),
             _ => false,
+        }
+    }
+
+    /// What a batch of packed documents is: its fields and the schedule of its steps'
+    /// sizes; None for windows and records (a batch of rows).
+    pub(crate) fn step_layout(&self) -> Option<(Fields, Schedule)> {
+        match self {
+            Spec::Documents { docs } => Some((docs.fields(), docs.schedule().clone())),
+            Spec::Mixed(m) => m.step_layout(),
+            _ => None,
         }
     }
 
