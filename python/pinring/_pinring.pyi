@@ -768,11 +768,12 @@ class Loader:
             `start_step`, with the same batches from there on (their `batch.step` from
             `start_step`), found by arithmetic on the schedule (Documents: by walking the
             shards' index, about a microsecond a step): nothing before it is read or
-            decoded. Resuming from a `state` before it begins at it too. With `epochs`, a
-            start_step at or past the end of the run (it would deliver nothing) is a
-            ConfigError saying how many steps the run has, raised here: for windows and
+            decoded. Resuming from a `state` before it begins at it too. A start_step at or
+            past the end of a run that ends (with `epochs`; a Mixture with a stop rule) is
+            a ConfigError saying how many steps the run has, raised here: for windows and
             records by arithmetic, for Documents by the walk to the start step, which stops
-            at the end of the last epoch.
+            at the end of the last epoch, for a Mixture by its walk to the start step,
+            which stops where the stop rule ends the run.
         skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
             (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
             taken too). The other batches keep their step numbers; the skipped ranges are

@@ -54,9 +54,16 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
     )))
 }
 
-/// The ConfigError of a `start_step` at or past the end of a run of `epochs` epochs that
-/// has `steps` steps (from step 0): the run would deliver nothing.
-fn start_past_end(py: Python<'_>, spec: &Spec, start: u64, steps: u64, epochs: u64) -> PyErr {
+/// The ConfigError of a `start_step` at or past the end of a run that has `steps` steps
+/// (from step 0): the end of epoch `epochs - 1`, or a mixture's stop rule. The run would
+/// deliver nothing.
+fn start_past_end(
+    py: Python<'_>,
+    spec: &Spec,
+    start: u64,
+    steps: u64,
+    epochs: Option<u64>,
+) -> PyErr {
     let held = match steps {
         0 => "no step".to_owned(),
         1 => "1 step (step 0".to_owned(),
@@ -67,13 +74,24 @@ fn start_past_end(py: Python<'_>, spec: &Spec, start: u64, steps: u64, epochs: u
         None if steps == 0 => String::new(),
         None => ")".to_owned(),
     };
+    let (ender, fix) = match (spec.mixture().and_then(|m| m.stop_rule()), epochs) {
+        (Some(stop), _) => (
+            format!("its stop rule (stop=\"{stop}\")"),
+            "or stop=\"never\" (no end)".to_owned(),
+        ),
+        (None, Some(e)) => (
+            format!("epochs={e}"),
+            "or more epochs (epochs=None: no cap)".to_owned(),
+        ),
+        (None, None) => ("its end".to_owned(), String::new()),
+    };
     config(
         py,
         "start_step",
         format!(
-            "start_step={start} is past the end of the run: epochs={epochs} gives it \
+            "start_step={start} is past the end of the run: {ender} gives it \
              {held}{per_epoch}, so it would deliver nothing: give a start_step below {steps}, \
-             or more epochs (epochs=None: no cap)"
+             {fix}"
         ),
     )
 }
@@ -132,11 +150,12 @@ fn start_past_end(py: Python<'_>, spec: &Spec, start: u64, steps: u64, epochs: u
 ///         `start_step`, with the same batches from there on (their `batch.step` from
 ///         `start_step`), found by arithmetic on the schedule (Documents: by walking the
 ///         shards' index, about a microsecond a step): nothing before it is read or
-///         decoded. Resuming from a `state` before it begins at it too. With `epochs`, a
-///         start_step at or past the end of the run (it would deliver nothing) is a
-///         ConfigError saying how many steps the run has, raised here: for windows and
+///         decoded. Resuming from a `state` before it begins at it too. A start_step at or
+///         past the end of a run that ends (with `epochs`; a Mixture with a stop rule) is
+///         a ConfigError saying how many steps the run has, raised here: for windows and
 ///         records by arithmetic, for Documents by the walk to the start step, which stops
-///         at the end of the last epoch.
+///         at the end of the last epoch, for a Mixture by its walk to the start step,
+///         which stops where the stop rule ends the run.
 ///     skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
 ///         (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
 ///         taken too). The other batches keep their step numbers; the skipped ranges are
@@ -607,8 +626,14 @@ impl Loader {
         let past_end = spec
             .steps_if_past_end(steps.start, from.as_ref(), settings.epochs)
             .map_err(|e| to_py(py, e))?;
-        if let (Some(steps_in_run), Some(epochs)) = (past_end, settings.epochs) {
-            return Err(start_past_end(py, &spec, steps.start, steps_in_run, epochs));
+        if let Some(steps_in_run) = past_end {
+            return Err(start_past_end(
+                py,
+                &spec,
+                steps.start,
+                steps_in_run,
+                settings.epochs,
+            ));
         }
         let (pipeline, device) = py
             .detach(|| settings.open(&spec, request, from.as_ref()))
@@ -746,7 +771,8 @@ impl Loader {
         let past_end = spec
             .steps_if_past_end(self.steps.start, Some(&state), self.settings.epochs)
             .map_err(|e| to_py(py, e))?;
-        if let (Some(steps_in_run), Some(epochs)) = (past_end, self.settings.epochs) {
+        if let Some(steps_in_run) = past_end {
+            let epochs = self.settings.epochs;
             return Err(start_past_end(
                 py,
                 &spec,

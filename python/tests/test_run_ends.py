@@ -90,14 +90,46 @@ def test_a_skip_range_past_the_epochs_cap_ends_a_windows_run(tmp_path):
 
 
 def test_a_skip_range_past_a_mixtures_stop_ends_its_run(docs, tmp_path):
+    """The stop rule ends the walk over skipped steps, and the state after it stands at
+    the run's end (it walks no further), for both kinds of mixture."""
     mixed_docs = pinring.Mixture([documents(docs), documents(docs)], stop="first")
+    with pinring.Loader(mixed_docs, device="cpu") as loader:
+        n_docs = len(steps_of(loader))
     with pinring.Loader(mixed_docs, device="cpu", skip_steps=[(3, HUGE)]) as loader:
         assert [s for s, _ in steps_of(loader)] == [0, 1, 2]
+        assert loader.state_dict()["step"] == n_docs
     shard = write_shard(tmp_path / "train_000.bin", np.arange(1000))
     windows = [pinring.TokenWindows(shard, seq_len=9, seed=s, order="shuffled") for s in (1, 2)]
-    with pinring.Loader(pinring.Mixture(windows, stop="all"), batch_size=4,
-                        skip_steps=[(3, HUGE)]) as loader:
+    mixed = pinring.Mixture(windows, stop="all")
+    with pinring.Loader(mixed, batch_size=4) as loader:
+        n_windows = len(steps_of(loader))
+    with pinring.Loader(mixed, batch_size=4, skip_steps=[(3, HUGE)]) as loader:
         assert [s for s, _ in steps_of(loader)] == [0, 1, 2]
+        state = loader.state_dict()
+        assert state["step"] == n_windows and state["consumed"] == 4 * n_windows
+    with pinring.Loader(mixed, batch_size=4, state=state) as loader:
+        assert loader.pop(timeout=BOUND) is None
+
+
+def test_start_step_past_the_end_of_a_mixtures_run_is_a_config_error(docs, tmp_path):
+    shard = write_shard(tmp_path / "train_000.bin", np.arange(1000))
+    windows = [pinring.TokenWindows(shard, seq_len=9, seed=s, order="shuffled") for s in (1, 2)]
+    mixed = pinring.Mixture(windows, stop="first")
+    with pinring.Loader(mixed, batch_size=4) as loader:
+        n = len(steps_of(loader))
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Loader(mixed, batch_size=4, start_step=n)
+    assert info.value.argument == "start_step"
+    assert f'stop="first") gives it {n} steps (0 to {n - 1})' in str(info.value), str(info.value)
+    with pinring.Loader(mixed, batch_size=4, start_step=n - 1) as loader:
+        assert [s for s, _ in steps_of(loader)] == [n - 1]
+    with pinring.Loader(pinring.Mixture(windows), batch_size=4, start_step=10 * n) as loader:
+        assert loader.pop(timeout=BOUND).step == 10 * n  # stop="never": no end
+    mixed_docs = pinring.Mixture([documents(docs), documents(docs)], stop="all")
+    with pinring.Loader(mixed_docs, device="cpu") as loader:
+        n_docs = len(steps_of(loader))
+    with pytest.raises(pinring.ConfigError, match=f"{n_docs} steps"):
+        pinring.Loader(mixed_docs, device="cpu", start_step=n_docs + 5)
 
 
 def test_start_step_past_the_end_of_a_capped_run_is_a_config_error(tmp_path):

@@ -307,18 +307,22 @@ impl Spec {
         Ok(Some(SourceState::Documents(state)))
     }
 
-    /// The steps the run of `epochs` epochs has (counted from step 0), when `start` lies
-    /// at or past its end, so that a run beginning there would deliver nothing; `None`
-    /// otherwise, and without a cap. `begun` is where the run begins (`begin`'s answer).
-    /// Samplers: by arithmetic on the schedule of steps. Documents: `begin` walked to the
-    /// start step, stopping at the end epoch (the source's `until_epoch`), and a walk that
-    /// stopped there says so with its cursor in the end epoch. Mixtures have no epochs.
+    /// The steps the run has (counted from step 0), when `start` lies at or past its end
+    /// — the end of epoch `epochs - 1`, or a mixture's stop rule — so that a run beginning
+    /// there would deliver nothing; `None` otherwise, and for an endless run. `begun` is
+    /// where the run begins (`begin`'s answer). Samplers: by arithmetic on the schedule of
+    /// steps. Documents: `begin` walked to the start step, stopping at the end epoch (the
+    /// source's `until_epoch`), and a walk that stopped there says so with its cursor in
+    /// the end epoch. Mixtures: their state at the start step stops at the run's end.
     pub(crate) fn steps_if_past_end(
         &self,
         start: u64,
         begun: Option<&SourceState>,
         epochs: Option<u64>,
     ) -> pinring::Result<Option<u64>> {
+        if let Spec::Mixed(m) = self {
+            return m.steps_if_past_end(start, begun);
+        }
         let Some(epochs) = epochs else {
             return Ok(None);
         };
