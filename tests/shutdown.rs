@@ -258,6 +258,31 @@ fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     assert_threads_end_within(BOUND);
 }
 
+/// Pops steps `0..kept` of `p`, whose source skips every later step (so its feeder walks
+/// over them inside the source's `next`), then drops it on a thread of its own — its drop
+/// waits for the feeder: the tests set a shutdown timeout far past the bound — failing if
+/// the drop has not returned within [`BOUND`]: the walk did not end when the pipeline
+/// stopped.
+fn pop_then_drop_while_walking(mut p: Pipeline, kept: u64) {
+    for step in 0..kept {
+        let batch = p
+            .pop_for(BOUND)
+            .unwrap()
+            .expect("a step before the skipped ones");
+        assert_eq!(batch.step(), Some(step));
+        batch.release(Fence::Sync).unwrap();
+    }
+    let (done, dropped) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(p);
+        let _ = done.send(());
+    });
+    assert!(
+        dropped.recv_timeout(BOUND).is_ok(),
+        "the pipeline's drop waited past {BOUND:?} for a feeder walking over skipped steps"
+    );
+}
+
 /// Issue 28: a Documents run whose skipped steps reach far past its data (steps 5 to
 /// 2**62, no epoch cap) walks them inside the source's `next`, on the feeder thread. A
 /// dropped pipeline stops that walk: the feeder ends (its drop waits for it, the shutdown
@@ -293,25 +318,8 @@ fn dropping_a_documents_pipeline_ends_its_walk_over_skipped_steps() {
         .shutdown_timeout(Duration::from_secs(3600))
         .build()
         .unwrap();
-    let mut p = Pipeline::new(config, docs.decoder(), docs.iter()).unwrap();
-    for step in 0..5 {
-        let batch = p
-            .pop_for(BOUND)
-            .unwrap()
-            .expect("a step before the skipped ones");
-        assert_eq!(batch.step(), Some(step));
-        batch.release(Fence::Sync).unwrap();
-    }
-    // The feeder walks the skipped steps now: the drop must end that walk.
-    let (done, dropped) = mpsc::channel();
-    std::thread::spawn(move || {
-        drop(p);
-        let _ = done.send(());
-    });
-    assert!(
-        dropped.recv_timeout(BOUND).is_ok(),
-        "the pipeline's drop waited past {BOUND:?} for a feeder walking over skipped steps"
-    );
+    let p = Pipeline::new(config, docs.decoder(), docs.iter()).unwrap();
+    pop_then_drop_while_walking(p, 5);
     drop(docs);
     assert_threads_end_within(BOUND);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -344,25 +352,8 @@ fn dropping_a_mixture_pipeline_ends_its_walk_over_skipped_steps() {
         .shutdown_timeout(Duration::from_secs(3600))
         .build()
         .unwrap();
-    let mut p =
-        Pipeline::new(config, mix.decoder(Tokens::new(TokenType::U16)), mix.iter()).unwrap();
-    for step in 0..3 {
-        let batch = p
-            .pop_for(BOUND)
-            .unwrap()
-            .expect("a step before the skipped ones");
-        assert_eq!(batch.step(), Some(step));
-        batch.release(Fence::Sync).unwrap();
-    }
-    let (done, dropped) = mpsc::channel();
-    std::thread::spawn(move || {
-        drop(p);
-        let _ = done.send(());
-    });
-    assert!(
-        dropped.recv_timeout(BOUND).is_ok(),
-        "the pipeline's drop waited past {BOUND:?} for a feeder walking over skipped steps"
-    );
+    let p = Pipeline::new(config, mix.decoder(Tokens::new(TokenType::U16)), mix.iter()).unwrap();
+    pop_then_drop_while_walking(p, 3);
     assert_threads_end_within(BOUND);
     std::fs::remove_dir_all(&dir).unwrap();
 }
