@@ -77,11 +77,11 @@ fn start_past_end(
     let (ender, fix) = match (spec.mixture().and_then(|m| m.stop_rule()), epochs) {
         (Some(stop), _) => (
             format!("its stop rule (stop=\"{stop}\")"),
-            "or stop=\"never\" (no end)".to_owned(),
+            ", or stop=\"never\" (no end)".to_owned(),
         ),
         (None, Some(e)) => (
             format!("epochs={e}"),
-            "or more epochs (epochs=None: no cap)".to_owned(),
+            ", or more epochs (epochs=None: no cap)".to_owned(),
         ),
         (None, None) => ("its end".to_owned(), String::new()),
     };
@@ -90,8 +90,8 @@ fn start_past_end(
         "start_step",
         format!(
             "start_step={start} is past the end of the run: {ender} gives it \
-             {held}{per_epoch}, so it would deliver nothing: give a start_step below {steps}, \
-             {fix}"
+             {held}{per_epoch}, so it would deliver nothing: give a start_step below \
+             {steps}{fix}"
         ),
     )
 }

@@ -136,7 +136,8 @@ impl Documents {
             Cursor::default(),
             0,
             self.inner.epoch0.clone(),
-            (self.start_step, self.skip.clone()),
+            self.start_step,
+            self.skip.clone(),
             self.end_epoch,
         )
     }
@@ -157,7 +158,8 @@ impl Documents {
             checkpoint.cursor(),
             checkpoint.step,
             walker.into_perm(),
-            (self.start_step, self.skip.union(&checkpoint.skip)),
+            self.start_step,
+            self.skip.union(&checkpoint.skip),
             self.end_epoch,
         ))
     }

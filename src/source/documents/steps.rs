@@ -13,8 +13,7 @@ use super::index::BuiltBy;
 use super::permutation::Permutation;
 use super::step::DocStep;
 use super::walk::Cursor;
-use super::walker::Walker;
-use super::walker::Located;
+use super::walker::{Located, Walker};
 use crate::feeding::feeder_stopped;
 use crate::source::sampling::skip::SkipSteps;
 
@@ -77,7 +76,8 @@ impl Steps {
         cursor: Cursor,
         step: u64,
         perm: Option<Arc<Permutation>>,
-        (first, skip): (u64, SkipSteps),
+        first: u64,
+        skip: SkipSteps,
         end: Option<u64>,
     ) -> Self {
         Steps {
