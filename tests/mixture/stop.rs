@@ -118,7 +118,11 @@ fn a_state_after_a_skip_past_the_stop_stands_at_the_runs_end() {
             .skip_steps([(3, 1 << 62)])
             .build()
             .unwrap();
-        assert_eq!(mix.iter().count(), 3 * 4, "{stop:?}: steps 0 to 2, then the end");
+        assert_eq!(
+            mix.iter().count(),
+            3 * 4,
+            "{stop:?}: steps 0 to 2, then the end"
+        );
         let (tx, rx) = std::sync::mpsc::channel();
         let walker = mix.clone();
         std::thread::spawn(move || {
