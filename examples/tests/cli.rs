@@ -533,6 +533,78 @@ fn make_shard_writes_each_format_in_place() {
     assert_eq!(dir.entries(), ["a.bin", "b.bin"]);
 }
 
+/// Issue 29 item 10: the shard is documents — its first token and every later bos start
+/// one, of geometric lengths of mean `--doc-len` (1000 by default), bos drawn nowhere else
+/// — so that the README's packed-documents recipes walk an epoch in a sensible number of
+/// steps; a length of 0 and a bos the format cannot hold are refused.
+#[test]
+fn make_shard_writes_documents_of_the_mean_length_asked_for() {
+    let dir = TempDir::new("make-docs");
+    let documents = |name: &str, bos: u32| {
+        let shard = TokenShard::open(dir.path().join(name)).unwrap();
+        let tokens: Vec<u32> = (0..shard.len())
+            .map(|i| shard.token(i).unwrap().unwrap())
+            .collect();
+        assert_eq!(tokens[0], bos, "{name}: the first token starts a document");
+        tokens.iter().filter(|&&t| t == bos).count()
+    };
+    // The default: documents of ~1000 tokens (200 documents expected in 200000 tokens;
+    // the count is fixed by the seed, the bounds only say "about").
+    let run = dir.run("make_shard", &["a.bin", "200000", "3"]);
+    run.assert_says(&[
+        "wrote 200000 u16",
+        "documents of 1000 tokens on average",
+        "bos 50256",
+    ]);
+    let n = documents("a.bin", 50256);
+    assert!(
+        (150..=250).contains(&n),
+        "{n} documents of ~1000 tokens in 200000"
+    );
+    // --doc-len 50: ~4000 of them; --bos and --u32 too.
+    let run = dir.run("make_shard", &["b.bin", "200000", "3", "--doc-len", "50"]);
+    assert!(run.ok(), "{run:#?}");
+    let n = documents("b.bin", 50256);
+    assert!(
+        (3600..=4400).contains(&n),
+        "{n} documents of ~50 tokens in 200000"
+    );
+    let run = dir.run("make_shard", &["--u32", "c.bin", "50000", "--doc-len=100"]);
+    run.assert_says(&["bos 128000"]);
+    let n = documents("c.bin", 128_000);
+    assert!(
+        (400..=600).contains(&n),
+        "{n} documents of ~100 tokens in 50000"
+    );
+    let run = dir.run(
+        "make_shard",
+        &["d.bin", "20000", "--bos", "7", "--doc-len", "10"],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!((1600..=2400).contains(&documents("d.bin", 7)));
+    // A packed-documents source over the default shard walks whole steps of it.
+    let docs = Documents::builder(TokenShards::open([dir.path().join("a.bin")]).unwrap())
+        .tokens_per_batch(4096)
+        .max_seq_len(896)
+        .build()
+        .unwrap();
+    let epoch0 = docs.iter().take_while(|s| s.epoch() == 0).count();
+    // (documents are cut at 896 tokens: about 60% of the tokens are packed)
+    assert!(
+        (15..=48).contains(&epoch0),
+        "{epoch0} steps of 4097 tokens in an epoch"
+    );
+    for args in [
+        &["e.bin", "1000", "--doc-len", "0"][..],
+        &["e.bin", "1000", "--bos", "70000"],
+        &["e.bin", "1000", "--doc-len", "x"],
+    ] {
+        dir.run("make_shard", args)
+            .assert_refused(&format!("make_shard {args:?}"));
+    }
+    assert_eq!(dir.entries(), ["a.bin", "b.bin", "c.bin", "d.bin"]);
+}
+
 // ---------------------------------------------------------------------------------------
 // quickstart
 

@@ -6,6 +6,7 @@
 #[macro_use]
 mod source_error;
 
+mod batch_size;
 mod changed_files;
 mod checkpoint;
 mod content;

@@ -169,7 +169,7 @@ impl DocumentsCheckpoint {
 
     /// The first difference in what a resume must match (everything but the position, the
     /// world size and the skipped steps), as (what, value in `self`, value in `other`).
-    pub(super) fn run_difference(&self, other: &Self) -> Option<Difference> {
+    pub(crate) fn run_difference(&self, other: &Self) -> Option<Difference> {
         FirstDifference::new()
             .shown("the checkpoint version", self.version, other.version)
             .then(|| Fingerprint::difference(&self.dataset, &other.dataset))

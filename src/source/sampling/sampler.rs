@@ -272,6 +272,7 @@ impl<S: Segmented> Sampler<S> {
             id,
             epoch: 0,
             step: None,
+            batch_size: None,
         }))
     }
 

@@ -126,6 +126,11 @@ pub struct WindowSpec {
     /// otherwise. A window keeps it so that its batch can say which step it is
     /// ([`Batch::step`](crate::Batch::step)).
     pub step: Option<u64>,
+    /// The samples of this rank's step, where the sampler numbers steps (its
+    /// [`batch_size`](crate::source::SamplerBuilder::batch_size)); `None` otherwise. A
+    /// window keeps it so that a pipeline of another batch size refuses the run rather than
+    /// mislabel its steps ([`Describe::batch_size`](crate::Describe::batch_size)).
+    pub batch_size: Option<u64>,
 }
 
 /// A sample that knows its stable id and the epoch it was drawn for: the windows a
