@@ -1,5 +1,6 @@
 //! Helpers shared by pinring's benchmarks: process CPU time, this machine's cores, medians
-//! and percentiles, and the token shards they write into the temp folder ([`TempShard`]).
+//! and percentiles, and the token shards they write ([`write_tokens`]; into the temp folder,
+//! [`TempShard`]).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,22 @@ pub struct CpuShares {
     pub wall: Duration,
 }
 
+/// Writes the shard `path` of `tokens` tokens of `T`, token `j` being `token(j)`, a chunk of
+/// 64 Ki tokens at a time.
+pub fn write_tokens<T: ShardToken>(path: &Path, tokens: u64, mut token: impl FnMut(u64) -> T) {
+    let mut writer = ShardWriter::<T>::create_as(path).expect("create the shard");
+    let mut chunk = Vec::with_capacity(1 << 16);
+    let mut written = 0;
+    while written < tokens {
+        let n = (1 << 16).min(tokens - written);
+        chunk.clear();
+        chunk.extend((written..written + n).map(&mut token));
+        writer.write(&chunk).expect("write the shard");
+        written += n;
+    }
+    writer.finish().expect("finish the shard");
+}
+
 /// A token shard a benchmark writes into the temp folder, removed when dropped.
 #[derive(Debug)]
 pub struct TempShard(PathBuf);
@@ -107,17 +124,7 @@ impl TempShard {
     pub fn write<T: ShardToken>(name: &str, tokens: u64, mut next: impl FnMut() -> T) -> Self {
         let path =
             std::env::temp_dir().join(format!("pinring-bench-{name}-{}.bin", std::process::id()));
-        let mut writer = ShardWriter::<T>::create_as(&path).expect("create the shard");
-        let mut chunk = Vec::with_capacity(1 << 16);
-        let mut written = 0;
-        while written < tokens {
-            let n = (1 << 16).min(tokens - written);
-            chunk.clear();
-            chunk.extend((0..n).map(|_| next()));
-            writer.write(&chunk).expect("write the shard");
-            written += n;
-        }
-        writer.finish().expect("finish the shard");
+        write_tokens(&path, tokens, |_| next());
         TempShard(path)
     }
 

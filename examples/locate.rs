@@ -147,22 +147,29 @@ enum Saved {
 fn read_state(path: &PathBuf) -> Result<Saved, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the state {}: {e}", path.display()))?;
-    if let Ok(state) = MixtureState::from_text(&text) {
-        return Ok(Saved::Mixture(state));
-    }
-    if let Ok(state) = MixtureState::<DocumentsCheckpoint>::from_text(&text) {
-        return Ok(Saved::DocumentMixture(state));
-    }
+    let mixture = match MixtureState::from_text(&text) {
+        Ok(state) => return Ok(Saved::Mixture(state)),
+        Err(e) => e,
+    };
+    let document_mixture = match MixtureState::<DocumentsCheckpoint>::from_text(&text) {
+        Ok(state) => return Ok(Saved::DocumentMixture(state)),
+        Err(e) => e,
+    };
     let documents = match DocumentsCheckpoint::from_text(&text) {
         Ok(state) => return Ok(Saved::Documents(state)),
         Err(e) => e,
     };
-    let e = match Checkpoint::from_text(&text) {
+    let sampler = match Checkpoint::from_text(&text) {
         Ok(state) => return Ok(Saved::Sampler(state)),
-        // A state of packed documents (it has a `bos`, and no sources): its own error says
-        // what is wrong (an old version, a key missing).
-        Err(_) if text.contains("\"bos\"") && !text.contains("\"sources\"") => documents,
         Err(e) => e,
+    };
+    // The kind its keys say it is (a mixture's has `sources`, packed documents' a `bos`):
+    // that kind's error says what is wrong (an old version, a key missing).
+    let e = match (text.contains("\"sources\""), text.contains("\"bos\"")) {
+        (true, true) => document_mixture,
+        (true, false) => mixture,
+        (false, true) => documents,
+        (false, false) => sampler,
     };
     Err(format!(
         "{} is neither a sampler's checkpoint, a mixture's state nor a state of packed \
@@ -198,7 +205,7 @@ struct Row {
     at: Location,
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     match locate(&args) {
         Ok((rows, unit)) => {

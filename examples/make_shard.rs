@@ -3,21 +3,26 @@
 //!
 //! ```text
 //! cargo run --release --example make_shard -- PATH TOKENS [SEED] [--u32] [--vocab V]
+//!     [--doc-len N] [--bos ID]
 //! cargo run --release --example make_shard -- --help
 //! ```
 //!
-//! Tokens are uniform over `0..V` (by default the GPT-2 vocabulary, 50257, or LLaMA-3's,
-//! 128256, with `--u32`), drawn from splitmix64 with SEED (default 0), so the same
-//! arguments always give the same file. Every argument is checked before anything is
-//! written, and the shard is written under a temporary name in the same directory and
-//! renamed into place once complete: a failure leaves no file, and never a partial shard
-//! at PATH.
+//! The tokens are documents, each a `bos` token (GPT-2's 50256, or LLaMA-3's 128000 with
+//! `--u32`) and then tokens uniform over the rest of `0..V` (by default the GPT-2
+//! vocabulary, 50257, or LLaMA-3's, 128256, with `--u32`): the shard's first token starts
+//! one, and each later token starts the next with probability 1/N, so documents have
+//! geometric lengths of mean N (`--doc-len`, default 1000 tokens: the scale of web text,
+//! so that a packed-documents run walks an epoch in a sensible number of steps). Everything
+//! is drawn from splitmix64 with SEED (default 0), so the same arguments always give the
+//! same file. Every argument is checked before anything is written, and the shard is
+//! written under a temporary name in the same directory and renamed into place once
+//! complete: a failure leaves no file, and never a partial shard at PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use pinring::source::{ShardFormat, ShardToken, ShardWriter, SplitMix64};
+use pinring::source::{ShardFormat, ShardToken, ShardWriter, SplitMix64, GPT2_BOS, LLAMA3_BOS};
 use pinring_examples::{exit, say};
 
 /// The most tokens a shard holds: its header counts them in an `i32`.
@@ -26,10 +31,13 @@ const MAX_TOKENS: u64 = i32::MAX as u64;
 const GPT2_VOCAB: u64 = 50257;
 /// LLaMA-3's vocabulary, the default for `u32` shards.
 const LLAMA3_VOCAB: u64 = 128_256;
+/// The mean document length by default, in tokens.
+const DOC_LEN: u64 = 1000;
 
 /// Writes a synthetic token shard in llm.c's .bin format (u16 tokens, or u32 with --u32):
-/// uniform random tokens, the same file for the same arguments. The shard appears at PATH
-/// only once complete; a failure leaves no file.
+/// documents of random tokens, each starting with the bos token, the same file for the
+/// same arguments. The shard appears at PATH only once complete; a failure leaves no
+/// file.
 #[derive(Debug, Parser)]
 #[command(name = "make_shard", version)]
 struct Args {
@@ -49,6 +57,14 @@ struct Args {
     /// for u16 tokens].
     #[arg(long, value_name = "V", value_parser = vocab)]
     vocab: Option<u64>,
+    /// Mean document length in tokens: each document is the bos token and then random
+    /// tokens, its length geometric of mean N (at least 1).
+    #[arg(long, value_name = "N", default_value_t = DOC_LEN, value_parser = doc_len)]
+    doc_len: u64,
+    /// The token that starts each document (never drawn otherwise) [default: 50256, GPT-2's
+    /// <|endoftext|>, or 128000, LLaMA-3's <|begin_of_text|>, with --u32].
+    #[arg(long, value_name = "ID")]
+    bos: Option<u64>,
 }
 
 fn token_count(s: &str) -> Result<u64, String> {
@@ -74,10 +90,20 @@ fn vocab(s: &str) -> Result<u64, String> {
     }
 }
 
+fn doc_len(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("a document holds at least its bos token: give N of at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The checked arguments: nothing is written before these all hold.
 struct Plan {
     format: ShardFormat,
     vocab: u64,
+    /// The token that starts each document.
+    bos: u64,
     /// Where the shard is written before it is renamed to `path`.
     temp: PathBuf,
 }
@@ -96,6 +122,32 @@ fn plan(args: &Args) -> Result<Plan, String> {
         return Err(format!(
             "--vocab {vocab} does not fit u16 tokens (at most 65536): add --u32 for a u32 shard"
         ));
+    }
+    let bos = args.bos.unwrap_or(match format {
+        ShardFormat::U16 => u64::from(GPT2_BOS),
+        _ => u64::from(LLAMA3_BOS),
+    });
+    let most = match format {
+        ShardFormat::U16 => u64::from(u16::MAX),
+        _ => u64::from(u32::MAX),
+    };
+    if bos > most {
+        return Err(format!(
+            "--bos {bos} does not fit {} tokens (at most {most}){}",
+            format.describe(),
+            if format == ShardFormat::U16 {
+                ": add --u32 for a u32 shard"
+            } else {
+                ""
+            }
+        ));
+    }
+    if vocab == 1 && bos == 0 && args.doc_len > 1 {
+        return Err(
+            "--vocab 1 holds only the bos token 0: documents longer than 1 token need \
+             another token (a larger --vocab, or --doc-len 1)"
+                .into(),
+        );
     }
     let path = &args.path;
     if path.is_dir() {
@@ -125,11 +177,12 @@ fn plan(args: &Args) -> Result<Plan, String> {
     Ok(Plan {
         format,
         vocab,
+        bos,
         temp: dir.join(temp_name),
     })
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     let plan = match plan(&args) {
         Ok(plan) => plan,
@@ -155,10 +208,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => {
             say!(
-                "wrote {} {} tokens (vocabulary {}) to {}",
+                "wrote {} {} tokens (vocabulary {}; documents of {} tokens on average, each \
+                 starting with bos {}) to {}",
                 args.tokens,
                 plan.format.describe(),
                 plan.vocab,
+                args.doc_len,
+                plan.bos,
                 args.path.display()
             );
             ExitCode::SUCCESS
@@ -189,16 +245,29 @@ impl Draw for u32 {
     }
 }
 
-/// Writes the shard at the plan's temporary path.
+/// Writes the shard at the plan's temporary path: the first token `bos`, each later one
+/// `bos` with probability `1 / doc_len` (a new document), else uniform over the vocabulary
+/// without `bos`.
 fn write<T: Draw>(args: &Args, plan: &Plan) -> pinring::Result<()> {
     let mut rng = SplitMix64::new(args.seed);
     let mut writer = ShardWriter::<T>::create_as(&plan.temp)?;
     let mut chunk = [T::default(); 1 << 14];
+    // The other tokens: 0..vocab less bos (drawn from one fewer and shifted past it).
+    let bos_drawable = plan.bos < plan.vocab;
+    let others = plan.vocab - u64::from(bos_drawable);
     let mut left = args.tokens;
+    let mut first = true;
     while left > 0 {
         let n = left.min(chunk.len() as u64) as usize;
         for t in &mut chunk[..n] {
-            *t = T::from_draw(rng.below(plan.vocab));
+            let starts = std::mem::take(&mut first) || rng.below(args.doc_len) == 0;
+            let x = if starts || others == 0 {
+                plan.bos
+            } else {
+                let x = rng.below(others);
+                x + u64::from(bos_drawable && x >= plan.bos)
+            };
+            *t = T::from_draw(x);
         }
         writer.write(&chunk[..n])?;
         left -= n as u64;

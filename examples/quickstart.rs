@@ -91,7 +91,7 @@ fn builder(args: &Args) -> ConfigBuilder {
     }
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     // The source is the ids 0..batches × 64; checked, so a huge --batches is refused
     // like any bad argument rather than wrapped into a short run.

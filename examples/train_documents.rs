@@ -148,7 +148,7 @@ impl From<StopArg> for Stop {
     }
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     // (clap's `requires` gives way to PATHs' conflict with --source, so this is checked here.)
     if args.source.is_empty() {

@@ -131,7 +131,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
     })
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let args = Args::parse();
     match plan(&args) {
         Ok(plan) => exit::status(run(&args, &plan)),

@@ -2,7 +2,8 @@
 # The Python package's tests (python/tests, cpu backend; the GPU tests skip without torch
 # and CUDA). Needs only Rust, gcc and python3 (3.10+) with pip and venv: it makes its own
 # virtual environment, installs maturin, pytest and numpy from PyPI, builds and installs
-# the package with `pip install ./python`, and runs pytest.
+# the package with `pip install ./python`, checks the type stubs against the code, and runs
+# pytest.
 #
 #   scripts/python-tests.sh [pytest args...]
 #
@@ -26,11 +27,14 @@ export PATH="$VENV/bin:$PATH"
 "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
     --config-settings=build-args="--profile $PROFILE" ./python
 "$PY" -c 'import pinring; print("pinring", pinring.__version__, "from", pinring.__file__)'
+# The stand-ins of the stub attributes that the install above builds with (python/stub-attrs).
+cargo test --quiet --locked -p pinring-stub-attrs
 # The type stubs python/pinring/_pinring.pyi must be what the code generates
-# (python/src/bin/stub_gen.rs; it links the interpreter's libpython).
+# (python/src/bin/stub_gen.rs, built with the `stubs` feature, which the install above
+# leaves off; it links the interpreter's libpython).
 LD_LIBRARY_PATH="$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     PYO3_PYTHON="$PY" CARGO_TARGET_DIR=target/stub-gen \
-    cargo run --quiet --locked --manifest-path python/Cargo.toml --bin stub_gen -- --check
+    cargo run --quiet --locked --manifest-path python/Cargo.toml --features stubs --bin stub_gen -- --check
 # From the repository root, so that python/pinring (the sources, without the compiled
 # module) is not what `import pinring` finds.
 exec "$PY" -m pytest -q python/tests "$@"

@@ -14,6 +14,9 @@ pub struct Describe<'a> {
     slot: usize,
     /// The source index every row gets, when set ([`source`](Self::source)).
     source: Option<u16>,
+    /// The samples a step of the source holds, when the sample says
+    /// ([`batch_size`](Self::batch_size)): the feeder checks it.
+    batch_size: Option<u64>,
 }
 
 impl std::fmt::Debug for Describe<'_> {
@@ -21,6 +24,7 @@ impl std::fmt::Debug for Describe<'_> {
         f.debug_struct("Describe")
             .field("slot", &self.slot)
             .field("source", &self.source)
+            .field("batch_size", &self.batch_size)
             .finish()
     }
 }
@@ -36,6 +40,7 @@ impl<'a> Describe<'a> {
             info,
             slot,
             source: None,
+            batch_size: None,
         }
     }
 
@@ -62,6 +67,24 @@ impl<'a> Describe<'a> {
     pub fn step(&mut self, step: u64) {
         // SAFETY: as in `row`.
         unsafe { self.info.set(self.slot, None, Some(step), None) }
+    }
+
+    /// Says how many samples the source cuts each of its steps into, per rank: a
+    /// sampler's [`batch_size`](crate::source::SamplerBuilder::batch_size) (its windows say
+    /// it), a mixture's, 1 for a step of packed documents. A pipeline whose config has
+    /// another [`batch_size`](crate::ConfigBuilder::batch_size) would cut the source's steps
+    /// apart or together and label every batch with the wrong step: its feeder refuses the
+    /// run at the first sample that says so, before anything is decoded — the first `pop`
+    /// returns [`ConfigError::SourceBatchSize`](crate::ConfigError::SourceBatchSize). A
+    /// sample that does not say (a source with no steps, a source of your own) is not
+    /// checked.
+    pub fn batch_size(&mut self, samples: u64) {
+        self.batch_size = Some(samples);
+    }
+
+    /// The batch size the sample said ([`batch_size`](Self::batch_size)), if it did.
+    pub(crate) fn said_batch_size(&self) -> Option<u64> {
+        self.batch_size
     }
 
     /// Gives the extents of the batch's fields ([`Batch::dims`](crate::Batch::dims)),

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use crate::config::LastBatch;
 use crate::control::Control;
 use crate::decode::Decode;
-use crate::error::{panic_message, Error};
+use crate::error::{panic_message, ConfigError, Error};
 use crate::park::Waited;
 use crate::slot::host::{HostSlots, SampleCells};
 use crate::sync::{native, Arc};
@@ -102,7 +102,16 @@ impl<D: Decode, I: Iterator<Item = D::Sample>> Feeder<D, I> {
                             break Gathered::EpochEnd;
                         }
                     }
-                    D::describe(&sample, &mut fill.describe());
+                    let mut describe = fill.describe();
+                    D::describe(&sample, &mut describe);
+                    if let Some(source_batch) = describe.said_batch_size() {
+                        if source_batch != per_batch as u64 {
+                            break Gathered::Failed(Error::Config(ConfigError::SourceBatchSize {
+                                source_batch,
+                                config_batch: per_batch,
+                            }));
+                        }
+                    }
                     fill.put(n, sample);
                     n += 1;
                     if control.stopped() {

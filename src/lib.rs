@@ -43,6 +43,7 @@ mod describe;
 mod device_side;
 mod error;
 mod feeder;
+mod feeding;
 mod fields;
 mod host_ring;
 mod loader;

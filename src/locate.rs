@@ -50,7 +50,9 @@ impl fmt::Display for Location {
 /// [`Mixture`](crate::source::Mixture) by asking the row's source. A source of packed
 /// documents implements it from the document id (the global offset of its BOS token over
 /// the shards in order: a binary search over the shards' token counts gives the file and
-/// the offset in it) and the row's length (the document's tokens in the batch).
+/// the offset in it) and the row's length (its length in `cu_seqlens`: the document's
+/// tokens in the batch, the step's last piece one token shorter, its last token a target
+/// only).
 ///
 /// ```
 /// use std::sync::Arc;

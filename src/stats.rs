@@ -217,7 +217,7 @@ impl Stats {
                 .waited
                 .saturating_sub(self.copy_waited_for_device_slot),
         );
-        let threads = self.decode_threads;
+        let threads = thread_count(self.decode_threads);
         if self.batches < 2 {
             return (Bottleneck::NotYet, "too few batches yet to tell".into());
         }
@@ -262,7 +262,7 @@ impl Stats {
                     self.batches as f64 / self.copies.max(1) as f64
                 ),
                 Bottleneck::Decode => format!(
-                    "decode-bound: decode busy {decode:.0}% (of {threads} threads); the copy thread \
+                    "decode-bound: decode busy {decode:.0}% (of {threads}); the copy thread \
                      waited for filled batches {for_filled:.0}% of the time{}",
                     self.slowest_source().map_or_else(String::new, |(s, mine, others)| format!(
                         "; source {s} decodes slowest: {:.1} us a sample against {:.1} us for \
@@ -287,7 +287,7 @@ impl Stats {
                 Bottleneck::Cpu,
                 format!(
                     "cpu-bound: the loader's threads kept {used:.1} of this machine's {cores} cores \
-                     busy (decode {decode:.0}% of {threads} threads, copy {copy:.0}%, transfer \
+                     busy (decode {decode:.0}% of {threads}, copy {copy:.0}%, transfer \
                      {transfer:.0}%); more cores, or cheaper decoding, would help"
                 ),
             );
@@ -296,7 +296,7 @@ impl Stats {
             Bottleneck::HandOff,
             format!(
                 "hand-off-bound: no stage is saturated (source busy {source:.0}%, decode {decode:.0}% \
-                 of {threads} threads, copy {copy:.0}%) while pop waited {stalled:.0}% of the time; \
+                 of {threads}, copy {copy:.0}%) while pop waited {stalled:.0}% of the time; \
                  more host slots let more batches decode at once"
             ),
         )
@@ -324,10 +324,10 @@ impl std::fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "decode   busy {:>9.1} ms  waited {:>9.1} ms for gathered batches ({} threads, summed)",
+            "decode   busy {:>9.1} ms  waited {:>9.1} ms for gathered batches ({}, summed)",
             ms(self.decode.busy),
             ms(self.decode.waited),
-            self.decode_threads
+            thread_count(self.decode_threads)
         )?;
         writeln!(
             f,
@@ -447,6 +447,15 @@ impl Counters {
     }
 }
 
+/// "1 thread", "2 threads".
+fn thread_count(n: usize) -> String {
+    if n == 1 {
+        "1 thread".to_owned()
+    } else {
+        format!("{n} threads")
+    }
+}
+
 #[inline]
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -488,6 +497,15 @@ mod tests {
             device_slots: Vec::new(),
             sources: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_text_counts_its_decode_threads_in_words() {
+        let mut one = stats(20, 10, 100, 10, 0);
+        one.decode_threads = 1;
+        assert!(one.to_string().contains("(1 thread, summed)"), "{one}");
+        let four = stats(20, 10, 100, 10, 0);
+        assert!(four.to_string().contains("(4 threads, summed)"), "{four}");
     }
 
     #[test]

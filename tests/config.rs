@@ -169,6 +169,30 @@ fn errors_read_well_and_convert_into_pinring_error() {
     );
     let e = err(base().bytes_per_sample(1 << 20).host_budget(1 << 20)).to_string();
     assert!(e.contains("raise it with `host_budget`"), "{e}");
+    // Issue 29 item 6: a plural subject reads as one ("... descriptions would take").
+    assert!(
+        e.contains("the host ring and the batch descriptions would take "),
+        "{e}"
+    );
+}
+
+/// Issue 29 item 6: the README's sizing sample is what the config it describes prints.
+#[test]
+fn the_readme_sizing_sample_is_what_its_config_prints() {
+    let readme = include_str!("../README.md");
+    let sizing = readme.split("## Sizing").nth(1).expect("a Sizing section");
+    let sample = sizing
+        .split("```text\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("its sample output");
+    let config = Config::builder()
+        .batch_size(64)
+        .bytes_per_sample(12288)
+        .decode_threads(2)
+        .build()
+        .unwrap();
+    assert_eq!(format!("{config}\n"), sample);
 }
 
 #[test]

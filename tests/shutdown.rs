@@ -257,3 +257,103 @@ fn a_blocked_source_keeps_no_device_or_pinned_memory_after_drop() {
     drop(unblock);
     assert_threads_end_within(BOUND);
 }
+
+/// Pops steps `0..kept` of `p`, whose source skips every later step (so its feeder walks
+/// over them inside the source's `next`), then drops it on a thread of its own — its drop
+/// waits for the feeder: the tests set a shutdown timeout far past the bound — failing if
+/// the drop has not returned within [`BOUND`]: the walk did not end when the pipeline
+/// stopped.
+fn pop_then_drop_while_walking(mut p: Pipeline, kept: u64) {
+    for step in 0..kept {
+        let batch = p
+            .pop_for(BOUND)
+            .unwrap()
+            .expect("a step before the skipped ones");
+        assert_eq!(batch.step(), Some(step));
+        batch.release(Fence::Sync).unwrap();
+    }
+    let (done, dropped) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(p);
+        let _ = done.send(());
+    });
+    assert!(
+        dropped.recv_timeout(BOUND).is_ok(),
+        "the pipeline's drop waited past {BOUND:?} for a feeder walking over skipped steps"
+    );
+}
+
+/// Issue 28: a Documents run whose skipped steps reach far past its data (steps 5 to
+/// 2**62, no epoch cap) walks them inside the source's `next`, on the feeder thread. A
+/// dropped pipeline stops that walk: the feeder ends (its drop waits for it, the shutdown
+/// timeout set long enough that a feeder walking on would hold it up), and no pinring
+/// thread is left once the source is gone.
+#[test]
+fn dropping_a_documents_pipeline_ends_its_walk_over_skipped_steps() {
+    use pinring::source::{write_shard, Documents, TokenShards};
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("pinring-shutdown-walk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("train_000.bin");
+    // 1000 documents of 10 tokens; a step of 19 + 1 tokens packs 2: 500 steps an epoch.
+    let tokens: Vec<u16> = (0..10_000u32)
+        .map(|i| {
+            if i % 10 == 0 {
+                50256
+            } else {
+                (i % 1000) as u16
+            }
+        })
+        .collect();
+    write_shard(&path, &tokens).unwrap();
+    let docs = Documents::builder(TokenShards::open([&path]).unwrap())
+        .tokens_per_batch(19)
+        .max_seq_len(64)
+        .skip_steps([(5, 1 << 62)])
+        .build()
+        .unwrap();
+    let config = docs
+        .config()
+        .decode_threads(1)
+        .shutdown_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let p = Pipeline::new(config, docs.decoder(), docs.iter()).unwrap();
+    pop_then_drop_while_walking(p, 5);
+    drop(docs);
+    assert_threads_end_within(BOUND);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The same for a mixture of samplers without a stop rule: steps 3 to 2**62 skipped are
+/// walked position by position in the source's `next`; dropping the pipeline ends it.
+#[test]
+fn dropping_a_mixture_pipeline_ends_its_walk_over_skipped_steps() {
+    use pinring::source::{write_shard, Mixture, TokenShards, TokenType, Tokens};
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("pinring-shutdown-mix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("train_000.bin");
+    write_shard(&path, &(0..1000u16).collect::<Vec<_>>()).unwrap();
+    let sampler = TokenShards::open([&path])
+        .unwrap()
+        .windows(10)
+        .build()
+        .unwrap();
+    let mix = Mixture::builder([sampler.clone(), sampler])
+        .batch_size(4)
+        .skip_steps([(3, 1 << 62)])
+        .build()
+        .unwrap();
+    let config = Config::builder()
+        .batch_size(4)
+        .bytes_per_sample(10 * 2)
+        .decode_threads(1)
+        .shutdown_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let p = Pipeline::new(config, mix.decoder(Tokens::new(TokenType::U16)), mix.iter()).unwrap();
+    pop_then_drop_while_walking(p, 3);
+    assert_threads_end_within(BOUND);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

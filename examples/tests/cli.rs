@@ -2,17 +2,16 @@
 //! `train_tokens`, `train_documents`, `make_shard` and `locate`, with good and bad command
 //! lines.
 //!
-//! `cargo test` builds the examples into `target/<profile>/examples/`, beside the
-//! `deps/` folder that holds this test's executable; `cargo test --test cli` (or
-//! `--release --test cli`) does not, so the first test to need them runs `cargo build`
-//! for the examples in the same profile, features and target folder (a no-op when
-//! they are fresh). Each check is about exit status and messages, never about speed: a
-//! watchdog only ends a run that would otherwise never end (a wrapped batch count).
+//! The tools are binary targets of this package too (`bin/`, each its example file), so
+//! `cargo test` (and `cargo test --test cli`, `--release --test cli`) builds them with this
+//! test, in its profile and features, and names them in `CARGO_BIN_EXE_<name>`: no test
+//! runs cargo. Each check is about exit status and messages, never about speed: a watchdog
+//! only ends a run that would otherwise never end (a wrapped batch count).
 
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use pinring::source::{
@@ -20,93 +19,20 @@ use pinring::source::{
     TokenShards,
 };
 
-const EXAMPLES: [&str; 5] = [
-    "quickstart",
-    "train_tokens",
-    "train_documents",
-    "make_shard",
-    "locate",
-];
-
 /// Longest a run may take before it is taken for one that never ends. Far above what any
 /// run here needs on a slow machine; reached only when a check would fail anyway.
 const WATCHDOG: Duration = Duration::from_secs(300);
 
-/// `target/<profile>/examples`, with the examples built and fresh.
-fn examples_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test's own path");
-        // target/[<triple>/]<profile>/deps/cli-<hash>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test runs from target/<profile>/deps")
-            .to_owned();
-        build_examples(&profile_dir);
-        let dir = profile_dir.join("examples");
-        for name in EXAMPLES {
-            assert!(
-                dir.join(exe_name(name)).is_file(),
-                "{name} was not built into {}",
-                dir.display()
-            );
-        }
-        dir
+/// The executable of tool `name`, as cargo built it for this test.
+fn exe(name: &str) -> &'static Path {
+    Path::new(match name {
+        "quickstart" => env!("CARGO_BIN_EXE_quickstart"),
+        "train_tokens" => env!("CARGO_BIN_EXE_train_tokens"),
+        "train_documents" => env!("CARGO_BIN_EXE_train_documents"),
+        "make_shard" => env!("CARGO_BIN_EXE_make_shard"),
+        "locate" => env!("CARGO_BIN_EXE_locate"),
+        other => panic!("no tool named {other}"),
     })
-}
-
-fn exe_name(name: &str) -> String {
-    format!("{name}{}", std::env::consts::EXE_SUFFIX)
-}
-
-/// Builds the examples in the profile, target folder and features this test was built
-/// with.
-fn build_examples(profile_dir: &Path) {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-        "build",
-        "--quiet",
-        "--package",
-        env!("CARGO_PKG_NAME"),
-    ]);
-    for name in EXAMPLES {
-        cmd.args(["--example", name]);
-    }
-    match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(other) => {
-            cmd.args(["--profile", other]);
-        }
-        None => panic!("no profile folder in {}", profile_dir.display()),
-    }
-    // target/<profile> or target/<triple>/<profile>: cargo marks the target folder's root.
-    let parent = profile_dir.parent().expect("a target folder");
-    let target_dir = if !parent.join("CACHEDIR.TAG").exists()
-        && parent
-            .parent()
-            .is_some_and(|p| p.join("CACHEDIR.TAG").exists())
-    {
-        let triple = parent.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        cmd.args(["--target", triple]);
-        parent.parent().unwrap_or(parent)
-    } else {
-        parent
-    };
-    cmd.arg("--target-dir").arg(target_dir);
-    if !cfg!(feature = "cuda") {
-        cmd.arg("--no-default-features");
-    }
-    let out = cmd.output().expect("running cargo to build the examples");
-    assert!(
-        out.status.success(),
-        "building the examples failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// What a run printed, and how it ended.
@@ -170,8 +96,8 @@ impl Run {
 
 /// Runs example `name` with `args` in `dir`, its output captured.
 fn run_in(dir: &Path, name: &str, args: &[&str]) -> Run {
-    let path = examples_dir().join(exe_name(name));
-    let mut child = Command::new(&path)
+    let path = exe(name);
+    let mut child = Command::new(path)
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -214,21 +140,32 @@ fn run_in(dir: &Path, name: &str, args: &[&str]) -> Run {
     }
 }
 
-/// A fresh folder (the `tempfile` crate's, removed when dropped), and the tools run in it.
-struct TempDir(tempfile::TempDir);
+/// A fresh folder, removed when dropped, and the tools run in it. It lies in the folder
+/// cargo gives integration tests for their files (`CARGO_TARGET_TMPDIR`, the target
+/// folder's `tmp/`). (Not the `tempfile` crate's: as a dev-dependency of this package it
+/// would be built by the README's first command, `cargo run --example quickstart`, seven
+/// crates of it.)
+#[derive(Debug)]
+struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        TempDir(
-            tempfile::Builder::new()
-                .prefix(&format!("pinring-cli-{tag}-"))
-                .tempdir()
-                .unwrap(),
-        )
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // The first name no other folder has: creating a folder fails if it exists, so two
+        // tests (or two runs) never share one.
+        let mut n = 0u32;
+        loop {
+            let path = root.join(format!("pinring-cli-{tag}-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return TempDir(path),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => n += 1,
+                Err(e) => panic!("cannot create {}: {e}", path.display()),
+            }
+        }
     }
 
     fn path(&self) -> &Path {
-        self.0.path()
+        &self.0
     }
 
     fn run(&self, name: &str, args: &[&str]) -> Run {
@@ -263,6 +200,13 @@ impl TempDir {
             .collect();
         names.sort();
         names
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort, as for any temporary folder: a failure to clean up fails no check.
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -587,6 +531,78 @@ fn make_shard_writes_each_format_in_place() {
     assert!(tokens.iter().any(|&t| t > u32::from(u16::MAX)));
     // Nothing else is left in the folder (no temporary file).
     assert_eq!(dir.entries(), ["a.bin", "b.bin"]);
+}
+
+/// Issue 29 item 10: the shard is documents — its first token and every later bos start
+/// one, of geometric lengths of mean `--doc-len` (1000 by default), bos drawn nowhere else
+/// — so that the README's packed-documents recipes walk an epoch in a sensible number of
+/// steps; a length of 0 and a bos the format cannot hold are refused.
+#[test]
+fn make_shard_writes_documents_of_the_mean_length_asked_for() {
+    let dir = TempDir::new("make-docs");
+    let documents = |name: &str, bos: u32| {
+        let shard = TokenShard::open(dir.path().join(name)).unwrap();
+        let tokens: Vec<u32> = (0..shard.len())
+            .map(|i| shard.token(i).unwrap().unwrap())
+            .collect();
+        assert_eq!(tokens[0], bos, "{name}: the first token starts a document");
+        tokens.iter().filter(|&&t| t == bos).count()
+    };
+    // The default: documents of ~1000 tokens (200 documents expected in 200000 tokens;
+    // the count is fixed by the seed, the bounds only say "about").
+    let run = dir.run("make_shard", &["a.bin", "200000", "3"]);
+    run.assert_says(&[
+        "wrote 200000 u16",
+        "documents of 1000 tokens on average",
+        "bos 50256",
+    ]);
+    let n = documents("a.bin", 50256);
+    assert!(
+        (150..=250).contains(&n),
+        "{n} documents of ~1000 tokens in 200000"
+    );
+    // --doc-len 50: ~4000 of them; --bos and --u32 too.
+    let run = dir.run("make_shard", &["b.bin", "200000", "3", "--doc-len", "50"]);
+    assert!(run.ok(), "{run:#?}");
+    let n = documents("b.bin", 50256);
+    assert!(
+        (3600..=4400).contains(&n),
+        "{n} documents of ~50 tokens in 200000"
+    );
+    let run = dir.run("make_shard", &["--u32", "c.bin", "50000", "--doc-len=100"]);
+    run.assert_says(&["bos 128000"]);
+    let n = documents("c.bin", 128_000);
+    assert!(
+        (400..=600).contains(&n),
+        "{n} documents of ~100 tokens in 50000"
+    );
+    let run = dir.run(
+        "make_shard",
+        &["d.bin", "20000", "--bos", "7", "--doc-len", "10"],
+    );
+    assert!(run.ok(), "{run:#?}");
+    assert!((1600..=2400).contains(&documents("d.bin", 7)));
+    // A packed-documents source over the default shard walks whole steps of it.
+    let docs = Documents::builder(TokenShards::open([dir.path().join("a.bin")]).unwrap())
+        .tokens_per_batch(4096)
+        .max_seq_len(896)
+        .build()
+        .unwrap();
+    let epoch0 = docs.iter().take_while(|s| s.epoch() == 0).count();
+    // (documents are cut at 896 tokens: about 60% of the tokens are packed)
+    assert!(
+        (15..=48).contains(&epoch0),
+        "{epoch0} steps of 4097 tokens in an epoch"
+    );
+    for args in [
+        &["e.bin", "1000", "--doc-len", "0"][..],
+        &["e.bin", "1000", "--bos", "70000"],
+        &["e.bin", "1000", "--doc-len", "x"],
+    ] {
+        dir.run("make_shard", args)
+            .assert_refused(&format!("make_shard {args:?}"));
+    }
+    assert_eq!(dir.entries(), ["a.bin", "b.bin", "c.bin", "d.bin"]);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ class Location(NamedTuple):
     - ``offset``: the row's first unit in the file: a token index for ``TokenWindows`` and
       ``Documents`` (a document's ``bos`` token), a record index for ``FixedRecords``.
     - ``len``: units in the row: ``seq_len + 1`` tokens for a window, 1 record, a document
-      piece's tokens in the step.
+      piece's length in ``cu_seqlens`` (its tokens in the step; the step's last piece is one
+      token shorter, its last token being a target only).
 
     A token row's bytes are ``len`` tokens from byte ``1024 + offset * token_bytes`` of the
     shard (after its header of 256 int32); a record's are ``record_bytes`` from byte

@@ -91,8 +91,9 @@ class Batch:
         possible start (shard by shard, token by token), so it numbers start offsets, not
         grid windows, and the same id can come more than once in an epoch.
         
-        Read them before `release()`: they come from the leased slot's bookkeeping, copied
-        the first time they are asked for (asked first after the release: BufferError).
+        Readable before and after `release()`: they come from the leased slot's bookkeeping,
+        copied the first time they are asked for, or by `release()` if not before (as for
+        `locate()`), so a loss-spike trace can read them after the step.
         """
     @property
     def fields(self) -> tuple[str, ...]:
@@ -117,7 +118,7 @@ class Batch:
         token over the shards in order, the same whatever the order, seed, rank or world
         size. None for a batch without fields (windows, records: see `sample_ids`).
         
-        Read them before `release()`, as `sample_ids`.
+        Readable after `release()` too, as `sample_ids`.
         """
     @property
     def sources(self) -> numpy.typing.NDArray[numpy.uint16]:
@@ -125,7 +126,7 @@ class Batch:
         Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
         its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
         single source. With `sample_ids` (each row's id within its source) it names every
-        row. Read it before `release()`, as `sample_ids`.
+        row. Readable after `release()` too, as `sample_ids`.
         """
     @property
     def step(self) -> typing.Optional[builtins.int]:
@@ -237,13 +238,11 @@ class Batch:
         header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
         on the source's layout: nothing is read. The rows are copied from the leased slot
         the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
-        at `release()`: it works after `release()`, though not after a release by the last
-        view's death with none of them called before.
+        at `release()`: it works after `release()`.
         
         Raises:
             SourceError: a row the source cannot place (not expected: the locator is the
                 loader's own source).
-            BufferError: the batch was released before its rows were read.
         """
     def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
@@ -310,7 +309,7 @@ class Batch:
 
 class CheckpointError(Error, builtins.ValueError):
     r"""
-    A loader state was refused: it is not a state dict, it belongs to another dataset (file names and sizes), seq_len, record size, order or seed (Documents: bos, schedule or max_docs) or another kind of source, the ranks it was merged from consumed unequal counts (popped unequal steps), no state was given, or the loader already delivered a batch. Also a ValueError.
+    A loader state was refused: it is not a state dict, it is of an older version, it belongs to another dataset (file names, sizes or contents: other bytes under the same names), seq_len, record size, order or seed (Documents: bos, schedule or max_docs) or another kind of source, the ranks it was merged from consumed unequal counts (popped unequal steps), no state was given, or the loader already delivered a batch. Also a ValueError.
     """
     ...
 
@@ -528,13 +527,15 @@ class Documents:
 class EpochIterator:
     r"""
     One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-    loader's next one to the end of that batch's epoch (over a Documents source: every step
-    to the end of the run).
+    loader's next one to the end of that batch's epoch (over a Documents source, an epoch of
+    the walk: it ends where the next step is of another epoch, and that step is kept for the
+    next iteration; over a Mixture, the mixture's run to its stop).
     """
     @property
     def epoch(self) -> builtins.int:
         r"""
-        The epoch this iterator yields (Documents: the epoch it started in).
+        The epoch this iterator yields (Documents: that of its first step; before it is
+        popped, the loader's `epoch`).
         """
     def __iter__(self) -> EpochIterator:
         r"""
@@ -718,18 +719,22 @@ class Loader:
     
     `for batch in loader:` runs one epoch: each `iter(loader)` yields the batches from the
     next one to the end of its epoch, and the next `iter(loader)` goes on with the next
-    epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
-    goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
+    epoch, so `for epoch in range(E): for batch in loader:` trains E epochs, over every
+    source that has epochs. `pop()` goes on across epochs. `batch.epoch` says which epoch a
+    batch belongs to.
     
     Over a `Documents` source a batch is one training step of this rank (no batch_size):
-    `pop()` gives the next step, and `for batch in loader:` yields every step to the end of
-    the run (endless with epochs=None), since how many steps an epoch holds is not known up
-    front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
+    `pop()` gives the next step, and `for batch in loader:` yields the steps of one epoch of
+    the walk, as for windows. How many steps an epoch holds is not known up front
+    (`len(loader)` raises TypeError): the loop ends where the next step is of the next
+    epoch, and that step, popped to see its epoch, is kept undelivered for the next loop (or
+    `pop()`): nothing is lost, and `state_dict()` does not count it.
     
     Over a `Mixture`, the batches are the mixture's steps (`batch.sources` says each row's
-    source): `for batch in loader:` yields them to the mixture's end (endless with
-    stop="never"); a mixture has no epochs of its own (each source has its own), so
-    `batch.epoch` is 0, `len(loader)` raises TypeError and `epochs` is refused.
+    source). A mixture has no epochs of its own (each source walks its own), so one
+    `for batch in loader:` is the mixture's whole run, to the end its `stop` rule sets
+    (endless with stop="never"); `batch.epoch` is 0, `len(loader)` raises TypeError and
+    `epochs` is refused.
     
     Every batch has a step (`batch.step`): the k-th batch of this rank in an uninterrupted
     run, counted across epochs, the same on every rank; a resumed run numbers on.
@@ -751,7 +756,9 @@ class Loader:
         drop_last: drop each epoch's short last batch (Documents: never short; True is a
             ConfigError).
         epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
-            (the default): no cap. Iterating past the cap raises StoppedError. A Mixture
+            (the default): no cap. Iterating past the cap raises StoppedError. For
+            Documents the run ends where the walk's epoch `epochs` would begin, also when
+            skip_steps run past it (the walk over skipped steps stops there too). A Mixture
             has no epochs: end it with its `stop` instead (epochs is a ConfigError).
         state: a state_dict() to resume from (of any rank of a run at any world size, or
             a list of every rank's); for Documents, the walk goes on from the saved cursor
@@ -761,7 +768,12 @@ class Loader:
             `start_step`, with the same batches from there on (their `batch.step` from
             `start_step`), found by arithmetic on the schedule (Documents: by walking the
             shards' index, about a microsecond a step): nothing before it is read or
-            decoded. Resuming from a `state` before it begins at it too.
+            decoded. Resuming from a `state` before it begins at it too. A start_step at or
+            past the end of a run that ends (with `epochs`; a Mixture with a stop rule) is
+            a ConfigError saying how many steps the run has, raised here: for windows and
+            records by arithmetic, for Documents by the walk to the start step, which stops
+            at the end of the last epoch, for a Mixture by its walk to the start step,
+            which stops where the stop rule ends the run.
         skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
             (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
             taken too). The other batches keep their step numbers; the skipped ranges are
@@ -868,8 +880,9 @@ class Loader:
     def epoch(self) -> builtins.int:
         r"""
         The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
-        known before the walk gets there: the epoch of the last step popped (before any,
-        the epoch of the state it resumed from, else 0).
+        known before the walk gets there: the epoch of the next step once it was seen (an
+        epoch's loop that ended on it keeps it for the next pop), else of the last step
+        popped (before any, the epoch of the state it resumed from, else 0).
         """
     @property
     def epoch_len(self) -> builtins.int:
@@ -900,7 +913,7 @@ class Loader:
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
-        `torch.save` or `json`): dataset fingerprint (format, file names and sizes),
+        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
         window, order, seed, the epoch and how many of its windows all ranks together have
         consumed (popped; decoded or in-flight batches do not count). In a data-parallel
         run every rank returns the same state, as long as the ranks popped the same number
@@ -1028,7 +1041,9 @@ class Loader:
     def __iter__(self) -> EpochIterator:
         r"""
         The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents: every step to the end of the run.
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
         
         Raises:
             StoppedError: every epoch of `epochs` was delivered.
@@ -1041,7 +1056,13 @@ class Loader:
         r"""
         Closes the loader.
         """
-    def __repr__(self) -> builtins.str: ...
+    def __repr__(self) -> builtins.str:
+        r"""
+        Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture
+        of them), whose batch is one step of named fields: the step's size (its
+        tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
+        fields.
+        """
 
 @typing.final
 class Mixture:

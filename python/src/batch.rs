@@ -7,7 +7,6 @@ use pinring::{Fence, FieldAt, Fields, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
@@ -21,6 +20,7 @@ use crate::lease::{BatchCell, Leased, StreamsBound};
 use crate::lineage::locations;
 use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// `bytes` as a read-only numpy array of `dtype` (`what` names it in the error without
 /// numpy).
@@ -174,23 +174,29 @@ impl PyBatch {
         }
     }
 
-    /// The batch's rows: copied from the lease the first time (BufferError if the batch was
-    /// released before that).
+    /// The batch's rows: copied from the lease the first time, or by `release()` if not
+    /// before (so they are there after it). BufferError only if the lease went without a
+    /// copy, which `release()` and this never let happen while the Batch object lives.
     fn rows(&self, py: Python<'_>, what: &str) -> PyResult<&RowColumns> {
         if let Some(rows) = self.rows.get() {
             return Ok(rows);
         }
-        let copied = match self.cell.lock_attached(py).as_ref() {
+        let lease = self.cell.lock_attached(py);
+        // A release in another thread may have copied them meanwhile (under this lock).
+        if let Some(rows) = self.rows.get() {
+            return Ok(rows);
+        }
+        let copied = match lease.as_ref() {
             Some(leased) => leased.batch.rows(),
             None => {
                 return Err(PyBufferError::new_err(format!(
-                    "batch {} was released before its {what} were read: they are read from \
-                     the leased slot's bookkeeping (copied once, when first asked for); read \
-                     them before release()",
+                    "batch {}'s lease ended without a copy of its {what} (a pinring bug: \
+                     release() copies them)",
                     self.facts.seq
                 )))
             }
         };
+        drop(lease);
         Ok(self.rows.get_or_init(|| copied))
     }
 
@@ -307,7 +313,7 @@ impl PyBatch {
     /// The epoch (from 0) every sample of the batch belongs to: a batch never spans two
     /// epochs.
     #[getter]
-    fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.facts.epoch
     }
 
@@ -323,8 +329,9 @@ impl PyBatch {
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64]", imports = ("numpy", "numpy.typing")))]
     ///
-    /// Read them before `release()`: they come from the leased slot's bookkeeping, copied
-    /// the first time they are asked for (asked first after the release: BufferError).
+    /// Readable before and after `release()`: they come from the leased slot's bookkeeping,
+    /// copied the first time they are asked for, or by `release()` if not before (as for
+    /// `locate()`), so a loss-spike trace can read them after the step.
     fn sample_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         u64_array(py, &self.rows(py, "sample_ids")?.ids, "Batch.sample_ids")
     }
@@ -448,7 +455,7 @@ impl PyBatch {
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint64] | None", imports = ("numpy", "numpy.typing")))]
     ///
-    /// Read them before `release()`, as `sample_ids`.
+    /// Readable after `release()` too, as `sample_ids`.
     fn doc_ids<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         if !self.has_fields() {
             return Ok(None);
@@ -459,7 +466,7 @@ impl PyBatch {
     /// Each row's source, in row order, as a read-only numpy uint16 array (needs numpy):
     /// its index in the Mixture's `sources` (each document's, for Documents); all 0 for a
     /// single source. With `sample_ids` (each row's id within its source) it names every
-    /// row. Read it before `release()`, as `sample_ids`.
+    /// row. Readable after `release()` too, as `sample_ids`.
     #[getter]
     #[gen_stub(override_return_type(type_repr = "numpy.typing.NDArray[numpy.uint16]", imports = ("numpy", "numpy.typing")))]
     fn sources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -478,13 +485,11 @@ impl PyBatch {
     /// header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
     /// on the source's layout: nothing is read. The rows are copied from the leased slot
     /// the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
-    /// at `release()`: it works after `release()`, though not after a release by the last
-    /// view's death with none of them called before.
+    /// at `release()`: it works after `release()`.
     ///
     /// Raises:
     ///     SourceError: a row the source cannot place (not expected: the locator is the
     ///         loader's own source).
-    ///     BufferError: the batch was released before its rows were read.
     #[gen_stub(override_return_type(type_repr = "list[_lineage.Location]", imports = ("pinring._lineage",)))]
     fn locate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         locations(py, &*self.locator, self.rows(py, "rows")?)
@@ -657,7 +662,7 @@ impl PyBatch {
             if let Some(leased) = &taken {
                 // The rows, kept past the release (`sample_ids`, `sources`, `locate()` after
                 // a step: what a loss spike's trace asks for), unless already read.
-                if self.facts.rows > 0 && self.rows.get().is_none() {
+                if self.rows.get().is_none() {
                     let _ = self.rows.set(leased.batch.rows());
                 }
             }

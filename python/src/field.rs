@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::FieldAt;
 
 use crate::dlpack::{export, Owner, SlotView};
 use crate::lease::BatchCell;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// One field of a batch: `batch["inputs"]`, `batch["targets"]`, `batch["cu_seqlens"]`...
 ///

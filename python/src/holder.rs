@@ -8,7 +8,7 @@ use pyo3::sync::MutexExt;
 
 use pinring::Locate;
 
-use crate::dispatch::AnyPipeline;
+use crate::dispatch::{AnyBatch, AnyPipeline};
 use crate::gil::{drop_detached, drop_object};
 use crate::position::Position;
 use crate::source::spec::Spec;
@@ -26,6 +26,11 @@ pub(crate) struct Running {
     pub(crate) spec: Spec,
     /// What it has delivered.
     pub(crate) position: Position,
+    /// A batch popped from the pipeline but not delivered: the first of the next epoch,
+    /// which ended an epoch's loop over a source whose epochs' ends are only seen when the
+    /// next batch is (Documents). The next pop delivers it; it is not counted in
+    /// `position` until then.
+    pub(crate) pending: Option<AnyBatch>,
 }
 
 /// The pipeline, shared by the loader and by every batch popped from it (and every view of
@@ -62,6 +67,7 @@ impl PipelineHolder {
                     from,
                     ..Position::default()
                 },
+                pending: None,
             }),
             stream,
         }
@@ -99,7 +105,9 @@ impl PipelineHolder {
 impl Drop for PipelineHolder {
     fn drop(&mut self) {
         let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
-        // Joins the pipeline's threads (and, on cuda, frees its memory): without the GIL.
+        // Releases a batch kept for the next pop, then joins the pipeline's threads (and,
+        // on cuda, frees its memory): without the GIL.
+        drop_detached(running.pending.take());
         drop_detached(running.pipeline.take());
         // The last holder may be a DLPack deleter run where C code let the GIL go.
         if let Some(stream) = self.stream.take() {

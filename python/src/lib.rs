@@ -23,7 +23,8 @@
 //! conservative release, a pipeline's teardown, from a method, a `del`, the garbage
 //! collector or a DLPack deleter) happens with the GIL released. The Python package
 //! `pinring` (`python/pinring/__init__.py`) re-exports everything here; the type stubs
-//! (`python/pinring/_pinring.pyi`) are generated from this code by `src/bin/stub_gen.rs`.
+//! (`python/pinring/_pinring.pyi`) are generated from this code by `src/bin/stub_gen.rs`,
+//! built with the `stubs` feature, which makes [`stub_attrs`] pyo3-stub-gen's.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use pyo3::prelude::*;
@@ -49,6 +50,7 @@ mod settings;
 mod source;
 mod state;
 mod stats;
+mod stub_attrs;
 
 /// The module `pinring._pinring`.
 #[pymodule]
@@ -67,7 +69,9 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+#[cfg(feature = "stubs")]
 pyo3_stub_gen::module_variable!("pinring._pinring", "__version__", &str);
 
 // The stub generator's entry: `src/bin/stub_gen.rs` calls it.
+#[cfg(feature = "stubs")]
 pyo3_stub_gen::define_stub_info_gatherer!(stub_info);

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::{Config, Stats};
 
@@ -35,6 +34,7 @@ use crate::source::steps::Steps;
 use crate::source::weights::WeightsArg;
 use crate::state::{self, SourceState, StateArg};
 use crate::stats::stats_dict;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
 const SLICE: Duration = Duration::from_millis(30);
@@ -54,23 +54,69 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
     )))
 }
 
+/// The ConfigError of a `start_step` at or past the end of a run that has `steps` steps
+/// (from step 0): the end of epoch `epochs - 1`, or a mixture's stop rule. The run would
+/// deliver nothing.
+fn start_past_end(
+    py: Python<'_>,
+    spec: &Spec,
+    start: u64,
+    steps: u64,
+    epochs: Option<u64>,
+) -> PyErr {
+    let held = match steps {
+        0 => "no step".to_owned(),
+        1 => "1 step (step 0".to_owned(),
+        n => format!("{n} steps (0 to {}", n - 1),
+    };
+    let per_epoch = match spec.epoch_batches() {
+        Some(b) => format!("; {b} batches an epoch)"),
+        None if steps == 0 => String::new(),
+        None => ")".to_owned(),
+    };
+    let (ender, fix) = match (spec.mixture().and_then(|m| m.stop_rule()), epochs) {
+        (Some(stop), _) => (
+            format!("its stop rule (stop=\"{stop}\")"),
+            ", or stop=\"never\" (no end)".to_owned(),
+        ),
+        (None, Some(e)) => (
+            format!("epochs={e}"),
+            ", or more epochs (epochs=None: no cap)".to_owned(),
+        ),
+        (None, None) => ("its end".to_owned(), String::new()),
+    };
+    config(
+        py,
+        "start_step",
+        format!(
+            "start_step={start} is past the end of the run: {ender} gives it \
+             {held}{per_epoch}, so it would deliver nothing: give a start_step below \
+             {steps}{fix}"
+        ),
+    )
+}
+
 /// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
 /// copy to device slots on a side stream, hand out `Batch`es in order.
 ///
 /// `for batch in loader:` runs one epoch: each `iter(loader)` yields the batches from the
 /// next one to the end of its epoch, and the next `iter(loader)` goes on with the next
-/// epoch, so `for epoch in range(E): for batch in loader:` trains E epochs. `pop()`
-/// goes on across epochs. `batch.epoch` says which epoch a batch belongs to.
+/// epoch, so `for epoch in range(E): for batch in loader:` trains E epochs, over every
+/// source that has epochs. `pop()` goes on across epochs. `batch.epoch` says which epoch a
+/// batch belongs to.
 ///
 /// Over a `Documents` source a batch is one training step of this rank (no batch_size):
-/// `pop()` gives the next step, and `for batch in loader:` yields every step to the end of
-/// the run (endless with epochs=None), since how many steps an epoch holds is not known up
-/// front (`len(loader)` raises TypeError; `batch.epoch` still says each step's epoch).
+/// `pop()` gives the next step, and `for batch in loader:` yields the steps of one epoch of
+/// the walk, as for windows. How many steps an epoch holds is not known up front
+/// (`len(loader)` raises TypeError): the loop ends where the next step is of the next
+/// epoch, and that step, popped to see its epoch, is kept undelivered for the next loop (or
+/// `pop()`): nothing is lost, and `state_dict()` does not count it.
 ///
 /// Over a `Mixture`, the batches are the mixture's steps (`batch.sources` says each row's
-/// source): `for batch in loader:` yields them to the mixture's end (endless with
-/// stop="never"); a mixture has no epochs of its own (each source has its own), so
-/// `batch.epoch` is 0, `len(loader)` raises TypeError and `epochs` is refused.
+/// source). A mixture has no epochs of its own (each source walks its own), so one
+/// `for batch in loader:` is the mixture's whole run, to the end its `stop` rule sets
+/// (endless with stop="never"); `batch.epoch` is 0, `len(loader)` raises TypeError and
+/// `epochs` is refused.
 ///
 /// Every batch has a step (`batch.step`): the k-th batch of this rank in an uninterrupted
 /// run, counted across epochs, the same on every rank; a resumed run numbers on.
@@ -92,7 +138,9 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 ///     drop_last: drop each epoch's short last batch (Documents: never short; True is a
 ///         ConfigError).
 ///     epochs: how many epochs to deliver, counted from epoch 0 also when resumed; None
-///         (the default): no cap. Iterating past the cap raises StoppedError. A Mixture
+///         (the default): no cap. Iterating past the cap raises StoppedError. For
+///         Documents the run ends where the walk's epoch `epochs` would begin, also when
+///         skip_steps run past it (the walk over skipped steps stops there too). A Mixture
 ///         has no epochs: end it with its `stop` instead (epochs is a ConfigError).
 ///     state: a state_dict() to resume from (of any rank of a run at any world size, or
 ///         a list of every rank's); for Documents, the walk goes on from the saved cursor
@@ -102,7 +150,12 @@ fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
 ///         `start_step`, with the same batches from there on (their `batch.step` from
 ///         `start_step`), found by arithmetic on the schedule (Documents: by walking the
 ///         shards' index, about a microsecond a step): nothing before it is read or
-///         decoded. Resuming from a `state` before it begins at it too.
+///         decoded. Resuming from a `state` before it begins at it too. A start_step at or
+///         past the end of a run that ends (with `epochs`; a Mixture with a stop rule) is
+///         a ConfigError saying how many steps the run has, raised here: for windows and
+///         records by arithmetic, for Documents by the walk to the start step, which stops
+///         at the end of the last epoch, for a Mixture by its walk to the start step,
+///         which stops where the stop rule ends the run.
 ///     skip_steps: steps to leave out of the stream: a list of half-open ranges `(a, b)`
 ///         (steps a to b - 1, as `range(a, b)` and Rust's `a..b`; `range` objects are
 ///         taken too). The other batches keep their step numbers; the skipped ranges are
@@ -210,29 +263,50 @@ impl Loader {
         )
     }
 
-    /// Counts a batch popped into the position, under the lock it was popped with (so
-    /// `state_dict` and `load_state_dict` see every pop).
-    fn count(running: &mut Running, batch: &AnyBatch) {
+    /// Delivers `batch`, popped under the lock of `running` (the pipeline's next one, or
+    /// the one kept for this pop), counting it into the position (so `state_dict` and
+    /// `load_state_dict` see every pop) — unless `epoch` is given and the batch is of
+    /// another epoch: then it is kept for the next pop, uncounted, and `None` says the
+    /// epoch ended. A run's end (`batch` `None`) is noted in the position.
+    fn deliver(
+        running: &mut Running,
+        batch: Option<AnyBatch>,
+        epoch: Option<u64>,
+    ) -> Option<AnyBatch> {
+        let Some(batch) = batch else {
+            running.position.ended = true;
+            return None;
+        };
+        if epoch.is_some_and(|e| batch.epoch() != e) {
+            running.pending = Some(batch);
+            return None;
+        }
         running.position.samples += batch.samples() as u64;
         running.position.batches += 1;
         running.position.last_epoch = Some(batch.epoch());
+        Some(batch)
     }
 
     /// A pop that never waits, with the GIL held: the ready batch (the common case, a
-    /// pipeline ahead of its consumer), the end, or an error; `None` when the caller must
-    /// wait (no batch ready, or another thread holds the pipeline).
-    fn pop_ready(&self, py: Python<'_>) -> Option<PyResult<Option<Py<PyBatch>>>> {
+    /// pipeline ahead of its consumer), the end (or, with `epoch`, the end of that epoch),
+    /// or an error; `None` when the caller must wait (no batch ready, or another thread
+    /// holds the pipeline).
+    fn pop_ready(
+        &self,
+        py: Python<'_>,
+        epoch: Option<u64>,
+    ) -> Option<PyResult<Option<Py<PyBatch>>>> {
         let popped = {
             let mut running = self.holder.try_lock()?;
             if self.closed.load(Ordering::Acquire) {
                 return Some(Err(self.closed_error(py)));
             }
             let running = &mut *running;
-            let popped = running.pipeline.as_mut()?.try_pop();
-            if let Ok(Some(Some(batch))) = &popped {
-                Self::count(running, batch);
-            }
-            popped
+            let popped = match running.pending.take() {
+                Some(kept) => Ok(Some(Some(kept))),
+                None => running.pipeline.as_mut()?.try_pop(),
+            };
+            popped.map(|p| p.map(|batch| Self::deliver(running, batch, epoch)))
         };
         // Wrapped without the lock (making a slot's fixed views calls Python).
         match popped {
@@ -347,6 +421,59 @@ impl Loader {
                 pyo3::exceptions::PyOSError::new_err(message)
             }
         })
+    }
+}
+
+impl Loader {
+    /// `pop` waiting at most `limit` (`None`: no limit); with `epoch`, a batch of another
+    /// epoch is kept for the next pop and `None` says that epoch ended.
+    fn pop_within(
+        &self,
+        py: Python<'_>,
+        limit: Option<Duration>,
+        epoch: Option<u64>,
+    ) -> PyResult<Option<Py<PyBatch>>> {
+        // A ready batch is taken with the GIL held: no release and reacquire of it.
+        if let Some(popped) = self.pop_ready(py, epoch) {
+            return popped;
+        }
+        let start = Instant::now();
+        loop {
+            let slice = limit.map_or(SLICE, |l| l.saturating_sub(start.elapsed()).min(SLICE));
+            let popped = py.detach(|| {
+                let mut running = self.holder.lock();
+                if self.closed.load(Ordering::Acquire) {
+                    return Popped::Closed;
+                }
+                let running = &mut *running;
+                if let Some(kept) = running.pending.take() {
+                    return Popped::Got(Ok(Self::deliver(running, Some(kept), epoch)));
+                }
+                let Some(pipeline) = running.pipeline.as_mut() else {
+                    return Popped::Closed;
+                };
+                let popped = pipeline.pop_for(slice);
+                Popped::Got(popped.map(|batch| Self::deliver(running, batch, epoch)))
+            });
+            match popped {
+                Popped::Closed => return Err(self.closed_error(py)),
+                Popped::Got(Ok(Some(batch))) => return self.wrap(py, batch).map(Some),
+                Popped::Got(Ok(None)) => return Ok(None),
+                Popped::Got(Err(pinring::Error::PopTimeout { behind, .. })) => {
+                    let waited = start.elapsed();
+                    if limit.is_some_and(|l| waited >= l) {
+                        return Err(to_py(py, pinring::Error::PopTimeout { waited, behind }));
+                    }
+                }
+                Popped::Got(Err(pinring::Error::Stopped))
+                    if self.closed.load(Ordering::Acquire) =>
+                {
+                    return Err(self.closed_error(py))
+                }
+                Popped::Got(Err(e)) => return Err(to_py(py, e)),
+            }
+            py.check_signals()?;
+        }
     }
 }
 
@@ -484,13 +611,30 @@ impl Loader {
         }
         // Every rank gets the same number of batches per epoch.
         let spec = spec
-            .batched(settings.batch_size as u64, drop_last, &steps)
+            .batched(
+                settings.batch_size as u64,
+                drop_last,
+                &steps,
+                settings.epochs,
+            )
             .map_err(|e| to_py(py, e))?;
         let from = state.map(|s| state::read(s.object())).transpose()?;
         if let Some(from) = &from {
             spec.check(from).map_err(|e| to_py(py, e))?;
         }
         let from = py.detach(|| spec.begin(from)).map_err(|e| to_py(py, e))?;
+        let past_end = spec
+            .steps_if_past_end(steps.start, from.as_ref(), settings.epochs)
+            .map_err(|e| to_py(py, e))?;
+        if let Some(steps_in_run) = past_end {
+            return Err(start_past_end(
+                py,
+                &spec,
+                steps.start,
+                steps_in_run,
+                settings.epochs,
+            ));
+        }
         let (pipeline, device) = py
             .detach(|| settings.open(&spec, request, from.as_ref()))
             .map_err(|e| e.into_py_err(py))?;
@@ -517,7 +661,7 @@ impl Loader {
     }
 
     /// The loader's position as plain data (ints, strings and lists of them, for
-    /// `torch.save` or `json`): dataset fingerprint (format, file names and sizes),
+    /// `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
     /// window, order, seed, the epoch and how many of its windows all ranks together have
     /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
     /// run every rank returns the same state, as long as the ranks popped the same number
@@ -624,6 +768,19 @@ impl Loader {
         else {
             return Err(error(py, Kind::Checkpoint, "no state given"));
         };
+        let past_end = spec
+            .steps_if_past_end(self.steps.start, Some(&state), self.settings.epochs)
+            .map_err(|e| to_py(py, e))?;
+        if let Some(steps_in_run) = past_end {
+            let epochs = self.settings.epochs;
+            return Err(start_past_end(
+                py,
+                &spec,
+                self.steps.start,
+                steps_in_run,
+                epochs,
+            ));
+        }
         let request = match self.device {
             Device::Cpu => DeviceRequest::Cpu,
             Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),
@@ -705,47 +862,7 @@ impl Loader {
             Some(t) => Some(args::seconds(py, "timeout", t)?),
             None => self.pop_timeout,
         };
-        // A ready batch is taken with the GIL held: no release and reacquire of it.
-        if let Some(popped) = self.pop_ready(py) {
-            return popped;
-        }
-        let start = Instant::now();
-        loop {
-            let slice = limit.map_or(SLICE, |l| l.saturating_sub(start.elapsed()).min(SLICE));
-            let popped = py.detach(|| {
-                let mut running = self.holder.lock();
-                if self.closed.load(Ordering::Acquire) {
-                    return Popped::Closed;
-                }
-                let running = &mut *running;
-                let Some(pipeline) = running.pipeline.as_mut() else {
-                    return Popped::Closed;
-                };
-                let popped = pipeline.pop_for(slice);
-                if let Ok(Some(batch)) = &popped {
-                    Self::count(running, batch);
-                }
-                Popped::Got(popped)
-            });
-            match popped {
-                Popped::Closed => return Err(self.closed_error(py)),
-                Popped::Got(Ok(Some(batch))) => return self.wrap(py, batch).map(Some),
-                Popped::Got(Ok(None)) => return Ok(None),
-                Popped::Got(Err(pinring::Error::PopTimeout { behind, .. })) => {
-                    let waited = start.elapsed();
-                    if limit.is_some_and(|l| waited >= l) {
-                        return Err(to_py(py, pinring::Error::PopTimeout { waited, behind }));
-                    }
-                }
-                Popped::Got(Err(pinring::Error::Stopped))
-                    if self.closed.load(Ordering::Acquire) =>
-                {
-                    return Err(self.closed_error(py))
-                }
-                Popped::Got(Err(e)) => return Err(to_py(py, e)),
-            }
-            py.check_signals()?;
-        }
+        self.pop_within(py, limit, None)
     }
 
     /// A snapshot of the pipeline's counters (seconds for times), slot states, and the
@@ -825,6 +942,8 @@ impl Loader {
         let holder = &self.holder;
         let stats = py.detach(|| {
             let mut running = holder.lock();
+            // A batch kept for the next pop goes back now: nobody can pop it any more.
+            drop(running.pending.take());
             let stats = running.pipeline.as_ref().map(|p| p.stats());
             // Only this loader holds the pipeline: drop it now (joins its threads).
             // Otherwise the last batch or view holding it drops it.
@@ -909,14 +1028,18 @@ impl Loader {
     }
 
     /// The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
-    /// known before the walk gets there: the epoch of the last step popped (before any,
-    /// the epoch of the state it resumed from, else 0).
+    /// known before the walk gets there: the epoch of the next step once it was seen (an
+    /// epoch's loop that ended on it keeps it for the next pop), else of the last step
+    /// popped (before any, the epoch of the state it resumed from, else 0).
     #[getter]
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
         if let Some(place) = self.place(py)? {
             return Ok(place.epoch);
         }
         let running = self.holder.lock_attached(py);
+        if let Some(kept) = &running.pending {
+            return Ok(kept.epoch());
+        }
         let position = &running.position;
         Ok(position.last_epoch.unwrap_or(match &position.from {
             Some(crate::state::SourceState::Documents(c)) => c.epoch,
@@ -984,37 +1107,47 @@ impl Loader {
     }
 
     /// The batches from the next one to the end of its epoch; the next `iter()` goes on
-    /// with the next epoch. For Documents: every step to the end of the run.
+    /// with the next epoch. For Documents, an epoch of the walk: it ends where the next
+    /// step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+    /// `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
     ///
     /// Raises:
     ///     StoppedError: every epoch of `epochs` was delivered.
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
         let py = slf.py();
         let loader = slf.get();
+        let delivered_all = |epochs: u64| {
+            error(
+                py,
+                Kind::Stopped,
+                format!(
+                    "this loader delivered all {epochs} epoch(s) it was made for \
+                     (epochs={epochs}): iterating it again yields nothing; make it with \
+                     epochs=None (the default, no cap) or a larger epochs"
+                ),
+            )
+        };
         let Some(place) = loader.place(py)? else {
+            // Documents (and mixtures): the epoch is the first batch's.
+            let ended = loader.holder.lock_attached(py).position.ended;
+            if let (true, Some(epochs)) = (ended, loader.settings.epochs) {
+                return Err(delivered_all(epochs));
+            }
             return Ok(EpochIterator {
-                epoch: loader.epoch(py)?,
-                to_epoch_end: false,
                 loader: slf.unbind(),
+                epoch: OnceLock::new(),
+                by_place: false,
             });
         };
         if let Some(epochs) = loader.settings.epochs {
             if place.epoch >= epochs {
-                return Err(error(
-                    py,
-                    Kind::Stopped,
-                    format!(
-                        "this loader delivered all {epochs} epoch(s) it was made for \
-                         (epochs={epochs}): iterating it again yields nothing; make it with \
-                         epochs=None (the default, no cap) or a larger epochs"
-                    ),
-                ));
+                return Err(delivered_all(epochs));
             }
         }
         Ok(EpochIterator {
             loader: slf.unbind(),
-            epoch: place.epoch,
-            to_epoch_end: true,
+            epoch: OnceLock::from(place.epoch),
+            by_place: true,
         })
     }
 
@@ -1037,18 +1170,45 @@ impl Loader {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
+    /// Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture
+    /// of them), whose batch is one step of named fields: the step's size (its
+    /// tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
+    /// fields.
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let epochs = self
+            .settings
+            .epochs
+            .map_or_else(|| "None".to_owned(), |e| e.to_string());
+        let closed = if self.closed() { " closed" } else { "" };
+        let device = self.device.name();
+        let spec = self.spec(py);
+        let Some((fields, schedule)) = spec.step_layout() else {
+            return format!(
+                "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={device} \
+                 epochs={epochs}{closed}>",
+                self.settings.batch_size,
+                self.settings.batch_size,
+                self.settings.row.cols,
+                self.settings.row.dtype.name(),
+            );
+        };
+        let first = schedule.at(0);
+        let changes = match schedule.entries().len() - 1 {
+            0 => String::new(),
+            n => format!(" ({n} schedule change(s) later)"),
+        };
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
         format!(
-            "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={} epochs={}{}>",
-            self.settings.batch_size,
-            self.settings.batch_size,
-            self.settings.row.cols,
-            self.settings.row.dtype.name(),
-            self.device.name(),
-            self.settings
-                .epochs
-                .map_or_else(|| "None".to_owned(), |e| e.to_string()),
-            if self.closed() { " closed" } else { "" }
+            "<pinring.Loader of {}: a batch is one step of tokens_per_batch={} \
+             max_seq_len={}{changes}, fields=({}) device={device} epochs={epochs}{closed}>",
+            if spec.is_mixture() {
+                "a Mixture of Documents"
+            } else {
+                "Documents"
+            },
+            first.tokens,
+            first.max_seq_len,
+            names.join(", "),
         )
     }
 }
@@ -1073,25 +1233,33 @@ impl Drop for Loader {
 }
 
 /// One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-/// loader's next one to the end of that batch's epoch (over a Documents source: every step
-/// to the end of the run).
+/// loader's next one to the end of that batch's epoch (over a Documents source, an epoch of
+/// the walk: it ends where the next step is of another epoch, and that step is kept for the
+/// next iteration; over a Mixture, the mixture's run to its stop).
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct EpochIterator {
     loader: Py<Loader>,
-    epoch: u64,
-    /// Whether it stops at the end of `epoch` (false for Documents: at the run's end).
-    to_epoch_end: bool,
+    /// The epoch it yields: known up front where the loader knows where its epochs end
+    /// (windows, records), else the first batch's.
+    epoch: OnceLock<u64>,
+    /// Whether the epoch's end is known from the loader's place (windows, records), rather
+    /// than seen in the next batch (Documents, mixtures).
+    by_place: bool,
 }
 
 #[gen_stub_pymethods]
 #[pymethods]
 impl EpochIterator {
-    /// The epoch this iterator yields (Documents: the epoch it started in).
+    /// The epoch this iterator yields (Documents: that of its first step; before it is
+    /// popped, the loader's `epoch`).
     #[getter]
-    fn epoch(&self) -> u64 {
-        self.epoch
+    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        match self.epoch.get() {
+            Some(&e) => Ok(e),
+            None => self.loader.get().epoch(py),
+        }
     }
 
     /// Returns the iterator itself.
@@ -1102,9 +1270,18 @@ impl EpochIterator {
     /// The next batch of this epoch; StopIteration at its end.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBatch>>> {
         let loader = self.loader.get();
-        if self.to_epoch_end && loader.place(py)?.is_some_and(|p| p.epoch != self.epoch) {
-            return Ok(None);
+        let limit = loader.pop_timeout;
+        if self.by_place {
+            let epoch = self.epoch.get().copied();
+            if loader.place(py)?.is_some_and(|p| Some(p.epoch) != epoch) {
+                return Ok(None);
+            }
+            return loader.pop_within(py, limit, None);
         }
-        loader.pop(py, None)
+        let batch = loader.pop_within(py, limit, self.epoch.get().copied())?;
+        if let Some(batch) = &batch {
+            let _ = self.epoch.set(batch.get().epoch());
+        }
+        Ok(batch)
     }
 }

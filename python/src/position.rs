@@ -24,6 +24,8 @@ pub(crate) struct Position {
     pub(crate) batches: u64,
     /// The epoch of the last batch popped, if any.
     pub(crate) last_epoch: Option<u64>,
+    /// Whether a pop found the end of the run (every batch delivered).
+    pub(crate) ended: bool,
     /// A state of a source of packed documents (a Documents source, a mixture of them)
     /// computed earlier, and the batches popped since `from` it stands after: the next one
     /// walks on from it rather than from `from`.

@@ -168,7 +168,7 @@ fn config_error(py: Python<'_>, e: &ConfigError) -> PyErr {
             bytes,
             budget,
             ..
-        } => format!("{what} needs {bytes} bytes, over the {arg} of {budget} bytes: {fix}"),
+        } => format!("{what} would take {bytes} bytes, over the {arg} of {budget} bytes: {fix}"),
         other => other.to_string(),
     };
     let message = format!("invalid Loader arguments: {text}");

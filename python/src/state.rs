@@ -10,16 +10,17 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3_stub_gen::derive::gen_stub_pyfunction;
 
 use pinring::source::{
-    Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState, DOCUMENTS_CHECKPOINT_VERSION,
+    Checkpoint, DocumentsCheckpoint, Fingerprint, MixtureState, CHECKPOINT_VERSION,
+    DOCUMENTS_CHECKPOINT_VERSION, MIXTURE_STATE_VERSION,
 };
 
 use crate::errors::classes::{error, Kind};
 use crate::errors::from_core::to_py;
 use crate::plain;
 use crate::source::taken_arg::{ShownAs, TakenArg};
+use crate::stub_attrs::gen_stub_pyfunction;
 
 /// A loader's state, of either kind of source.
 #[derive(Debug, Clone)]
@@ -53,12 +54,13 @@ const DOCUMENTS_ONLY: [&str; 3] = ["bos", "schedule", "doc"];
 const MIXTURE_ONLY: [&str; 3] = ["sources", "weights", "stop"];
 
 /// The keys of a window state dict, in the order `state_dict()` writes them.
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "version",
     "format",
     "record_bytes",
     "files",
     "sizes",
+    "contents",
     "window",
     "stride",
     "order",
@@ -143,6 +145,7 @@ fn windows_to_dict<'py>(py: Python<'py>, c: &Checkpoint) -> PyResult<Bound<'py, 
     d.set_item("record_bytes", c.dataset.record_bytes)?;
     d.set_item("files", PyList::new(py, &c.dataset.files)?)?;
     d.set_item("sizes", PyList::new(py, &c.dataset.sizes)?)?;
+    d.set_item("contents", PyList::new(py, &c.dataset.contents)?)?;
     d.set_item("window", c.window)?;
     d.set_item("stride", c.stride)?;
     d.set_item("order", &c.order)?;
@@ -172,23 +175,28 @@ fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SourceState> {
             .and_then(|s| s.get_item(0).ok())
             .and_then(|first| first.cast_into::<PyDict>().ok())
             .is_some_and(|first| first.contains("bos").unwrap_or(false));
-        if of_documents {
+        let read = if of_documents {
             record_from_dict(d, "Mixture").map(SourceState::DocumentMixture)
         } else {
             record_from_dict(d, "Mixture").map(SourceState::Mixture)
-        }
+        };
+        read.map_err(|e| of_another_version(d, e, "a Mixture", MIXTURE_STATE_VERSION))
     } else if has(&DOCUMENTS_ONLY) {
         record_from_dict(d, "Documents")
             .map(SourceState::Documents)
-            .map_err(|e| of_another_version(d, e))
+            .map_err(|e| of_another_version(d, e, "a Documents", DOCUMENTS_CHECKPOINT_VERSION))
     } else {
-        windows_from_dict(d).map(SourceState::Windows)
+        windows_from_dict(d).map(SourceState::Windows).map_err(|e| {
+            of_another_version(d, e, "a TokenWindows or FixedRecords", CHECKPOINT_VERSION)
+        })
     }
 }
 
-/// `e`, a documents state dict `d` that does not read, naming `d`'s version when it is
-/// not this build's (an older state lacks keys this one has: `skip` before version 2).
-fn of_another_version(d: &Bound<'_, PyDict>, e: PyErr) -> PyErr {
+/// `e`, a state dict `d` of a `kind` source ("a Documents") that does not read, naming
+/// `d`'s version when it is not this build's, `current` (an older state lacks keys this one
+/// has: `contents` before version 3 of a windows or documents state and version 2 of a
+/// mixture's, `skip` before version 2 of a documents state).
+fn of_another_version(d: &Bound<'_, PyDict>, e: PyErr, kind: &str, current: u32) -> PyErr {
     let py = d.py();
     let version = d
         .get_item("version")
@@ -196,11 +204,11 @@ fn of_another_version(d: &Bound<'_, PyDict>, e: PyErr) -> PyErr {
         .flatten()
         .and_then(|v| v.extract::<u64>().ok());
     match version {
-        Some(v) if v != u64::from(DOCUMENTS_CHECKPOINT_VERSION) => bad(
+        Some(v) if v != u64::from(current) => bad(
             py,
             format!(
-                "a Documents state of version {v}, which this build (version \
-                 {DOCUMENTS_CHECKPOINT_VERSION}) cannot read: {}",
+                "{kind} state of version {v}, which this build (version {current}) cannot \
+                 read: {}",
                 e.value(py)
             ),
         ),
@@ -280,9 +288,22 @@ fn windows_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Checkpoint> {
             ),
         ));
     }
+    let contents: Vec<u64> = typed(d, "contents", "a list of int in 0..2**64")?;
+    if !contents.is_empty() && contents.len() != files.len() {
+        return Err(bad(
+            py,
+            format!(
+                "state[\"files\"] names {} files but state[\"contents\"] gives {} content \
+                 fingerprints",
+                files.len(),
+                contents.len()
+            ),
+        ));
+    }
     let mut dataset = Fingerprint::new(text("format")?, int("record_bytes")?);
     dataset.files = files;
     dataset.sizes = sizes;
+    dataset.contents = contents;
     let state = Checkpoint {
         version,
         dataset,

@@ -328,7 +328,7 @@ def test_state_dict_is_the_checkpoint_record(shards):
         first = loader.state_dict()
         pops(loader, 6)
         state = loader.state_dict()
-    assert set(state) == {"version", "format", "files", "sizes", "bos", "order", "seed",
+    assert set(state) == {"version", "format", "files", "sizes", "contents", "bos", "order", "seed",
                           "schedule", "max_docs", "epoch", "shard", "doc", "step", "world_size", "skip"}
     assert (first["step"], first["doc"], state["step"], state["skip"]) == (0, 0, 6, [])
     assert state["schedule"] == [[0, 1024, 256], [4, 1536, 512]] and state["bos"] == BOS
@@ -501,3 +501,24 @@ def test_a_field_capsule_is_1d_over_the_field_bytes(shards):
             with pytest.raises(BufferError):
                 field.__dlpack__(stream=7)  # no CUDA streams on the cpu backend
         b.release()
+
+
+def test_a_documents_loaders_repr_says_what_a_batch_is(shards):
+    """Issue 29 item 6: a Documents batch is one step of named fields, not a (1, slot
+    bytes) array of uint8: the repr says its size and fields."""
+    src = pinring.Documents(shards, tokens_per_batch=1024, max_seq_len=256, schedule=SCHEDULE)
+    with pinring.Loader(src, device="cpu", epochs=1) as loader:
+        text = repr(loader)
+    assert text.startswith("<pinring.Loader of Documents: a batch is one step of "), text
+    assert "tokens_per_batch=1024 max_seq_len=256 (1 schedule change(s) later)" in text, text
+    assert "fields=(tokens, inputs, targets, cu_seqlens)" in text and "epochs=1" in text, text
+    assert "batch_size" not in text and "uint8" not in text and "shape" not in text, text
+    sized = dict(tokens_per_batch=512, max_seq_len=128, positions=True)
+    mixed = pinring.Mixture([pinring.Documents(shards, **sized),
+                             pinring.Documents(shards, order="shuffled", **sized)])
+    with pinring.Loader(mixed, device="cpu") as loader:
+        text = repr(loader)
+    assert "of a Mixture of Documents" in text and "tokens_per_batch=512" in text, text
+    assert "positions" in text, text
+    with pinring.Loader(pinring.TokenWindows(shards, seq_len=63), batch_size=2, device="cpu") as loader:
+        assert repr(loader).startswith("<pinring.Loader batch_size=2 shape=(2, 64) dtype=int32")

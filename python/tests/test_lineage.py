@@ -244,7 +244,7 @@ def test_skip_steps_of_documents_leave_out_exactly_those_steps_across_resumes(tm
     old = {k: v for k, v in states[0].items() if k != "skip"}
     old["version"] = 1
     with pytest.raises(pinring.CheckpointError, match="a Documents state of version 1, which this build "
-                       "\\(version 2\\) cannot read: .*\"skip\" is missing"):
+                       "\\(version 3\\) cannot read: .*\"skip\" is missing"):
         pinring.Loader(src(0), device="cpu", state=old)
 
 

@@ -295,6 +295,18 @@ def test_state_dict_is_the_mixture_state_record_and_merges(corpora):
             pinring.merge_states([a.state_dict(), b.state_dict()])
 
 
+def test_merge_states_of_two_mixture_runs_names_what_differs_before_the_counts(corpora):
+    """Issue 28: states of two different runs (here another seed) at different counts
+    name what differs, as the windows and Documents merges do, rather than the counts."""
+    with pinring.Loader(mixture(corpora, rank=0, world=2), batch_size=4, device="cpu") as a, \
+            pinring.Loader(mixture(corpora, rank=1, world=2, seed=9), batch_size=4, device="cpu") as b:
+        pop_rows(a, 2)
+        pop_rows(b, 3)
+        with pytest.raises(pinring.CheckpointError, match="the seed") as info:
+            pinring.merge_states([a.state_dict(), b.state_dict()])
+        assert "consumed" not in str(info.value), str(info.value)
+
+
 def test_bad_mixtures_are_config_errors(corpora, tmp_path):
     def refused(argument, match, *args, **kwargs):
         with pytest.raises(pinring.ConfigError, match=match) as info:

@@ -245,3 +245,22 @@ def test_anything_else_is_a_type_error_naming_the_accepted_forms(shard, fence):
             assert name in str(info.value)
         assert not b.released
         b.release()
+
+
+def test_rows_read_first_after_release_are_the_batchs(shard):
+    """Issue 29 item 4: a batch's ids, sources and locations read for the first time
+    after release() are its own (release copies them), as help() and the README say."""
+    with pinring.Loader(pinring.TokenWindows(shard, seq_len=99), batch_size=4, epochs=1) as loader:
+        first = loader.pop(timeout=BOUND)
+        first.release()
+        second = loader.pop(timeout=BOUND)
+        second.release()  # nothing read before
+        assert second.released
+        assert first.sample_ids.tolist() == [0, 1, 2, 3]
+        assert second.sample_ids.tolist() == [4, 5, 6, 7]
+        assert second.sources.tolist() == [0, 0, 0, 0]
+        assert [loc.offset for loc in second.locate()] == [396, 495, 594, 693]
+    for name in ("sample_ids", "doc_ids", "sources"):
+        doc = getattr(pinring.Batch, name).__doc__
+        assert "after `release()`" in doc and "BufferError" not in doc, (name, doc)
+    assert "BufferError" not in pinring.Batch.locate.__doc__

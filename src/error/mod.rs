@@ -196,9 +196,26 @@ pub enum ConfigError {
     /// [`MixtureProblem`](crate::source::MixtureProblem).
     #[error("bad mixture: {0}")]
     Mixture(MixtureProblem),
+    /// The source cuts its steps into batches of another size than the config's
+    /// `batch_size` (its samples say so: [`Describe::batch_size`](crate::Describe::batch_size)),
+    /// so every batch would hold parts of several steps, or a part of one, and carry the
+    /// wrong step number. Found by the feeder at the first sample, before anything is
+    /// decoded: the first `pop` returns it.
+    #[error(
+        "the source cuts batches of {source_batch} sample(s) per rank (its batch_size) but the \
+         config's batch_size is {config_batch}: every batch would hold {} and carry the wrong \
+         step; give the config the source's batch_size (Documents::config and a Loader do)",
+        if *config_batch as u64 > *source_batch { "parts of several steps" } else { "a part of a step" }
+    )]
+    SourceBatchSize {
+        /// The samples a step of the source holds.
+        source_batch: u64,
+        /// The config's `batch_size`.
+        config_batch: usize,
+    },
     /// Memory asked for is over the configured budget.
     #[error(
-        "{what} needs {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
+        "{what} would take {bytes} bytes, over the budget of {budget} bytes (raise it with `{knob}`)"
     )]
     OverBudget {
         /// Which memory.
@@ -237,6 +254,7 @@ impl ConfigError {
             ConfigError::Missing(f) | ConfigError::Zero(f) | ConfigError::Overflow(f) => f,
             ConfigError::Conflict(a, _) => a,
             ConfigError::Indivisible { .. } => "batch_bytes",
+            ConfigError::SourceBatchSize { .. } => "batch_size",
             ConfigError::NoSuchCore { field, .. } | ConfigError::TooMany { field, .. } => field,
             ConfigError::OverBudget { knob, .. } => knob,
             ConfigError::Fields(_) => "fields",

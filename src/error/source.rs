@@ -110,7 +110,8 @@ pub enum SourceError {
         drop_last: bool,
     },
     /// A [`Checkpoint`](crate::source::Checkpoint) belongs to another run: another checkpoint
-    /// version, dataset (format, file names or sizes), window, stride, order or seed — or,
+    /// version, dataset (format, file names, sizes or contents), window, stride, order or
+    /// seed — or,
     /// from [`Checkpoint::merge`](crate::source::Checkpoint::merge), ranks of different runs.
     /// Resuming from it would silently repeat or skip windows, so it is refused.
     #[error(
@@ -223,7 +224,8 @@ pub enum SourceError {
         world_size: u64,
     },
     /// A [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint) belongs to another
-    /// run: another checkpoint version, dataset (format, file names or sizes), bos, order,
+    /// run: another checkpoint version, dataset (format, file names, sizes or contents),
+    /// bos, order,
     /// seed, schedule or max_docs, or a cursor outside this dataset — or, from
     /// [`DocumentsCheckpoint::merge`](crate::source::DocumentsCheckpoint::merge), ranks of
     /// different runs. Resuming from it would silently repeat or skip documents, so it is

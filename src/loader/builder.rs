@@ -228,6 +228,7 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
             ));
         }
         run.drop_last = self.drop_last.unwrap_or(true);
+        run.epochs = self.epochs;
         match self.epochs {
             Some(0) => return Err(ConfigError::Zero("epochs").into()),
             Some(e) if !source.has_epochs() => {

@@ -193,6 +193,32 @@ impl<B: Backend> Pipeline<B> {
     /// Maps the host ring, opens the backend and starts the feeder, the decode workers and
     /// the copy thread. `samples` is pulled lazily, one batch ahead per free host slot; it
     /// may be infinite.
+    ///
+    /// A source that numbers its steps cuts them into batches of its own size — a
+    /// sampler's [`batch_size`](crate::source::SamplerBuilder::batch_size), a mixture's, one
+    /// step of packed documents a batch — and its samples say so
+    /// ([`Describe::batch_size`](crate::Describe::batch_size)). The config's
+    /// [`batch_size`](crate::ConfigBuilder::batch_size) must be the same: otherwise every
+    /// batch would carry the wrong step, so the feeder refuses the run at its first sample,
+    /// before anything is decoded, and the first [`pop`](Self::pop) returns
+    /// [`ConfigError::SourceBatchSize`](crate::ConfigError::SourceBatchSize) (the samples are
+    /// pulled lazily, on the feeder thread, so this cannot come from `new` itself). A source
+    /// whose samples do not say (no steps, a source of your own) is not checked.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShards, TokenType, Tokens};
+    /// use pinring::{Config, ConfigError, Error, Pipeline};
+    /// # let path = std::env::temp_dir().join(format!("pinring-batch-size-doc-{}.bin", std::process::id()));
+    /// write_shard(&path, &[7; 4096])?;
+    /// let sampler = TokenShards::open([&path])?.windows(65).batch_size(8).build()?;
+    /// let decoder = Tokens::new(TokenType::U16);
+    /// let config = Config::builder().batch_size(16).bytes_per_sample(decoder.sample_bytes(65)).build()?;
+    /// let mut pipeline = Pipeline::new(config, decoder, sampler.iter())?;
+    /// let err = pipeline.pop().unwrap_err();
+    /// assert!(matches!(err, Error::Config(ConfigError::SourceBatchSize { source_batch: 8, config_batch: 16 })));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
     pub fn new<D, I>(config: Config<B>, decoder: D, samples: I) -> Result<Self>
     where
         D: Decode,
@@ -222,7 +248,10 @@ impl<B: Backend> Pipeline<B> {
             }
             copier.run();
         })?);
-        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || feeder.run())?);
+        let feeding = control.clone();
+        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || {
+            crate::feeding::feeding(feeding, || feeder.run());
+        })?);
         Ok(pipeline)
     }
 }

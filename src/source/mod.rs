@@ -105,8 +105,8 @@ pub type TokenWindows = Sampler<TokenShards>;
 pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
 pub use mixture::{
     Blend, DocumentMixtureBuilder, Mixable, MixedDecoder, MixedDocStep, MixedPiece, MixedSample,
-    MixedSamples, MixedSteps, Mixture, MixtureBuilder, MixtureState, PackMixedDocuments, Stop,
-    WeightSpan, MIXTURE_STATE_VERSION,
+    MixedSamples, MixedSteps, Mixture, MixtureBuilder, MixtureState, PackMixedDocuments,
+    SourceRecord, Stop, WeightSpan, MIXTURE_STATE_VERSION,
 };
 pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 pub use sampling::order::Order;

@@ -35,6 +35,9 @@ pub struct Run {
     pub start_step: u64,
     /// Steps left out of the stream, as half-open ranges (`a..b`).
     pub skip_steps: Vec<Range<u64>>,
+    /// Epochs the run delivers, counted from epoch 0 (`None`: no cap). A source that walks
+    /// to its states (packed documents) stops its walks at the cap.
+    pub epochs: Option<u64>,
 }
 
 impl Default for Run {
@@ -47,6 +50,7 @@ impl Default for Run {
             drop_last: true,
             start_step: 0,
             skip_steps: Vec::new(),
+            epochs: None,
         }
     }
 }
@@ -70,7 +74,7 @@ impl Run {
 
     /// The first setting of this run (the one a source was built with) that a loader owns
     /// instead, by the name the loader's builder gives it: `"rank"`, `"world_size"`,
-    /// `"batch_size"`, `"start_step"`, `"skip_steps"`; `None` when all are as they are by
+    /// `"batch_size"`, `"start_step"`, `"skip_steps"`, `"epochs"`; `None` when all are as they are by
     /// default.
     pub(crate) fn first_set(&self) -> Option<&'static str> {
         if self.rank != 0 {
@@ -83,6 +87,8 @@ impl Run {
             Some("start_step")
         } else if !self.skip_steps.is_empty() {
             Some("skip_steps")
+        } else if self.epochs.is_some() {
+            Some("epochs")
         } else {
             None
         }

@@ -32,5 +32,6 @@ pub(crate) mod native {
     pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
     pub(crate) use std::thread::{current as current_thread, sleep, Builder, JoinHandle, ThreadId};
+    pub(crate) use std::thread_local;
     pub(crate) use std::time::Instant;
 }

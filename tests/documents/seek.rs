@@ -299,34 +299,45 @@ fn bad_ranges_are_errors() {
 }
 
 #[test]
-fn checkpoints_of_version_1_are_refused_by_name() {
-    assert_eq!(DOCUMENTS_CHECKPOINT_VERSION, 2);
+fn checkpoints_of_older_versions_are_refused_by_name() {
+    assert_eq!(DOCUMENTS_CHECKPOINT_VERSION, 3);
     let dir = tempfile::tempdir().unwrap();
     let whole = with_a_crowded_step(dir.path());
     let state = whole.checkpoint_after(None, 2).unwrap();
     let text = state.to_text();
     assert!(text.contains("\"skip\": []"), "{text}");
-    // Version 1's text: no `skip`.
-    let old = text
-        .replace("\"version\": 2", "\"version\": 1")
-        .replace(",\n  \"skip\": []", "");
-    assert!(!old.contains("skip"), "{old}");
-    let err = DocumentsCheckpoint::from_text(&old).unwrap_err();
-    assert_source_error!(err, SourceError::BadCheckpointText { .. });
-    assert!(
-        err.to_string().contains(
-            "a documents checkpoint of version 1, which this build (version 2) cannot read: \
-             missing field `skip`"
-        ),
-        "{err}"
-    );
-    // One that reads but says version 1 is refused by the source.
-    let mut one = state.clone();
-    one.version = 1;
-    let err = whole.check_checkpoint(&one).unwrap_err();
+    // An older version's text: version 2 had no `contents`, version 1 nor `skip`.
+    let older = |version: u32, without: &[&str]| {
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let record = value.as_object_mut().unwrap();
+        record.insert("version".into(), version.into());
+        for key in without {
+            assert!(record.remove(*key).is_some(), "{key}");
+        }
+        serde_json::to_string_pretty(&value).unwrap()
+    };
+    for (version, without, missing) in [
+        (2, &["contents"][..], "contents"),
+        (1, &["contents", "skip"][..], "contents"),
+    ] {
+        let old = older(version, without);
+        let err = DocumentsCheckpoint::from_text(&old).unwrap_err();
+        assert_source_error!(err, SourceError::BadCheckpointText { .. });
+        assert!(
+            err.to_string().contains(&format!(
+                "a documents checkpoint of version {version}, which this build (version 3) \
+                 cannot read: missing field `{missing}`"
+            )),
+            "{err}"
+        );
+    }
+    // One that reads but says version 2 is refused by the source.
+    let mut two = state.clone();
+    two.version = 2;
+    let err = whole.check_checkpoint(&two).unwrap_err();
     assert!(
         err.to_string()
-            .contains("the checkpoint version is 1 in the checkpoint but 2 here"),
+            .contains("the checkpoint version is 2 in the checkpoint but 3 here"),
         "{err}"
     );
 }

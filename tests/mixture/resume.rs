@@ -239,3 +239,48 @@ fn merge_refuses_ranks_that_disagree() {
     assert!(MixtureState::<Checkpoint>::merge(&[]).is_err());
     assert_eq!(MixtureState::merge(&[a.clone(), a.clone()]).unwrap(), a);
 }
+
+/// Issue 28: states of two different runs name what differs — the seed, a source's own
+/// run — before the counts are compared (as the windows and Documents merges do), also
+/// when the runs stand at different counts; ranks of one run at different counts are
+/// still `UnequalRanks`.
+#[test]
+fn merge_names_what_differs_between_two_runs_before_their_counts() {
+    use pinring::source::SourceError;
+    let (_dir, sources) = sources(&[81, 57]);
+    let mixture = |sources: Vec<pinring::source::Sampler<TokenShards>>, seed, rank| {
+        Mixture::builder(sources)
+            .seed(seed)
+            .shard(rank, 2)
+            .batch_size(2)
+            .build()
+            .unwrap()
+    };
+    let a = mixture(sources.clone(), 0, 0)
+        .checkpoint_after(None, 4)
+        .unwrap();
+    let other_seed = mixture(sources.clone(), 5, 1)
+        .checkpoint_after(None, 6)
+        .unwrap();
+    let err = MixtureState::merge(&[a.clone(), other_seed]).unwrap_err();
+    assert!(
+        matches!(&err, Error::Source(SourceError::MixtureMismatch { what, saved, here })
+            if what == "the seed (rank 1 against rank 0)" && saved == "0" && here == "5"),
+        "{err}"
+    );
+    // Another source (the second one cut at another stride).
+    let mut others = sources.clone();
+    others[1] = others[1].to_builder().stride(5).build().unwrap();
+    let other_source = mixture(others, 0, 1).checkpoint_after(None, 6).unwrap();
+    let err = MixtureState::merge(&[a.clone(), other_source]).unwrap_err();
+    assert!(
+        matches!(&err, Error::Source(SourceError::MixtureMismatch { what, .. })
+            if what.contains("of source 1") && what.contains("(rank 1 against rank 0)")),
+        "{err}"
+    );
+    let same_run_later = mixture(sources, 0, 1).checkpoint_after(None, 6).unwrap();
+    assert!(matches!(
+        MixtureState::merge(&[a, same_run_later]),
+        Err(Error::Source(SourceError::UnequalRanks { .. }))
+    ));
+}

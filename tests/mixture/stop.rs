@@ -102,3 +102,37 @@ fn a_state_at_the_end_resumes_to_nothing() {
     let never = mix.to_builder().stop(Stop::Never).build().unwrap();
     assert_eq!(never.iter().take(1000).count(), 1000);
 }
+
+/// Issue 28: a state after a skipped range that runs past the stop rule's end stands at
+/// the run's end — its step the run's step count, its count the positions of those whole
+/// steps — rather than walking the blend to the range's end (2**62 steps: for ever).
+#[test]
+fn a_state_after_a_skip_past_the_stop_stands_at_the_runs_end() {
+    let (_dir, sources) = sources(&LENS);
+    for stop in [Stop::First, Stop::All] {
+        let whole = end(stop, &WEIGHTS) / 4; // steps of 4 on one rank
+        let mix = Mixture::builder(sources.clone())
+            .weights(WEIGHTS)
+            .stop(stop)
+            .batch_size(4)
+            .skip_steps([(3, 1 << 62)])
+            .build()
+            .unwrap();
+        assert_eq!(
+            mix.iter().count(),
+            3 * 4,
+            "{stop:?}: steps 0 to 2, then the end"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let walker = mix.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(walker.checkpoint_after(None, 3 * 4));
+        });
+        let state = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the state of a run ended by its stop rule, in bounded time")
+            .unwrap();
+        assert_eq!((state.step, state.consumed), (whole, whole * 4), "{stop:?}");
+        assert_eq!(mix.iter_from(&state).unwrap().count(), 0, "{stop:?}");
+    }
+}

@@ -418,15 +418,15 @@ fn checkpoint_text_round_trips_and_bad_text_is_named() {
         .unwrap();
     let state = sampler.checkpoint(3, 7);
     let text = state.to_text();
-    assert!(text.starts_with("{\n  \"version\": 2,\n"), "{text}");
+    assert!(text.starts_with("{\n  \"version\": 3,\n"), "{text}");
     assert_eq!(Checkpoint::from_text(&text).unwrap(), state);
     assert_eq!(state.dataset.files, ["odd\\name\nwith lines.bin"]);
     for (bad, line) in [
         ("", 1),
         ("{\"version\": \"x\"}", 1),
-        (&text.replace("\"window\": 9", "\"window\": \"nine\""), 11),
-        (&text.replace("  \"stride\": 8,\n", ""), 21),
-        (&text.replace("\"seed\"", "\"colour\""), 14),
+        (&text.replace("\"window\": 9", "\"window\": \"nine\""), 14),
+        (&text.replace("  \"stride\": 8,\n", ""), 24),
+        (&text.replace("\"seed\"", "\"colour\""), 17),
     ] {
         match Checkpoint::from_text(bad) {
             Err(Error::Source(SourceError::BadCheckpointText { line: l, .. })) => {

@@ -35,7 +35,7 @@ fn bad_text(text: &str) -> (usize, String) {
 fn the_text_form_round_trips_any_file_name_and_every_number() {
     let (_dir, state) = awkward();
     let text = state.to_text();
-    assert!(text.starts_with("{\n  \"version\": 2,\n"), "{text}");
+    assert!(text.starts_with("{\n  \"version\": 3,\n"), "{text}");
     assert_eq!(Checkpoint::from_text(&text).unwrap(), state);
     // Numbers up to u64::MAX survive (the seed), as JSON integers.
     assert!(text.contains("\"seed\": 18446744073709551615"), "{text}");
@@ -64,6 +64,7 @@ fn the_serde_form_is_one_flat_record() {
         "record_bytes",
         "files",
         "sizes",
+        "contents",
         "window",
         "stride",
         "order",
@@ -100,6 +101,8 @@ fn bad_text_is_named_by_line() {
             .position(|l| l.trim_start().starts_with(&format!("\"{key}\"")))
             .unwrap()
     };
+    let contents = format!("\"contents\": [\n    {}\n  ]", state.dataset.contents[0]);
+    assert!(text.contains(&contents), "{text}");
     let cases: Vec<(String, usize, &str)> = vec![
         (String::new(), 1, "EOF"),
         ("not json".into(), 1, "expected"),
@@ -140,6 +143,11 @@ fn bad_text_is_named_by_line() {
             "`files` names 1 file(s) but `sizes` gives 0 size(s)",
         ),
         (
+            text.replace(&contents, "\"contents\": [1, 2]"),
+            0,
+            "`files` names 1 file(s) but `contents` gives 2 content fingerprint(s)",
+        ),
+        (
             format!("{text}\n{{}}"),
             text.lines().count() + 1,
             "trailing",
@@ -159,7 +167,7 @@ fn bad_text_is_named_by_line() {
 fn another_version_is_named() {
     let (dir, state) = awkward();
     // Another version with the same keys reads; a sampler refuses it by name.
-    let v9 = state.to_text().replace("\"version\": 2", "\"version\": 9");
+    let v9 = state.to_text().replace("\"version\": 3", "\"version\": 9");
     let read = Checkpoint::from_text(&v9).unwrap();
     assert_eq!(read.version, 9);
     let sampler = TokenShards::glob(dir.path().join("*.bin"))
@@ -172,18 +180,18 @@ fn another_version_is_named() {
         Err(Error::Source(SourceError::CheckpointMismatch { what, saved, here })) => {
             assert_eq!(
                 (what.as_str(), saved.as_str(), here.as_str()),
-                ("the checkpoint version", "9", "2")
+                ("the checkpoint version", "9", "3")
             )
         }
         other => panic!("expected a version mismatch, got {other:?}"),
     }
     // Another version with other keys: the error says which version it is.
-    let v3 = v9
-        .replace("\"version\": 9", "\"version\": 3")
+    let v4 = v9
+        .replace("\"version\": 9", "\"version\": 4")
         .replace("\"windows\"", "\"grid\"");
-    let (_, why) = bad_text(&v3);
+    let (_, why) = bad_text(&v4);
     assert!(
-        why.starts_with("a checkpoint of version 3, which this build (version 2) cannot read"),
+        why.starts_with("a checkpoint of version 4, which this build (version 3) cannot read"),
         "{why}"
     );
     // The line form of earlier builds is named as such.

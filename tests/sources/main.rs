@@ -1,17 +1,21 @@
 //! Data sources through the public API, by topic: the shard format, malformed files,
-//! the sampler, resume, the decoders through real pipelines, checkpoints, and files that
-//! change under a running loader.
+//! the sampler, resume, the decoders through real pipelines, checkpoints and the data they
+//! know (content fingerprints), and files that change under a running loader.
 
 #[path = "../common/source_error.rs"]
 #[macro_use]
 mod source_error;
 
+mod batch_size;
 mod changed_files;
 mod checkpoint;
+mod content;
 mod decoders;
 mod format;
 mod helpers;
 mod malformed;
+#[path = "../common/named_shards.rs"]
+mod named_shards;
 #[path = "../common/own_process.rs"]
 mod own_process;
 mod resume;

@@ -1,8 +1,10 @@
 //! Generates the type stubs of `pinring._pinring` from the code, or checks them.
 //!
-//!     cargo run --manifest-path python/Cargo.toml --bin stub_gen            # writes
-//!     cargo run --manifest-path python/Cargo.toml --bin stub_gen -- --check # compares
+//!     cargo run --manifest-path python/Cargo.toml --features stubs --bin stub_gen            # writes
+//!     cargo run --manifest-path python/Cargo.toml --features stubs --bin stub_gen -- --check # compares
 //!
+//! It builds with the `stubs` feature only, which makes the classes' stub attributes
+//! pyo3-stub-gen's (`src/stub_attrs.rs`).
 //! The stubs go to `python/pinring/_pinring.pyi`, beside the compiled module; `--check`
 //! exits 1 (and prints a diff hint) when the checked-in file differs from what the code
 //! generates, which `scripts/python-tests.sh` runs in CI.
@@ -38,7 +40,8 @@ fn main() -> ExitCode {
         let _ = std::fs::write(&fresh, &text);
         eprintln!(
             "stub_gen: {} differs from what the code generates (written to {}): run \
-             `cargo run --manifest-path python/Cargo.toml --bin stub_gen` and commit the stubs",
+             `cargo run --manifest-path python/Cargo.toml --features stubs --bin stub_gen` and \
+             commit the stubs",
             path.display(),
             fresh.display()
         );

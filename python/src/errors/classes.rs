@@ -57,6 +57,7 @@ macro_rules! exception_classes {
 
         /// The stub generator's view of the classes: one marker type per class (the
         /// generator keys classes by type) and its `PyClassInfo`.
+        #[cfg(feature = "stubs")]
         mod stubs {
             use pyo3_stub_gen::type_info::{MemberInfo, PyClassInfo};
             use pyo3_stub_gen::TypeInfo;
@@ -174,8 +175,9 @@ exception_classes! {
 
     /// `pinring.CheckpointError`.
     Checkpoint => "CheckpointError" (Base, "ValueError")
-        "A loader state was refused: it is not a state dict, it belongs to another dataset \
-         (file names and sizes), seq_len, record size, order or seed (Documents: bos, \
+        "A loader state was refused: it is not a state dict, it is of an older version, it \
+         belongs to another dataset (file names, sizes or contents: other bytes under the same \
+         names), seq_len, record size, order or seed (Documents: bos, \
          schedule or max_docs) or another kind of source, the ranks it was merged from \
          consumed unequal counts (popped unequal steps), no state was given, or the loader \
          already delivered a batch. Also a ValueError."

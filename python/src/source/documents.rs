@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{
     self, DocOrder, DocumentProblem, SourceError, TokenType, MAX_TOKENS_PER_BATCH,
@@ -18,6 +17,7 @@ use crate::source::dtype::Row;
 use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// Packed documents from llm.c / modded-nanogpt token shards: each batch is one training
 /// step of this rank, for variable-length (document-masked) attention.

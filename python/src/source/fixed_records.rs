@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{self, Sampler};
 use pinring::Dtype;
@@ -15,6 +14,7 @@ use crate::source::dtype::Row;
 use crate::source::paths::{file_names, is_glob, not_a_directory, path_list, PathsArg};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::spec::Spec;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// Fixed-size records from one or more files: each sample is one record of `record_bytes`
 /// bytes, delivered as `uint8`.

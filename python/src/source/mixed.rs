@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use pinring::source::{
     DocumentMixtureBuilder, Documents, DocumentsCheckpoint, FixedRecords, Mixture, MixtureBuilder,
-    MixtureState, RecordBytes, Segmented, SourceError, TokenShards, Tokens,
+    MixtureState, RecordBytes, Schedule, Segmented, SourceError, Stop, TokenShards, Tokens,
 };
-use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
+use pinring::{Backend, Config, ConfigBuilder, Fields, Locate, Pipeline};
 
 use crate::position::Position;
 use crate::source::steps::Steps;
@@ -135,6 +135,14 @@ impl MixSpec {
         matches!(self, MixSpec::Documents { .. })
     }
 
+    /// A mixture of documents' step: its fields and schedule; None for other mixtures.
+    pub(crate) fn step_layout(&self) -> Option<(Fields, Schedule)> {
+        match self {
+            MixSpec::Documents { mix } => Some((mix.fields(), mix.schedule().clone())),
+            _ => None,
+        }
+    }
+
     /// The weights, as given.
     pub(crate) fn weights(&self) -> Vec<f64> {
         with_mix!(self, m => m.weights().to_vec())
@@ -184,6 +192,54 @@ impl MixSpec {
             MixSpec::Tokens { mix, .. } => SourceState::Mixture(mix.reweight(windows_of(state)?)?),
             MixSpec::Records { mix } => SourceState::Mixture(mix.reweight(windows_of(state)?)?),
         })
+    }
+
+    /// The name of the stop rule, unless it is "never" (an endless run).
+    pub(crate) fn stop_rule(&self) -> Option<&'static str> {
+        let stop = with_mix!(self, m => m.stop());
+        (stop != Stop::Never).then(|| stop.name())
+    }
+
+    /// The steps the run has (counted from step 0), when its stop rule ends it before the
+    /// first step it would deliver from `start`, so that a run beginning there would
+    /// deliver nothing; `None` otherwise, and without a stop rule. The mixture's states
+    /// say so: at the start step, then after one more step, which does not advance where
+    /// the stop rule ends the run first (both walks stop at the run's end).
+    pub(crate) fn steps_if_past_end(
+        &self,
+        start: u64,
+        from: Option<&SourceState>,
+    ) -> pinring::Result<Option<u64>> {
+        if start == 0 || self.stop_rule().is_none() {
+            return Ok(None);
+        }
+        fn ends<C>(
+            at: MixtureState<C>,
+            one_more: impl FnOnce(&MixtureState<C>) -> pinring::Result<MixtureState<C>>,
+        ) -> pinring::Result<Option<u64>> {
+            let after = one_more(&at)?;
+            Ok((after.step == at.step).then_some(at.step))
+        }
+        // (A mixture of windows numbers steps only with a batch size, which a Loader gives.)
+        match self {
+            MixSpec::Tokens { mix, .. } => match mix.batch_size() {
+                Some(b) => ends(mix.checkpoint_after(windows_state(from)?, 0)?, |at| {
+                    mix.checkpoint_after(Some(at), b)
+                }),
+                None => Ok(None),
+            },
+            MixSpec::Records { mix } => match mix.batch_size() {
+                Some(b) => ends(mix.checkpoint_after(windows_state(from)?, 0)?, |at| {
+                    mix.checkpoint_after(Some(at), b)
+                }),
+                None => Ok(None),
+            },
+            MixSpec::Documents { mix } => {
+                ends(mix.checkpoint_after(documents_state(from)?, 0)?, |at| {
+                    mix.checkpoint_after(Some(at), 1)
+                })
+            }
+        }
     }
 
     /// Checks that this mixture can resume from `state`.

@@ -3,7 +3,6 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{self, MixtureProblem, Segmented, Stop};
 use pinring::{ConfigError, Dtype};
@@ -17,6 +16,7 @@ use crate::source::given;
 use crate::source::mixed::MixSpec;
 use crate::source::spec::Spec;
 use crate::source::weights::WeightsArg;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// Several sources of one kind and one sample shape mixed by weight into one global
 /// sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`

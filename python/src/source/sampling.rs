@@ -91,7 +91,7 @@ macro_rules! sampling_attributes {
             }
         }
 
-        #[pyo3_stub_gen::derive::gen_stub_pymethods]
+        #[$crate::stub_attrs::gen_stub_pymethods]
         #[pyo3::pymethods]
         impl $class {
             /// "sequential", "shuffled" or "random".

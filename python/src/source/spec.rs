@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use pinring::source::{
     Checkpoint, Documents, DocumentsCheckpoint, FixedRecords, RecordBytes, Sampler, Samples,
-    Segmented, SourceError, TokenShards, Tokens,
+    Schedule, Segmented, SourceError, TokenShards, Tokens,
 };
-use pinring::{Backend, Config, ConfigBuilder, Locate, Pipeline};
+use pinring::{Backend, Config, ConfigBuilder, Fields, Locate, Pipeline};
 
 use crate::position::{EpochPlace, Position};
 use crate::source::mixed::MixSpec;
@@ -163,6 +163,16 @@ impl Spec {
         }
     }
 
+    /// What a batch of packed documents is: its fields and the schedule of its steps'
+    /// sizes; None for windows and records (a batch of rows).
+    pub(crate) fn step_layout(&self) -> Option<(Fields, Schedule)> {
+        match self {
+            Spec::Documents { docs } => Some((docs.fields(), docs.schedule().clone())),
+            Spec::Mixed(m) => m.step_layout(),
+            _ => None,
+        }
+    }
+
     /// Whether the source is a mixture (its batches have no epochs of its own).
     pub(crate) fn is_mixture(&self) -> bool {
         matches!(self, Spec::Mixed(_))
@@ -208,12 +218,15 @@ impl Spec {
 
     /// The same source with its epochs cut into batches of `batch` samples on every rank
     /// (the last one of an epoch short unless `drop_last`; Documents: a step a batch), its
-    /// run beginning at `steps.start` and leaving out `steps.skip`.
+    /// run beginning at `steps.start` and leaving out `steps.skip` (Documents: ending at
+    /// the start of epoch `epochs`, its walk over skipped steps too; the samplers' runs
+    /// end there by arithmetic, see `start`).
     pub(crate) fn batched(
         &self,
         batch: u64,
         drop_last: bool,
         steps: &Steps,
+        epochs: Option<u64>,
     ) -> pinring::Result<Spec> {
         Ok(match self {
             Spec::Tokens { sampler, decoder } => Spec::Tokens {
@@ -223,9 +236,15 @@ impl Spec {
             Spec::Records { sampler } => Spec::Records {
                 sampler: batched(sampler, batch, drop_last, steps)?,
             },
-            Spec::Documents { docs } => Spec::Documents {
-                docs: docs.with_steps(steps.start, steps.skip.iter().copied())?,
-            },
+            Spec::Documents { docs } => {
+                let docs = docs.with_steps(steps.start, steps.skip.iter().copied())?;
+                Spec::Documents {
+                    docs: match epochs {
+                        Some(end) => docs.until_epoch(end),
+                        None => docs,
+                    },
+                }
+            }
             Spec::Mixed(m) => Spec::Mixed(m.batched(batch, steps)?),
         })
     }
@@ -286,6 +305,52 @@ impl Spec {
         }
         let state = docs.checkpoint_after(documents_state(from.as_ref())?, 0)?;
         Ok(Some(SourceState::Documents(state)))
+    }
+
+    /// The steps the run has (counted from step 0), when `start` lies at or past its end
+    /// — the end of epoch `epochs - 1`, or a mixture's stop rule — so that a run beginning
+    /// there would deliver nothing; `None` otherwise, and for an endless run. `begun` is
+    /// where the run begins (`begin`'s answer). Samplers: by arithmetic on the schedule of
+    /// steps. Documents: `begin` walked to the start step, stopping at the end epoch (the
+    /// source's `until_epoch`), and a walk that stopped there says so with its cursor in
+    /// the end epoch. Mixtures: their state at the start step stops at the run's end.
+    pub(crate) fn steps_if_past_end(
+        &self,
+        start: u64,
+        begun: Option<&SourceState>,
+        epochs: Option<u64>,
+    ) -> pinring::Result<Option<u64>> {
+        if let Spec::Mixed(m) = self {
+            return m.steps_if_past_end(start, begun);
+        }
+        let Some(epochs) = epochs else {
+            return Ok(None);
+        };
+        if start == 0 {
+            return Ok(None);
+        }
+        if let Spec::Documents { .. } = self {
+            return Ok(match documents_state(begun)? {
+                Some(state) if state.epoch >= epochs && state.step <= start => Some(state.step),
+                _ => None,
+            });
+        }
+        let from = windows_state(begun)?;
+        with_sampler!(self, s => {
+            let origin = match from {
+                Some(state) => state.clone(),
+                None => s.checkpoint(0, 0),
+            };
+            if origin.epoch >= epochs {
+                return Ok(None);
+            }
+            let per_epoch = s.epoch_batches().unwrap_or(0);
+            let end = origin
+                .step
+                .saturating_add(s.batches_left(&origin)?.unwrap_or(0))
+                .saturating_add((epochs - origin.epoch - 1).saturating_mul(per_epoch));
+            Ok((start >= end).then_some(end))
+        }, _ => Ok(None))
     }
 
     /// Checks that this source can resume from `state`.
@@ -374,17 +439,13 @@ impl Spec {
                 RecordBytes,
                 samples(sampler, windows_state(from)?, epochs)?,
             ),
+            // The source ends its run at the epochs cap itself (`batched`).
             Spec::Documents { docs } => {
                 let steps = match documents_state(from)? {
                     None => docs.iter(),
                     Some(state) => docs.iter_from(state)?,
                 };
-                let cap = epochs.unwrap_or(u64::MAX);
-                Pipeline::new(
-                    config,
-                    docs.decoder(),
-                    steps.take_while(move |step| step.epoch() < cap),
-                )
+                Pipeline::new(config, docs.decoder(), steps)
             }
             Spec::Mixed(m) => m.start(config, from),
         }

@@ -5,9 +5,14 @@
 use std::marker::PhantomData;
 
 use pyo3::prelude::*;
+#[cfg(feature = "stubs")]
 use pyo3_stub_gen::{PyStubType, TypeInfo};
 
 /// The type the stubs show for a [`TakenArg`], and the modules it names.
+#[cfg_attr(
+    not(feature = "stubs"),
+    expect(dead_code, reason = "read by the stubs' PyStubType impl only")
+)]
 pub(crate) trait ShownAs {
     /// The type, as written in the stubs.
     const TYPE: &'static str;
@@ -33,6 +38,7 @@ impl<'a, 'py, A> FromPyObject<'a, 'py> for TakenArg<'py, A> {
     }
 }
 
+#[cfg(feature = "stubs")]
 impl<A: ShownAs> PyStubType for TakenArg<'_, A> {
     fn type_output() -> TypeInfo {
         TypeInfo {

@@ -1,7 +1,6 @@
 //! `pinring.TokenWindows`: windows of llm.c / modded-nanogpt token shards.
 
 use pyo3::prelude::*;
-use pyo3_stub_gen::derive::{gen_stub_pyclass, gen_stub_pymethods};
 
 use pinring::source::{TokenShards, Tokens};
 
@@ -12,6 +11,7 @@ use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::sampling::{sampling_attributes, Sampling};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
 use crate::source::spec::Spec;
+use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
 /// Most tokens a shard holds (its header counts them in an i32).
 const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;

@@ -47,6 +47,7 @@ impl Source for Documents {
             drop_last: true,
             start_step: self.start_step(),
             skip_steps: self.skip_steps().iter().map(|&(a, b)| a..b).collect(),
+            epochs: self.end_epoch(),
         }
     }
 
@@ -56,6 +57,7 @@ impl Source for Documents {
             run.world_size,
             run.start_step,
             run.skip_pairs(),
+            run.epochs,
         )
     }
 
@@ -68,14 +70,18 @@ impl Source for Documents {
     }
 
     fn samples(&self, from: Option<&State>, epochs: Option<u64>) -> Result<Steps> {
-        let steps = match documents_state(from)? {
-            None => self.iter(),
-            Some(state) => self.iter_from(state)?,
+        let capped;
+        let docs = match epochs {
+            Some(end) => {
+                capped = self.until_epoch(end);
+                &capped
+            }
+            None => self,
         };
-        Ok(match epochs {
-            Some(end) => steps.until_epoch(end),
-            None => steps,
-        })
+        match documents_state(from)? {
+            None => Ok(docs.iter()),
+            Some(state) => docs.iter_from(state),
+        }
     }
 
     fn state_at(&self, from: Option<&State>, near: Option<&State>, step: u64) -> Result<State> {

@@ -230,6 +230,7 @@ impl DocumentsBuilder {
             inner: Arc::new(inner),
             start_step: run.start_step,
             skip: run.skip,
+            end_epoch: None,
         })
     }
 
@@ -287,6 +288,7 @@ impl DocumentsBuilder {
             inner: Arc::new(inner),
             start_step: 0,
             skip: SkipSteps::default(),
+            end_epoch: None,
         })
     }
 

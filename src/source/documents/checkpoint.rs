@@ -18,8 +18,10 @@ use super::walk::Cursor;
 /// version, and [`DocumentsCheckpoint::from_text`] names the version of one it cannot
 /// read.
 ///
-/// Version 2 added `skip` (the skipped steps, issue 22).
-pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 2;
+/// Version 2 added `skip` (the skipped steps, issue 22); version 3 `contents`, each
+/// file's content fingerprint ([`Fingerprint::contents`]), so that a state resumes only on
+/// the data it was saved on.
+pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 3;
 
 /// Where a packed-documents run stands, independent of rank and world size: the walk's
 /// cursor after the steps every rank popped, and the step count — plus what a source
@@ -28,8 +30,9 @@ pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 2;
 /// After `k` steps every rank's checkpoint is the same ([`merge`](Self::merge) checks
 /// that): the ranks walk one walk, each packing its share of each step. A
 /// [`Documents`](crate::source::Documents) of any rank and world size resumes from it
-/// ([`iter_from`](crate::source::Documents::iter_from)) if the dataset, `bos`, order, seed,
-/// schedule and `max_docs` are the same: the walk goes on from the cursor with the new
+/// ([`iter_from`](crate::source::Documents::iter_from)) if the dataset (file names, sizes and
+/// contents: the same files, in any folder), `bos`, order, seed, schedule and `max_docs`
+/// are the same: the walk goes on from the cursor with the new
 /// world size, so every document is delivered at most once across the runs and none is
 /// skipped but those the walk itself drops (a shard's tail too short for a step, the
 /// cut-off tails of long documents) and those of the skipped steps
@@ -37,7 +40,7 @@ pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 2;
 /// records, so a resumed run keeps skipping them).
 ///
 /// Plain data. Through serde it is one flat record of the keys `version`, `format`,
-/// `files`, `sizes` (the dataset's [`Fingerprint`]), `bos`, `order`, `seed`, `schedule`
+/// `files`, `sizes`, `contents` (the dataset's [`Fingerprint`]), `bos`, `order`, `seed`, `schedule`
 /// (a list of `[from_step, tokens_per_batch, max_seq_len]`, the first from step 0),
 /// `max_docs` (0: modded-nanogpt's rule), `epoch`, `shard`, `doc`, `step`, `world_size`
 /// and `skip` (a list of `[start, end]`), read back strictly (no key missing, none
@@ -68,7 +71,7 @@ pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 2;
 pub struct DocumentsCheckpoint {
     /// The layout's version: [`DOCUMENTS_CHECKPOINT_VERSION`] when made by this crate.
     pub version: u32,
-    /// The dataset: format, file names and sizes (`record_bytes` 0).
+    /// The dataset: format, file names, sizes and content fingerprints (`record_bytes` 0).
     pub dataset: Fingerprint,
     /// The token that starts a document.
     pub bos: u32,
@@ -166,7 +169,7 @@ impl DocumentsCheckpoint {
 
     /// The first difference in what a resume must match (everything but the position, the
     /// world size and the skipped steps), as (what, value in `self`, value in `other`).
-    pub(super) fn run_difference(&self, other: &Self) -> Option<Difference> {
+    pub(crate) fn run_difference(&self, other: &Self) -> Option<Difference> {
         FirstDifference::new()
             .shown("the checkpoint version", self.version, other.version)
             .then(|| Fingerprint::difference(&self.dataset, &other.dataset))
@@ -191,8 +194,8 @@ impl DocumentsCheckpoint {
     }
 
     /// Reads the form [`to_text`](Self::to_text) writes. Anything else — not JSON, a key
-    /// missing, unknown or given twice, a value of the wrong type, more files than sizes,
-    /// an unknown order, a schedule entry that is not three numbers, a skipped range
+    /// missing, unknown or given twice, a value of the wrong type, more files than sizes
+    /// (or than contents), an unknown order, a schedule entry that is not three numbers, a skipped range
     /// that is not two numbers — is [`SourceError::BadCheckpointText`] naming the line
     /// and column. A checkpoint of another [`DOCUMENTS_CHECKPOINT_VERSION`] reads if its
     /// keys do (a source then refuses it); if they do not, the error says which version
@@ -201,15 +204,15 @@ impl DocumentsCheckpoint {
     /// ```
     /// use pinring::source::{DocumentsCheckpoint, SourceError};
     /// use pinring::Error;
-    /// let text = "{\n  \"version\": 2,\n  \"window\": 3\n}";
+    /// let text = "{\n  \"version\": 3,\n  \"window\": 3\n}";
     /// let err = DocumentsCheckpoint::from_text(text).unwrap_err();
     /// let Error::Source(SourceError::BadCheckpointText { line, .. }) = err else { panic!() };
     /// assert_eq!(line, 3); // an unknown key
-    /// // Version 1 had no `skip`:
-    /// let text = "{\"version\": 1, \"format\": \"u16\"}";
+    /// // Version 2 had no `contents`:
+    /// let text = "{\"version\": 2, \"format\": \"u16\"}";
     /// let err = DocumentsCheckpoint::from_text(text).unwrap_err();
-    /// assert!(err.to_string().contains("a documents checkpoint of version 1, which this build \
-    ///     (version 2) cannot read"), "{err}");
+    /// assert!(err.to_string().contains("a documents checkpoint of version 2, which this build \
+    ///     (version 3) cannot read"), "{err}");
     /// ```
     pub fn from_text(text: &str) -> Result<DocumentsCheckpoint> {
         read_text(text, |bare| {
@@ -249,6 +252,7 @@ struct Record {
     format: String,
     files: Vec<String>,
     sizes: Vec<u64>,
+    contents: Vec<u64>,
     bos: u32,
     order: String,
     seed: u64,
@@ -269,6 +273,7 @@ impl From<DocumentsCheckpoint> for Record {
             format: c.dataset.format,
             files: c.dataset.files,
             sizes: c.dataset.sizes,
+            contents: c.dataset.contents,
             bos: c.bos,
             order: c.order,
             seed: c.seed,
@@ -288,7 +293,7 @@ impl TryFrom<Record> for DocumentsCheckpoint {
     type Error = String;
 
     fn try_from(r: Record) -> Result<Self, String> {
-        let dataset = Fingerprint::from_record(r.format, 0, r.files, r.sizes)?;
+        let dataset = Fingerprint::from_record(r.format, 0, r.files, r.sizes, r.contents)?;
         if DocOrder::from_name(&r.order, r.seed).is_none() {
             return Err(unknown_order(&r.order));
         }

@@ -48,6 +48,7 @@ impl Decode for PackDocuments {
     fn describe(step: &DocStep, out: &mut Describe<'_>) {
         if step.outcome.is_err() {
             out.step(step.step);
+            out.batch_size(1);
             return;
         }
         describe_pieces(step.step, step.sizes, step.pieces().map(|p| (0, p)), out);

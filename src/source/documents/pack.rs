@@ -21,8 +21,8 @@ pub(crate) struct ShardPiece<'a> {
 
 /// Describes a step of `sizes` whose pieces are `pieces` (with their sources): a row per
 /// piece (`id` the document's id in its source, `len` its length in `cu_seqlens`: the last
-/// one's is one less, since the step's last token is a target only), the step and the
-/// extents `[N + 1, max_docs, N]`.
+/// one's is one less, since the step's last token is a target only), the step (a batch of
+/// one step: batch size 1) and the extents `[N + 1, max_docs, N]`.
 pub(crate) fn describe_pieces(
     step: u64,
     sizes: StepSizes,
@@ -30,6 +30,7 @@ pub(crate) fn describe_pieces(
     out: &mut Describe<'_>,
 ) {
     out.step(step);
+    out.batch_size(1);
     let mut last: Option<(u16, Piece)> = None;
     for piece in pieces {
         if let Some(p) = last.replace(piece) {

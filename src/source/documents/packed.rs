@@ -87,6 +87,9 @@ pub struct Documents {
     pub(super) start_step: u64,
     /// The steps a run leaves out (`DocumentsBuilder::skip_steps`).
     pub(super) skip: SkipSteps,
+    /// The first epoch a run does not reach ([`until_epoch`](Self::until_epoch); `None`:
+    /// endless).
+    pub(super) end_epoch: Option<u64>,
 }
 
 impl fmt::Debug for Documents {
@@ -103,6 +106,7 @@ impl fmt::Debug for Documents {
             .field("positions", &inner.layout.positions.is_some())
             .field("start_step", &self.start_step)
             .field("skip_steps", &self.skip.ranges())
+            .field("end_epoch", &self.end_epoch)
             .finish()
     }
 }
@@ -121,7 +125,8 @@ impl Documents {
         PackDocuments::new()
     }
 
-    /// This rank's steps: endless, epoch after epoch — from step 0, or from the
+    /// This rank's steps: endless, epoch after epoch (or to the start of
+    /// [`until_epoch`](Self::until_epoch)'s epoch) — from step 0, or from the
     /// [`start_step`](crate::source::DocumentsBuilder::start_step) (the steps before it
     /// walked over when the first step is pulled), leaving out the
     /// [`skip_steps`](crate::source::DocumentsBuilder::skip_steps).
@@ -133,6 +138,7 @@ impl Documents {
             self.inner.epoch0.clone(),
             self.start_step,
             self.skip.clone(),
+            self.end_epoch,
         )
     }
 
@@ -154,6 +160,7 @@ impl Documents {
             walker.into_perm(),
             self.start_step,
             self.skip.union(&checkpoint.skip),
+            self.end_epoch,
         ))
     }
 
@@ -170,6 +177,13 @@ impl Documents {
     /// checkpoint as `from` to keep it short. A delivered step that cannot be made (too
     /// many documents, none fits) is its error: a pipeline never delivers it; a step
     /// walked over is an error only if it fits nowhere.
+    ///
+    /// With an [`until_epoch`](Self::until_epoch), the walk stops where the run ends: at
+    /// the first step that would start in the end epoch, which may come before the steps
+    /// asked for are walked (a skipped range that runs past the end, a start step past
+    /// it). The checkpoint then stands there — its cursor in the end epoch, where that
+    /// step would start, and its `step` the number of steps the run has — so a run resumed
+    /// from it with the same end delivers nothing more.
     pub fn checkpoint_after(
         &self,
         from: Option<&DocumentsCheckpoint>,
@@ -185,15 +199,69 @@ impl Documents {
         let first = self.start_step.max(step);
         let target = skip.after_kept(first, steps);
         let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
-        while step < target {
+        let past_end = |cursor: Cursor| self.end_epoch.is_some_and(|end| cursor.epoch >= end);
+        while step < target && !past_end(cursor) {
             let located = walker.locate(cursor, step)?;
+            if past_end(located.start) {
+                cursor = located.start;
+                break;
+            }
             if skip.delivers(first, step) {
                 self.inner.schedule.at(step).check_pieces(step, located.walk.most_pieces)?;
             }
             cursor = located.after();
             step += 1;
         }
+        // The run's end, where it falls right after the steps walked: say so in the cursor.
+        if step == target && self.end_epoch.is_some() && !past_end(cursor) {
+            if let Ok(next) = walker.locate(cursor, step) {
+                if past_end(next.start) {
+                    cursor = next.start;
+                }
+            }
+        }
         Ok(self.inner.checkpoint_at(cursor, step, &skip))
+    }
+
+    /// This source again — sharing its shards and their index: nothing is scanned again —
+    /// its runs ending at the start of epoch `end`: [`iter`](Self::iter) and
+    /// [`iter_from`](Self::iter_from) yield no step of epoch `end` or later, and walk no
+    /// step there either while they walk over the steps before the start step and the
+    /// skipped ones (a skipped range that runs past the end ends the run after the steps
+    /// before it); [`checkpoint_after`](Self::checkpoint_after) stops there too. For a run
+    /// of `E` epochs from epoch 0, resumed or not: `until_epoch(E)` (as
+    /// [`Samples::until_epoch`](crate::source::Samples::until_epoch) for windows).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, Documents, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-until-docs-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// // 100 documents of 10 tokens; a step of 19 + 1 tokens packs 2: 50 steps an epoch.
+    /// let tokens: Vec<u16> = (0..1000u16).map(|i| if i % 10 == 0 { 50256 } else { i }).collect();
+    /// write_shard(dir.join("train_000.bin"), &tokens)?;
+    /// let docs = Documents::builder(TokenShards::open([dir.join("train_000.bin")])?)
+    ///     .tokens_per_batch(19).max_seq_len(64).build()?;
+    /// let epochs: Vec<u64> = docs.until_epoch(2).iter().map(|s| s.epoch()).collect();
+    /// assert_eq!(epochs, [[0; 50], [1; 50]].concat());
+    /// // Skipping from step 5 to far past the end: steps 0 to 4, then the run ends.
+    /// let skipping = docs.with_steps(0, [(5, 1 << 62)])?.until_epoch(1);
+    /// assert_eq!(skipping.iter().map(|s| s.step()).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    /// let end = skipping.checkpoint_after(None, 5)?;
+    /// assert_eq!((end.epoch, end.step), (1, 50)); // the run's 50 steps walked, no more
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn until_epoch(&self, end: u64) -> Documents {
+        Documents {
+            end_epoch: Some(end),
+            ..self.clone()
+        }
+    }
+
+    /// The first epoch a run does not reach ([`until_epoch`](Self::until_epoch)); `None`
+    /// when runs are endless.
+    pub fn end_epoch(&self) -> Option<u64> {
+        self.end_epoch
     }
 
     /// This source again — sharing its shards and their index: nothing is scanned again —
@@ -210,12 +278,13 @@ impl Documents {
             inner: self.inner.clone(),
             start_step,
             skip: SkipSteps::new(skip_steps)?,
+            end_epoch: self.end_epoch,
         })
     }
 
     /// The same source walked as `rank` of `world_size` ranks, from `start_step`, leaving
-    /// out `skip_steps` (a loader's run): the index, the thread indexing ahead and the
-    /// settings shared. The first step is located as [`DocumentsBuilder::build`] locates
+    /// out `skip_steps`, to the start of epoch `end_epoch` (a loader's run): the index, the
+    /// thread indexing ahead and the settings shared. The first step is located as [`DocumentsBuilder::build`] locates
     /// it, so that a world size at which no step fits is refused here.
     pub(crate) fn on_run(
         &self,
@@ -223,6 +292,7 @@ impl Documents {
         world_size: u64,
         start_step: u64,
         skip_steps: impl IntoIterator<Item = (u64, u64)>,
+        end_epoch: Option<u64>,
     ) -> Result<Documents> {
         let run = crate::source::sampling::run_settings::RunSettings {
             rank,
@@ -244,6 +314,7 @@ impl Documents {
             inner,
             start_step: run.start_step,
             skip: run.skip,
+            end_epoch,
         })
     }
 
@@ -271,8 +342,9 @@ impl Documents {
     }
 
     /// Checks that this source can resume from `checkpoint`: the same checkpoint version,
-    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names and
-    /// sizes), `bos`, order, seed, schedule and `max_docs`, and a cursor inside this
+    /// dataset ([`Fingerprint`](crate::source::Fingerprint): format, file names, sizes and
+    /// content fingerprints — the same files, in any folder), `bos`, order, seed, schedule
+    /// and `max_docs`, and a cursor inside this
     /// dataset, or
     /// [`SourceError::DocumentsCheckpointMismatch`] naming the first difference. Rank,
     /// world size and the skipped steps may differ (a run resumed from it skips its

@@ -1,8 +1,9 @@
 //! [`Steps`]: a rank's steps, in order, from the start or a checkpoint; endless (epoch
-//! after epoch). Each is a [`DocStep`]: the iterator locates the step (dropping the partial
-//! steps the walk drops), checks that this step's `cu_seqlens` holds every rank's pieces,
-//! and moves on — walking over the steps before the start step and the skipped ones
-//! without yielding them; the decoder does the rest.
+//! after epoch) or to the source's end epoch. Each is a [`DocStep`]: the iterator locates
+//! the step (dropping the partial steps the walk drops), checks that this step's
+//! `cu_seqlens` holds every rank's pieces, and moves on — walking over the steps before the
+//! start step and the skipped ones without yielding them, never past the end epoch, and
+//! ending that walk when the pipeline it feeds stops; the decoder does the rest.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,13 +13,16 @@ use super::index::BuiltBy;
 use super::permutation::Permutation;
 use super::step::DocStep;
 use super::walk::Cursor;
-use super::walker::Walker;
+use super::walker::{Located, Walker};
+use crate::feeding::feeder_stopped;
 use crate::source::sampling::skip::SkipSteps;
 
 /// The steps of one rank of a [`Documents`](crate::source::Documents) source, in order:
 /// what a [`Pipeline`](crate::Pipeline) pulls (one step a batch). Endless, epoch after
-/// epoch, unless a step cannot be made: that step carries its error (the decoder returns
-/// it, so `pop` reports it after the steps before it) and the iterator ends.
+/// epoch — or to the start of the source's
+/// [`until_epoch`](crate::source::Documents::until_epoch) — unless a step cannot be made:
+/// that step carries its error (the decoder returns it, so `pop` reports it after the steps
+/// before it) and the iterator ends.
 ///
 /// Each step is found by walking the shards' indexes; a shard not indexed yet by the
 /// thread ahead of the walk is indexed here (the step waits:
@@ -28,6 +32,11 @@ use crate::source::sampling::skip::SkipSteps;
 /// (their documents used up on every rank) but not yielded: the other steps keep their
 /// numbers. A step walked over that fits nowhere is still an error (the walk cannot go
 /// on); one that packs too many documents is not (it is never packed).
+///
+/// That walk is bounded: it stops at the end epoch (a skipped range that runs past it
+/// ends the run there, after the steps before it), and, on a pipeline's feeder thread, when
+/// that pipeline stops (dropped, or its [`StopHandle`](crate::StopHandle) used): the
+/// iterator then ends, so no thread walks on for a pipeline that is gone.
 pub struct Steps {
     inner: Arc<Inner>,
     /// Where the walk stands: after the last step walked.
@@ -38,11 +47,10 @@ pub struct Steps {
     first: u64,
     /// The steps walked over, not yielded.
     skip: SkipSteps,
+    /// The first epoch none of whose steps is yielded or walked (`None`: endless).
+    end: Option<u64>,
     /// The permutation of the cursor's epoch, once made (shuffled order).
     perm: Option<Arc<Permutation>>,
-    /// The first epoch not yielded (`until_epoch`): none of its steps is, and the walk
-    /// over skipped steps stops there too.
-    end: Option<u64>,
     done: bool,
 }
 
@@ -53,6 +61,7 @@ impl fmt::Debug for Steps {
             .field("step", &self.step)
             .field("first", &self.first)
             .field("skip", &self.skip.ranges())
+            .field("end", &self.end)
             .field("done", &self.done)
             .finish()
     }
@@ -60,7 +69,8 @@ impl fmt::Debug for Steps {
 
 impl Steps {
     /// The steps from `cursor`, at step `step` (its epoch's permutation `perm`, if at
-    /// hand), yielding none before `first` and none of `skip`.
+    /// hand), yielding none before `first`, none of `skip` and none of epoch `end` or
+    /// later.
     pub(super) fn new(
         inner: Arc<Inner>,
         cursor: Cursor,
@@ -68,6 +78,7 @@ impl Steps {
         perm: Option<Arc<Permutation>>,
         first: u64,
         skip: SkipSteps,
+        end: Option<u64>,
     ) -> Self {
         Steps {
             inner,
@@ -75,23 +86,23 @@ impl Steps {
             step,
             first,
             skip,
+            end,
             perm,
-            end: None,
             done: false,
         }
     }
 
-    /// The same steps up to the end of epoch `end - 1`: the first step of epoch `end` is
-    /// not yielded, and neither is anything after it (a skipped range reaching past it
-    /// ends the run there, instead of walking on).
-    pub fn until_epoch(mut self, end: u64) -> Self {
-        self.end = Some(end);
-        self
+    /// Whether a step located at `located` lies past the end epoch.
+    fn past_end(&self, located: &Located) -> bool {
+        self.end.is_some_and(|end| located.start.epoch >= end)
     }
 
-    /// Whether `epoch` is past the end (`until_epoch`).
-    fn past_end(&self, epoch: u64) -> bool {
-        self.end.is_some_and(|end| epoch >= end)
+    /// Ends the iterator, the walk standing at `cursor` (where the next step would start).
+    fn end_at(&mut self, cursor: Cursor, perm: Option<Arc<Permutation>>) -> Option<DocStep> {
+        self.cursor = cursor;
+        self.perm = perm;
+        self.done = true;
+        None
     }
 
     /// The number of the next step it yields (if the run goes on that far): past the
@@ -113,17 +124,21 @@ impl Iterator for Steps {
     type Item = DocStep;
 
     fn next(&mut self) -> Option<DocStep> {
-        if self.done {
+        if self.done || self.end.is_some_and(|end| self.cursor.epoch >= end) {
+            self.done = true;
             return None;
         }
         let mut walker = Walker::new(&self.inner, BuiltBy::Walk, self.perm.take());
         // The steps walked over: their documents used up, nothing yielded.
         let mut walked_over = Ok(());
         while !self.skip.delivers(self.first, self.step) {
+            if feeder_stopped() {
+                let cursor = self.cursor;
+                return self.end_at(cursor, walker.into_perm());
+            }
             match walker.locate(self.cursor, self.step) {
-                Ok(located) if self.past_end(located.start.epoch) => {
-                    self.done = true;
-                    return None;
+                Ok(located) if self.past_end(&located) => {
+                    return self.end_at(located.start, walker.into_perm());
                 }
                 Ok(located) => {
                     self.cursor = located.after();
@@ -138,6 +153,11 @@ impl Iterator for Steps {
         let step = self.step;
         let sizes = self.inner.schedule.at(step);
         let located = walked_over.and_then(|()| walker.locate(self.cursor, step));
+        if let Ok(located) = &located {
+            if self.past_end(located) {
+                return self.end_at(located.start, walker.into_perm());
+            }
+        }
         self.perm = walker.into_perm();
         let outcome = located.and_then(|located| {
             sizes
@@ -148,10 +168,6 @@ impl Iterator for Steps {
             Ok(located) => located.start.epoch,
             Err(_) => self.cursor.epoch,
         };
-        if self.past_end(epoch) {
-            self.done = true;
-            return None;
-        }
         match &outcome {
             Ok(located) => {
                 self.cursor = located.after();
@@ -169,14 +185,14 @@ impl Iterator for Steps {
         })
     }
 
-    /// At least one more step until a step fails (then that failed step), no upper bound:
-    /// the steps are endless, but may end at a failure, so `collect` must not reserve for
-    /// an endless run.
+    /// No lower bound (the end epoch may come at the next step), no upper bound: the
+    /// steps are endless, or end at the end epoch or a failure, so `collect` must not
+    /// reserve for an endless run.
     fn size_hint(&self) -> (usize, Option<usize>) {
         if self.done {
             (0, Some(0))
         } else {
-            (1, None)
+            (0, None)
         }
     }
 }

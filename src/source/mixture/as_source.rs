@@ -106,6 +106,7 @@ fn own_run(settings: &super::settings::MixSettings) -> Run {
         drop_last: true,
         start_step: run.start_step,
         skip_steps: run.skip.ranges().iter().map(|&(a, b)| a..b).collect(),
+        epochs: None,
     }
 }
 

@@ -66,6 +66,9 @@ impl<D: Decode> Decode for MixedDecoder<D> {
         if let Some(step) = sample.step() {
             out.step(step);
         }
+        if let Some(samples) = sample.batch_size() {
+            out.batch_size(samples);
+        }
     }
 
     fn source_tally(&self) -> Option<Arc<SourceTally>> {

@@ -229,7 +229,9 @@ impl<S: Segmented> Mixture<S> {
     /// the steps the run skipped or began after counted in), each source's place there,
     /// the weights' history, the step and the skipped steps. It walks the blend rule over
     /// the positions since `from` (arithmetic only). `from` is checked as `iter_from`
-    /// checks it.
+    /// checks it. Where a stop rule ends the run first (a skipped range or a start step
+    /// past its end), the state at its end, after its last whole step: its `step` is the
+    /// run's step count, and a resume from it delivers nothing.
     ///
     /// ```
     /// use pinring::source::{write_shard, Mixture, MixtureState, Order, TokenShards};
@@ -279,8 +281,23 @@ impl<S: Segmented> Mixture<S> {
             u128::from(step - origin.step) * chunk + u128::from(rem) * u128::from(run.world);
         let walked = u64::try_from(walked).unwrap_or(u64::MAX);
         let mut walk = self.inner.walk(&origin);
-        walk.skip(walked);
-        let step = if batch.is_some() { step } else { origin.step };
+        let mut step = if batch.is_some() { step } else { origin.step };
+        if self.stop() == Stop::Never {
+            walk.skip(walked);
+        } else {
+            let done = walk.clone().skip_within(walked);
+            if done < walked {
+                // The stop rule ends the run inside those positions: its last whole step.
+                let chunk = u64::try_from(chunk).unwrap_or(u64::MAX);
+                let whole = done / chunk;
+                walk.skip(whole * chunk);
+                if batch.is_some() {
+                    step = origin.step + whole;
+                }
+            } else {
+                walk.skip(walked);
+            }
+        }
         Ok(self.state_at(
             origin.history,
             walk.position(),

@@ -40,5 +40,5 @@ pub use documents::{
 pub use mix::Mixture;
 pub use mixable::Mixable;
 pub use samples::{MixedSample, MixedSamples};
-pub use state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
+pub use state::{MixtureState, SourceRecord, WeightSpan, MIXTURE_STATE_VERSION};
 pub use stop::Stop;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::inner::MixInner;
 use super::run_origin::RunOrigin;
 use super::walk::Walk;
+use crate::feeding::feeder_stopped;
 use crate::source::sampling::samples::Samples;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
@@ -17,13 +18,34 @@ use crate::source::sampling::skip::SkipSteps;
 pub struct MixedSample<T> {
     source: u16,
     step: Option<u64>,
+    /// The samples of a step (the mixture's batch size), where it has one.
+    batch_size: Option<u64>,
     item: T,
 }
 
 impl<T> MixedSample<T> {
-    /// `item`, a sample of source `source`, in step `step`.
+    /// `item`, a sample of source `source`, in step `step` (of a batch size not said: see
+    /// [`with_batch_size`](Self::with_batch_size)).
     pub fn new(source: u16, item: T, step: Option<u64>) -> Self {
-        MixedSample { source, step, item }
+        MixedSample {
+            source,
+            step,
+            batch_size: None,
+            item,
+        }
+    }
+
+    /// The sample, its step holding `samples` samples per rank (the mixture's batch size):
+    /// a pipeline of another batch size refuses the run
+    /// ([`Describe::batch_size`](crate::Describe::batch_size)).
+    pub fn with_batch_size(mut self, samples: Option<u64>) -> Self {
+        self.batch_size = samples;
+        self
+    }
+
+    /// The samples of its step per rank (the mixture's batch size), where it has one.
+    pub fn batch_size(&self) -> Option<u64> {
+        self.batch_size
     }
 
     /// The source's index in the mixture.
@@ -55,7 +77,9 @@ impl<T> MixedSample<T> {
 ///
 /// It walks every position of the global sequence (the rule needs each source's count),
 /// a few nanoseconds each per source, and reads each of its own samples' places from its
-/// source's order (building a shuffled source's permutation once per epoch of it).
+/// source's order (building a shuffled source's permutation once per epoch of it). The
+/// stop rule ends that walk over skipped steps too; without one, on a pipeline's feeder
+/// thread, it ends when that pipeline stops.
 pub struct MixedSamples<S: Segmented> {
     inner: Arc<MixInner<S>>,
     walk: Walk,
@@ -133,7 +157,8 @@ impl<S: Segmented> MixedSamples<S> {
     fn load(&mut self) -> bool {
         let kept = self.skip.next_kept(self.at);
         while self.at < kept {
-            if !self.pass(false) {
+            // Walking over skipped steps for a pipeline that stopped: end the walk.
+            if feeder_stopped() || !self.pass(false) {
                 return false;
             }
             self.at += 1;
@@ -173,9 +198,11 @@ impl<S: Segmented> Iterator for MixedSamples<S> {
         self.used += 1;
         let epoch_len = self.inner.members[usize::from(s)].epoch_len;
         let window = self.orders[usize::from(s)].window_at(n / epoch_len, n % epoch_len);
+        let batch = self.inner.settings.run.batch;
         Some(MixedSample {
             source: s,
-            step: self.inner.settings.run.batch.map(|_| self.serving),
+            step: batch.map(|_| self.serving),
+            batch_size: batch,
             item: window,
         })
     }

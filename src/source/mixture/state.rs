@@ -8,15 +8,21 @@ use super::blend::normalized;
 use super::stop::Stop;
 use crate::error::source::SourceError;
 use crate::error::Result;
+use crate::source::documents::checkpoint::DocumentsCheckpoint;
 use crate::source::sampling::checkpoint::Checkpoint;
-use crate::source::sampling::checkpoint_text::read_text;
+use crate::source::sampling::checkpoint_text::{other_version, read_text};
 use crate::source::sampling::difference::{against_rank_0, Difference, FirstDifference};
 
 /// The version of the [`MixtureState`] layout and of the mixing it describes (the blend
 /// rule, the sharding of the global sequence, the sources' keyed orders). A mixture
 /// refuses a state of another version. It goes up by one whenever a field is added,
-/// removed or changes meaning, or the mixing changes which sample a position stands for.
-pub const MIXTURE_STATE_VERSION: u32 = 1;
+/// removed or changes meaning (its sources' own records included), or the mixing changes
+/// which sample a position stands for.
+///
+/// Version 2: each source's record holds its files' content fingerprints (`contents`, in
+/// [`Checkpoint`] version 3 and
+/// [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint) version 3).
+pub const MIXTURE_STATE_VERSION: u32 = 2;
 
 /// One stretch of a mixture's global sequence under one set of weights: from global
 /// position `from` on, the blend rule ([`Blend`](crate::source::Blend)) runs with
@@ -188,16 +194,27 @@ impl<C> MixtureState<C> {
     }
 }
 
-impl<C: Clone + PartialEq + std::fmt::Debug> MixtureState<C> {
+impl<C: SourceRecord> MixtureState<C> {
     /// Combines the states of all ranks of one run, indexed by rank, into the one
-    /// rank-agnostic state: they must be equal. Ranks that consumed unequal counts are
-    /// [`SourceError::UnequalRanks`] (each rank's `(0, consumed)`: a mixture has no epoch
-    /// of its own); states of different runs [`SourceError::MixtureMismatch`]; none at all
-    /// [`SourceError::Zero`]`("states")`.
+    /// rank-agnostic state: they must be equal. States of different runs are
+    /// [`SourceError::MixtureMismatch`] naming the first thing that differs — the version,
+    /// seed, stop rule, weights' history, skipped steps, world size, batch size, or what
+    /// identifies a source's own run (its dataset, order, seed, ...) — found before the
+    /// counts are compared, as [`Checkpoint::merge`] and
+    /// [`DocumentsCheckpoint::merge`](crate::source::DocumentsCheckpoint::merge) do; ranks
+    /// of one run that consumed unequal counts are [`SourceError::UnequalRanks`] (each
+    /// rank's `(0, consumed)`: a mixture has no epoch of its own); ranks at one count whose
+    /// sources stand apart, [`SourceError::MixtureMismatch`] about that source's state;
+    /// none at all [`SourceError::Zero`]`("states")`.
     pub fn merge(states: &[Self]) -> Result<Self> {
         let Some(first) = states.first() else {
             return Err(SourceError::Zero("states").into());
         };
+        let mismatch =
+            |(what, saved, here): Difference| SourceError::MixtureMismatch { what, saved, here };
+        if let Some(differs) = against_rank_0(states, Self::run_difference) {
+            return Err(mismatch(differs).into());
+        }
         if states
             .iter()
             .any(|s| (s.consumed, s.step) != (first.consumed, first.step))
@@ -207,35 +224,103 @@ impl<C: Clone + PartialEq + std::fmt::Debug> MixtureState<C> {
             }
             .into());
         }
-        if let Some((what, saved, here)) = against_rank_0(states, Self::difference) {
-            return Err(SourceError::MixtureMismatch { what, saved, here }.into());
+        if let Some(differs) = against_rank_0(states, Self::sources_difference) {
+            return Err(mismatch(differs).into());
         }
         Ok(first.clone())
     }
 
-    /// The first field in which `other` differs, as (what, value here, value there).
-    fn difference(&self, other: &Self) -> Option<Difference> {
+    /// The first field of what identifies the run (everything but where it stands: the
+    /// count, the step and each source's place) in which `other` differs, as (what, value
+    /// here, value there).
+    fn run_difference(&self, other: &Self) -> Option<Difference> {
         FirstDifference::new()
             .shown("the state version", self.version, other.version)
             .shown("the seed", self.seed, other.seed)
             .shown("the stop rule", self.stop.name(), other.stop.name())
+            .shown(
+                "the number of sources",
+                self.sources.len(),
+                other.sources.len(),
+            )
             .debug("the weights' history", &self.weights, &other.weights)
             .debug("the skipped steps", &self.skip, &other.skip)
             .shown("the world size", self.world_size, other.world_size)
             .shown("the batch size", self.batch_size, other.batch_size)
             .then(|| {
-                (self.sources != other.sources).then(|| {
-                    let i = (self.sources.iter().zip(&other.sources))
-                        .position(|(a, b)| a != b)
-                        .unwrap_or(self.sources.len().min(other.sources.len()));
-                    (
-                        format!("source {i}'s state"),
-                        format!("{:?}", self.sources.get(i)),
-                        format!("{:?}", other.sources.get(i)),
-                    )
-                })
+                (self.sources.iter().zip(&other.sources))
+                    .enumerate()
+                    .find_map(|(i, (a, b))| {
+                        let (what, saved, here) = a.run_difference(b)?;
+                        Some((format!("{what} of source {i}"), saved, here))
+                    })
             })
             .first()
+    }
+
+    /// The first source whose state differs, as (what, value here, value there).
+    fn sources_difference(&self, other: &Self) -> Option<Difference> {
+        let i = (self.sources.iter().zip(&other.sources)).position(|(a, b)| a != b)?;
+        Some((
+            format!("source {i}'s state"),
+            format!("{:?}", self.sources[i]),
+            format!("{:?}", other.sources[i]),
+        ))
+    }
+}
+
+/// A source's own state inside a [`MixtureState`]: a sampler's [`Checkpoint`] or a
+/// [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint). Sealed: only these
+/// implement it.
+pub trait SourceRecord: Clone + PartialEq + std::fmt::Debug + sealed::Sealed {}
+
+impl SourceRecord for Checkpoint {}
+
+impl SourceRecord for DocumentsCheckpoint {}
+
+impl SourceRecord for crate::source::state::State {}
+
+mod sealed {
+    use crate::source::documents::checkpoint::DocumentsCheckpoint;
+    use crate::source::sampling::checkpoint::Checkpoint;
+    use crate::source::sampling::difference::Difference;
+
+    /// Keeps [`SourceRecord`](super::SourceRecord) to the crate's states, and says what
+    /// identifies a source's run apart from where it stands.
+    pub trait Sealed {
+        /// The first field of what identifies the run (not where it stands) in which
+        /// `other` differs.
+        fn run_difference(&self, other: &Self) -> Option<Difference>;
+    }
+
+    impl Sealed for Checkpoint {
+        fn run_difference(&self, other: &Self) -> Option<Difference> {
+            self.difference(other)
+        }
+    }
+
+    impl Sealed for DocumentsCheckpoint {
+        fn run_difference(&self, other: &Self) -> Option<Difference> {
+            DocumentsCheckpoint::run_difference(self, other)
+        }
+    }
+
+    impl Sealed for crate::source::state::State {
+        fn run_difference(&self, other: &Self) -> Option<Difference> {
+            use crate::source::state::State;
+            match (self, other) {
+                (State::Windows(a), State::Windows(b)) => a.run_difference(b),
+                (State::Documents(a), State::Documents(b)) => a.run_difference(b),
+                (State::Mixture(a), State::Mixture(b)) => {
+                    (a != b).then(|| ("the mixture".to_owned(), format!("{a:?}"), format!("{b:?}")))
+                }
+                (a, b) => Some((
+                    "the kind of source".to_owned(),
+                    a.kind().to_owned(),
+                    b.kind().to_owned(),
+                )),
+            }
+        }
     }
 }
 
@@ -250,8 +335,13 @@ impl<C: Serialize> MixtureState<C> {
 impl<C: DeserializeOwned> MixtureState<C> {
     /// Reads the form [`to_text`](Self::to_text) writes; anything else (not JSON, a key
     /// missing, unknown or twice, a value of the wrong type, a source's record that does
-    /// not read) is [`SourceError::BadCheckpointText`] naming the line and column.
+    /// not read) is [`SourceError::BadCheckpointText`] naming the line and column. A state
+    /// of another [`MIXTURE_STATE_VERSION`] reads if its keys do (a mixture then refuses
+    /// it); if they do not, the error says which version it is.
     pub fn from_text(text: &str) -> Result<Self> {
-        read_text(text, str::to_owned)
+        read_text(text, |bare| {
+            other_version(text, "a mixture state", MIXTURE_STATE_VERSION, bare)
+                .unwrap_or_else(|| bare.to_owned())
+        })
     }
 }

@@ -88,6 +88,16 @@ impl Walk {
         Some((s, n))
     }
 
+    /// Walks up to `n` positions, as [`next`](Self::next) does: stops where the stop rule
+    /// ends the sequence. Returns how many it walked.
+    pub(crate) fn skip_within(&mut self, n: u64) -> u64 {
+        let mut walked = 0;
+        while walked < n && self.next().is_some() {
+            walked += 1;
+        }
+        walked
+    }
+
     /// Walks `n` positions whatever the stop rule says (to find the counts at a later
     /// position).
     pub(crate) fn skip(&mut self, n: u64) {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
+use crate::source::files::content::content_of;
 use crate::source::files::source_file::SourceFile;
 use crate::source::sampling::window::SegmentFile;
 
@@ -17,6 +18,8 @@ pub struct RecordFile {
     file: SourceFile,
     record_bytes: usize,
     records: usize,
+    /// The content fingerprint, sampled when opened.
+    content: u64,
 }
 
 impl fmt::Debug for RecordFile {
@@ -25,6 +28,7 @@ impl fmt::Debug for RecordFile {
             .field("path", &self.file.path())
             .field("record_bytes", &self.record_bytes)
             .field("records", &self.records)
+            .field("content", &format_args!("{:#018x}", self.content))
             .finish()
     }
 }
@@ -55,10 +59,12 @@ impl RecordFile {
             })
             .into());
         }
+        let content = content_of(&file)?;
         Ok(RecordFile {
             file,
             record_bytes,
             records: bytes / record_bytes,
+            content,
         })
     }
 
@@ -85,6 +91,13 @@ impl RecordFile {
     /// The file's size in bytes, as opened.
     pub fn file_bytes(&self) -> u64 {
         self.file.len()
+    }
+
+    /// The file's content fingerprint, sampled when it was opened: a hash of its size, its
+    /// first KiB and 32 eight-byte words spread evenly to its end (what a checkpoint records
+    /// as [`Fingerprint::contents`](crate::source::Fingerprint::contents)).
+    pub fn content(&self) -> u64 {
+        self.content
     }
 
     /// Record `i`'s bytes, read from the file; `None` past the end. A file that changed

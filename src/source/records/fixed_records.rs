@@ -140,11 +140,12 @@ impl Segmented for FixedRecords {
         self.files.get(segment).map(|f| f.path())
     }
 
-    /// Format `"records"` with the record size, each file's name and size in bytes.
+    /// Format `"records"` with the record size, each file's name, size in bytes and
+    /// content fingerprint ([`RecordFile::content`]).
     fn fingerprint(&self) -> Fingerprint {
         let mut print = Fingerprint::new("records", self.record_bytes as u64);
         for f in &self.files {
-            print.push_file(f.path(), f.file_bytes());
+            print.push_file_with_content(f.path(), f.file_bytes(), f.content());
         }
         print
     }

@@ -88,6 +88,7 @@ impl<S: WindowFormat> Source for Sampler<S> {
             drop_last: self.drop_last(),
             start_step: self.start_step(),
             skip_steps: self.skip_steps().iter().map(|&(a, b)| a..b).collect(),
+            epochs: None,
         }
     }
 

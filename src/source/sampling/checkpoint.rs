@@ -14,7 +14,9 @@ use crate::error::Result;
 /// The version of the [`Checkpoint`] layout and of the sampling it describes. A sampler
 /// refuses a checkpoint of another version.
 ///
-/// Version 2 added `step` and `skip` (steps and skipped steps, issue 22).
+/// Version 2 added `step` and `skip` (steps and skipped steps, issue 22); version 3
+/// `contents`, each file's content fingerprint ([`Fingerprint::contents`]), so that a
+/// state resumes only on the data it was saved on.
 ///
 /// The rule: it goes up by one whenever a field is added, removed, renamed or changes
 /// meaning, or the sampling changes which window a position or an id stands for (the
@@ -33,20 +35,29 @@ use crate::error::Result;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
 
-/// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name and
-/// size, in the sampler's order. Made by [`Segmented::fingerprint`](crate::source::Segmented).
+/// What identifies a dataset in a [`Checkpoint`]: its format, and each file's name, size
+/// and content fingerprint, in the sampler's order. Made by
+/// [`Segmented::fingerprint`](crate::source::Segmented).
 ///
 /// Files are named by their *file name* (the last component of the path, `train_000.bin`),
 /// not by the path as given: a checkpoint must resume on another machine or cluster, where
-/// the same shards sit under another directory. Names and sizes in order pin down the
-/// window grid (which windows exist and their ids); what they cannot see is a file
-/// rewritten in place with other contents of the same size — hashing every byte of a
-/// multi-terabyte dataset at each start-up is not worth it.
+/// the same shards sit under another directory, so the same files moved to (or copied into)
+/// another folder resume. A file renamed does not: the names are part of the fingerprint
+/// (they fix the files' order, which a pattern's sorted names give, and what states and
+/// [`Location`](crate::Location)s call the files). Names and sizes in order pin down the
+/// window grid (which windows exist and their ids); the content fingerprints pin down the
+/// bytes: each is a 64-bit hash of the file's size, its first KiB (a token shard's header)
+/// and 32 eight-byte words spread evenly to its end, read by position when the source opens
+/// the file (about 1.3 KiB a file, whatever its size). So another tokenization with the same
+/// naming and sizes (llm.c's shards are all 100M tokens), or other files under the same
+/// names, is refused, naming the file; what a sample cannot see is a change between the
+/// sampled bytes (a few tokens rewritten in place) — hashing every byte of a
+/// multi-terabyte dataset at each start is not worth it.
 ///
 /// ```
-/// use pinring::source::{write_shard, Segmented, TokenShards};
+/// use pinring::source::{write_shard, Segmented, TokenShard, TokenShards};
 ///
 /// # let dir = std::env::temp_dir().join(format!("pinring-fingerprint-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
@@ -55,6 +66,12 @@ pub const CHECKPOINT_VERSION: u32 = 2;
 /// assert_eq!(print.format, "u16");
 /// assert_eq!(print.files, ["train_000.bin"]);
 /// assert_eq!(print.sizes, [1024 + 3 * 2]); // the header, then 3 tokens of 2 bytes
+/// assert_eq!(print.contents, [TokenShard::open(dir.join("train_000.bin"))?.content()]);
+/// // Other tokens of the same count: the same name and size, another content.
+/// write_shard(dir.join("train_000.bin"), &[3, 2, 1])?;
+/// let other = TokenShards::open([dir.join("train_000.bin")])?.fingerprint();
+/// assert_eq!((&other.files, &other.sizes), (&print.files, &print.sizes));
+/// assert_ne!(other.contents, print.contents);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
@@ -72,6 +89,13 @@ pub struct Fingerprint {
     /// Each file's size in bytes, in the same order as `files` (for a `"custom"` source,
     /// each segment's units).
     pub sizes: Vec<u64>,
+    /// Each file's content fingerprint, in the same order as `files`
+    /// ([`TokenShard::content`](crate::source::TokenShard::content),
+    /// [`RecordFile::content`](crate::source::RecordFile::content)): a hash of its size and
+    /// of bytes sampled at offsets that depend on the size alone. Empty for a source that
+    /// gives none (the default [`Segmented::fingerprint`](crate::source::Segmented)); it
+    /// has one per file or none.
+    pub contents: Vec<u64>,
 }
 
 impl Fingerprint {
@@ -88,16 +112,18 @@ impl Fingerprint {
             record_bytes,
             files: Vec::new(),
             sizes: Vec::new(),
+            contents: Vec::new(),
         }
     }
 
-    /// The fingerprint a checkpoint's serde record holds, where its `files` and `sizes`
-    /// pair up; else why not.
+    /// The fingerprint a checkpoint's serde record holds, where its `files`, `sizes` and
+    /// `contents` pair up (`contents` may be empty); else why not.
     pub(crate) fn from_record(
         format: String,
         record_bytes: u64,
         files: Vec<String>,
         sizes: Vec<u64>,
+        contents: Vec<u64>,
     ) -> Result<Self, String> {
         if files.len() != sizes.len() {
             return Err(format!(
@@ -106,15 +132,25 @@ impl Fingerprint {
                 sizes.len()
             ));
         }
+        if !contents.is_empty() && contents.len() != files.len() {
+            return Err(format!(
+                "`files` names {} file(s) but `contents` gives {} content fingerprint(s)",
+                files.len(),
+                contents.len()
+            ));
+        }
         Ok(Fingerprint {
             format,
             record_bytes,
             files,
             sizes,
+            contents,
         })
     }
 
-    /// Adds the file at `path`, named by its last component, of `size` bytes.
+    /// Adds the file at `path`, named by its last component, of `size` bytes, without a
+    /// content fingerprint (a fingerprint has one for every file or none:
+    /// [`push_file_with_content`](Self::push_file_with_content) gives them).
     ///
     /// ```
     /// use pinring::source::Fingerprint;
@@ -130,6 +166,22 @@ impl Fingerprint {
             .into_owned();
         self.files.push(name);
         self.sizes.push(size);
+    }
+
+    /// Adds the file at `path`, named by its last component, of `size` bytes and content
+    /// fingerprint `content` (what [`TokenShard::content`](crate::source::TokenShard::content)
+    /// and [`RecordFile::content`](crate::source::RecordFile::content) give, or a custom
+    /// source's own hash of its bytes).
+    ///
+    /// ```
+    /// use pinring::source::Fingerprint;
+    /// let mut print = Fingerprint::new("u16", 0);
+    /// print.push_file_with_content("/data/fineweb/train_000.bin".as_ref(), 200_001_024, 0x5eed);
+    /// assert_eq!((print.files.len(), print.contents), (1, vec![0x5eed]));
+    /// ```
+    pub fn push_file_with_content(&mut self, path: &Path, size: u64, content: u64) {
+        self.push_file(path, size);
+        self.contents.push(content);
     }
 
     /// The first way `saved` differs from `here`: (what, saved value, value here).
@@ -173,6 +225,29 @@ impl Fingerprint {
                 ));
             }
         }
+        if saved.contents.len() != here.contents.len() {
+            let count = |print: &Self| match print.contents.len() {
+                0 => "none".to_owned(),
+                n => format!("{n} (one per file)"),
+            };
+            return Some((
+                "the files' content fingerprints".into(),
+                count(saved),
+                count(here),
+            ));
+        }
+        for (i, (a, b)) in saved.contents.iter().zip(&here.contents).enumerate() {
+            if a != b {
+                return Some((
+                    format!(
+                        "the content of {} (file {i}: the same name and size, other bytes)",
+                        here.files[i]
+                    ),
+                    format!("{a:#018x}"),
+                    format!("{b:#018x}"),
+                ));
+            }
+        }
         None
     }
 }
@@ -183,10 +258,11 @@ impl Fingerprint {
 /// resumes from it.
 ///
 /// Plain data: integers and strings (and lists of them). Through serde it is one flat
-/// record of the keys `version`, `format`, `record_bytes`, `files`, `sizes` (the
-/// dataset's [`Fingerprint`]), `window`, `stride`, `order`, `seed`, `windows`, `epoch`,
-/// `consumed`, `world_size`, `batch_size`, `step` and `skip`, read back strictly (no key missing, none
-/// unknown, as many sizes as files, a known order): [`to_text`](Self::to_text) and
+/// record of the keys `version`, `format`, `record_bytes`, `files`, `sizes`, `contents`
+/// (the dataset's [`Fingerprint`]), `window`, `stride`, `order`, `seed`, `windows`,
+/// `epoch`, `consumed`, `world_size`, `batch_size`, `step` and `skip`, read back strictly
+/// (no key missing, none unknown, as many sizes as files and contents as files or none, a
+/// known order): [`to_text`](Self::to_text) and
 /// [`from_text`](Self::from_text) give it as JSON, and the Python layer as the dict that
 /// `torch.save` and `json` hold.
 ///
@@ -195,8 +271,9 @@ impl Fingerprint {
 /// of samples this rank consumed; in a data-parallel run whose ranks pop in step, every
 /// rank makes the same checkpoint ([`merge`](Self::merge) checks that). A sampler of any
 /// rank and world size resumes from it with
-/// [`iter_from_checkpoint`](crate::source::Sampler::iter_from_checkpoint) if the dataset, window,
-/// stride, order and seed are the same; the world size and batch size may change.
+/// [`iter_from_checkpoint`](crate::source::Sampler::iter_from_checkpoint) if the dataset
+/// (file names, sizes and contents: the same files, in any folder), window, stride, order
+/// and seed are the same; the world size and batch size may change.
 ///
 /// `consumed` is a global position `c` in the epoch's order (see
 /// [`Sampler`](crate::source::Sampler)): positions `0..c` were delivered and consumed, and a
@@ -224,7 +301,7 @@ impl Fingerprint {
 pub struct Checkpoint {
     /// The layout's version: [`CHECKPOINT_VERSION`] when made by this crate.
     pub version: u32,
-    /// The dataset: format, file names and sizes.
+    /// The dataset: format, file names, sizes and content fingerprints.
     pub dataset: Fingerprint,
     /// Units (tokens, records) per window: `T + 1` for next-token training.
     pub window: u64,
@@ -381,7 +458,7 @@ impl Checkpoint {
     ///     .order(Order::Shuffled { seed: 1337 }).shard(1, 2).batch_size(8).build()?
     ///     .checkpoint(0, 16);
     /// assert_eq!(state.to_text(), r#"{
-    ///   "version": 2,
+    ///   "version": 3,
     ///   "format": "u16",
     ///   "record_bytes": 0,
     ///   "files": [
@@ -389,6 +466,9 @@ impl Checkpoint {
     ///   ],
     ///   "sizes": [
     ///     3026
+    ///   ],
+    ///   "contents": [
+    ///     2463523610455766474
     ///   ],
     ///   "window": 11,
     ///   "stride": 10,
@@ -419,7 +499,7 @@ impl Checkpoint {
     /// ```
     /// use pinring::source::{Checkpoint, SourceError};
     /// use pinring::Error;
-    /// let err = Checkpoint::from_text("{\n  \"version\": 2,\n  \"window\": \"ten\"\n}").unwrap_err();
+    /// let err = Checkpoint::from_text("{\n  \"version\": 3,\n  \"window\": \"ten\"\n}").unwrap_err();
     /// assert!(matches!(err, Error::Source(SourceError::BadCheckpointText { line: 3, .. })));
     /// assert_eq!(
     ///     err.to_string(),
@@ -452,6 +532,7 @@ struct Fields {
     record_bytes: u64,
     files: Vec<String>,
     sizes: Vec<u64>,
+    contents: Vec<u64>,
     window: u64,
     stride: u64,
     order: String,
@@ -473,6 +554,7 @@ impl From<Checkpoint> for Fields {
             record_bytes: c.dataset.record_bytes,
             files: c.dataset.files,
             sizes: c.dataset.sizes,
+            contents: c.dataset.contents,
             window: c.window,
             stride: c.stride,
             order: c.order,
@@ -492,7 +574,8 @@ impl TryFrom<Fields> for Checkpoint {
     type Error = String;
 
     fn try_from(f: Fields) -> Result<Self, String> {
-        let dataset = Fingerprint::from_record(f.format, f.record_bytes, f.files, f.sizes)?;
+        let dataset =
+            Fingerprint::from_record(f.format, f.record_bytes, f.files, f.sizes, f.contents)?;
         if Order::from_name(&f.order, f.seed).is_none() {
             return Err(format!(
                 "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",

@@ -14,7 +14,7 @@
 //! `tests/sources.rs` pin them.
 
 /// The splitmix64 increment (the golden ratio times 2^64, odd).
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// splitmix64's output function (a variant of MurmurHash3's 64-bit finalizer): a
 /// bijection of `u64` that mixes every input bit into every output bit.

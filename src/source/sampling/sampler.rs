@@ -272,6 +272,7 @@ impl<S: Segmented> Sampler<S> {
             id,
             epoch: 0,
             step: None,
+            batch_size: None,
         }))
     }
 
@@ -501,8 +502,9 @@ impl<S: Segmented> Sampler<S> {
     }
 
     /// Checks that this sampler can resume from `checkpoint`: the same checkpoint
-    /// version, dataset ([`Fingerprint`]: format, file names and sizes), window, stride,
-    /// order and seed, or [`SourceError::CheckpointMismatch`] naming the first
+    /// version, dataset ([`Fingerprint`]: format, file names, sizes and content
+    /// fingerprints — the same files, in any folder), window, stride, order and seed, or
+    /// [`SourceError::CheckpointMismatch`] naming the first
     /// difference; `consumed` at most the epoch's windows, or
     /// [`SourceError::CheckpointPastEpoch`]. Rank, world size and batch size may differ.
     ///

@@ -280,6 +280,7 @@ impl<S: Segmented> Samples<S> {
             id,
             epoch,
             step: None,
+            batch_size: None,
         })
     }
 
@@ -373,6 +374,7 @@ impl<S: Segmented> Iterator for Samples<S> {
             id,
             epoch,
             step,
+            batch_size: self.clock.as_ref().map(|c| c.batch),
         }))
     }
 

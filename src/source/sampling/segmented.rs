@@ -85,10 +85,11 @@ pub trait Segmented: Send + Sync + 'static {
     }
 
     /// What identifies the dataset in a [`Checkpoint`](crate::source::Checkpoint): format,
-    /// file names and sizes.
-    /// The default names segment `i` `"segment i"`, with its units as its size, and the
-    /// format `"custom"`: override it so that a checkpoint of another dataset of the
-    /// same lengths is refused.
+    /// file names, sizes and content fingerprints (one per file, or none).
+    /// The default names segment `i` `"segment i"`, with its units as its size, no content
+    /// fingerprints, and the format `"custom"`: override it so that a checkpoint of another
+    /// dataset of the same lengths is refused
+    /// ([`Fingerprint::push_file_with_content`] takes a hash of each segment's bytes).
     fn fingerprint(&self) -> Fingerprint {
         let mut print = Fingerprint::new("custom", 0);
         for s in 0..self.segments() {
@@ -125,6 +126,11 @@ pub struct WindowSpec {
     /// otherwise. A window keeps it so that its batch can say which step it is
     /// ([`Batch::step`](crate::Batch::step)).
     pub step: Option<u64>,
+    /// The samples of this rank's step, where the sampler numbers steps (its
+    /// [`batch_size`](crate::source::SamplerBuilder::batch_size)); `None` otherwise. A
+    /// window keeps it so that a pipeline of another batch size refuses the run rather than
+    /// mislabel its steps ([`Describe::batch_size`](crate::Describe::batch_size)).
+    pub batch_size: Option<u64>,
 }
 
 /// A sample that knows its stable id and the epoch it was drawn for: the windows a

@@ -50,6 +50,8 @@ pub struct Window<F> {
     id: u64,
     epoch: u64,
     step: Option<u64>,
+    /// The samples of its step ([`WindowSpec::batch_size`]).
+    batch_size: Option<u64>,
 }
 
 impl<F> Clone for Window<F> {
@@ -70,6 +72,7 @@ impl<F: SegmentFile> fmt::Debug for Window<F> {
             .field("id", &self.id)
             .field("epoch", &self.epoch)
             .field("step", &self.step)
+            .field("batch_size", &self.batch_size)
             .finish()
     }
 }
@@ -87,6 +90,7 @@ impl<F: SegmentFile> Window<F> {
             id: 0,
             epoch: 0,
             step: None,
+            batch_size: None,
         })
     }
 
@@ -104,6 +108,7 @@ impl<F: SegmentFile> Window<F> {
             id: spec.id,
             epoch: spec.epoch,
             step: spec.step,
+            batch_size: spec.batch_size,
         }
     }
 }
@@ -175,8 +180,17 @@ impl<F> Window<F> {
         self
     }
 
+    /// The samples of this rank's step the window belongs to, where the sampler numbers
+    /// steps (its [`batch_size`](crate::source::SamplerBuilder::batch_size)); `None` as for
+    /// [`step`](Self::step).
+    pub fn batch_size(&self) -> Option<u64> {
+        self.batch_size
+    }
+
     /// Writes the window's part of its batch's description: one row with its
-    /// [`id`](Self::id), and the batch's step where the window has one. The decoders of
+    /// [`id`](Self::id), and the batch's step and the sampler's batch size where the window
+    /// has them (a pipeline of another batch size refuses the run:
+    /// [`Describe::batch_size`]). The decoders of
     /// windows ([`Tokens`](crate::source::Tokens), [`NextToken`](crate::source::NextToken),
     /// [`RecordBytes`](crate::source::RecordBytes)) describe their samples with it; a
     /// decoder of your own over windows can too.
@@ -184,6 +198,9 @@ impl<F> Window<F> {
         out.row(Row::id(self.id));
         if let Some(step) = self.step {
             out.step(step);
+        }
+        if let Some(samples) = self.batch_size {
+            out.batch_size(samples);
         }
     }
 

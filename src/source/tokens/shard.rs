@@ -13,6 +13,7 @@ use super::format::{ShardFormat, SHARD_HEADER_BYTES, SHARD_MAGIC};
 use super::problem::ShardProblem;
 use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
+use crate::source::files::content::content_of;
 use crate::source::files::source_file::SourceFile;
 use crate::source::sampling::window::SegmentFile;
 
@@ -27,6 +28,8 @@ pub struct TokenShard {
     file: SourceFile,
     format: ShardFormat,
     tokens: usize,
+    /// The content fingerprint, sampled when opened.
+    content: u64,
 }
 
 impl fmt::Debug for TokenShard {
@@ -35,6 +38,7 @@ impl fmt::Debug for TokenShard {
             .field("path", &self.file.path())
             .field("format", &self.format)
             .field("tokens", &self.tokens)
+            .field("content", &format_args!("{:#018x}", self.content))
             .finish()
     }
 }
@@ -124,10 +128,12 @@ impl TokenShard {
             )
             .into());
         }
+        let content = content_of(&file)?;
         Ok(TokenShard {
             file,
             format,
             tokens: count as usize,
+            content,
         })
     }
 
@@ -154,6 +160,32 @@ impl TokenShard {
     /// The file's size in bytes (header and tokens), as opened.
     pub fn file_bytes(&self) -> u64 {
         self.file.len()
+    }
+
+    /// The file's content fingerprint, sampled when it was opened: a hash of its size, its
+    /// header and 32 eight-byte words spread evenly over its tokens (what a checkpoint
+    /// records as [`Fingerprint::contents`](crate::source::Fingerprint::contents), so that a
+    /// state saved on other tokens of the same count is refused).
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShard};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-content-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let tokens: Vec<u16> = (0..5000).collect();
+    /// write_shard(dir.join("a.bin"), &tokens)?;
+    /// let reversed: Vec<u16> = tokens.iter().rev().copied().collect();
+    /// write_shard(dir.join("b.bin"), &reversed)?;
+    /// let (a, b) = (TokenShard::open(dir.join("a.bin"))?, TokenShard::open(dir.join("b.bin"))?);
+    /// assert_eq!(a.file_bytes(), b.file_bytes());
+    /// assert_ne!(a.content(), b.content());
+    /// // The same bytes elsewhere: the same content.
+    /// std::fs::copy(dir.join("a.bin"), dir.join("c.bin")).unwrap();
+    /// assert_eq!(TokenShard::open(dir.join("c.bin"))?.content(), a.content());
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn content(&self) -> u64 {
+        self.content
     }
 
     /// The file's modification time when it was opened, where the system gives one (what

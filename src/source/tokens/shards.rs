@@ -188,7 +188,8 @@ impl Segmented for TokenShards {
     }
 
     /// Format `"u16"` or `"u32"` (`"u16+u32"` when the shards mix both), each shard's
-    /// file name and its size in bytes (header and tokens).
+    /// file name, its size in bytes (header and tokens) and its content fingerprint
+    /// ([`TokenShard::content`]).
     fn fingerprint(&self) -> Fingerprint {
         let has = |f| self.shards.iter().any(|s| s.format() == f);
         let format = match (has(ShardFormat::U16), has(ShardFormat::U32)) {
@@ -198,7 +199,7 @@ impl Segmented for TokenShards {
         };
         let mut print = Fingerprint::new(format, 0);
         for s in &self.shards {
-            print.push_file(s.path(), s.file_bytes());
+            print.push_file_with_content(s.path(), s.file_bytes(), s.content());
         }
         print
     }

@@ -58,6 +58,7 @@ impl Decode for PackMixedDocuments {
     fn describe(step: &MixedDocStep, out: &mut Describe<'_>) {
         if step.error().is_some() {
             out.step(step.step);
+            out.batch_size(1);
             return;
         }
         let pieces = step.pieces().iter().map(|p| (p.source, p.piece));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::inner::DocMixInner;
 use super::step::MixedDocStep;
 use super::stream::{walk_step, MixedStream};
+use crate::feeding::feeder_stopped;
 use crate::source::documents::index::BuiltBy;
 use crate::source::mixture::run_origin::RunOrigin;
 use crate::source::sampling::skip::SkipSteps;
@@ -22,7 +23,9 @@ use crate::source::sampling::skip::SkipSteps;
 /// from the one stream), steps before the start step and skipped steps too, keeping only
 /// its own pieces of the steps it yields. A shard of a source not indexed yet is indexed
 /// when the walk reaches it (the step waits; in sequential order each source's thread
-/// indexes ahead of the walk).
+/// indexes ahead of the walk). A stop rule ends that walk too (a skipped range that runs
+/// past the end ends the run); without one, on a pipeline's feeder thread, the walk over
+/// skipped steps ends when that pipeline stops.
 pub struct MixedSteps {
     inner: Arc<DocMixInner>,
     stream: MixedStream,
@@ -74,6 +77,11 @@ impl Iterator for MixedSteps {
         while !self.ended {
             let k = self.at;
             let keep = self.skip.delivers(self.inner.settings.run.start_step, k);
+            if !keep && feeder_stopped() {
+                // Walking over skipped steps for a pipeline that stopped: end the walk.
+                self.ended = true;
+                return None;
+            }
             let sizes = self.inner.schedule.at(k);
             let mut list = keep.then(|| self.inner.lists.take());
             let room = self.inner.lists.room();
