@@ -67,7 +67,7 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
-mod files;
+pub(crate) mod files;
 mod mixture;
 mod sampling;
 
@@ -89,6 +89,7 @@ formats! {
 }
 
 pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
+pub use files::deferred::with_checks_at_end;
 pub use mixture::{
     Blend, DocumentMixtureBuilder, Mixable, MixedDecoder, MixedDocStep, MixedPiece, MixedSample,
     MixedSamples, MixedSteps, Mixture, MixtureBuilder, MixtureState, PackMixedDocuments, Stop,
