@@ -1,4 +1,4 @@
-//! Each thread's read chunk: a small buffer (64 KiB, in a core's cache) that file bytes are
+//! Each thread's read chunk: a small buffer (128 KiB, in a core's L2 cache) that file bytes are
 //! read into by position when they are widened on their way to the slot, or when a
 //! sequential walk reads ahead (one large read serving the windows that follow).
 //!
@@ -10,10 +10,12 @@
 //! emptied before each fill and marked full only once the read succeeded, and every run's
 //! end empties it, so a later run reads the file's bytes again.
 //!
-//! Reads land at the offset in the chunk that matches the file offset modulo 64: a copy
-//! from the page cache whose destination is a few bytes ahead of its source modulo 32 runs
-//! up to ten times slower on some CPUs (an AMD EPYC: 80 µs against 8 µs for a 256 KiB
-//! `pread`).
+//! Reads land where the chunk's address agrees with the file offset modulo 64 and lies half
+//! a page from it modulo 4096. The kernel copies from the page cache with `rep movsb`,
+//! which on AMD's cores slows down when the destination is a few bytes ahead of the source
+//! modulo 64 (a 64 KiB `pread` 15–20% slower on the development VM's EPYC; up to ten times
+//! on another), and several times over when the two alias modulo 4096 while the source is
+//! in cache (a 64 KiB `pread` 5.4 µs against 1.2 µs).
 
 use std::cell::RefCell;
 
@@ -21,11 +23,13 @@ use super::source_file::OpenFile;
 use crate::error::source::ReadProblem;
 
 /// Bytes a chunk holds: small enough to stay in a core's cache beside what the widening
-/// writes, large enough that a read ahead costs one system call per 64 KiB.
-pub(crate) const CHUNK_BYTES: usize = 64 << 10;
+/// writes, large enough that the system call of each read (about 1 µs on the development
+/// VM) stays a small part of it. 32 KiB measured clearly slower there (the widening rows of
+/// `benches/decode.rs` 10–25% lower); 64, 128 and 256 KiB within the machine's noise.
+pub(crate) const CHUNK_BYTES: usize = 128 << 10;
 
-/// The alignment a read into the chunk matches.
-const ALIGN: usize = 64;
+/// The page whose offsets a read into the chunk keeps half a page away from its source's.
+const PAGE: usize = 4096;
 
 /// How far past the bytes it holds a read may start and still count as following them
 /// (a sequential walk's gap: the rest of a document cut at `max_seq_len`).
@@ -63,7 +67,7 @@ fn id(file: &OpenFile) -> usize {
 impl Chunk {
     fn new() -> Self {
         Chunk {
-            buf: vec![0u8; CHUNK_BYTES + 2 * ALIGN].into_boxed_slice(),
+            buf: vec![0u8; CHUNK_BYTES + 2 * PAGE].into_boxed_slice(),
             held: None,
             last: None,
         }
@@ -87,11 +91,18 @@ impl Chunk {
 
     /// Reads `len` bytes (at most [`CHUNK_BYTES`]) of `file` from `offset` into the chunk,
     /// which then holds them; on error it holds nothing.
-    pub(super) fn fill(&mut self, file: &OpenFile, offset: u64, len: usize) -> Result<(), ReadProblem> {
+    pub(super) fn fill(
+        &mut self,
+        file: &OpenFile,
+        offset: u64,
+        len: usize,
+    ) -> Result<(), ReadProblem> {
         self.held = None;
         let len = len.min(CHUNK_BYTES);
+        // The place whose address is the file offset plus half a page, modulo a page.
         let base = self.buf.as_ptr() as usize;
-        let at = (ALIGN - base % ALIGN) % ALIGN + (offset % ALIGN as u64) as usize;
+        let want = (offset as usize).wrapping_add(PAGE / 2) % PAGE;
+        let at = (want + PAGE - base % PAGE) % PAGE;
         file.fill(offset, &mut self.buf[at..at + len])?;
         self.held = Some(Held {
             file: id(file),

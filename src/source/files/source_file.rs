@@ -308,7 +308,7 @@ impl SourceFile {
 
     /// The chunk's bytes of this file from `at` on, reading them into it first when it does
     /// not hold them: `want` bytes (all that fits), or a whole chunk where the read follows
-    /// the thread's last one inside a run.
+    /// the thread's last one inside a run (and, should that read fail, `want` again).
     fn chunk_bytes<'c>(
         &self,
         chunk: &'c mut Chunk,
@@ -316,10 +316,15 @@ impl SourceFile {
         want: usize,
     ) -> Result<&'c [u8], ReadProblem> {
         if chunk.held(&self.open, at).is_none() {
-            let ahead = deferred::active() && chunk.follows(&self.open, at);
+            let need = want.min(CHUNK_BYTES);
             let left = usize::try_from(self.open.len().saturating_sub(at)).unwrap_or(usize::MAX);
-            let n = if ahead { CHUNK_BYTES } else { want.min(CHUNK_BYTES) };
-            chunk.fill(&self.open, at, n.min(left).max(want.min(CHUNK_BYTES)))?;
+            let ahead = CHUNK_BYTES.min(left);
+            let read_ahead = ahead > need && deferred::active() && chunk.follows(&self.open, at);
+            // Bytes read ahead that the file system fails to give are not this read's
+            // failure: then only what it needs.
+            if !read_ahead || chunk.fill(&self.open, at, ahead).is_err() {
+                chunk.fill(&self.open, at, need)?;
+            }
         }
         Ok(chunk.held(&self.open, at).unwrap_or_default())
     }
