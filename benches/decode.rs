@@ -180,7 +180,7 @@ fn by_items<'w>(
     windows: &'w [Window<TokenShard>],
     out: &mut [u8],
     sample: usize,
-    item: &(dyn Fn(&'w [Window<TokenShard>], &mut [u8]) + Sync),
+    item: &(impl Fn(&'w [Window<TokenShard>], &mut [u8]) + Sync),
 ) {
     let per_item = (ITEM_BYTES / sample).max(1);
     let items = windows

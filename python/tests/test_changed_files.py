@@ -45,7 +45,8 @@ CHILD = textwrap.dedent(
             seqs.append(b.seq)
             b.release()
     except pinring.SourceError as e:
-        print("SOURCE_ERROR", json.dumps({"seqs": seqs, "path": e.path, "message": str(e)}), flush=True)
+        print("SOURCE_ERROR", json.dumps({"seqs": seqs, "path": e.path, "message": str(e),
+                                          "errno": e.errno}), flush=True)
     loader.close()
     print("ALIVE", flush=True)
     """
@@ -69,5 +70,6 @@ def test_a_shard_changed_mid_run_is_a_source_error_naming_it(tmp_path, mode):
     # A change, said as one: not an I/O error.
     assert "must not change" in got["message"], got["message"]
     assert "could not be read" not in got["message"], got["message"]
+    assert got["errno"] is None
     # Batches before the failure were delivered, in order.
     assert got["seqs"] == list(range(len(got["seqs"])))

@@ -9,6 +9,7 @@ an index build that meets it fails and caches nothing.
 Skipped, with the reason, where FUSE cannot be mounted (no /dev/fuse, no mfusepy or
 libfuse3, neither root nor fusermount3); failed instead with PINRING_REQUIRE_FUSE=1."""
 
+import errno
 import os
 
 import numpy as np
@@ -104,6 +105,7 @@ def test_a_window_the_file_system_fails_is_a_source_error_that_says_it_could_not
     assert "could not be read" in message and "os error 5" in message, message
     assert f"(batch {BAD // B}, sample {BAD % B})" in message, message
     assert "shrank" not in message and "must not change" not in message, message
+    assert err.errno == errno.EIO, err.errno
     # The file system reads again: a new run over the same source object, every batch.
     heal()
     seqs, err = run()

@@ -30,7 +30,7 @@ pub enum SourceError {
         "{}: {problem}{}{}",
         path.display(),
         at.map_or_else(String::new, |a| format!(" (batch {}, sample {})", a.seq, a.sample)),
-        if problem.is_change() { CHANGED_FIX } else { IO_FIX }
+        if problem.is_change() { CHANGED_FIX } else if at.is_some() { IO_FIX_POP } else { IO_FIX }
     )]
     Read {
         /// The file.
@@ -605,9 +605,13 @@ pub struct SampleAt {
     pub sample: usize,
 }
 
-/// What a failed read means for the run (the file did not change).
-const IO_FIX: &str = ": the file system failed the read (the file did not change); the batches \
-     before it were delivered, and a retry reads the file again";
+/// What a failed read means (the file did not change).
+const IO_FIX: &str = ": the file system failed the read (the file did not change); a retry reads \
+     the file again";
+
+/// What a failed read means for a pipeline's run.
+const IO_FIX_POP: &str = ": the file system failed the read (the file did not change); the \
+     batches before it were delivered, and a retry reads the file again";
 
 /// What to do about a file that changed under the loader.
 const CHANGED_FIX: &str =
