@@ -58,6 +58,16 @@ fn walk(docs: &Documents, n: usize) -> Vec<(Cursor, Vec<u64>)> {
         .collect()
 }
 
+/// Sets `path`'s modification time back to `modified` (a rewrite the time does not show).
+fn set_modified(path: &Path, modified: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}
+
 /// The names in `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
     let mut n: Vec<String> = std::fs::read_dir(dir)
@@ -119,12 +129,7 @@ fn a_rewritten_shard_is_scanned_again() {
     // moved by one token, which the sampled starts show.
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
     shard(&path, 1200, 10, 1);
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    set_modified(&path, modified);
     let docs = docs(&paths, &cache, DocOrder::Sequential);
     assert_eq!(docs.index_stats().from_cache, 0);
     let first = docs.iter().next().unwrap();
@@ -197,12 +202,7 @@ fn a_cached_index_that_does_not_fit_the_shard_is_an_error_naming_it_and_is_remov
         .collect();
     tokens[30] = 130;
     write_shard(&path, &tokens).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    set_modified(&path, modified);
     let source = docs(&paths, &cache, DocOrder::Sequential);
     assert_eq!(source.index_stats().from_cache, 1, "the cache trusts it");
     let config = source.config().decode_threads(1).build().unwrap();

@@ -19,7 +19,7 @@ use pinring::source::{
 };
 use pinring::{Config, Decode, Error, Fence, Pipeline};
 
-use crate::helpers::{drain, token_config};
+use crate::helpers::{drain, token_config, token_config_on};
 
 /// Windows of T + 1 tokens (2 KiB and more, so that batch 2 lies pages past the first),
 /// batches of B.
@@ -90,12 +90,7 @@ fn change_mid_run(path: &Path, change: impl FnOnce()) -> Error {
         .build()
         .unwrap();
     let decoder = NextToken::new(TokenType::I32);
-    let config = Config::builder()
-        .batch_size(B)
-        .bytes_per_sample(decoder.sample_bytes(T as u64 + 1))
-        .decode_threads(1)
-        .build()
-        .unwrap();
+    let config = token_config_on(&decoder, T as u64 + 1, B, 1);
     let (samples, open) = gated(sampler.iter(), 2 * B);
     let mut pipeline = Pipeline::new(config, decoder, samples).unwrap();
     for seq in 0..2u64 {

@@ -14,7 +14,9 @@ use pinring::source::{
     write_shard, DocOrder, Documents, ReadProblem, SampleAt, SourceError, TokenShards, TokenType,
     Tokens,
 };
-use pinring::{Config, Error, Fence, Pipeline};
+use pinring::{Error, Fence, Pipeline};
+
+use crate::helpers::{le, token_config_on};
 
 #[path = "../common/failing_fs.rs"]
 mod failing_fs;
@@ -42,13 +44,10 @@ fn write(dir: &Path) -> std::ops::Range<u64> {
     page..page + 4096
 }
 
-/// Window `w`'s sample as `ty` (`u16` or `i32`).
+/// Window `w`'s sample as `ty`.
 fn sample(w: usize, ty: TokenType) -> Vec<u8> {
     (w * T..=(w + 1) * T)
-        .flat_map(|i| match ty {
-            TokenType::U16 => token(i).to_le_bytes().to_vec(),
-            _ => i32::from(token(i)).to_le_bytes().to_vec(),
-        })
+        .flat_map(|i| le(ty, token(i)))
         .collect()
 }
 
@@ -57,12 +56,7 @@ fn sample(w: usize, ty: TokenType) -> Vec<u8> {
 fn run(shards: &TokenShards, ty: TokenType) -> (u64, Option<Error>) {
     let sampler = shards.clone().windows(T as u64 + 1).build().unwrap();
     let decoder = Tokens::new(ty);
-    let config = Config::builder()
-        .batch_size(B)
-        .bytes_per_sample(decoder.sample_bytes(T as u64 + 1))
-        .decode_threads(1)
-        .build()
-        .unwrap();
+    let config = token_config_on(&decoder, T as u64 + 1, B, 1);
     let mut pipeline = Pipeline::new(config, decoder, sampler.epoch(0)).unwrap();
     let mut delivered = 0;
     loop {

@@ -59,9 +59,10 @@ pub(crate) fn check_i32(out: &[u8], widening: Widening) -> Result<(), TooLargeFo
 pub(crate) fn widen_into(raw: &[u8], out: &mut [u8], widening: Widening) -> Result<(), TooLargeForI32> {
     match widening {
         Widening::Copy | Widening::CheckI32 => {
+            // Checked where the bytes are read from (in cache), before the slot is written.
             let n = out.len().min(raw.len());
+            check_i32(&raw[..n], widening)?;
             out[..n].copy_from_slice(&raw[..n]);
-            check_i32(out, widening)?;
         }
         Widening::U16ToI32 => widen_apart::<2, 4>(raw, out, |t| i32::from(u16::from_le_bytes(*t)).to_le_bytes()),
         Widening::U16ToI64 => widen_apart::<2, 8>(raw, out, |t| i64::from(u16::from_le_bytes(*t)).to_le_bytes()),
