@@ -24,8 +24,8 @@ use crate::error::source::ReadProblem;
 
 /// Bytes a chunk holds: small enough to stay in a core's cache beside what the widening
 /// writes, large enough that the system call of each read (about 1 µs on the development
-/// VM) stays a small part of it. 32 KiB measured clearly slower there (the widening rows of
-/// `benches/decode.rs` 10–25% lower); 64, 128 and 256 KiB within the machine's noise.
+/// VM) stays a small part of it. On the 1-thread `i32` rows of `benches/decode.rs` there,
+/// 32 KiB gave 41–62% of the mapped path, 128 KiB 46–66%, 256 KiB 46–70% (one comparison).
 pub(crate) const CHUNK_BYTES: usize = 128 << 10;
 
 /// The page whose offsets a read into the chunk keeps half a page away from its source's.
