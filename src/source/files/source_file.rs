@@ -360,3 +360,98 @@ fn read_at(file: &File, out: &mut [u8], offset: u64) -> io::Result<usize> {
 fn read_at(file: &File, out: &mut [u8], offset: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(file, out, offset)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::SourceFile;
+    use crate::error::source::{ReadProblem, SourceError};
+    use crate::source::files::deferred::Run;
+
+    /// A file of `len` bytes, byte `i` being `i % 251 ^ salt`.
+    fn bytes(len: usize, salt: u8) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+    }
+
+    fn file(len: usize) -> (tempfile::NamedTempFile, SourceFile) {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), bytes(len, 0)).unwrap();
+        let opened = SourceFile::open(f.path()).unwrap();
+        (f, opened)
+    }
+
+    /// Rewrites `path` with other bytes of the same size and sets its time back: a change
+    /// the check cannot see.
+    fn rewrite_unseen(path: &std::path::Path, len: usize, modified: SystemTime) {
+        std::fs::write(path, bytes(len, 0x5a)).unwrap();
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(modified).unwrap();
+    }
+
+    #[test]
+    fn a_run_checks_each_file_at_its_end_naming_the_first_sample_that_read_it() {
+        let (f, file) = file(64 << 10);
+        let run = Run::begin();
+        run.sample(3);
+        let mut out = [0u8; 16];
+        file.read_exact_at(100, &mut out).unwrap();
+        run.sample(4);
+        file.read_exact_at(200, &mut out).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(f.path())
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        // The reads in the run were not checked; its end finds the change.
+        let failed = run.finish().unwrap_err();
+        assert_eq!(failed.sample, 3);
+        assert!(
+            matches!(
+                failed.error,
+                SourceError::Read {
+                    problem: ReadProblem::Shrank { len: 10, .. },
+                    ..
+                }
+            ),
+            "{:?}",
+            failed.error
+        );
+        // Outside a run every read is checked at once.
+        assert!(file.read_exact_at(0, &mut out[..4]).is_err());
+    }
+
+    #[test]
+    fn nothing_a_run_read_lingers_after_it() {
+        let len = 1 << 20;
+        let (f, file) = file(len);
+        let modified = file.modified().unwrap();
+        let sequential = |out: &mut Vec<u8>| {
+            let run = Run::begin();
+            // Short reads one after the other: the chunk reads ahead and serves them.
+            for k in 0..32u64 {
+                let mut w = [0u8; 2048];
+                file.read_exact_at(k * 2048, &mut w).unwrap();
+                out.extend_from_slice(&w);
+            }
+            run.finish().unwrap();
+        };
+        let mut first = Vec::new();
+        sequential(&mut first);
+        assert!(first == bytes(len, 0)[..64 << 10]);
+        rewrite_unseen(f.path(), len, modified);
+        // A new run reads the file's bytes again, not what the last one held.
+        let mut second = Vec::new();
+        sequential(&mut second);
+        assert!(
+            second == bytes(len, 0x5a)[..64 << 10],
+            "bytes of the earlier run lingered"
+        );
+        // So does a read outside any run, widened through the chunk.
+        let mut got = Vec::new();
+        file.read_chunked(4096, 8192, |_, piece| got.extend_from_slice(piece))
+            .unwrap();
+        assert!(got == bytes(len, 0x5a)[4096..12288]);
+    }
+}
