@@ -220,13 +220,14 @@ impl SourceFile {
         reads: impl IntoIterator<Item = (u64, &'a mut [u8])>,
     ) -> Result<(), SourceError> {
         let read_all = || {
+            let deferred = self.note_or_check_after();
             chunk::with(|chunk| {
                 for (offset, out) in reads {
                     self.read_into(chunk, offset, out)?;
                 }
                 Ok(())
             })?;
-            self.checked()
+            self.checked(deferred)
         };
         read_all().map_err(|problem| self.error(problem))
     }
@@ -244,6 +245,7 @@ impl SourceFile {
         mut each: impl FnMut(usize, &[u8]),
     ) -> Result<(), SourceError> {
         let mut read_all = || {
+            let deferred = self.note_or_check_after();
             let mut done = 0;
             while done < len {
                 let n = stage.len().min(len - done);
@@ -251,7 +253,7 @@ impl SourceFile {
                 each(done, &stage[..n]);
                 done += n;
             }
-            self.checked()
+            self.checked(deferred)
         };
         read_all().map_err(|problem| self.error(problem))
     }
@@ -267,6 +269,7 @@ impl SourceFile {
         mut each: impl FnMut(usize, &[u8]),
     ) -> Result<(), SourceError> {
         let mut read_all = || {
+            let deferred = self.note_or_check_after();
             chunk::with(|chunk| {
                 let mut done = 0;
                 while done < len {
@@ -278,7 +281,7 @@ impl SourceFile {
                 }
                 Ok(())
             })?;
-            self.checked()
+            self.checked(deferred)
         };
         read_all().map_err(|problem| self.error(problem))
     }
@@ -329,9 +332,16 @@ impl SourceFile {
         Ok(chunk.held(&self.open, at).unwrap_or_default())
     }
 
-    /// The check after the reads: now, or, inside a run, when it ends.
-    fn checked(&self) -> Result<(), ReadProblem> {
-        if deferred::defer(&self.open) {
+    /// Before the reads: inside a run, notes the file for the check at the run's end (and
+    /// holds it there, so that no other file takes its place in the chunk meanwhile, even if
+    /// a read fails) and returns `true`; outside one, `false`.
+    fn note_or_check_after(&self) -> bool {
+        deferred::defer(&self.open)
+    }
+
+    /// The check after the reads: now, or (`deferred`), inside a run, when it ends.
+    fn checked(&self, deferred: bool) -> Result<(), ReadProblem> {
+        if deferred {
             Ok(())
         } else {
             self.open.check()
