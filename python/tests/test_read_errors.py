@@ -87,7 +87,8 @@ def test_a_window_the_file_system_fails_is_a_source_error_that_says_it_could_not
         try:
             while (batch := loader.pop(timeout=BOUND)) is not None:
                 got = np.from_dlpack(batch)
-                want = np.stack([t[w * T:(w + 1) * T + 1] for w in range(batch.seq * B, batch.seq * B + B)])
+                first = batch.seq * B
+                want = np.stack([t[w * T:(w + 1) * T + 1] for w in range(first, first + B)])
                 assert np.array_equal(got, want), f"batch {batch.seq} holds other tokens"
                 seqs.append(batch.seq)
                 batch.release()

@@ -11,9 +11,9 @@ use crate::error::DecodeError;
 
 /// Packs a [`DocStep`] into its batch's slot: the rank's pieces of documents into `tokens`
 /// (read from their shards by position through this thread's chunk, each checked to start
-/// with `bos`, and widened from there to the token type), `cu_seqlens` (`[0, ends…]`, the last piece less 1 so that it ends at `N`,
-/// padded with `N` to `max_docs`) and, when the source has them, `positions` (each
-/// input's position in its document). Made by
+/// with `bos`, and widened from there to the token type), `cu_seqlens` (`[0, ends…]`, the
+/// last piece less 1 so that it ends at `N`, padded with `N` to `max_docs`) and, when the
+/// source has them, `positions` (each input's position in its document). Made by
 /// [`Documents::decoder`](crate::source::Documents::decoder); the slot's layout is the
 /// source's [`fields`](crate::source::Documents::fields).
 ///
