@@ -262,6 +262,6 @@ fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     exit::status(run(Args::parse()))
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Python package's tests (python/tests, cpu backend; the GPU tests skip without torch
 # and CUDA). Needs only Rust, gcc and python3 (3.10+) with pip and venv: it makes its own
-# virtual environment, installs maturin, pytest and numpy from PyPI, builds and installs
-# the package with `pip install ./python`, checks the type stubs against the code, and runs
-# pytest.
+# virtual environment, installs maturin, pytest, numpy and mfusepy from PyPI, builds and
+# installs the package with `pip install ./python`, checks the type stubs against the code,
+# and runs pytest.
 #
 #   scripts/python-tests.sh [pytest args...]
 #
@@ -23,6 +23,10 @@ PY="$VENV/bin/python"
 # maturin's build backend runs the `maturin` it finds on PATH.
 export PATH="$VENV/bin:$PATH"
 "$PY" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2" pytest numpy
+# The FUSE file system that fails reads (python/tests/eio_fs.py; it also needs libfuse3 and
+# /dev/fuse, and its tests skip with the reason without them).
+"$PY" -m pip install --quiet --disable-pip-version-check "mfusepy>=3,<4" \
+    || echo "mfusepy could not be installed: the tests of reads that fail will skip" >&2
 # The build uses the environment's maturin (no isolated build env to download again).
 "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
     --config-settings=build-args="--profile $PROFILE" ./python

@@ -18,6 +18,7 @@ use crate::error::{panic_message, Error};
 use crate::host_ring::HostRing;
 use crate::park::Waited;
 use crate::slot::host::{HostSlots, Progress, SampleCells};
+use crate::source::files::deferred::Run;
 use crate::sync::{native, Arc, AtomicU64, Ordering};
 use crate::trace::{Kind, Track};
 
@@ -93,7 +94,11 @@ impl<D: Decode> DecodeWork<D> {
                 continue; // a short batch has fewer items
             };
             let mut failure = None;
+            // The item's reads of source files are one run: each file is checked once,
+            // after the last of them and before the item is finished (published).
+            let run = Run::begin();
             for j in item.range() {
+                run.sample(j);
                 let (sample, out) = item.sample(j, &self.ring, self.sample_bytes);
                 let Some(sample) = sample else { continue };
                 let result = catch_unwind(AssertUnwindSafe(|| self.decoder.decode(sample, out)));
@@ -106,9 +111,18 @@ impl<D: Decode> DecodeWork<D> {
                         message: panic_message(&*payload),
                     },
                 };
-                failure = Some(error);
+                failure = Some((j, error));
                 break;
             }
+            // A file that changed (or could not be looked at) under an earlier sample of
+            // the item names that sample; a failure of its own before it stands.
+            if let Err(checked) = run.finish() {
+                if failure.as_ref().is_none_or(|&(j, _)| checked.sample < j) {
+                    let error = Error::Source(checked.error.at_sample(k, checked.sample));
+                    failure = Some((checked.sample, error));
+                }
+            }
+            let failure = failure.map(|(_, error)| error);
             control.counters.decode.busy_since(t);
             let first = item.range().start as u32;
             control.span(span, Kind::Decode, Track::this_decoder(), k, first);

@@ -1189,7 +1189,7 @@ class PopTimeout(Error, builtins.TimeoutError):
 
 class SourceError(Error, builtins.OSError):
     r"""
-    A data source could not be opened or sampled: a missing file, a directory, bad magic, a truncated shard, a glob matching nothing, a seq_len longer than every shard, a shard that changed under a running loader; for Documents a shard with no bos token, or no step fitting in a whole epoch. `path` names the file (or the pattern). Also an OSError.
+    A data source could not be opened or sampled: a missing file, a directory, bad magic, a truncated shard, a glob matching nothing, a seq_len longer than every shard, a shard that changed under a running loader, a read the file system failed (the message says the file could not be read, and `errno` is the OS error, EIO say: a retry reads the file again; a change has no errno); for Documents a shard with no bos token, an index that does not fit its shard, or no step fitting in a whole epoch. `path` names the file (or the pattern). Also an OSError.
     """
     @property
     def path(self) -> str | None:

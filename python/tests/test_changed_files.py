@@ -1,7 +1,8 @@
 """A shard that changes under a running loader (issue 19 item 1, the Python half): pop
-raises pinring.SourceError naming the file, after the batches before it, and the process
-survives (it used to die of SIGBUS: the mapped pages were gone). Each case runs in a child
-process, so that a SIGBUS fails the test instead of killing pytest."""
+raises pinring.SourceError naming the file and the change, after the batches before it,
+and the process survives (read through a memory map, it once died of SIGBUS; files are read
+by position now). Each case runs in a child process, so that a crash fails the test instead
+of killing pytest. A read the file system fails is another error (test_read_errors.py)."""
 
 import json
 import subprocess
@@ -44,7 +45,8 @@ CHILD = textwrap.dedent(
             seqs.append(b.seq)
             b.release()
     except pinring.SourceError as e:
-        print("SOURCE_ERROR", json.dumps({"seqs": seqs, "path": e.path, "message": str(e)}), flush=True)
+        print("SOURCE_ERROR", json.dumps({"seqs": seqs, "path": e.path, "message": str(e),
+                                          "errno": e.errno}), flush=True)
     loader.close()
     print("ALIVE", flush=True)
     """
@@ -65,5 +67,9 @@ def test_a_shard_changed_mid_run_is_a_source_error_naming_it(tmp_path, mode):
     assert lines[0].startswith("SOURCE_ERROR "), run.stdout
     got = json.loads(lines[0].split(" ", 1)[1])
     assert got["path"] == path and path in got["message"]
+    # A change, said as one: not an I/O error.
+    assert "must not change" in got["message"], got["message"]
+    assert "could not be read" not in got["message"], got["message"]
+    assert got["errno"] is None
     # Batches before the failure were delivered, in order.
     assert got["seqs"] == list(range(len(got["seqs"])))

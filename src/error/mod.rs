@@ -135,8 +135,9 @@ pub enum Error {
     Fence(String),
 
     /// A data source could not be opened (the file and what is wrong with it) or read (a
-    /// file that changed under the loader: from `pop`, with the batch and sample it hit),
-    /// or a sampler was set up wrong; see [`SourceError`].
+    /// file that changed under the loader, or a read the file system failed: from `pop`,
+    /// with the batch and sample it hit; [`SourceError::is_retryable`] tells the two
+    /// apart), or a sampler was set up wrong; see [`SourceError`].
     #[error(transparent)]
     Source(#[from] SourceError),
 }

@@ -23,13 +23,14 @@ pub enum SourceError {
     },
     /// A file that opened fine failed while a sample was read from it: it changed under
     /// the loader (shrank, was written to, replaced or deleted), or the system could not
-    /// read it. A pipeline reports it from `pop`, after the batches before it, with the
+    /// read it ([`ReadProblem::Io`]; [`is_retryable`](Self::is_retryable) tells the two
+    /// apart). A pipeline reports it from `pop`, after the batches before it, with the
     /// batch and sample it hit ([`at`](Self::Read::at)).
     #[error(
         "{}: {problem}{}{}",
         path.display(),
         at.map_or_else(String::new, |a| format!(" (batch {}, sample {})", a.seq, a.sample)),
-        if problem.is_change() { CHANGED_FIX } else { "" }
+        if problem.is_change() { CHANGED_FIX } else if at.is_some() { IO_FIX_POP } else { IO_FIX }
     )]
     Read {
         /// The file.
@@ -555,7 +556,12 @@ pub enum ReadProblem {
     /// It was deleted: its path names no file now.
     #[error("it was deleted")]
     Removed,
-    /// The system could not read it.
+    /// The system could not read it: the read (or the look at the open file after it)
+    /// failed with this OS error — an `EIO` from a disk, or from a network or FUSE file
+    /// system (NFS, Lustre, gcsfuse, s3fs) whose read failed — while the file itself did
+    /// not change. Nothing the failed read brought in is delivered or kept: a retry (a new
+    /// run over the same source, from the last checkpoint) reads the file again
+    /// ([`is_retryable`](Self::is_retryable)).
     #[error("it could not be read: {0}")]
     Io(std::io::Error),
 }
@@ -564,6 +570,30 @@ impl ReadProblem {
     /// Whether the file changed under the loader (every problem but [`Io`](Self::Io)).
     pub fn is_change(&self) -> bool {
         !matches!(self, ReadProblem::Io(_))
+    }
+
+    /// Whether trying again may succeed: an I/O error ([`Io`](Self::Io)) is the file
+    /// system's failure, of the file as it was opened, and a new run reads it anew; a
+    /// change ([`is_change`](Self::is_change)) stays, and only new data (under a new
+    /// name) and a new source fix it.
+    ///
+    /// ```
+    /// use pinring::source::ReadProblem;
+    /// let eio = ReadProblem::Io(std::io::Error::from_raw_os_error(5));
+    /// assert!(eio.is_retryable() && !eio.is_change());
+    /// assert!(eio.to_string().starts_with("it could not be read"));
+    /// assert!(!ReadProblem::Removed.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        !self.is_change()
+    }
+
+    /// The OS error of an [`Io`](Self::Io) problem.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            ReadProblem::Io(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -576,6 +606,14 @@ pub struct SampleAt {
     /// Index of the sample within that batch.
     pub sample: usize,
 }
+
+/// What a failed read means (the file did not change).
+const IO_FIX: &str = ": the file system failed the read (the file did not change); a retry reads \
+     the file again";
+
+/// What a failed read means for a pipeline's run.
+const IO_FIX_POP: &str = ": the file system failed the read (the file did not change); the \
+     batches before it were delivered, and a retry reads the file again";
 
 /// What to do about a file that changed under the loader.
 const CHANGED_FIX: &str =
@@ -612,6 +650,14 @@ impl SourceError {
             SourceError::NoWindows { path, .. } => path.as_deref(),
             _ => None,
         }
+    }
+
+    /// Whether trying again may succeed: a [`Read`](Self::Read) that failed with an I/O
+    /// error ([`ReadProblem::is_retryable`]), not because the file changed. Every other
+    /// source error (a missing or malformed file, a setting, a change under the loader)
+    /// stays on a retry.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, SourceError::Read { problem, .. } if problem.is_retryable())
     }
 
     /// The error with the batch and sample a pipeline was decoding: sets

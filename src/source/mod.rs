@@ -21,11 +21,13 @@
 //! Sources plug into the pipeline through the sampler's iterator, which yields small
 //! descriptors — a shared handle on an open file and an offset — and a decoder, which
 //! reads the file and widens its tokens on the decode pool, straight into the pinned slot.
-//! Files are read through a map guarded against SIGBUS (Linux; elsewhere by position) and
-//! checked after every read: a file that shrinks, is
-//! rewritten or is replaced while a loader reads it is a [`SourceError::Read`] from `pop`
-//! (after the batches before it), naming the file, the batch and the sample; never a
-//! crash.
+//! Files are read by position (`pread`: nothing is mapped, and no signal handler is
+//! installed) and checked after the reads (once per file and work item on the decode pool;
+//! see [`with_checks_at_end`]): a file that shrinks, is rewritten or is replaced while a
+//! loader reads it is a [`SourceError::Read`] from `pop` (after the batches before it),
+//! naming the file, the batch and the sample; never a crash. A read the file system fails
+//! is the same error with [`ReadProblem::Io`], which [`SourceError::is_retryable`] tells
+//! from a change: a new run over the same source reads the file again.
 //!
 //! The layout: each format is a folder that owns its files, problems and decoders
 //! (`tokens/`, `records/`), and what every format uses is shared: `sampling/` (the
@@ -69,7 +71,7 @@
 
 mod any;
 mod contract;
-mod files;
+pub(crate) mod files;
 mod mixture;
 mod run;
 mod sampling;
@@ -103,6 +105,7 @@ pub use state::State;
 pub type TokenWindows = Sampler<TokenShards>;
 
 pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
+pub use files::deferred::with_checks_at_end;
 pub use mixture::{
     Blend, DocumentMixtureBuilder, Mixable, MixedDecoder, MixedDocStep, MixedPiece, MixedSample,
     MixedSamples, MixedSteps, Mixture, MixtureBuilder, MixtureState, PackMixedDocuments,

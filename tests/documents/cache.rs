@@ -58,6 +58,16 @@ fn walk(docs: &Documents, n: usize) -> Vec<(Cursor, Vec<u64>)> {
         .collect()
 }
 
+/// Sets `path`'s modification time back to `modified` (a rewrite the time does not show).
+fn set_modified(path: &Path, modified: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}
+
 /// The names in `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
     let mut n: Vec<String> = std::fs::read_dir(dir)
@@ -119,12 +129,7 @@ fn a_rewritten_shard_is_scanned_again() {
     // moved by one token, which the sampled starts show.
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
     shard(&path, 1200, 10, 1);
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    set_modified(&path, modified);
     let docs = docs(&paths, &cache, DocOrder::Sequential);
     assert_eq!(docs.index_stats().from_cache, 0);
     let first = docs.iter().next().unwrap();
@@ -166,4 +171,86 @@ fn a_cache_folder_that_cannot_be_written_is_no_error() {
     let docs = docs(&[path], &cache, DocOrder::Sequential);
     assert_eq!(docs.index_stats().from_cache, 0);
     assert_eq!(docs.iter().take(3).count(), 3);
+}
+
+/// The reviewer's case behind the packer's check: an index the cache trusts (same path,
+/// size and modification time, every sampled start still a `bos`) that no longer fits the
+/// shard — a document start rewritten in place, the time set back. Each piece the packer
+/// reads must start with `bos`: the step that meets it is a `SourceError` from `pop` naming
+/// the cache entry (after the steps before it, which are right), the entry is removed, and
+/// the next build scans the shard and packs what it holds.
+#[test]
+fn a_cached_index_that_does_not_fit_the_shard_is_an_error_naming_it_and_is_removed() {
+    use pinring::source::{DocumentProblem, FileProblem, SourceError};
+    use pinring::{Error, Fence, Pipeline};
+
+    let (_dir, cache, path) = one_shard();
+    let paths = [path.clone()];
+    docs(&paths, &cache, DocOrder::Sequential);
+    let entry = cache.join(&names(&cache)[0]);
+    // 100 documents of 10 tokens; the cache samples documents 0, 6, 13, ... 99: document
+    // 3 (token 30) is not among them. Its bos becomes an ordinary token.
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut tokens: Vec<u16> = (0..1000)
+        .map(|i| {
+            if i % 10 == 0 {
+                7
+            } else {
+                100 + (i % 50) as u16
+            }
+        })
+        .collect();
+    tokens[30] = 130;
+    write_shard(&path, &tokens).unwrap();
+    set_modified(&path, modified);
+    let source = docs(&paths, &cache, DocOrder::Sequential);
+    assert_eq!(source.index_stats().from_cache, 1, "the cache trusts it");
+    let config = source.config().decode_threads(1).build().unwrap();
+    let mut pipeline = Pipeline::new(config, source.decoder(), source.iter()).unwrap();
+    // Step 0 packs documents 0 and 1 (tokens 0..20): right.
+    let batch = pipeline.pop().unwrap().expect("step 0");
+    let want: Vec<i64> = tokens[..20].iter().map(|&t| i64::from(t)).collect();
+    assert_eq!(crate::field_values::values(&batch, "tokens"), want);
+    batch.release(Fence::Sync).map_err(|e| e.error).unwrap();
+    // Step 1 packs documents 2 and 3: document 3 does not start with bos.
+    let err = match pipeline.pop() {
+        Err(e) => e,
+        Ok(b) => panic!(
+            "step 1 was delivered from an index that does not fit: {:?}",
+            b.map(|b| b.seq())
+        ),
+    };
+    let Error::Source(SourceError::File { path: p, problem }) = &err else {
+        panic!("expected a source error naming the shard, got {err:?}")
+    };
+    assert_eq!(p, &path);
+    assert_eq!(
+        problem.format_problem::<DocumentProblem>(),
+        Some(&DocumentProblem::NotADocumentStart {
+            at: 30,
+            found: 130,
+            bos: 7,
+            cache: Some(entry.clone()),
+        }),
+        "{err}"
+    );
+    assert!(matches!(problem, FileProblem::Format(_)));
+    let text = err.to_string();
+    assert!(
+        text.contains(&*entry.to_string_lossy()) && text.contains("removed"),
+        "{text}"
+    );
+    assert!(!entry.exists(), "the entry is removed from the cache");
+    drop(pipeline);
+    // The next build scans the shard: document 3 is part of document 2 now.
+    let again = docs(&paths, &cache, DocOrder::Sequential);
+    assert_eq!(again.index_stats().from_cache, 0);
+    let step1: Vec<u64> = again
+        .iter()
+        .nth(1)
+        .unwrap()
+        .pieces()
+        .map(|p| p.start)
+        .collect();
+    assert_eq!(step1, [20], "{step1:?}");
 }

@@ -132,10 +132,20 @@ where
 }
 
 pub fn token_config(decoder: &impl TokenBytes, window: u64, batch: usize) -> Config {
+    token_config_on(decoder, window, batch, 2)
+}
+
+/// As [`token_config`], on `threads` decode threads.
+pub fn token_config_on(
+    decoder: &impl TokenBytes,
+    window: u64,
+    batch: usize,
+    threads: usize,
+) -> Config {
     Config::builder()
         .batch_size(batch)
         .bytes_per_sample(decoder.bytes_for(window))
-        .decode_threads(2)
+        .decode_threads(threads)
         .build()
         .unwrap()
 }

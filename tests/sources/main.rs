@@ -1,6 +1,7 @@
 //! Data sources through the public API, by topic: the shard format, malformed files,
 //! the sampler, resume, the decoders through real pipelines, checkpoints and the data they
-//! know (content fingerprints), and files that change under a running loader.
+//! know (content fingerprints), files that change under a running loader, and reads that
+//! the file system fails.
 
 #[path = "../common/source_error.rs"]
 #[macro_use]
@@ -11,12 +12,11 @@ mod changed_files;
 mod checkpoint;
 mod content;
 mod decoders;
+mod failing_reads;
 mod format;
 mod helpers;
 mod malformed;
 #[path = "../common/named_shards.rs"]
 mod named_shards;
-#[path = "../common/own_process.rs"]
-mod own_process;
 mod resume;
 mod sampler;

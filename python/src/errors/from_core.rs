@@ -234,6 +234,13 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
                 // which would make str(e) OSError's "[Errno 2] ..." instead of the message).
                 attrs.push(("errno", obj(py, 2)));
             }
+            // A read the file system failed (EIO, ...): its OS error, the mark of an error a
+            // retry may get past (a file that changed has none).
+            if let SourceError::Read { problem, .. } = s {
+                if let Some(code) = problem.io_error().and_then(std::io::Error::raw_os_error) {
+                    attrs.push(("errno", obj(py, code)));
+                }
+            }
             attrs
         }
         _ => Vec::new(),

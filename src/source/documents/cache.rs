@@ -25,8 +25,11 @@ use crate::source::tokens::TokenShard;
 
 /// The first bytes of an index file.
 const MAGIC: &[u8; 8] = b"PINRBOS\0";
-/// The layout's version: up by one whenever the layout or the meaning of a field changes.
-const VERSION: u32 = 1;
+/// The layout's version: up by one whenever the layout or the meaning of a field changes,
+/// or indexes of earlier versions cannot be trusted. 2: an index of version 1 may have
+/// been built from a read that met a page the file system lost (read through a map, such a
+/// page read as zeros, documents merged), so none is used.
+const VERSION: u32 = 2;
 /// Positions checked against the shard when an index is loaded.
 const SAMPLES: usize = 16;
 
@@ -101,6 +104,14 @@ impl IndexCache {
         let bytes = std::fs::read(self.dir.join(key.file_name())).ok()?;
         let positions = decode(&key, &bytes, shard.len() as u64)?;
         sampled_are_bos(shard, bos, &positions).then_some(positions)
+    }
+
+    /// Removes `shard`'s index for `bos` from the folder (found wrong for the shard as it
+    /// is now), so that the next build scans the shard; the file it was, if there was one.
+    pub(super) fn forget(&self, shard: &TokenShard, bos: u32) -> Option<PathBuf> {
+        let path = self.dir.join(Key::of(shard, bos)?.file_name());
+        std::fs::remove_file(&path).ok()?;
+        Some(path)
     }
 
     /// Keeps `shard`'s index for `bos`: written to a temporary file renamed into place.

@@ -10,10 +10,10 @@ use crate::describe::Describe;
 use crate::error::DecodeError;
 
 /// Packs a [`DocStep`] into its batch's slot: the rank's pieces of documents into `tokens`
-/// (read from their shards by position, straight into the slot, and widened there to the
-/// token type), `cu_seqlens` (`[0, ends…]`, the last piece less 1 so that it ends at `N`,
-/// padded with `N` to `max_docs`) and, when the source has them, `positions` (each
-/// input's position in its document). Made by
+/// (read from their shards by position through this thread's chunk, each checked to start
+/// with `bos`, and widened from there to the token type), `cu_seqlens` (`[0, ends…]`, the
+/// last piece less 1 so that it ends at `N`, padded with `N` to `max_docs`) and, when the
+/// source has them, `positions` (each input's position in its document). Made by
 /// [`Documents::decoder`](crate::source::Documents::decoder); the slot's layout is the
 /// source's [`fields`](crate::source::Documents::fields).
 ///
@@ -22,7 +22,10 @@ use crate::error::DecodeError;
 ///
 /// Errors: a step that could not be made returns its [`SourceError`](crate::source::SourceError)
 /// (`pop` reports it as [`Error::Source`](crate::Error::Source)); a slot smaller than the
-/// fields, a shard changed under the loader (`SourceError::Read`), a `u32` token above
+/// fields, a shard changed under the loader or that could not be read
+/// (`SourceError::Read`), a piece that does not start with `bos`
+/// ([`DocumentProblem::NotADocumentStart`](crate::source::DocumentProblem::NotADocumentStart):
+/// the shard's index does not fit it; a cached one is removed from the cache), a `u32` token above
 /// `i32::MAX` for `i32` output are [`DecodeError`]s. Walking the pieces again allocates
 /// nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,11 +61,8 @@ impl Decode for PackDocuments {
         if let Err(e) = step.outcome {
             return Err(DecodeError::from(*e));
         }
-        let index = &step.inner.index;
-        let pieces = step.pieces().map(|piece| ShardPiece {
-            shard: index.shard(piece.shard),
-            piece,
-        });
+        let index = &*step.inner.index;
+        let pieces = step.pieces().map(|piece| ShardPiece { index, piece });
         pack(&step.inner.layout, step.step, step.sizes, pieces, out)
     }
 }

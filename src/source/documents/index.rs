@@ -46,13 +46,14 @@ pub struct IndexStats {
 
 /// Every shard's index: the positions of its `bos` tokens, and where its tokens start
 /// among all shards'.
-pub(super) struct BosIndex {
+pub(crate) struct BosIndex {
     shards: Vec<Arc<TokenShard>>,
     bos: u32,
     /// Shard `s`'s first token's offset among all shards' tokens.
     first_token: Box<[u64]>,
-    /// Shard `s`'s `bos` positions, once built (never empty: a shard without is an error).
-    built: Box<[OnceLock<Box<[u32]>>]>,
+    /// Shard `s`'s `bos` positions, once built (never empty: a shard without is an error),
+    /// and whether they came from the cache.
+    built: Box<[OnceLock<Built>]>,
     /// Held while shard `s` is built, so that it is scanned once: a second builder waits
     /// for the first, then finds it built (or builds it itself if the first failed).
     building: Box<[Mutex<()>]>,
@@ -64,6 +65,12 @@ pub(super) struct BosIndex {
     /// Shards whose index came from the cache. Statistics only (relaxed): it pairs with
     /// nothing.
     cached: AtomicU64,
+}
+
+/// A shard's index, and where it came from.
+struct Built {
+    positions: Box<[u32]>,
+    from_cache: bool,
 }
 
 impl std::fmt::Debug for BosIndex {
@@ -122,7 +129,7 @@ impl BosIndex {
     }
 
     /// Shard `s`.
-    pub(super) fn shard(&self, s: usize) -> &Arc<TokenShard> {
+    pub(crate) fn shard(&self, s: usize) -> &Arc<TokenShard> {
         &self.shards[s]
     }
 
@@ -146,7 +153,34 @@ impl BosIndex {
 
     /// Shard `s`'s `bos` positions, if built.
     pub(super) fn get(&self, s: usize) -> Option<&[u32]> {
-        self.built.get(s)?.get().map(|b| &**b)
+        self.built.get(s)?.get().map(|b| &*b.positions)
+    }
+
+    /// The `bos` token documents start with.
+    pub(crate) fn bos(&self) -> u32 {
+        self.bos
+    }
+
+    /// The error for a piece that the index says starts a document of shard `s` at token
+    /// `at`, where the shard holds `found`, not `bos`: the index is wrong for the shard as
+    /// it is now. One from the cache is removed from it first, so that the next build scans
+    /// the shard again; the error names it.
+    pub(crate) fn not_a_start(&self, s: usize, at: u64, found: u32) -> SourceError {
+        let shard = &self.shards[s];
+        let from_cache = self.built[s].get().is_some_and(|b| b.from_cache);
+        // Whether it came from the cache or was scanned (and stored) this run, the entry
+        // is wrong for the shard now.
+        let entry = self.cache.as_ref().and_then(|c| c.forget(shard, self.bos));
+        let cache = entry.filter(|_| from_cache);
+        SourceError::file(
+            shard.path(),
+            DocumentProblem::NotADocumentStart {
+                at,
+                found,
+                bos: self.bos,
+                cache,
+            },
+        )
     }
 
     /// Shard `s`'s `bos` positions, built now by `by` if no one has (waiting for a builder
@@ -164,6 +198,7 @@ impl BosIndex {
         }
         let shard = &self.shards[s];
         let cached = self.cache.as_ref().and_then(|c| c.load(shard, self.bos));
+        let from_cache = cached.is_some();
         let positions = match cached {
             Some(positions) => {
                 self.cached.fetch_add(1, Ordering::Relaxed);
@@ -183,9 +218,12 @@ impl BosIndex {
                 positions
             }
         };
-        let built = self.built[s].get_or_init(|| positions.into_boxed_slice());
+        let built = self.built[s].get_or_init(|| Built {
+            positions: positions.into_boxed_slice(),
+            from_cache,
+        });
         self.counts[by as usize].fetch_add(1, Ordering::Relaxed);
-        Ok(built)
+        Ok(&built.positions)
     }
 
     /// Who built what so far.

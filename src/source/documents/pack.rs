@@ -1,21 +1,25 @@
 //! Packing one rank's pieces of documents into its slot, whatever stream they came from (a
-//! [`Documents`](crate::source::Documents) source's steps, or a mixture's): the raw tokens
-//! read straight into `tokens` and widened in place, then `cu_seqlens` and `positions`;
-//! and the batch description the pieces give (a row per piece, the step, the extents).
+//! [`Documents`](crate::source::Documents) source's steps, or a mixture's): each piece's
+//! tokens read through this thread's chunk (one large read serving the pieces that follow
+//! it in a sequential walk) and widened from there into `tokens`, its first token checked
+//! to be `bos`, then `cu_seqlens` and `positions`; and the batch description the pieces
+//! give (a row per piece, the step, the extents).
 
+use super::index::BosIndex;
 use super::layout::Layout;
 use super::schedule::StepSizes;
 use super::walk::Piece;
 use crate::describe::Describe;
 use crate::error::DecodeError;
 use crate::row::Row;
-use crate::source::tokens::widen::{raw_start, widen_in_place, Widening};
-use crate::source::tokens::TokenShard;
+use crate::source::files::deferred::Run;
+use crate::source::tokens::widen::{widen_into, TooLargeForI32, Widening};
 
-/// A piece of a document with the shard it lies in.
+/// A piece of a document with the index of its source (whose shard `piece.shard` it lies
+/// in, and whose `bos` it starts with).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShardPiece<'a> {
-    pub(crate) shard: &'a TokenShard,
+    pub(crate) index: &'a BosIndex,
     pub(crate) piece: Piece,
 }
 
@@ -43,15 +47,17 @@ pub(crate) fn describe_pieces(
     out.dims(&Layout::dims(sizes));
 }
 
-/// Packs step `step` of `sizes`, whose pieces are `pieces` (walked twice: an iterator that
-/// allocates nothing, cloned), into `out` laid out as `layout`: every piece's raw tokens
-/// read into the tail of its place in `tokens`, then widened there to the token type,
-/// `cu_seqlens` (`[0, ends…]`, the last piece less 1 so that it ends at `N`, padded with
-/// `N` to `max_docs`) and, when the layout has them, `positions`.
+/// Packs step `step` of `sizes`, whose pieces are `pieces`, into `out` laid out as
+/// `layout`: every piece's tokens read through this thread's chunk and widened (or copied)
+/// into their place in `tokens`, `cu_seqlens` (`[0, ends…]`, the last piece less 1 so that
+/// it ends at `N`, padded with `N` to `max_docs`) and, when the layout has them,
+/// `positions`. The step's reads are one run: each shard is checked once, after them.
 ///
 /// Errors: a slot smaller than the fields or a step past the layout, a shard changed under
-/// the loader (`SourceError::Read`, as a [`DecodeError`]), a `u32` token above `i32::MAX`
-/// for `i32` output, pieces that do not add up to `N + 1` tokens.
+/// the loader or that could not be read (`SourceError::Read`, as a [`DecodeError`]), a
+/// piece whose first token is not `bos` (`DocumentProblem::NotADocumentStart`: the index
+/// does not fit the shard; a cached one is removed from the cache), a `u32` token above
+/// `i32::MAX` for `i32` output, pieces that do not add up to `N + 1` tokens.
 pub(crate) fn pack<'a, I>(
     layout: &Layout,
     step: u64,
@@ -60,7 +66,7 @@ pub(crate) fn pack<'a, I>(
     out: &mut [u8],
 ) -> Result<(), DecodeError>
 where
-    I: Iterator<Item = ShardPiece<'a>> + Clone,
+    I: Iterator<Item = ShardPiece<'a>>,
 {
     if out.len() < layout.bytes() {
         return Err(DecodeError::new(format!(
@@ -93,13 +99,13 @@ where
         None => (rest, None),
     };
     let max_docs = sizes.max_docs as usize;
-    read_pieces(pieces.clone(), tokens, b)?;
-    // Then each piece widened where it was read, and its cu_seqlens and positions.
+    let run = Run::begin();
     let mut filled = 0usize;
     let mut entries = 1usize;
     put_i32(cu, 0, 0);
     let mut positions = positions;
-    for ShardPiece { shard, piece, .. } in pieces {
+    for ShardPiece { index, piece } in pieces {
+        let shard = index.shard(piece.shard);
         let len = piece.len as usize;
         let widening = Widening::of(shard.format(), ty).ok_or_else(|| {
             DecodeError::new(format!(
@@ -112,12 +118,27 @@ where
             return Err(walk_mismatch(step, sizes, filled + len));
         };
         let start = piece.start as usize;
-        let raw = raw_start(
-            dst,
-            len * shard.format().token_bytes(),
-            shard.offset_of(start),
-        );
-        widen_in_place(dst, raw, widening).map_err(|e| {
+        let w = shard.format().token_bytes();
+        let mut first = None;
+        let mut bad = Ok(());
+        shard.read_tokens_chunked(start, len, |i, bytes| {
+            if i == 0 {
+                let mut t = [0u8; 4];
+                t[..w].copy_from_slice(&bytes[..w]);
+                first = Some(u32::from_le_bytes(t));
+            }
+            let m = bytes.len() / w;
+            if let Err(e) = widen_into(bytes, &mut dst[i * b..(i + m) * b], widening) {
+                bad = bad.and(Err(TooLargeForI32 { index: i + e.index, ..e }));
+            }
+        })?;
+        let found = first.unwrap_or(index.bos());
+        if found != index.bos() {
+            // A shard that changed says so first; one that did not has a wrong index.
+            run.finish().map_err(|failed| failed.error)?;
+            return Err(index.not_a_start(piece.shard, piece.start, found).into());
+        }
+        bad.map_err(|e| {
             DecodeError::new(format!(
                 "token {} (index {} of {}) does not fit i32, whose largest is {}: decode \
                  as i64",
@@ -139,43 +160,12 @@ where
         }
         entries += 1;
     }
+    run.finish().map_err(|failed| failed.error)?;
     if filled != n + 1 || entries > max_docs {
         return Err(walk_mismatch(step, sizes, filled));
     }
     for i in entries..max_docs {
         put_i32(cu, i, n as i32);
-    }
-    Ok(())
-}
-
-/// Reads the raw tokens of every piece into `tokens` (`b` bytes a token), each at the tail
-/// of its place there ([`raw_start`]), to be widened in place: the pieces of one shard that
-/// follow each other (a whole step of a sequential walk) in one go, with one check of the
-/// file after them.
-fn read_pieces<'a>(
-    pieces: impl Iterator<Item = ShardPiece<'a>>,
-    tokens: &mut [u8],
-    b: usize,
-) -> Result<(), DecodeError> {
-    let mut pieces = pieces.peekable();
-    let mut rest: &mut [u8] = tokens;
-    while let Some(&first) = pieces.peek() {
-        let shard = first.shard;
-        let w = shard.format().token_bytes();
-        let same_shard = |p: &ShardPiece<'_>| std::ptr::eq(p.shard, shard);
-        let runs = std::iter::from_fn(|| pieces.next_if(same_shard)).map_while(|p| {
-            let len = p.piece.len as usize;
-            // A walk that overflows the step is reported by the caller's second pass.
-            if rest.len() < len * b {
-                return None;
-            }
-            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(len * b);
-            rest = tail;
-            let start = p.piece.start as usize;
-            let raw = raw_start(dst, len * w, shard.offset_of(start));
-            Some((start, &mut dst[raw..raw + len * w]))
-        });
-        shard.read_token_ranges(runs)?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::checkpoint::{cursor_text, DocumentsCheckpoint};
 use super::decoder::PackDocuments;
-use super::index::{BuiltBy, IndexStats};
+use super::index::{BosIndex, BuiltBy, IndexStats};
 use super::inner::Inner;
 use super::order::DocOrder;
 use super::schedule::Schedule;
@@ -18,7 +18,7 @@ use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::source::sampling::skip::SkipSteps;
-use crate::source::tokens::{TokenShard, TokenShards, TokenType};
+use crate::source::tokens::{TokenShards, TokenType};
 
 /// Packed documents from llm.c token shards, for variable-length attention: each batch is
 /// one step of one rank, `tokens_per_batch + 1` tokens of whole documents (each starting
@@ -443,9 +443,9 @@ impl Documents {
         self.inner.checkpoint_at(cursor, step, &self.skip)
     }
 
-    /// Shard `s`.
-    pub(crate) fn shard(&self, s: usize) -> &TokenShard {
-        self.inner.index.shard(s)
+    /// Its shards' index.
+    pub(crate) fn bos_index(&self) -> &BosIndex {
+        &self.inner.index
     }
 
     /// The documents in the dataset, when they are counted up front (shuffled order, which

@@ -1,10 +1,13 @@
 //! [`DocumentProblem`]: what is wrong with a token shard as a source of documents.
 
+use std::path::PathBuf;
+
 use crate::error::source::FileProblem;
 use crate::source::tokens::ShardFormat;
 
 /// What is wrong with a token shard as a source of packed documents: it holds no document
-/// start, or it cannot hold the `bos` token at all.
+/// start, it cannot hold the `bos` token at all, or its index (a cached one, or one made
+/// before the shard changed) places a document where none starts.
 ///
 /// It rides in a [`SourceError::File`](crate::source::SourceError::File) that names the
 /// shard, as [`FileProblem::Format`]; [`FileProblem::format_problem`] gives it back:
@@ -52,6 +55,44 @@ pub enum DocumentProblem {
         /// The shard's format.
         format: ShardFormat,
     },
+    /// The shard's index says a document starts at token `at`, but the token there is
+    /// `found`, not `bos`: the index does not fit the shard as it is now, so none of its
+    /// documents is trusted. Where the index came from the
+    /// [`index_cache`](crate::source::DocumentsBuilder::index_cache), `cache` is that
+    /// entry, removed from the cache before this was reported: build the source again and
+    /// the shard is scanned anew. Otherwise the shard changed since this run indexed it, in
+    /// a way its size and modification time do not show.
+    #[error("{}", not_a_start(*at, *found, *bos, cache.as_deref()))]
+    NotADocumentStart {
+        /// The token the index says starts a document.
+        at: u64,
+        /// The token the shard holds there.
+        found: u32,
+        /// The `bos` token documents start with.
+        bos: u32,
+        /// The cache entry the index came from (removed from the cache now), if it came
+        /// from one.
+        cache: Option<PathBuf>,
+    },
+}
+
+/// The message of [`DocumentProblem::NotADocumentStart`].
+fn not_a_start(at: u64, found: u32, bos: u32, cache: Option<&std::path::Path>) -> String {
+    let what = format!(
+        "its index says a document starts at token {at}, but the token there is {found}, \
+         not bos {bos}"
+    );
+    match cache {
+        Some(entry) => format!(
+            "{what}: the cached index {} does not fit the shard (stale or corrupt); it was \
+             removed from the index cache, so building the source again scans the shard anew",
+            entry.display()
+        ),
+        None => format!(
+            "{what}: the shard changed since it was indexed, in a way its size and \
+             modification time do not show; a file must not change while a loader reads it"
+        ),
+    }
 }
 
 /// The largest token a shard of `format` stores.

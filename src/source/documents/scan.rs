@@ -1,5 +1,7 @@
 //! Finding where documents start: the positions of a token shard's `bos` tokens, read
-//! with positioned reads a chunk at a time and searched with `memchr::memmem` (SIMD).
+//! with positioned reads a piece at a time and searched with `memchr::memmem` (SIMD). The
+//! file is checked once, after the last piece: a scan that met a read error or a change
+//! is that error, and no index is made of it.
 
 use crate::error::source::SourceError;
 use crate::source::tokens::TokenShard;
@@ -8,8 +10,9 @@ use crate::source::tokens::TokenShard;
 const CHUNK_TOKENS: usize = 1 << 21;
 
 /// The positions of `bos` in `shard`, increasing: every token equal to `bos`. Reads the
-/// whole shard once; a shard that changed since it was opened is the read's
-/// [`SourceError::Read`]. Positions are `u32`: a shard holds fewer than 2^31 tokens.
+/// whole shard once; a shard that changed since it was opened, or a read the file system
+/// failed, is the read's [`SourceError::Read`] (nothing of the scan is kept). Positions
+/// are `u32`: a shard holds fewer than 2^31 tokens.
 ///
 /// The caller checks that the shard's format can hold `bos` (a `u16` shard never holds
 /// 65536 or more: its needle would be cut to the low bytes here).
@@ -18,22 +21,18 @@ pub(super) fn bos_positions(shard: &TokenShard, bos: u32) -> Result<Vec<u32>, So
     let needle = bos.to_le_bytes();
     let finder = memchr::memmem::Finder::new(&needle[..width]);
     let tokens = shard.len();
-    let mut buf = vec![0u8; CHUNK_TOKENS.min(tokens) * width];
+    let mut stage = vec![0u8; CHUNK_TOKENS.min(tokens) * width];
     let mut out = Vec::new();
-    let mut first = 0;
-    while first < tokens {
-        let n = CHUNK_TOKENS.min(tokens - first);
-        let bytes = &mut buf[..n * width];
-        shard.read_tokens(first, bytes)?;
+    shard.read_tokens_staged(0, tokens, &mut stage, |first, bytes| {
         for at in finder.find_iter(bytes) {
             // A match across two tokens (the high byte of one, the low of the next) is
-            // not a token: only aligned matches count.
+            // not a token: only aligned matches count. A piece is whole tokens, so no
+            // token lies across two.
             if at % width == 0 {
                 out.push((first + at / width) as u32);
             }
         }
-        first += n;
-    }
+    })?;
     Ok(out)
 }
 

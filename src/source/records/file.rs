@@ -11,9 +11,10 @@ use crate::source::sampling::window::SegmentFile;
 
 /// One file of fixed-size records, checked when opened.
 ///
-/// Its records are read through a map of the open file guarded against SIGBUS (Linux;
-/// elsewhere with positioned reads), and the file is checked after every read: a file
-/// that shrinks, is rewritten or is replaced while a loader reads it is a [`SourceError::Read`] naming it, never a crash.
+/// Its records are read by position (`pread`; nothing is mapped, so no read can fault), and
+/// the file is checked after the reads: a file that shrinks, is rewritten or is replaced
+/// while a loader reads it is a [`SourceError::Read`] naming it, never a crash, and so is a
+/// read the file system fails ([`ReadProblem::Io`](crate::source::ReadProblem::Io)).
 pub struct RecordFile {
     file: SourceFile,
     record_bytes: usize,

@@ -3,14 +3,16 @@
 //!
 //! Each checks that the slot's sample size matches what the window needs and returns a
 //! [`DecodeError`] saying what to set otherwise; none panics or reads outside the window
-//! on any input. Every value is written little-endian. The tokens are read from the shard
-//! straight into the slot's tail and widened there (see [`widen`](super::widen)); a shard
-//! that changed under the loader is the read's [`SourceError`](crate::source::SourceError),
-//! which the pipeline reports from `pop`.
+//! on any input. Every value is written little-endian. Tokens that keep their width are read
+//! from the shard straight into the slot; tokens to widen are read through this thread's
+//! chunk (in cache) and widened from there into their place (see [`widen`](super::widen)). A
+//! shard that changed under the loader, or that the file system could not read, is the
+//! read's [`SourceError`](crate::source::SourceError), which the pipeline reports from
+//! `pop`.
 
 use super::shard::TokenShard;
 use super::token_type::TokenType;
-use super::widen::{widen_in_place, widen_into, with_stage, TooLargeForI32, Widening};
+use super::widen::{check_i32, widen_into, TooLargeForI32, Widening};
 use crate::decode::Decode;
 use crate::error::DecodeError;
 use crate::source::sampling::window::Window;
@@ -99,24 +101,23 @@ impl Decode for Tokens {
         }
         let widening = widening(&window, self.ty)?;
         if window.format().token_bytes() == self.ty.bytes() {
-            // Nothing widens: the file's tokens straight into the sample.
+            // Nothing widens: the file's tokens straight into the sample (through the
+            // chunk when the walk is sequential and the window short).
             window.read_into(out)?;
-            return widen_in_place(out, 0, widening).map_err(|e| too_large(&window, 0, e));
+            return check_i32(out, widening).map_err(|e| too_large(&window, 0, e));
         }
-        // Widened on the way: each piece of the file read into this thread's stage (in
+        // Widened on the way: each piece of the file read into this thread's chunk (in
         // cache), then widened into its place in the sample.
         let b = self.ty.bytes();
         let mut bad = Ok(());
-        with_stage(|stage| {
-            window
-                .shard()
-                .read_tokens_staged(window.start(), n, stage, |i, piece| {
-                    let m = piece.len() / window.format().token_bytes();
-                    if let Err(e) = widen_into(piece, &mut out[i * b..(i + m) * b], widening) {
-                        bad = bad.and(Err(TooLargeForI32 { index: i + e.index, ..e }));
-                    }
-                })
-        })?;
+        window
+            .shard()
+            .read_tokens_chunked(window.start(), n, |i, piece| {
+                let m = piece.len() / window.format().token_bytes();
+                if let Err(e) = widen_into(piece, &mut out[i * b..(i + m) * b], widening) {
+                    bad = bad.and(Err(TooLargeForI32 { index: i + e.index, ..e }));
+                }
+            })?;
         bad.map_err(|e| too_large(&window, 0, e))
     }
 }
@@ -215,43 +216,31 @@ impl Decode for NextToken {
         let widening = widening(&window, self.ty)?;
         let w = window.format().token_bytes();
         let (inputs, targets) = out.split_at_mut(t * b);
-        if b == w {
-            // Nothing to widen: the inputs' tokens 0..T and the targets' 1..=T are each
-            // read where they go.
-            let start = window.start();
-            window
-                .shard()
-                .read_token_runs((start, inputs), (start + 1, targets))?;
-            widen_in_place(inputs, 0, widening).map_err(|e| too_large(&window, 0, e))?;
-            return widen_in_place(targets, 0, widening).map_err(|e| too_large(&window, 1, e));
-        }
-        // The T + 1 tokens a piece at a time through this thread's stage (in cache): a
-        // piece of tokens i..i + m is widened into the inputs' i..min(i + m, T) and into
-        // the targets' max(i, 1) - 1..i + m - 1.
+        // The T + 1 tokens read once, a piece at a time through this thread's chunk (in
+        // cache): a piece of tokens i..i + m is widened (or copied) into the inputs'
+        // i..min(i + m, T) and into the targets' max(i, 1) - 1..i + m - 1.
         let mut bad = Ok(());
-        with_stage(|stage| {
-            window
-                .shard()
-                .read_tokens_staged(window.start(), t + 1, stage, |i, piece| {
-                    let m = piece.len() / w;
-                    let ins = m.min(t.saturating_sub(i));
-                    if let Err(e) =
-                        widen_into(&piece[..ins * w], &mut inputs[i * b..(i + ins) * b], widening)
-                    {
-                        bad = bad.and(Err((0, TooLargeForI32 { index: i + e.index, ..e })));
-                    }
-                    let skip = usize::from(i == 0);
-                    let first = i + skip - 1;
-                    let tgs = m - skip;
-                    if let Err(e) = widen_into(
-                        &piece[skip * w..],
-                        &mut targets[first * b..(first + tgs) * b],
-                        widening,
-                    ) {
-                        bad = bad.and(Err((1, TooLargeForI32 { index: first + e.index, ..e })));
-                    }
-                })
-        })?;
+        window
+            .shard()
+            .read_tokens_chunked(window.start(), t + 1, |i, piece| {
+                let m = piece.len() / w;
+                let ins = m.min(t.saturating_sub(i));
+                if let Err(e) =
+                    widen_into(&piece[..ins * w], &mut inputs[i * b..(i + ins) * b], widening)
+                {
+                    bad = bad.and(Err((0, TooLargeForI32 { index: i + e.index, ..e })));
+                }
+                let skip = usize::from(i == 0);
+                let first = i + skip - 1;
+                let tgs = m - skip;
+                if let Err(e) = widen_into(
+                    &piece[skip * w..],
+                    &mut targets[first * b..(first + tgs) * b],
+                    widening,
+                ) {
+                    bad = bad.and(Err((1, TooLargeForI32 { index: first + e.index, ..e })));
+                }
+            })?;
         bad.map_err(|(from, e)| too_large(&window, from, e))
     }
 }

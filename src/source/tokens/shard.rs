@@ -19,11 +19,12 @@ use crate::source::sampling::window::SegmentFile;
 
 /// One token shard of either format, checked when opened.
 ///
-/// Its tokens are read through a map of the open file guarded against SIGBUS (Linux;
-/// elsewhere with positioned reads), and the file is checked after every read: a shard
-/// that shrinks, is rewritten or is replaced while a loader reads it is a
-/// [`SourceError::Read`] naming it, never a crash (see
-/// [`ReadProblem`](crate::source::ReadProblem) for what is found).
+/// Its tokens are read by position (`pread`; nothing is mapped, so no read can fault), and
+/// the file is checked after the reads: a shard that shrinks, is rewritten or is replaced
+/// while a loader reads it is a [`SourceError::Read`] naming it, and so is a read the file
+/// system fails ([`ReadProblem::Io`](crate::source::ReadProblem::Io)); never a crash, never
+/// a sample of bytes the file did not hold (see [`ReadProblem`](crate::source::ReadProblem)
+/// for what is found).
 pub struct TokenShard {
     file: SourceFile,
     format: ShardFormat,
@@ -224,6 +225,22 @@ impl TokenShard {
     }
 
     /// The little-endian bytes of `count` tokens from `first`, a piece at a time through
+    /// this thread's chunk (see [`SourceFile::read_chunked`]): `each(tokens before the
+    /// piece, piece)`, each piece a whole number of tokens, then one check of the file.
+    pub(crate) fn read_tokens_chunked(
+        &self,
+        first: usize,
+        count: usize,
+        mut each: impl FnMut(usize, &[u8]),
+    ) -> Result<(), SourceError> {
+        let width = self.format.token_bytes();
+        self.file
+            .read_chunked(self.offset_of(first), count * width, |done, piece| {
+                each(done / width, piece)
+            })
+    }
+
+    /// The little-endian bytes of `count` tokens from `first`, a piece at a time through
     /// `stage` (see [`SourceFile::read_staged`]): `each(tokens before the piece, piece)`,
     /// each piece a whole number of tokens, then one check of the file.
     pub(crate) fn read_tokens_staged(
@@ -240,30 +257,6 @@ impl TokenShard {
             count * width,
             &mut stage[..stage_len],
             |done, piece| each(done / width, piece),
-        )
-    }
-
-    /// As [`read_tokens`](Self::read_tokens) for two runs of tokens, with one check of the
-    /// file after both.
-    pub(crate) fn read_token_runs(
-        &self,
-        (first_a, a): (usize, &mut [u8]),
-        (first_b, b): (usize, &mut [u8]),
-    ) -> Result<(), SourceError> {
-        self.file
-            .read_exact_at_each([(self.offset_of(first_a), a), (self.offset_of(first_b), b)])
-    }
-
-    /// As [`read_tokens`](Self::read_tokens) for any number of runs of tokens, with one
-    /// check of the file after the last read (the packed-documents decoder reads a step's
-    /// pieces of one shard this way).
-    pub(crate) fn read_token_ranges<'a>(
-        &self,
-        runs: impl IntoIterator<Item = (usize, &'a mut [u8])>,
-    ) -> Result<(), SourceError> {
-        self.file.read_exact_at_each(
-            runs.into_iter()
-                .map(|(first, out)| (self.offset_of(first), out)),
         )
     }
 

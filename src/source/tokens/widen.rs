@@ -1,45 +1,11 @@
-//! Widening tokens in place: a decoder reads a window's tokens (the file's bytes) into the
-//! *tail* of the sample's byte range, then widens them forward into the whole range, so
-//! the tokens go from the file to the pinned slot with one read and one pass, and no
-//! buffer but a small one on the stack.
-//!
-//! Forward is safe: with `n` tokens of `w` bytes widened to `b > w` bytes, read to start at
-//! `r ≤ n·(b − w)`, the block of tokens `i..i + m` is copied out to the stack before its
-//! `m·b` output bytes are written, and those end at `(i + m)·b ≤ r + (i + m)·w` (that is,
-//! `(i + m)·(b − w) ≤ r`): where the next block's raw tokens begin. The last `k` tokens,
-//! for which that fails when `r` is below `n·(b − w)`, are set aside on the stack first
-//! (`k·(b − w) ≥ n·(b − w) − r`). Every raw token is read before any write reaches it.
-//!
-//! Why `r` may lie below `n·(b − w)`: [`raw_start`] moves it down (by less than 64 bytes)
-//! so that the read's destination and its source in the file agree modulo 64. A copy from
-//! the page cache whose destination is a few bytes ahead of its source modulo 32 runs up to
-//! ten times slower on some CPUs (an AMD EPYC: 80 µs against 8 µs for a 256 KiB `pread`).
+//! Widening tokens: the file's `u16` or `u32` tokens, read into this thread's chunk (see
+//! the files' [`chunk`](crate::source::files::chunk)), written into their place in the
+//! sample as the training dtype in one pass, so that the pinned slot is written once and
+//! read never. Tokens that keep their width are read straight into the sample, and only
+//! checked (`u32` tokens as `i32`).
 
 use super::format::ShardFormat;
 use super::token_type::TokenType;
-
-/// Bytes of the per-thread stage that tokens to widen are read through
-/// ([`with_stage`]): small enough to stay in a core's first-level cache, so that the
-/// widening reads it from there and the sample's bytes in pinned memory are written once.
-pub(crate) const STAGE_BYTES: usize = 32 << 10;
-
-thread_local! {
-    /// Each decode thread's stage (allocated at its first widening read, then reused).
-    static STAGE: std::cell::RefCell<Box<[u8]>> =
-        std::cell::RefCell::new(vec![0u8; STAGE_BYTES].into_boxed_slice());
-}
-
-/// Runs `f` with this thread's stage of [`STAGE_BYTES`].
-pub(crate) fn with_stage<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    STAGE.with(|stage| match stage.try_borrow_mut() {
-        Ok(mut stage) => f(&mut stage),
-        // Re-entered (a decoder inside a decoder): a stage of its own.
-        Err(_) => f(&mut vec![0u8; STAGE_BYTES]),
-    })
-}
-
-/// Tokens widened per block (the stack buffer holds a block's raw bytes: 2 KiB at most).
-const BLOCK: usize = 512;
 
 /// How tokens of a shard's format become the decoder's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,49 +44,12 @@ pub(crate) struct TooLargeForI32 {
     pub(crate) token: u32,
 }
 
-/// Bytes by which [`raw_start`] may move a read down: the alignment it matches.
-const ALIGN: usize = 64;
-
-/// Where in `out` to read `raw_bytes` of tokens that start at `file_offset` in their file,
-/// to widen them in place with [`widen_in_place`]: their natural place, the tail of `out`
-/// (`out.len() − raw_bytes`), moved down by less than [`ALIGN`] bytes so that the
-/// destination's address and `file_offset` agree modulo [`ALIGN`] (when there is room).
-pub(crate) fn raw_start(out: &[u8], raw_bytes: usize, file_offset: u64) -> usize {
-    let natural = out.len().saturating_sub(raw_bytes);
-    let at = (out.as_ptr() as usize).wrapping_add(natural) % ALIGN;
-    let want = (file_offset % ALIGN as u64) as usize;
-    let down = (at + ALIGN - want) % ALIGN;
-    if down <= natural {
-        natural - down
-    } else {
-        natural
-    }
-}
-
-/// Widens the `n = out.len() / b` tokens (of the format's width `w`) that lie in
-/// `out[raw..raw + n·w]` into the `n·b` bytes of `out` (`b` the type's width), `raw` being
-/// [`raw_start`]'s: at most `n·(b − w)` and less than [`ALIGN`] below it (and 0 when
-/// nothing widens).
-pub(crate) fn widen_in_place(
-    out: &mut [u8],
-    raw: usize,
-    widening: Widening,
-) -> Result<(), TooLargeForI32> {
+/// Checks, for [`Widening::CheckI32`], that the tokens read straight into `out` fit
+/// `i32`; the other same-width widening ([`Widening::Copy`]) has nothing to check.
+pub(crate) fn check_i32(out: &[u8], widening: Widening) -> Result<(), TooLargeForI32> {
     match widening {
-        Widening::Copy => Ok(()),
-        Widening::CheckI32 => check_i32(out),
-        Widening::U16ToI32 => {
-            widen_from::<2, 4>(out, raw, |t| i32::from(u16::from_le_bytes(*t)).to_le_bytes());
-            Ok(())
-        }
-        Widening::U16ToI64 => {
-            widen_from::<2, 8>(out, raw, |t| i64::from(u16::from_le_bytes(*t)).to_le_bytes());
-            Ok(())
-        }
-        Widening::U32ToI64 => {
-            widen_from::<4, 8>(out, raw, |t| i64::from(u32::from_le_bytes(*t)).to_le_bytes());
-            Ok(())
-        }
+        Widening::CheckI32 => first_too_large(out),
+        _ => Ok(()),
     }
 }
 
@@ -130,11 +59,10 @@ pub(crate) fn widen_in_place(
 pub(crate) fn widen_into(raw: &[u8], out: &mut [u8], widening: Widening) -> Result<(), TooLargeForI32> {
     match widening {
         Widening::Copy | Widening::CheckI32 => {
+            // Checked where the bytes are read from (in cache), before the slot is written.
             let n = out.len().min(raw.len());
+            check_i32(&raw[..n], widening)?;
             out[..n].copy_from_slice(&raw[..n]);
-            if widening == Widening::CheckI32 {
-                check_i32(out)?;
-            }
         }
         Widening::U16ToI32 => widen_apart::<2, 4>(raw, out, |t| i32::from(u16::from_le_bytes(*t)).to_le_bytes()),
         Widening::U16ToI64 => widen_apart::<2, 8>(raw, out, |t| i64::from(u16::from_le_bytes(*t)).to_le_bytes()),
@@ -157,52 +85,10 @@ fn widen_apart<const W: usize, const B: usize>(
     }
 }
 
-/// The in-place widening of the `W`-byte tokens at `out[raw..]` into `B`-byte values
-/// filling `out`, `B > W` (see the module's docs for why it never overwrites a token it
-/// has not read).
-fn widen_from<const W: usize, const B: usize>(
-    out: &mut [u8],
-    raw: usize,
-    widen: impl Fn(&[u8; W]) -> [u8; B],
-) {
-    let n = out.len() / B;
-    let natural = n * (B - W);
-    let raw = raw.min(natural);
-    debug_assert!(natural - raw < ALIGN, "raw_start moves a read less than ALIGN");
-    // The last `k` tokens' output would reach their raw bytes before they are read: aside.
-    let mut aside = [0u8; ALIGN];
-    let k = (natural - raw).div_ceil(B - W).min(n).min(ALIGN / W);
-    let kept = n - k;
-    let from = raw + kept * W;
-    aside[..k * W].copy_from_slice(&out[from..from + k * W]);
-    widen_forward(out, kept, raw, &widen);
-    widen_apart(&aside[..k * W], &mut out[kept * B..n * B], &widen);
-}
-
-/// Widens the first `count` tokens of `out[raw..]` forward into `out[..count·B]`, a block
-/// at a time through the stack; `count·(B − W) ≤ raw`.
-fn widen_forward<const W: usize, const B: usize>(
-    out: &mut [u8],
-    count: usize,
-    raw: usize,
-    widen: impl Fn(&[u8; W]) -> [u8; B],
-) {
-    let mut block = [0u8; BLOCK * 4];
-    let mut i = 0;
-    while i < count {
-        let m = BLOCK.min(count - i);
-        let src = raw + i * W;
-        let block = &mut block[..m * W];
-        block.copy_from_slice(&out[src..src + m * W]);
-        widen_apart(block, &mut out[i * B..(i + m) * B], &widen);
-        i += m;
-    }
-}
-
 /// Checks that every `u32` in `bytes` is at most `i32::MAX` (whose bytes are then those of
 /// the same `i32`): the high bits of the whole run at once, then the first offender's
 /// place only if there is one.
-fn check_i32(bytes: &[u8]) -> Result<(), TooLargeForI32> {
+fn first_too_large(bytes: &[u8]) -> Result<(), TooLargeForI32> {
     let high = bytes.chunks_exact(4).fold(0u8, |acc, b| acc | b[3]) & 0x80;
     if high == 0 {
         return Ok(());
@@ -218,12 +104,12 @@ fn check_i32(bytes: &[u8]) -> Result<(), TooLargeForI32> {
 
 #[cfg(test)]
 mod tests {
-    use crate::source::tokens::widen::{raw_start, widen_in_place, widen_into, Widening};
+    use crate::source::tokens::widen::{check_i32, widen_into, Widening};
 
-    /// Widening in place gives what widening token by token gives, for every length
-    /// around the block size, every widening, and reads moved down by 0 to 63 bytes.
+    /// Widening gives what widening token by token gives, for every length around the
+    /// vector widths and every widening, into a sample at any byte offset.
     #[test]
-    fn in_place_matches_token_by_token() {
+    fn widening_matches_token_by_token() {
         let cases: [(Widening, usize, usize); 4] = [
             (Widening::Copy, 2, 2),
             (Widening::U16ToI32, 2, 4),
@@ -235,19 +121,11 @@ mod tests {
                 let tokens: Vec<u64> = (0..n as u64)
                     .map(|i| (i * 2_654_435_761) % (1u64 << (8 * w)))
                     .collect();
-                let natural = n * (b - w);
-                for down in [0, 1, 2, 7, 31, 62, 63].into_iter().filter(|&d| d <= natural) {
-                    let raw = natural - down;
-                    let mut out = vec![0xAAu8; n * b];
-                    for (i, t) in tokens.iter().enumerate() {
-                        let at = raw + i * w;
-                        out[at..at + w].copy_from_slice(&t.to_le_bytes()[..w]);
-                    }
-                    let bytes = out[raw..raw + n * w].to_vec();
-                    let mut apart = vec![0x55u8; n * b];
-                    widen_into(&bytes, &mut apart, widening).unwrap();
-                    widen_in_place(&mut out, raw, widening).unwrap();
-                    let got: Vec<u64> = out
+                let raw: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()[..w].to_vec()).collect();
+                for skew in [0, 1, 3] {
+                    let mut out = vec![0x55u8; n * b + skew];
+                    widen_into(&raw, &mut out[skew..], widening).unwrap();
+                    let got: Vec<u64> = out[skew..]
                         .chunks_exact(b)
                         .map(|c| {
                             let mut v = [0u8; 8];
@@ -255,24 +133,7 @@ mod tests {
                             u64::from_le_bytes(v)
                         })
                         .collect();
-                    assert_eq!(got, tokens, "{widening:?} n={n} down={down}");
-                    assert!(apart == out, "{widening:?} n={n}: apart and in place differ");
-                }
-            }
-        }
-    }
-
-    /// The read's place matches the file offset modulo 64, moved down by less than 64.
-    #[test]
-    fn raw_start_aligns_with_the_file() {
-        let out = vec![0u8; 4096];
-        for raw_bytes in [0, 1, 2048, 4000] {
-            for offset in [0u64, 2, 1026, 4095] {
-                let r = raw_start(&out, raw_bytes, offset);
-                let natural = 4096 - raw_bytes;
-                assert!(r <= natural && natural - r < 64, "{raw_bytes} {offset}: {r}");
-                if natural >= 63 {
-                    assert_eq!((out.as_ptr() as usize + r) % 64, (offset % 64) as usize);
+                    assert_eq!(got, tokens, "{widening:?} n={n} skew={skew}");
                 }
             }
         }
@@ -284,8 +145,9 @@ mod tests {
         for t in [1u32, i32::MAX as u32, 1 << 31, u32::MAX] {
             bytes.extend_from_slice(&t.to_le_bytes());
         }
-        let err = widen_in_place(&mut bytes, 0, Widening::CheckI32).unwrap_err();
+        let err = check_i32(&bytes, Widening::CheckI32).unwrap_err();
         assert_eq!((err.index, err.token), (2, 1 << 31));
-        assert!(widen_in_place(&mut bytes[..8], 0, Widening::CheckI32).is_ok());
+        assert!(check_i32(&bytes[..8], Widening::CheckI32).is_ok());
+        assert!(check_i32(&bytes, Widening::Copy).is_ok());
     }
 }

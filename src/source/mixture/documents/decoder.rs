@@ -74,7 +74,7 @@ impl Decode for PackMixedDocuments {
         let pieces = step.pieces().iter().filter_map(|p| {
             let member = members.get(usize::from(p.source))?;
             Some(ShardPiece {
-                shard: member.walked.shard(p.piece.shard),
+                index: member.walked.bos_index(),
                 piece: p.piece,
             })
         });

@@ -1,0 +1,108 @@
+//! pinring installs no signal handler (issue 28): a library embedded in PyTorch processes,
+//! beside JVMs, `faulthandler` and other libraries' handlers, must not own the process's
+//! signal dispositions. Files are read by position, so no read faults and nothing needs
+//! catching.
+//!
+//! Checked on the source, so that no read path can bring a handler back unnoticed: the
+//! library's `src/` names no signal call or signal, declares no foreign function (the only
+//! way to reach `sigaction` without a crate for it), and its manifest depends on no crate
+//! that installs or wraps signal handlers. (The Python package's tests run the behaviour in
+//! child interpreters: `faulthandler`, `kill -BUS`, a truncated shard.)
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a Rust file without its comments (line comments and doc comments; the crate
+/// uses no block comments), so that docs may say what the library does not do.
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    assert!(files.len() > 50, "the crate's sources: {}", files.len());
+    // Signal calls and signals by name (a symbol looked up at run time too), foreign
+    // blocks (`extern "C" {`: function pointer types such as the CUDA driver's are fine),
+    // and the crates that reach them.
+    let banned = [
+        "sigaction",
+        "signal(",
+        "sigemptyset",
+        "sigaltstack",
+        "SIGBUS",
+        "SIGSEGV",
+        "SA_SIGINFO",
+        "extern \"C\" {",
+        "extern \"system\" {",
+        "extern {",
+        "#[link",
+        "signal_hook",
+        " nix::",
+        "libc::",
+    ];
+    let mut found = Vec::new();
+    for file in &files {
+        let code = code(&std::fs::read_to_string(file).unwrap());
+        let squeezed = code.split_whitespace().collect::<Vec<_>>().join(" ");
+        for word in banned {
+            if squeezed.contains(word) || code.contains(word) {
+                found.push(format!(
+                    "{}: {word}",
+                    file.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "signal handling in src/: {found:#?}");
+}
+
+#[test]
+fn the_library_depends_on_no_crate_that_handles_signals() {
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    // The library's own dependencies: every [dependencies] table (target ones too), up to
+    // the dev-dependencies.
+    let mut deps = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line.ends_with("dependencies]") && !line.contains("dev-dependencies");
+            continue;
+        }
+        if in_deps {
+            if let Some((name, _)) = line.split_once('=') {
+                deps.push(name.trim().to_owned());
+            }
+        }
+    }
+    assert!(
+        deps.iter().any(|d| d == "rayon"),
+        "read the dependencies: {deps:?}"
+    );
+    for banned in ["libc", "nix", "signal-hook", "rustix", "ctrlc"] {
+        assert!(
+            !deps.iter().any(|d| d == banned),
+            "pinring depends on {banned}: {deps:?}"
+        );
+    }
+}
