@@ -34,7 +34,7 @@ pub enum LastBatch {
 /// assert_eq!((config.host_slots(), config.device_slots()), (4, 2));
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Config<B: Backend = Cpu> {
     /// The settings kept as the builder was given them.
     pub(crate) settings: Settings,
@@ -93,6 +93,28 @@ struct Unresolved {
     decode_threads: Option<usize>,
     rows_per_batch: Option<usize>,
     fields: Option<Fields>,
+}
+
+// Written out: a derive would ask the backend type itself to be `Clone`; its options and
+// streams are.
+impl<B: Backend> Clone for Config<B> {
+    fn clone(&self) -> Self {
+        Config {
+            settings: self.settings.clone(),
+            batch_size: self.batch_size,
+            sample_bytes: self.sample_bytes,
+            batch_bytes: self.batch_bytes,
+            host_stride: self.host_stride,
+            device_stride: self.device_stride,
+            decode_threads: self.decode_threads,
+            consumer_stream: self.consumer_stream.clone(),
+            id_bytes: self.id_bytes,
+            rows_per_batch: self.rows_per_batch,
+            fields: self.fields.clone(),
+            backend: self.backend.clone(),
+            decode_item_samples: self.decode_item_samples,
+        }
+    }
 }
 
 impl Config<Cpu> {
@@ -480,6 +502,30 @@ impl<B: Backend> ConfigBuilder<B> {
         /// [`Mixture`](crate::source::Mixture) (cheap to clone), or a source's own config
         /// helper sets it. Nothing on the pipeline's path uses it.
         locator(locator: std::sync::Arc<dyn Locate>) => settings.locator = Some(locator);
+    }
+
+    /// This builder with the batch layout of `layout` (a source's: batch size, bytes a
+    /// sample or a batch, rows a batch, fields, locator) in place of its own; its other
+    /// settings stay.
+    pub(crate) fn layout_of(mut self, layout: ConfigBuilder<Cpu>) -> Self {
+        let Unresolved {
+            batch_size,
+            bytes_per_sample,
+            batch_bytes,
+            rows_per_batch,
+            fields,
+            decode_threads: _,
+        } = layout.unresolved;
+        self.unresolved = Unresolved {
+            batch_size,
+            bytes_per_sample,
+            batch_bytes,
+            rows_per_batch,
+            fields,
+            ..self.unresolved
+        };
+        self.settings.locator = layout.settings.locator;
+        self
     }
 
     /// Switches to backend `B2` with these options.

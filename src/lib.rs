@@ -46,6 +46,7 @@ mod feeder;
 mod feeding;
 mod fields;
 mod host_ring;
+mod loader;
 mod locate;
 // For the loom models in `loom-tests/` only (see its docs): built with `--cfg pinring_loom`
 // alone, not part of the public API.
@@ -62,6 +63,7 @@ pub mod source;
 mod source_tally;
 mod stats;
 mod sync;
+mod topology;
 mod trace;
 
 pub use backend::contract::Backend;
@@ -88,12 +90,15 @@ pub use describe::Describe;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
+pub use loader::{EpochIter, Loader, LoaderBuilder, RunStates};
 pub use locate::{Locate, Location};
 pub use pipeline::{Pipeline, StopHandle, TryPop};
 pub use row::{Row, MAX_DIMS};
 pub use slot::stamp::{DeviceState, HostState};
+pub use source::State;
 pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
+pub use topology::Topology;
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
 /// token shards, several ranks and checkpoints, mixing datasets, tracing a loss spike, Stats

@@ -1,6 +1,6 @@
 //! The example tools, run as a user runs them: the built binaries of `quickstart`,
-//! `train_tokens`, `train_documents`, `make_shard` and `locate`, with good and bad command
-//! lines.
+//! `train_tokens`, `train_documents`, `make_shard`, `locate` and `train_loop`, with good and
+//! bad command lines.
 //!
 //! The tools are binary targets of this package too (`bin/`, each its example file), so
 //! `cargo test` (and `cargo test --test cli`, `--release --test cli`) builds them with this
@@ -31,6 +31,7 @@ fn exe(name: &str) -> &'static Path {
         "train_documents" => env!("CARGO_BIN_EXE_train_documents"),
         "make_shard" => env!("CARGO_BIN_EXE_make_shard"),
         "locate" => env!("CARGO_BIN_EXE_locate"),
+        "train_loop" => env!("CARGO_BIN_EXE_train_loop"),
         other => panic!("no tool named {other}"),
     })
 }
@@ -1279,4 +1280,168 @@ fn locate_prints_the_rows_of_a_step_of_packed_documents() {
     ] {
         dir.assert_refuses("locate", &words(args), says);
     }
+}
+
+/// A shard a bigram model can learn: each token mostly follows from the one before
+/// (`(5t + 1) mod 64`), one in eight drawn at random.
+fn learnable_shard(dir: &TempDir) -> String {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut t = 0u16;
+    let tokens: Vec<u16> = (0..60_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t = if x % 8 == 0 {
+                (x >> 8) as u16 % 64
+            } else {
+                (5 * t + 1) % 64
+            };
+            t
+        })
+        .collect();
+    write_shard(dir.path().join("learn_000.bin"), &tokens).unwrap();
+    "learn_*.bin".to_owned()
+}
+
+/// The losses a train_loop run printed, by step.
+fn losses(text: &str) -> Vec<(u64, f64)> {
+    text.lines()
+        .filter_map(|l| match words(l)[..] {
+            ["step", k, "loss", x] => Some((k.parse().ok()?, x.parse().ok()?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The window ids a train_loop run logged (`step rank ids...`), as (step, id).
+fn logged_ids(path: &Path) -> Vec<(u64, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .flat_map(|l| {
+            let w = words(l);
+            let step: u64 = w[0].parse().unwrap();
+            w[2..]
+                .iter()
+                .map(move |id| (step, id.parse().unwrap()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn train_loop_killed_after_a_save_resumes_on_another_world_size() {
+    let dir = TempDir::new("train-loop");
+    let shards = learnable_shard(&dir);
+    let (ckpt, ids1, ids2) = ("ckpt.bin", dir.path().join("ids1"), dir.path().join("ids2"));
+    let args = |world: &str, extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--world",
+            world,
+            "--batch-size",
+            "4",
+            "--seq-len",
+            "32",
+            "--epochs",
+            "1",
+            "--save",
+            ckpt,
+            "--save-every",
+            "5",
+            "--lr",
+            "2",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        a.extend(extra.iter().map(|s| (*s).to_owned()));
+        a.push(shards.clone());
+        a
+    };
+    // The first run, killed once it saved step 15 (it may have trained on a little).
+    let mut child = Command::new(exe("train_loop"))
+        .args(args(
+            "2",
+            &["--steps", "100000", "--ids", ids1.to_str().unwrap()],
+        ))
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    let _ = tx.send(text.clone());
+                }
+            }
+        }
+    });
+    let first = loop {
+        let text = rx
+            .recv_timeout(WATCHDOG)
+            .expect("the first run saved step 15");
+        if text.contains("saved step 15 ") {
+            child.kill().unwrap();
+            break text;
+        }
+    };
+    let _ = child.wait();
+    let before = losses(&first);
+    assert!(before.len() >= 15, "{first}");
+    // Resumed on three ranks from the last whole save.
+    let run = dir.run(
+        "train_loop",
+        &args(
+            "3",
+            &["--steps", "40", "--resume", "--ids", ids2.to_str().unwrap()],
+        )
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    assert!(run.ok(), "{run:#?}");
+    let saved: u64 = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("resumed at step "))
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no resume line: {run:#?}"));
+    assert!(saved >= 15 && saved % 5 == 0, "{run:#?}");
+    assert!(run
+        .stdout
+        .contains(&format!("resumed at step {saved} on 3 ranks (saved on 2)")));
+    // The loss goes on from where the saved weights stood, not from the start.
+    let after = losses(&run.stdout);
+    assert_eq!(after[0].0, saved + 1);
+    let start = before[0].1;
+    let at_save = before
+        .iter()
+        .find(|(k, _)| *k == saved)
+        .map_or(after[0].1, |l| l.1);
+    assert!(
+        after[0].1 < start - 0.3 && (after[0].1 - at_save).abs() < 0.3,
+        "{before:?} {after:?}"
+    );
+    // Every window once across the two runs: the first run's before the save, the rest.
+    let used: Vec<u64> = logged_ids(&ids1)
+        .into_iter()
+        .filter(|(s, _)| *s < saved)
+        .map(|(_, id)| id)
+        .collect();
+    let rest: Vec<u64> = logged_ids(&ids2).into_iter().map(|(_, id)| id).collect();
+    let mut all: Vec<u64> = used.iter().chain(&rest).copied().collect();
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "a window delivered twice");
+    assert_eq!(used.len() as u64, saved * 2 * 4);
 }

@@ -228,6 +228,16 @@ pub enum ConfigError {
         /// The builder method that raises it.
         knob: &'static str,
     },
+    /// A run's setting that does not fit its source or loader: a batch size for packed
+    /// documents, a rank set on a source instead of the loader, a start step past the
+    /// run's end, ... (`field` names the setting).
+    #[error("`{field}`: {why}")]
+    Run {
+        /// The setting, by the loader builder's name.
+        field: &'static str,
+        /// What is wrong and what to do.
+        why: String,
+    },
 }
 
 impl ConfigError {
@@ -250,6 +260,7 @@ impl ConfigError {
             ConfigError::OverBudget { knob, .. } => knob,
             ConfigError::Fields(_) => "fields",
             ConfigError::Mixture(problem) => problem.field(),
+            ConfigError::Run { field, .. } => field,
         };
         let end = named
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

@@ -69,9 +69,13 @@
 //! # Ok::<(), pinring::Error>(())
 //! ```
 
+mod any;
+mod contract;
 pub(crate) mod files;
 mod mixture;
+mod run;
 mod sampling;
+mod state;
 
 /// Declares each format's folder and re-exports what its `mod.rs` exports: a format is
 /// registered by one line here.
@@ -89,6 +93,16 @@ formats! {
     records,
     tokens,
 }
+
+pub use any::{AnyDecoder, AnySample, AnySamples, AnySource};
+pub use contract::{EpochPlace, IntoSource, Source};
+pub use run::{Run, StepRanges};
+pub use sampling::as_source::WindowFormat;
+pub use state::State;
+
+/// Windows of token shards: the source [`TokenShards::windows`] builds (the Python
+/// package's `pinring.TokenWindows`).
+pub type TokenWindows = Sampler<TokenShards>;
 
 pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
 pub use files::deferred::with_checks_at_end;

@@ -323,7 +323,7 @@ impl DocumentsBuilder {
                 #[cfg(not(test))]
                 let gated = false;
                 let ahead = (index.shards() > 1)
-                    .then(|| IndexAhead::start(index.clone(), gated))
+                    .then(|| IndexAhead::start(index.clone(), gated).map(Arc::new))
                     .transpose()?;
                 (Box::default(), None, ahead)
             }

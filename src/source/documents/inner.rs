@@ -19,8 +19,9 @@ use crate::source::tokens::TokenShards;
 pub(super) struct Inner {
     pub(super) shards: TokenShards,
     pub(super) index: Arc<BosIndex>,
-    /// The thread indexing ahead of the walk (sequential order, more than one shard).
-    pub(super) ahead: Option<IndexAhead>,
+    /// The thread indexing ahead of the walk (sequential order, more than one shard),
+    /// shared by the runs of this source on other ranks ([`Inner::on_ranks`]).
+    pub(super) ahead: Option<Arc<IndexAhead>>,
     /// Documents in the shards before shard `s`, and in all at the end, when every shard
     /// is indexed up front (shuffled order, or a mixture's source under a stop rule);
     /// empty otherwise (sequential order counts them as the walk reaches them).
@@ -37,6 +38,25 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// The same source walked as `rank` of `world`: everything else shared (the index,
+    /// the thread ahead, epoch 0's permutation).
+    pub(super) fn on_ranks(&self, rank: u64, world: u64) -> Inner {
+        Inner {
+            shards: self.shards.clone(),
+            index: self.index.clone(),
+            ahead: self.ahead.clone(),
+            first_doc: self.first_doc.clone(),
+            epoch0: self.epoch0.clone(),
+            bos: self.bos,
+            order: self.order,
+            schedule: self.schedule.clone(),
+            rank,
+            world,
+            layout: self.layout.clone(),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+
     /// Documents in the dataset when counted up front (shuffled order); 0 otherwise.
     pub(super) fn documents(&self) -> u64 {
         self.first_doc.last().copied().unwrap_or(0)

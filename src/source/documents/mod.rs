@@ -20,6 +20,7 @@
 //! - `located.rs`: a row's place from its document id.
 
 mod ahead;
+mod as_source;
 #[cfg(test)]
 mod ahead_tests;
 pub(crate) mod builder;

@@ -282,6 +282,50 @@ impl Documents {
         })
     }
 
+    /// The same source walked as `rank` of `world_size` ranks, from `start_step`, leaving
+    /// out `skip_steps`, to the start of epoch `end_epoch` (a loader's run): the index, the
+    /// thread indexing ahead and the settings shared. The first step is located as [`DocumentsBuilder::build`] locates
+    /// it, so that a world size at which no step fits is refused here.
+    pub(crate) fn on_run(
+        &self,
+        rank: u64,
+        world_size: u64,
+        start_step: u64,
+        skip_steps: impl IntoIterator<Item = (u64, u64)>,
+        end_epoch: Option<u64>,
+    ) -> Result<Documents> {
+        let run = crate::source::sampling::run_settings::RunSettings {
+            rank,
+            world_size,
+            batch_size: None,
+            start_step: Some(start_step),
+            skip_steps: skip_steps.into_iter().collect(),
+        }
+        .check_own_steps()?;
+        let inner = if (run.rank, run.world) == (self.inner.rank, self.inner.world) {
+            self.inner.clone()
+        } else {
+            let inner = self.inner.on_ranks(run.rank, run.world);
+            Walker::new(&inner, BuiltBy::Start, inner.epoch0.clone())
+                .locate(Cursor::default(), 0)?;
+            Arc::new(inner)
+        };
+        Ok(Documents {
+            inner,
+            start_step: run.start_step,
+            skip: run.skip,
+            end_epoch,
+        })
+    }
+
+    /// The skipped steps of a run from `from`: this source's and `from`'s.
+    pub(crate) fn skip_union(&self, from: Option<&DocumentsCheckpoint>) -> SkipSteps {
+        match from {
+            Some(c) => self.skip.union(&c.skip),
+            None => self.skip.clone(),
+        }
+    }
+
     /// The step a run begins at, at the earliest
     /// ([`DocumentsBuilder::start_step`](crate::source::DocumentsBuilder::start_step); 0
     /// when not set).

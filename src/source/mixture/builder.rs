@@ -58,6 +58,15 @@ impl<S: Segmented + Clone> Mixture<S> {
 }
 
 impl<S: Segmented + Clone> MixtureBuilder<S> {
+    /// The builder with its settings changed by `f` (a loader's run in place of its own).
+    pub(crate) fn map_settings(
+        mut self,
+        f: impl FnOnce(BuilderSettings) -> BuilderSettings,
+    ) -> Self {
+        self.settings = f(self.settings);
+        self
+    }
+
     setters! {
         /// Each source's weight, one per source (default: equal): finite, at least 0, not all
         /// 0; they need not sum to 1 (each is taken over their sum). The share of the global

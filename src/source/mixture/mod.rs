@@ -13,6 +13,7 @@
 //! ranks, stop rule and steps, with the accessors both share in `mix.rs`), given to either
 //! builder as one struct with one check (`builder_settings.rs`).
 
+mod as_source;
 pub(crate) mod blend;
 mod builder;
 mod builder_settings;

@@ -278,6 +278,8 @@ impl SourceRecord for Checkpoint {}
 
 impl SourceRecord for DocumentsCheckpoint {}
 
+impl SourceRecord for crate::source::state::State {}
+
 mod sealed {
     use crate::source::documents::checkpoint::DocumentsCheckpoint;
     use crate::source::sampling::checkpoint::Checkpoint;
@@ -300,6 +302,24 @@ mod sealed {
     impl Sealed for DocumentsCheckpoint {
         fn run_difference(&self, other: &Self) -> Option<Difference> {
             DocumentsCheckpoint::run_difference(self, other)
+        }
+    }
+
+    impl Sealed for crate::source::state::State {
+        fn run_difference(&self, other: &Self) -> Option<Difference> {
+            use crate::source::state::State;
+            match (self, other) {
+                (State::Windows(a), State::Windows(b)) => a.run_difference(b),
+                (State::Documents(a), State::Documents(b)) => a.run_difference(b),
+                (State::Mixture(a), State::Mixture(b)) => {
+                    (a != b).then(|| ("the mixture".to_owned(), format!("{a:?}"), format!("{b:?}")))
+                }
+                (a, b) => Some((
+                    "the kind of source".to_owned(),
+                    a.kind().to_owned(),
+                    b.kind().to_owned(),
+                )),
+            }
         }
     }
 }

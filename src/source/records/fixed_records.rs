@@ -4,11 +4,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::decoder::RecordBytes;
 use super::file::RecordFile;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::files::glob;
+use crate::source::contract::IntoSource;
+use crate::source::sampling::as_source::WindowFormat;
 use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::segmented::{Segmented, WindowSpec};
 use crate::source::sampling::window::Window;
 
@@ -83,6 +87,31 @@ impl FixedRecords {
     /// Records in all files.
     pub fn records(&self) -> u64 {
         self.files.iter().map(|f| f.len() as u64).sum()
+    }
+}
+
+impl WindowFormat for FixedRecords {
+    type Decoder = RecordBytes;
+
+    fn window_decoder(&self) -> RecordBytes {
+        RecordBytes
+    }
+
+    fn sample_bytes(&self, window: u64) -> usize {
+        usize::try_from(window)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(self.record_bytes)
+    }
+}
+
+/// A set of record files as a loader's source: one record a sample, in file order (a
+/// [`Sampler`] of windows of 1; build one with [`Sampler::builder`] for another window,
+/// order or stride).
+impl IntoSource for FixedRecords {
+    type Source = Sampler<FixedRecords>;
+
+    fn into_source(self) -> Result<Sampler<FixedRecords>> {
+        Sampler::builder(self).build()
     }
 }
 

@@ -3,6 +3,7 @@
 //! its positions and the rank-agnostic [`Checkpoint`](checkpoint::Checkpoint); the generic
 //! [`Window`](window::Window) the file formats yield.
 
+pub(crate) mod as_source;
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_text;
 pub(crate) mod difference;

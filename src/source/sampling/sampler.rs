@@ -453,6 +453,54 @@ impl<S: Segmented> Sampler<S> {
         Ok(inner.checkpoint_at(epoch, consumed, step, &skip))
     }
 
+    /// The checkpoint of the run from `from` (a fresh run from step 0 when `None`) once
+    /// every batch before step `step` was consumed: the next batch is the first step at or
+    /// after `step` that the run keeps (past its start step and its skipped ranges, this
+    /// sampler's and `from`'s). Arithmetic on the steps, nothing walked: the same
+    /// checkpoint [`checkpoint_after`](Self::checkpoint_after) gives for the samples of
+    /// those batches. Without a batch size there are no steps: the run's origin.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-at-step-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// write_shard(dir.join("a.bin"), &[0; 1001])?; // 100 windows of 11
+    /// let sampler = TokenShards::open([dir.join("a.bin")])?.windows(11).stride(10)
+    ///     .shard(0, 2).batch_size(5).skip_steps([(3, 5)]).build()?;
+    /// let at = sampler.checkpoint_at_step(None, 3)?; // steps 3 and 4 skipped
+    /// assert_eq!((at.step, at.consumed), (5, 50));
+    /// assert_eq!(at, sampler.checkpoint_after(&sampler.checkpoint(0, 0), 15)?);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn checkpoint_at_step(&self, from: Option<&Checkpoint>, step: u64) -> Result<Checkpoint> {
+        let inner = &*self.inner;
+        let (origin, skip) = match from {
+            Some(c) => {
+                inner.check(c)?;
+                let origin = Origin {
+                    epoch: c.epoch,
+                    base: c.consumed,
+                    step: c.step,
+                };
+                (origin, inner.run.skip.union(&c.skip))
+            }
+            None => (Origin::default(), inner.run.skip.clone()),
+        };
+        let Some(b) = inner.run.batch else {
+            return Ok(inner.checkpoint_at(origin.epoch, origin.base, origin.step, &skip));
+        };
+        let first = inner.run.start_step.max(origin.step);
+        let next = skip.next_kept(step.max(first));
+        let walked = inner.samples_to_step(origin, b, next);
+        let (epoch, consumed) = inner.advance(
+            origin.epoch,
+            origin.base,
+            u64::try_from(walked).unwrap_or(u64::MAX),
+        );
+        Ok(inner.checkpoint_at(epoch, consumed, next, &skip))
+    }
+
     /// Checks that this sampler can resume from `checkpoint`: the same checkpoint
     /// version, dataset ([`Fingerprint`]: format, file names, sizes and content
     /// fingerprints — the same files, in any folder), window, stride, order and seed, or

@@ -227,6 +227,19 @@ impl<S: Segmented> SamplerBuilder<S> {
         self
     }
 
+    /// The builder with its source changed by `f`.
+    pub(crate) fn map_source(mut self, f: impl FnOnce(S) -> S) -> Self {
+        self.source = f(self.source);
+        self
+    }
+
+    /// Replaces the run's settings (rank, world size, batch size, start step, skipped
+    /// steps) with a loader's.
+    pub(crate) fn run_settings(mut self, run: RunSettings) -> Self {
+        self.run = run;
+        self
+    }
+
     /// Checks the settings against the source and returns the sampler: a zero window,
     /// stride, world size or batch size is [`SourceError::Zero`], a rank not below the
     /// world size [`SourceError::BadRank`], a window longer than every file

@@ -13,7 +13,7 @@ use super::sampler_inner::Inner;
 use super::skip::SkipSteps;
 
 /// Where a run starts: the global place of its first sample and its first step's number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Origin {
     /// The epoch of the first sample.
     pub(crate) epoch: u64,

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use super::format::ShardFormat;
 use super::problem::ShardProblem;
 use super::shard::TokenShard;
+use super::decoders::Tokens;
 use super::token_type::TokenType;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::files::glob;
 use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::as_source::WindowFormat;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::sampler_builder::SamplerBuilder;
 use crate::source::sampling::segmented::{Segmented, WindowSpec};
@@ -39,6 +41,8 @@ use crate::source::sampling::window::Window;
 #[derive(Debug, Clone)]
 pub struct TokenShards {
     shards: Vec<Arc<TokenShard>>,
+    /// What a loader decodes their tokens to (`TokenType::I32` unless set).
+    decode_as: TokenType,
 }
 
 impl TokenShards {
@@ -65,7 +69,10 @@ impl TokenShards {
         if shards.is_empty() {
             return Err(SourceError::NoFiles.into());
         }
-        Ok(TokenShards { shards })
+        Ok(TokenShards {
+            shards,
+            decode_as: TokenType::I32,
+        })
     }
 
     /// The shards, in order.
@@ -112,6 +119,20 @@ impl TokenShards {
         }
     }
 
+    /// The same shards, decoded to `ty` by a [`Loader`](crate::Loader) over their windows
+    /// (`TokenType::I32` unless set; the [`Tokens`](crate::source::Tokens) decoder of
+    /// that type). A type too narrow for the shards' tokens is refused when the loader is
+    /// built ([`check_token_type`](Self::check_token_type)).
+    pub fn decode_as(mut self, ty: TokenType) -> Self {
+        self.decode_as = ty;
+        self
+    }
+
+    /// What a loader decodes their tokens to ([`decode_as`](Self::decode_as)).
+    pub fn decoded_as(&self) -> TokenType {
+        self.decode_as
+    }
+
     /// A sampler builder for windows of `tokens` tokens (`T + 1` for next-token
     /// training) at a stride of `tokens - 1`, so consecutive windows share one token and
     /// every token but a shard's first is a target exactly once per epoch.
@@ -119,6 +140,25 @@ impl TokenShards {
         Sampler::builder(self)
             .window(tokens)
             .stride(tokens.saturating_sub(1).max(1))
+    }
+}
+
+impl SamplerBuilder<TokenShards> {
+    /// Decodes the windows' tokens to `ty` ([`TokenShards::decode_as`]).
+    pub fn decode_as(self, ty: TokenType) -> Self {
+        self.map_source(|s| s.decode_as(ty))
+    }
+}
+
+impl WindowFormat for TokenShards {
+    type Decoder = Tokens;
+
+    fn window_decoder(&self) -> Tokens {
+        Tokens::new(self.decode_as)
+    }
+
+    fn sample_bytes(&self, window: u64) -> usize {
+        Tokens::new(self.decode_as).sample_bytes(window)
     }
 }
 

@@ -106,6 +106,15 @@ impl Mixture<Documents> {
 }
 
 impl DocumentMixtureBuilder {
+    /// The builder with its settings changed by `f` (a loader's run in place of its own).
+    pub(crate) fn map_settings(
+        mut self,
+        f: impl FnOnce(BuilderSettings) -> BuilderSettings,
+    ) -> Self {
+        self.settings = f(self.settings);
+        self
+    }
+
     setters! {
         /// Each source's weight, one per source (default: equal): finite, at least 0, not all
         /// 0, taken over their sum. The share of the mixture's documents each source gives
