@@ -531,11 +531,23 @@ fn a_starved_pop_times_out_naming_the_stage_behind() {
     assert_eq!(p.pop().unwrap().unwrap().seq(), 0);
     drop(p);
 
-    // The consumer holds every device slot.
+    // The consumer holds every device slot. Its two batches are waited for without the
+    // short timeout (a loaded machine may take longer to decode them), and the pop that
+    // times out comes once batch 2 is decoded, so nothing but the consumer holds it up.
     let config = starved().device_slots(2).build().unwrap();
     let mut p = Pipeline::new(config, decoder(), 0..10u64).unwrap();
-    let _a = p.pop().unwrap().unwrap();
-    let _b = p.pop().unwrap().unwrap();
+    let _a = p.pop_for(BOUND).unwrap().unwrap();
+    let _b = p.pop_for(BOUND).unwrap().unwrap();
+    let start = std::time::Instant::now();
+    while !p
+        .stats()
+        .host_slots
+        .iter()
+        .any(|&(seq, state)| seq == 2 && state == HostState::Filled)
+    {
+        assert!(start.elapsed() < BOUND, "batch 2 was never decoded");
+        std::thread::yield_now();
+    }
     match p.pop() {
         Err(Error::PopTimeout {
             behind: pinring::Stage::Consumer,

@@ -69,14 +69,18 @@ proptest! {
                 .collect();
             prop_assert_eq!(&resumed[..], &want[k as usize..]);
             prop_assert_eq!(from_k.checkpoint_after(Some(&early), m as u64).unwrap(), after.clone());
-            let late = whole.checkpoint_after(None, k + 1).unwrap();
-            let resumed: Vec<_> = from_k
-                .iter_from(&late)
-                .unwrap()
-                .take(m - 1)
-                .map(|s| seen(&case.data, &s))
-                .collect();
-            prop_assert_eq!(&resumed[..], &want[k as usize + 1..]);
+            // (Only where the run has a step after k: resuming locates the next step, and
+            // past the last one the data has, none fits.)
+            if m > 1 {
+                let late = whole.checkpoint_after(None, k + 1).unwrap();
+                let resumed: Vec<_> = from_k
+                    .iter_from(&late)
+                    .unwrap()
+                    .take(m - 1)
+                    .map(|s| seen(&case.data, &s))
+                    .collect();
+                prop_assert_eq!(&resumed[..], &want[k as usize + 1..]);
+            }
         }
     }
 
