@@ -7,6 +7,52 @@
 //! fence says the device is done with it — waited on stream-side, never by blocking the
 //! host. The protocol is written down in `ARCHITECTURE.md` and model-checked with loom.
 //!
+//! A trainer holds a [`Loader`]: the run of a [`Source`](source::Source) (token windows,
+//! fixed-size records, packed documents, a mixture of any of them; see [`source`]) over
+//! that pipeline. The batch size is stated once, on the loader, with the rank and world
+//! size, the epochs, a start step and skipped steps; [`Loader::state`] is one rank-agnostic
+//! [`State`] to save with the weights and resume from on any world size.
+//!
+//! ```
+//! use pinring::source::{write_shard, Order, TokenShards};
+//! use pinring::{Fence, Loader, State};
+//!
+//! # let dir = std::env::temp_dir().join(format!("pinring-crate-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! write_shard(dir.join("train_000.bin"), &(0..10_000u16).collect::<Vec<_>>())?;
+//! // Windows of 65 tokens (64 inputs, 64 targets shifted by one), a new order each epoch.
+//! let source = TokenShards::glob(dir.join("train_*.bin"))?
+//!     .windows(65)
+//!     .order(Order::Shuffled { seed: 1 })
+//!     .build()?;
+//! let loader = |rank, world| {
+//!     Loader::builder(source.clone()).batch_size(8).rank(rank).world_size(world)
+//! };
+//!
+//! // Two ranks take 3 steps each; their states are one.
+//! let mut states = Vec::new();
+//! for rank in 0..2 {
+//!     let mut run = loader(rank, 2).decode_threads(1).build()?;
+//!     for step in 0..3 {
+//!         let batch = run.pop()?.expect("no epoch cap: endless");
+//!         assert_eq!(batch.step(), Some(step));
+//!         // On the cpu backend the slot is ordinary memory: 8 windows of 65 i32 tokens.
+//!         assert_eq!(batch.bytes().len(), 8 * 65 * 4);
+//!         batch.release(Fence::Sync).expect("a Sync fence always captures");
+//!     }
+//!     states.push(run.state());
+//! }
+//! let state = State::from_text(&State::merge(&states)?.to_text())?;
+//! // Three ranks go on from step 3.
+//! let mut rank2 = loader(2, 3).resume(&state).build()?;
+//! assert_eq!(rank2.pop()?.expect("a batch").step(), Some(3));
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), pinring::Error>(())
+//! ```
+//!
+//! Beneath the loader, [`Pipeline`] is the transport: any iterator of samples, any
+//! [`Decode`], batched as a [`Config`] says, with nothing of epochs, ranks or states.
+//!
 //! ```
 //! use pinring::{decode_fn, Config, Fence, Pipeline};
 //!
@@ -101,7 +147,8 @@ pub use stats::{Bottleneck, StageTimes, Stats};
 pub use topology::Topology;
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
-/// token shards, several ranks and checkpoints, mixing datasets, tracing a loss spike, Stats
+/// formats, token shards, several ranks and states, packed documents, distributed training,
+/// from a Rust trainer, mixing datasets, tracing a loss spike, the transport layer, Stats
 /// and the timeline, example tools.
 /// Its examples run as doc tests, in builds with the `cuda` feature (its GPU example is a
 /// whole program, with nothing hidden from a reader on GitHub, so it needs the feature).

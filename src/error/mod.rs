@@ -1,4 +1,7 @@
-//! The crate's one error type and its kinds.
+//! The crate's one error type and its kinds: [`Error`], [`ConfigError`], [`DecodeError`]
+//! and [`Stage`] here; `source.rs`: what can go wrong with a data source, shared by every
+//! format (`SourceError`, `FileProblem`, `ReadProblem`, `SampleAt`, `MixtureProblem`; a
+//! format's own problems live in its folder).
 
 use std::fmt;
 use std::time::Duration;

@@ -231,7 +231,9 @@ impl<S: Source, B: Backend> Loader<S, B> {
 
     /// The states of this run at any step, for another thread to checkpoint with while
     /// this one (or a prefetch thread owning the loader) pops: clone it, send it, call
-    /// [`RunStates::at`] with the next step the trainer will consume.
+    /// [`RunStates::at`] with the next step the trainer will consume. [`resume`](Self::resume)
+    /// and [`reshard`](Self::reshard) begin a new run: a clone taken before either gives the
+    /// old run's states, so take it again after them.
     pub fn run_states(&self) -> RunStates<S> {
         self.states.clone()
     }

@@ -15,6 +15,12 @@
 //!
 //! Device slot `d` serves batches `d, d + D, ...`:
 //! `FREE(d) → COPYING(k) → LEASED(k) → RELEASED(k) → COPYING(k + D) → ...`.
+//!
+//! - `stamp.rs`: the [`Stamp`] word and its states; `index.rs`: host and device slot
+//!   indices as types of their own;
+//! - `host.rs`: host slots' transitions and the samples gathered for each;
+//! - `device.rs`: device slots' transitions and the fence cell of each;
+//! - `info.rs`: each slot's batch description (rows, epoch, step, extents).
 
 pub(crate) mod device;
 pub(crate) mod host;

@@ -54,7 +54,7 @@ pub trait Source: Clone + fmt::Debug + Send + Sync + 'static {
     }
 
     /// The run this source was built with. A loader owns the run, so it refuses a source
-    /// that set any of it ([`Run::first_set`]).
+    /// that set any of it (`Run::first_set`).
     fn own_run(&self) -> Run;
 
     /// This source set up for `run`; the checks of the run's settings are the source's.

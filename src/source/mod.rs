@@ -29,10 +29,27 @@
 //! is the same error with [`ReadProblem::Io`], which [`SourceError::is_retryable`] tells
 //! from a change: a new run over the same source reads the file again.
 //!
-//! The layout: each format is a folder that owns its files, problems and decoders
-//! (`tokens/`, `records/`), and what every format uses is shared: `sampling/` (the
-//! [`Sampler`], its iterator and arithmetic, [`Order`], [`Checkpoint`], [`Segmented`] and
-//! [`Window`]) and `files/` (opening regular files, patterns, positioned reads).
+//! A [`Loader`](crate::Loader) runs any of them: what a run needs of a source is the
+//! [`Source`] trait, which token windows and records ([`Sampler`]), packed documents
+//! ([`Documents`]) and mixtures ([`Mixture`]) implement. The example below is the layer
+//! beneath it: a sampler's iterator and its decoder driven through a
+//! [`Pipeline`](crate::Pipeline) by hand.
+//!
+//! The layout:
+//!
+//! - `contract.rs`: [`Source`], [`IntoSource`], [`EpochPlace`]; `run.rs`: [`Run`], the
+//!   run a loader sets a source up for, and [`StepRanges`]; `state.rs`: [`State`], where a
+//!   run of any source stands; `any.rs`: [`AnySource`], the union of the built-in sources;
+//! - each format is a folder that owns its files, problems and decoders (`tokens/`,
+//!   `records/`), registered by one line in `formats!` below;
+//! - what every format uses is shared: `sampling/` (the [`Sampler`], its iterator and
+//!   arithmetic, [`Order`], [`Checkpoint`], [`Segmented`] and [`Window`], and a sampler
+//!   as a `Source` for every [`WindowFormat`]) and `files/` (opening regular files,
+//!   patterns, positioned reads);
+//! - `documents/`: packed documents from token shards, a step a batch; `mixture/`:
+//!   sources mixed by weight into one global sequence.
+//!
+//! Each kind's `Source` implementation is its folder's `as_source.rs`.
 //!
 //! ```
 //! use pinring::source::{write_shard, NextToken, Order, TokenShards, TokenType};

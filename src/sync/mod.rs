@@ -9,6 +9,10 @@
 //!
 //! [`native`] is std in both builds: it serves the cpu backend's emulated device and the
 //! statistics, which the models replace or need not explore.
+//!
+//! Files: `real.rs` (std's primitives; rtrb as the ready ring), `mocked.rs` (loom's, the
+//! logical clock, park/unpark, `suppress_wakes`), `mocked_spsc.rs` (the ready ring on the
+//! shim's atomics, for the models).
 
 #[cfg(not(pinring_loom))]
 mod real;

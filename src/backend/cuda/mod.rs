@@ -6,7 +6,9 @@
 //! without disturbing the caller's; `resources` owns every driver resource (RAII, each
 //! freed in its context); `backend` is the [`Cuda`](crate::Cuda) backend; `completion` its
 //! thread that follows the copies and publishes the copy count; `copies` how a run's bytes
-//! are enqueued (per piece, or batched); `handles` are the caller's
+//! are enqueued (per piece, or batched); `options` how a pipeline chooses its device and
+//! its copy calls ([`CudaOptions`](crate::CudaOptions), [`CudaDevice`](crate::CudaDevice),
+//! [`CopyCalls`](crate::CopyCalls)); `handles` are the caller's
 //! [`CuStream`](crate::CuStream) and [`CuEvent`](crate::CuEvent). The cudarc
 //! interop of a batch (`view_on`, `ready_event`, `release_on`) is in `src/batch/cuda.rs`.
 //! Driver calls go through cudarc's `result` layer where it has one.

@@ -5,9 +5,13 @@
 //! `distributed_data_generator(align_to_bos=True)` walks them, resumable on another world
 //! size. [`Documents`] is the source; the rest is how it works:
 //!
+//! - `packed.rs`: [`Documents`], the handle; `builder.rs`: its builder and defaults;
+//!   `packing.rs`: the step sizes, schedule, token type and `positions` as a builder (of
+//!   one source or of a mixture) holds them, checked; `inner.rs`: what the source, its
+//!   steps and its decoder share; `order.rs`: sequential or shuffled;
 //! - `index.rs`, `scan.rs`, `ahead.rs`, `cache.rs`: where each shard's documents start
 //!   (its `bos` positions), found once per shard off the steps' path, and kept across runs
-//!   if asked;
+//!   if asked (`ahead_tests.rs`: the thread ahead's tests, driven through a gate);
 //! - `walk.rs`, `walker.rs`, `permutation.rs`, `schedule.rs`: which pieces of which
 //!   documents every rank packs into each step;
 //! - `steps.rs`, `step.rs`, `decoder.rs`, `pack.rs`, `layout.rs`: the steps a pipeline
@@ -16,8 +20,10 @@
 //! - `fill.rs`, `by_count.rs`: the packing rule apart from any walk, and a source's
 //!   documents by count (the `n`-th of its order across epochs) — what a mixture of
 //!   documents walks and packs;
-//! - `checkpoint.rs`: the rank-agnostic state, and resuming from it;
-//! - `located.rs`: a row's place from its document id.
+//! - `checkpoint.rs`: the rank-agnostic state, and resuming from it; `as_source.rs`:
+//!   `Documents` as a `Source` (a batch a step, its state the walk's checkpoint);
+//! - `located.rs`: a row's place from its document id; `problem.rs`: what is wrong with a
+//!   shard as a source of documents.
 
 mod ahead;
 mod as_source;
