@@ -77,21 +77,31 @@ mod run;
 mod sampling;
 mod state;
 
-/// Declares each format's folder and re-exports what its `mod.rs` exports: a format is
-/// registered by one line here.
+/// Declares each format's folder and re-exports the names its line lists: a format is
+/// registered by one line here, which names everything it exports (nothing hides behind a
+/// glob).
 macro_rules! formats {
-    ($($format:ident),* $(,)?) => {
+    ($($folder:ident: {$($name:ident),* $(,)?}),* $(,)?) => {
         $(
-            mod $format;
-            pub use $format::*;
+            mod $folder;
+            pub use $folder::{$($name),*};
         )*
     };
 }
 
 formats! {
-    documents,
-    records,
-    tokens,
+    documents: {
+        modded_max_docs, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
+        DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Piece, Schedule,
+        StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
+        MAX_TOKENS_PER_BATCH,
+    },
+    records: {FixedRecords, RecordBytes, RecordFile},
+    tokens: {
+        write_shard, write_shard_u32, Llmc, NextToken, ShardFormat, ShardProblem, ShardToken,
+        ShardWriter, TokenFileFormat, TokenShard, TokenShards, TokenType, Tokens,
+        SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION, SHARD_VERSION_U32,
+    },
 }
 
 pub use any::{AnyDecoder, AnySample, AnySamples, AnySource};
@@ -112,6 +122,7 @@ pub use mixture::{
     SourceRecord, Stop, WeightSpan, MIXTURE_STATE_VERSION,
 };
 pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
+pub use sampling::file_set::FileSet;
 pub use sampling::order::Order;
 pub use sampling::rng::{epoch_key, mix64, SplitMix64};
 pub use sampling::sampler::Sampler;

@@ -1,10 +1,9 @@
-//! Files of fixed-size records: one file, the set of files, what a window of one reads,
-//! and the decoder that copies records into a batch.
+//! Files of fixed-size records: one file, the set of files, and the decoder that copies
+//! records into a batch (a window's reads are every file format's: `sampling/window.rs`).
 
 mod decoder;
 mod file;
 mod fixed_records;
-mod window;
 
 pub use decoder::RecordBytes;
 pub use file::RecordFile;

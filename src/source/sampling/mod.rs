@@ -1,12 +1,14 @@
 //! Sampling, shared by every format: which windows of a [`Segmented`](segmented::Segmented)
 //! source an epoch visits, in which [`Order`](order::Order), on which rank; the iterator,
-//! its positions and the rank-agnostic [`Checkpoint`](checkpoint::Checkpoint); the generic
-//! [`Window`](window::Window) the file formats yield.
+//! its positions and the rank-agnostic [`Checkpoint`](checkpoint::Checkpoint); the
+//! [`FileSet`](file_set::FileSet) every file format is, and the generic
+//! [`Window`](window::Window) it yields, whose reads every format shares.
 
 pub(crate) mod as_source;
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_text;
 pub(crate) mod difference;
+pub(crate) mod file_set;
 pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;
