@@ -96,6 +96,7 @@ formats! {
         StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
         MAX_TOKENS_PER_BATCH,
     },
+    raw: {RawProblem, RawTokens},
     records: {FixedRecords, RecordBytes, RecordFile},
     tokens: {
         write_shard, write_shard_u32, Llmc, NextToken, ShardFormat, ShardProblem, ShardToken,

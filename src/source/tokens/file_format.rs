@@ -5,7 +5,7 @@
 //! tokens and where they start. Once a file is open, its tokens are read alike whatever its
 //! format, so everything token shards feed (windows, documents, mixtures) reads every
 //! format. Each other format is a folder of its own beside `tokens/`
-//! (`RawTokens` (to come) in `raw/`).
+//! ([`RawTokens`](crate::source::RawTokens) in `raw/`).
 //!
 //! [`TokenShards::open`]: crate::source::TokenShards::open
 
@@ -18,7 +18,7 @@ use crate::error::Result;
 /// A file format of tokens: how one file of it is checked and opened as a [`TokenShard`]
 /// (where its tokens start, how wide they are, how many there are). What
 /// [`TokenShards::open_as`](crate::source::TokenShards::open_as) takes: [`Llmc`],
-/// `RawTokens` (to come).
+/// [`RawTokens`](crate::source::RawTokens).
 pub trait TokenFileFormat: fmt::Debug + Send + Sync {
     /// Opens and checks the file at `path`. A file that is not what the format says is a
     /// [`SourceError::File`](crate::source::SourceError::File) naming it, with the format's

@@ -37,7 +37,7 @@ pub(crate) struct TokenLayout {
 /// One file of tokens, checked when opened: an llm.c shard of either width
 /// ([`open`](Self::open)), or a file of another
 /// [`TokenFileFormat`](crate::source::TokenFileFormat) such as
-/// `RawTokens` (to come) (its `open`). Every format's tokens are
+/// [`RawTokens`](crate::source::RawTokens) (its `open`). Every format's tokens are
 /// little-endian `u16` or `u32` ([`format`](Self::format) says which), read alike.
 ///
 /// Its tokens are read by position (`pread`; nothing is mapped, so no read can fault), and

@@ -61,19 +61,23 @@ impl TokenShards {
     }
 
     /// Opens and checks every file in `paths` as a file of `format`, in the order given:
-    /// [`Llmc`] (what [`open`](Self::open) opens), `RawTokens` (to come)
+    /// [`Llmc`] (what [`open`](Self::open) opens), [`RawTokens`](crate::source::RawTokens)
     /// (headerless `u16` or `u32` tokens, as numpy's `tofile` writes them), ... Everything
     /// token shards feed — windows, [`Documents`](crate::source::Documents), mixtures —
     /// reads them alike. The first bad file is the error, named; no files is
     /// [`SourceError::NoFiles`].
     ///
     /// ```
-    /// use pinring::source::{write_shard, Llmc, TokenShards};
+    /// use pinring::source::{RawTokens, TokenShards};
     /// # let dir = std::env::temp_dir().join(format!("pinring-open-as-doc-{}", std::process::id()));
     /// # std::fs::create_dir_all(&dir).unwrap();
-    /// write_shard(dir.join("train_000.bin"), &[1, 2, 3, 4, 5])?;
-    /// let shards = TokenShards::open_as([dir.join("train_000.bin")], Llmc)?;
-    /// assert_eq!(shards.tokens(), 5);
+    /// // OLMo's and MaxText's layout: u32 tokens, little-endian, nothing else.
+    /// let tokens: Vec<u8> = (0..1000u32).flat_map(|t| t.to_le_bytes()).collect();
+    /// std::fs::write(dir.join("part-0.bin"), &tokens).unwrap();
+    /// let shards = TokenShards::open_as([dir.join("part-0.bin")], RawTokens::U32)?;
+    /// assert_eq!(shards.tokens(), 1000);
+    /// let sampler = shards.windows(5).build()?;
+    /// assert_eq!(sampler.epoch(0).next().unwrap().to_vec()?, [0, 1, 2, 3, 4]);
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok::<(), pinring::Error>(())
     /// ```
