@@ -1,12 +1,18 @@
-//! Data sources: token shards and fixed-size records on disk, the sampler that cuts them
+//! Data sources: token files and fixed-size records on disk, the sampler that cuts them
 //! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank with
 //! equal batch counts; resumable, also on another world size), and the decoders that
 //! write windows into batches.
 //!
-//! Token shards are llm.c's `.bin` files, of `u16` tokens (its GPT-2 format) or `u32`
-//! tokens (its LLaMA-3 format); [`TokenShard`] reads both and [`ShardFormat`] says which a
-//! file is. Their windows, `Window<TokenShard>`, and those of files of fixed-size records,
-//! `Window<RecordFile>`, are one generic [`Window`]: its place as
+//! Token files are read in any [`TokenFileFormat`]: llm.c's `.bin` shards ([`Llmc`], what
+//! [`TokenShards::open`] opens), of `u16` tokens (its GPT-2 format) or `u32` tokens (its
+//! LLaMA-3 format), [`ShardFormat`] saying which; and raw headerless files of `u16` or
+//! `u32` tokens as numpy's `tofile` writes them ([`RawTokens`], through
+//! [`TokenShards::open_as`]: llama2.c's and candle's, OLMo's and MaxText's). Every format
+//! opens into a [`TokenShard`], and from there everything reads alike: windows,
+//! [`Documents`], mixtures, the decoders (to any [`TokenType`]). Token files and files of
+//! fixed-size records are [`FileSet`]s, whose sampling and checkpoint fingerprint are
+//! written once; their windows, `Window<TokenShard>` and `Window<RecordFile>`, are one
+//! generic [`Window`] with its reads ([`read_into`](Window::read_into), ...): its place as
 //! [`start`](Window::start) and [`len`](Window::len), in the file's units (tokens,
 //! records), its stable [`id`](Window::id) (the same on every rank, world size, seed and
 //! epoch) and the [`epoch`](Window::epoch) it was drawn for.
@@ -29,10 +35,14 @@
 //! is the same error with [`ReadProblem::Io`], which [`SourceError::is_retryable`] tells
 //! from a change: a new run over the same source reads the file again.
 //!
-//! The layout: each format is a folder that owns its files, problems and decoders
-//! (`tokens/`, `records/`), and what every format uses is shared: `sampling/` (the
-//! [`Sampler`], its iterator and arithmetic, [`Order`], [`Checkpoint`], [`Segmented`] and
-//! [`Window`]) and `files/` (opening regular files, patterns, positioned reads).
+//! The layout: each format is a folder that owns what is its own — its file type or
+//! opener, its problems, its decoders (`tokens/`, which also holds what every token
+//! format shares, `raw/`, `records/`) — registered by one line of `formats!` below that
+//! names everything it exports; what every format uses is shared: `sampling/` (the
+//! [`Sampler`], its iterator and arithmetic, [`Order`], [`Checkpoint`], [`Segmented`],
+//! [`FileSet`] and [`Window`]) and `files/` (opening regular files, patterns, positioned
+//! reads). A new token format is its folder (a [`TokenFileFormat`] and its problem type)
+//! and its line.
 //!
 //! ```
 //! use pinring::source::{write_shard, NextToken, Order, TokenShards, TokenType};

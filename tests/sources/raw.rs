@@ -17,28 +17,19 @@ use tempfile::TempDir;
 
 use crate::helpers::{file_problem, random_tokens, random_tokens_u32};
 
-/// `tokens` as numpy's `np.asarray(tokens, dtype="<u2").tofile(path)` writes them.
-fn tofile_u16(path: &Path, tokens: &[u16]) {
-    std::fs::write(
-        path,
-        tokens
-            .iter()
-            .flat_map(|t| t.to_le_bytes())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+/// `tokens` as numpy's `np.asarray(tokens, dtype="<u2").tofile(path)` writes them (or
+/// `"<u4"` for `u32`): each token's little-endian bytes, nothing else.
+fn tofile<T: Copy, const N: usize>(path: &Path, tokens: &[T], le: fn(T) -> [u8; N]) {
+    let bytes: Vec<u8> = tokens.iter().flat_map(|&t| le(t)).collect();
+    std::fs::write(path, bytes).unwrap();
 }
 
-/// `tokens` as numpy's `np.asarray(tokens, dtype="<u4").tofile(path)` writes them.
+fn tofile_u16(path: &Path, tokens: &[u16]) {
+    tofile(path, tokens, u16::to_le_bytes);
+}
+
 fn tofile_u32(path: &Path, tokens: &[u32]) {
-    std::fs::write(
-        path,
-        tokens
-            .iter()
-            .flat_map(|t| t.to_le_bytes())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    tofile(path, tokens, u32::to_le_bytes);
 }
 
 /// The same random `u16` tokens twice: as raw files (`raw_000.bin`, ...) and as llm.c
