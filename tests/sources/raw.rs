@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use pinring::source::Source;
 use pinring::source::{
-    write_shard, write_shard_u32, DocOrder, DocumentProblem, Documents, FileProblem, Mixture,
+    write_shard, write_shard_u32, DocOrder, DocumentProblem, Documents, FileProblem, Llmc, Mixture,
     Order, RawProblem, RawTokens, ReadProblem, Sampler, Segmented, ShardFormat, SourceError,
     TokenFileFormat, TokenShard, TokenShards, TokenType, SHARD_MAGIC,
 };
@@ -94,6 +94,13 @@ fn raw_u16_windows_through_a_loader_are_the_llmc_shards_of_the_same_tokens() {
     assert_eq!(raw.tokens(), 3000 + 1234);
     assert_eq!(raw.format(), ShardFormat::U16);
     let llmc = TokenShards::open(&llmc).unwrap();
+    // A format picked at run time (as from a `format="raw"` argument) opens the same.
+    let picked: Box<dyn TokenFileFormat> = Box::new(RawTokens::U16);
+    let paths: Vec<_> = raw.shards().iter().map(|s| s.path().to_owned()).collect();
+    let again = TokenShards::open_as(&paths, &*picked).unwrap();
+    assert_eq!(again.fingerprint(), raw.fingerprint());
+    let picked: Box<dyn TokenFileFormat> = Box::new(Llmc);
+    assert!(TokenShards::open_as(&paths, &*picked).is_err());
     for ty in [
         TokenType::U16,
         TokenType::U32,

@@ -5,7 +5,6 @@
 //! [`TokenShards`]: crate::source::TokenShards
 //! [`FixedRecords`]: crate::source::FixedRecords
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,27 +24,20 @@ use crate::source::files::source_file::SourceFile;
 /// constructors open one (`TokenShards::open`, `FixedRecords::open`, ...); the sampling,
 /// the windows' ids, the checkpoint's fingerprint and its checks are this set's, whatever
 /// the format.
+#[derive(Debug)]
 pub struct FileSet<F, D = ()> {
     /// Never empty.
     files: Vec<Arc<F>>,
     decode: D,
 }
 
+/// Not derived: a set is cloned by its handles on the open files, whatever `F` is.
 impl<F, D: Clone> Clone for FileSet<F, D> {
     fn clone(&self) -> Self {
         FileSet {
             files: self.files.clone(),
             decode: self.decode.clone(),
         }
-    }
-}
-
-impl<F: fmt::Debug, D: fmt::Debug> fmt::Debug for FileSet<F, D> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileSet")
-            .field("files", &self.files)
-            .field("decode", &self.decode)
-            .finish()
     }
 }
 

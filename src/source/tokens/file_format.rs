@@ -26,13 +26,8 @@ pub trait TokenFileFormat: fmt::Debug + Send + Sync {
     fn open(&self, path: &Path) -> Result<TokenShard>;
 }
 
+/// A format by reference (`&*boxed` for a `Box<dyn TokenFileFormat>`).
 impl<T: TokenFileFormat + ?Sized> TokenFileFormat for &T {
-    fn open(&self, path: &Path) -> Result<TokenShard> {
-        (**self).open(path)
-    }
-}
-
-impl<T: TokenFileFormat + ?Sized> TokenFileFormat for Box<T> {
     fn open(&self, path: &Path) -> Result<TokenShard> {
         (**self).open(path)
     }
