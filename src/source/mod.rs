@@ -1,12 +1,18 @@
-//! Data sources: token shards and fixed-size records on disk, the sampler that cuts them
+//! Data sources: token files and fixed-size records on disk, the sampler that cuts them
 //! into windows (sequential, shuffled per epoch or at random offsets; sharded by rank with
 //! equal batch counts; resumable, also on another world size), and the decoders that
 //! write windows into batches.
 //!
-//! Token shards are llm.c's `.bin` files, of `u16` tokens (its GPT-2 format) or `u32`
-//! tokens (its LLaMA-3 format); [`TokenShard`] reads both and [`ShardFormat`] says which a
-//! file is. Their windows, `Window<TokenShard>`, and those of files of fixed-size records,
-//! `Window<RecordFile>`, are one generic [`Window`]: its place as
+//! Token files are read in any [`TokenFileFormat`]: llm.c's `.bin` shards ([`Llmc`], what
+//! [`TokenShards::open`] opens), of `u16` tokens (its GPT-2 format) or `u32` tokens (its
+//! LLaMA-3 format), [`ShardFormat`] saying which; and raw headerless files of `u16` or
+//! `u32` tokens as numpy's `tofile` writes them ([`RawTokens`], through
+//! [`TokenShards::open_as`]: llama2.c's and candle's, OLMo's and MaxText's). Every format
+//! opens into a [`TokenShard`], and from there everything reads alike: windows,
+//! [`Documents`], mixtures, the decoders (to any [`TokenType`]). Token files and files of
+//! fixed-size records are [`FileSet`]s, whose sampling and checkpoint fingerprint are
+//! written once; their windows, `Window<TokenShard>` and `Window<RecordFile>`, are one
+//! generic [`Window`] with its reads ([`read_into`](Window::read_into), ...): its place as
 //! [`start`](Window::start) and [`len`](Window::len), in the file's units (tokens,
 //! records), its stable [`id`](Window::id) (the same on every rank, world size, seed and
 //! epoch) and the [`epoch`](Window::epoch) it was drawn for.
@@ -40,12 +46,15 @@
 //! - `contract.rs`: [`Source`], [`IntoSource`], [`EpochPlace`]; `run.rs`: [`Run`], the
 //!   run a loader sets a source up for, and [`StepRanges`]; `state.rs`: [`State`], where a
 //!   run of any source stands; `any.rs`: [`AnySource`], the union of the built-in sources;
-//! - each format is a folder that owns its files, problems and decoders (`tokens/`,
-//!   `records/`), registered by one line in `formats!` below;
+//! - each format is a folder that owns what is its own — its file type or opener, its
+//!   problems, its decoders (`tokens/`, which also holds what every token format shares,
+//!   `raw/`, `records/`) — registered by one line of `formats!` below that names
+//!   everything it exports. A new token format is its folder (a [`TokenFileFormat`] and
+//!   its problem type) and its line;
 //! - what every format uses is shared: `sampling/` (the [`Sampler`], its iterator and
-//!   arithmetic, [`Order`], [`Checkpoint`], [`Segmented`] and [`Window`], and a sampler
-//!   as a `Source` for every [`WindowFormat`]) and `files/` (opening regular files,
-//!   patterns, positioned reads);
+//!   arithmetic, [`Order`], [`Checkpoint`], [`Segmented`], [`FileSet`] and [`Window`],
+//!   whose reads every format shares, and a sampler as a `Source` for every
+//!   [`WindowFormat`]) and `files/` (opening regular files, patterns, positioned reads);
 //! - `documents/`: packed documents from token shards, a step a batch; `mixture/`:
 //!   sources mixed by weight into one global sequence.
 //!
@@ -94,21 +103,32 @@ mod run;
 mod sampling;
 mod state;
 
-/// Declares each format's folder and re-exports what its `mod.rs` exports: a format is
-/// registered by one line here.
+/// Declares each format's folder and re-exports the names its line lists: a format is
+/// registered by one line here, which names everything it exports (nothing hides behind a
+/// glob).
 macro_rules! formats {
-    ($($format:ident),* $(,)?) => {
+    ($($folder:ident: {$($name:ident),* $(,)?}),* $(,)?) => {
         $(
-            mod $format;
-            pub use $format::*;
+            mod $folder;
+            pub use $folder::{$($name),*};
         )*
     };
 }
 
 formats! {
-    documents,
-    records,
-    tokens,
+    documents: {
+        modded_max_docs, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
+        DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Piece, Schedule,
+        StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
+        MAX_TOKENS_PER_BATCH,
+    },
+    raw: {RawProblem, RawTokens},
+    records: {FixedRecords, RecordBytes, RecordFile},
+    tokens: {
+        write_shard, write_shard_u32, Llmc, NextToken, ShardFormat, ShardProblem, ShardToken,
+        ShardWriter, TokenFileFormat, TokenShard, TokenShards, TokenType, Tokens,
+        SHARD_HEADER_BYTES, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION, SHARD_VERSION_U32,
+    },
 }
 
 pub use any::{AnyDecoder, AnySample, AnySamples, AnySource};
@@ -129,6 +149,7 @@ pub use mixture::{
     SourceRecord, Stop, WeightSpan, MIXTURE_STATE_VERSION,
 };
 pub use sampling::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
+pub use sampling::file_set::FileSet;
 pub use sampling::order::Order;
 pub use sampling::rng::{epoch_key, mix64, SplitMix64};
 pub use sampling::sampler::Sampler;

@@ -30,7 +30,12 @@ fn token_batches_through_the_pipeline_byte_for_byte() {
     }
     let sampler = src.windows(T as u64 + 1).build().unwrap();
     assert_eq!(sampler.epoch_len(), windows.len() as u64);
-    for ty in [TokenType::U16, TokenType::I32, TokenType::I64] {
+    for ty in [
+        TokenType::U16,
+        TokenType::U32,
+        TokenType::I32,
+        TokenType::I64,
+    ] {
         let epochs = 2;
         let expected: Vec<u8> = windows
             .iter()
@@ -114,7 +119,12 @@ fn decoders_reject_wrong_sizes() {
             .next()
             .unwrap()
     };
-    for ty in [TokenType::U16, TokenType::I32, TokenType::I64] {
+    for ty in [
+        TokenType::U16,
+        TokenType::U32,
+        TokenType::I32,
+        TokenType::I64,
+    ] {
         for len in [0, 1, 9, 10, 11, 100, 10_000] {
             let mut out = vec![0u8; len];
             let w = window(10);
@@ -153,7 +163,7 @@ fn decoders_reject_wrong_sizes() {
     }
 }
 
-/// The token decoders read u32 shards: i32 and i64 byte for byte through the pipeline;
+/// The token decoders read u32 shards: u32, i32 and i64 byte for byte through the pipeline;
 /// u16 refused up front and per window; a token above i32::MAX never wrapped.
 #[test]
 fn u32_token_batches_through_the_pipeline() {
@@ -184,9 +194,10 @@ fn u32_token_batches_through_the_pipeline() {
     }
     let sampler = src.clone().windows(T as u64 + 1).build().unwrap();
     assert_eq!(sampler.epoch_len(), windows.len() as u64);
-    for ty in [TokenType::I32, TokenType::I64] {
+    for ty in [TokenType::U32, TokenType::I32, TokenType::I64] {
         src.check_token_type(ty).unwrap();
         let le = |t: u32| match ty {
+            TokenType::U32 => t.to_le_bytes().to_vec(),
             TokenType::I32 => i32::try_from(t).unwrap().to_le_bytes().to_vec(),
             _ => i64::from(t).to_le_bytes().to_vec(),
         };
@@ -221,7 +232,10 @@ fn u32_token_batches_through_the_pipeline() {
         }
         other => panic!("expected TokenTypeTooNarrow, got {other:?}"),
     }
-    assert!(err.to_string().contains("decode it as i32 or i64"), "{err}");
+    assert!(
+        err.to_string().contains("decode it as u32, i32 or i64"),
+        "{err}"
+    );
     // ...and, unchecked, every window of the u32 shard is a decode error (the u16 shard's
     // decode fine).
     let u32_window = sampler
@@ -263,7 +277,7 @@ fn a_u32_token_above_i32_max_is_an_error_not_a_wrap() {
             let text = e.to_string();
             assert!(text.contains("token 3000000000 (index 37 of"), "{text}");
             assert!(text.contains("does not fit i32"), "{text}");
-            assert!(text.contains("decode as i64"), "{text}");
+            assert!(text.contains("decode as u32 or i64"), "{text}");
         }
         // i64 holds it.
         let wide = Tokens::new(TokenType::I64);

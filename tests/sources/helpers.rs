@@ -153,6 +153,7 @@ pub fn token_config_on(
 pub fn le(ty: TokenType, t: u16) -> Vec<u8> {
     match ty {
         TokenType::U16 => t.to_le_bytes().to_vec(),
+        TokenType::U32 => u32::from(t).to_le_bytes().to_vec(),
         TokenType::I32 => i32::from(t).to_le_bytes().to_vec(),
         TokenType::I64 => i64::from(t).to_le_bytes().to_vec(),
     }

@@ -1,4 +1,4 @@
-//! Data sources through the public API, by topic: the shard format, malformed files,
+//! Data sources through the public API, by topic: the shard format, raw token files, malformed files,
 //! the sampler, resume, the decoders through real pipelines, checkpoints and the data they
 //! know (content fingerprints), files that change under a running loader, and reads that
 //! the file system fails.
@@ -18,5 +18,6 @@ mod helpers;
 mod malformed;
 #[path = "../common/named_shards.rs"]
 mod named_shards;
+mod raw;
 mod resume;
 mod sampler;

@@ -86,7 +86,8 @@ impl std::fmt::Debug for BosIndex {
 impl BosIndex {
     /// An index of `shards` for `bos`, nothing built yet, kept across runs in `cache` if
     /// given. A shard whose format cannot hold `bos` is
-    /// [`DocumentProblem::BosOutOfRange`], naming it.
+    /// [`DocumentProblem::BosOutOfRange`], one of more tokens than a `u32` position places
+    /// [`DocumentProblem::TooManyTokens`], naming it.
     pub(super) fn new(
         shards: &TokenShards,
         bos: u32,
@@ -103,6 +104,14 @@ impl BosIndex {
                     bos,
                     format: s.format(),
                 },
+            ));
+        }
+        let most = u64::from(u32::MAX);
+        if let Some(s) = shards.iter().find(|s| s.len() as u64 > most) {
+            let tokens = s.len() as u64;
+            return Err(SourceError::file(
+                s.path(),
+                DocumentProblem::TooManyTokens { tokens, most },
             ));
         }
         let mut first_token = Vec::with_capacity(shards.len());

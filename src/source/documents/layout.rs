@@ -32,6 +32,7 @@ pub(crate) struct Layout {
 const fn dtype(ty: TokenType) -> Dtype {
     match ty {
         TokenType::U16 => Dtype::U16,
+        TokenType::U32 => Dtype::U32,
         TokenType::I32 => Dtype::I32,
         TokenType::I64 => Dtype::I64,
     }

@@ -109,7 +109,7 @@ where
         let len = piece.len as usize;
         let widening = Widening::of(shard.format(), ty).ok_or_else(|| {
             DecodeError::new(format!(
-                "{} holds {} tokens, which {ty} cannot hold: decode as i32 or i64",
+                "{} holds {} tokens, which {ty} cannot hold: decode as u32, i32 or i64",
                 shard.path().display(),
                 shard.format()
             ))
@@ -141,7 +141,7 @@ where
         bad.map_err(|e| {
             DecodeError::new(format!(
                 "token {} (index {} of {}) does not fit i32, whose largest is {}: decode \
-                 as i64",
+                 as u32 or i64",
                 e.token,
                 start + e.index,
                 shard.path().display(),

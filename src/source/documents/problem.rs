@@ -6,8 +6,9 @@ use crate::error::source::FileProblem;
 use crate::source::tokens::ShardFormat;
 
 /// What is wrong with a token shard as a source of packed documents: it holds no document
-/// start, it cannot hold the `bos` token at all, or its index (a cached one, or one made
-/// before the shard changed) places a document where none starts.
+/// start, it cannot hold the `bos` token at all, it holds more tokens than an index
+/// places, or its index (a cached one, or one made before the shard changed) places a
+/// document where none starts.
 ///
 /// It rides in a [`SourceError::File`](crate::source::SourceError::File) that names the
 /// shard, as [`FileProblem::Format`]; [`FileProblem::format_problem`] gives it back:
@@ -54,6 +55,19 @@ pub enum DocumentProblem {
         bos: u32,
         /// The shard's format.
         format: ShardFormat,
+    },
+    /// The file holds more tokens than a document index places: an index keeps each
+    /// document start as a `u32` (llm.c's shards hold fewer than 2^31 tokens; a raw token
+    /// file may hold more). Split the file into files of at most `most` tokens.
+    #[error(
+        "holds {tokens} tokens, more than the {most} a document index places: split it into \
+         files of at most {most} tokens"
+    )]
+    TooManyTokens {
+        /// The file's tokens.
+        tokens: u64,
+        /// The most a file of documents may hold (`u32::MAX`).
+        most: u64,
     },
     /// The shard's index says a document starts at token `at`, but the token there is
     /// `found`, not `bos`: the index does not fit the shard as it is now, so none of its

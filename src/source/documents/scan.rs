@@ -12,7 +12,7 @@ const CHUNK_TOKENS: usize = 1 << 21;
 /// The positions of `bos` in `shard`, increasing: every token equal to `bos`. Reads the
 /// whole shard once; a shard that changed since it was opened, or a read the file system
 /// failed, is the read's [`SourceError::Read`] (nothing of the scan is kept). Positions
-/// are `u32`: a shard holds fewer than 2^31 tokens.
+/// are `u32`: the index refuses a file of more tokens (`BosIndex::new`).
 ///
 /// The caller checks that the shard's format can hold `bos` (a `u16` shard never holds
 /// 65536 or more: its needle would be cut to the low bytes here).

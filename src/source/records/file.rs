@@ -7,6 +7,7 @@ use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 use crate::source::files::content::content_of;
 use crate::source::files::source_file::SourceFile;
+use crate::source::sampling::file_set::open_set_file;
 use crate::source::sampling::window::SegmentFile;
 
 /// One file of fixed-size records, checked when opened.
@@ -44,27 +45,23 @@ impl RecordFile {
         if record_bytes == 0 {
             return Err(SourceError::Zero("record_bytes").into());
         }
-        let fail = |problem: FileProblem| SourceError::file(path, problem);
-        let file = SourceFile::open(path).map_err(fail)?;
+        let file = open_set_file(path)?;
         let len = file.len();
-        if len == 0 {
-            return Err(fail(FileProblem::Empty).into());
-        }
-        let Ok(bytes) = usize::try_from(len) else {
-            return Err(fail(FileProblem::TooLarge { len }).into());
-        };
-        if bytes % record_bytes != 0 {
-            return Err(fail(FileProblem::PartialRecord {
-                len,
-                record_bytes: record_bytes as u64,
-            })
+        if len % record_bytes as u64 != 0 {
+            return Err(SourceError::file(
+                path,
+                FileProblem::PartialRecord {
+                    len,
+                    record_bytes: record_bytes as u64,
+                },
+            )
             .into());
         }
         let content = content_of(&file)?;
         Ok(RecordFile {
             file,
             record_bytes,
-            records: bytes / record_bytes,
+            records: (len / record_bytes as u64) as usize,
             content,
         })
     }
@@ -118,15 +115,8 @@ impl RecordFile {
             return Ok(None);
         }
         let mut bytes = vec![0; self.record_bytes];
-        self.read_records(i, &mut bytes)?;
+        self.read_units(i, &mut bytes)?;
         Ok(Some(bytes))
-    }
-
-    /// Reads the bytes of records from `first` on into `out` (inside the file: the
-    /// callers check), then checks that the file did not change.
-    pub(crate) fn read_records(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError> {
-        self.file
-            .read_exact_at(first as u64 * self.record_bytes as u64, out)
     }
 }
 
@@ -137,5 +127,31 @@ impl SegmentFile for RecordFile {
 
     fn path(&self) -> &Path {
         self.file.path()
+    }
+
+    fn unit_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    fn read_units(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError> {
+        self.file
+            .read_exact_at(first as u64 * self.record_bytes as u64, out)
+    }
+
+    fn file_bytes(&self) -> u64 {
+        self.file.len()
+    }
+
+    fn content(&self) -> u64 {
+        self.content
+    }
+
+    fn unit_name(&self) -> &'static str {
+        "records"
+    }
+
+    /// `"records"`, with the record size.
+    fn fingerprint_format(&self) -> (&'static str, u64) {
+        ("records", self.record_bytes as u64)
     }
 }

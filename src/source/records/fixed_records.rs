@@ -6,20 +6,18 @@ use std::sync::Arc;
 
 use super::decoder::RecordBytes;
 use super::file::RecordFile;
-use crate::error::source::SourceError;
 use crate::error::Result;
-use crate::source::files::glob;
 use crate::source::contract::IntoSource;
+use crate::source::files::glob;
 use crate::source::sampling::as_source::WindowFormat;
-use crate::source::sampling::checkpoint::Fingerprint;
+use crate::source::sampling::file_set::FileSet;
 use crate::source::sampling::sampler::Sampler;
-use crate::source::sampling::segmented::{Segmented, WindowSpec};
-use crate::source::sampling::window::Window;
 
 /// One or more files of fixed-size records, in order: a source for a
 /// [`Sampler`](crate::source::Sampler), which samples single records by default (or runs
 /// of records with a larger [`window`](crate::source::SamplerBuilder::window)); its
-/// windows are `Window<RecordFile>`.
+/// windows are `Window<RecordFile>`. A [`FileSet`]: its sampling and checkpoint
+/// fingerprint (format `"records"` with the record size) are every file format's.
 ///
 /// ```
 /// use pinring::source::{FixedRecords, Order, Sampler};
@@ -43,30 +41,17 @@ use crate::source::sampling::window::Window;
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct FixedRecords {
-    files: Vec<Arc<RecordFile>>,
-    record_bytes: usize,
-}
+pub type FixedRecords = FileSet<RecordFile>;
 
 impl FixedRecords {
     /// Opens and checks every file in `paths`, in order, as records of `record_bytes`
-    /// bytes. The first bad file is the error; no files is [`SourceError::NoFiles`].
+    /// bytes. The first bad file is the error; no files is
+    /// [`SourceError::NoFiles`](crate::source::SourceError::NoFiles).
     pub fn open<P: AsRef<Path>>(
         paths: impl IntoIterator<Item = P>,
         record_bytes: usize,
     ) -> Result<Self> {
-        let files = paths
-            .into_iter()
-            .map(|p| RecordFile::open(p, record_bytes).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
-        if files.is_empty() {
-            return Err(SourceError::NoFiles.into());
-        }
-        Ok(FixedRecords {
-            files,
-            record_bytes,
-        })
+        FileSet::open_each(paths, |p| RecordFile::open(p, record_bytes), ())
     }
 
     /// Opens every file a pattern names, sorted by name (`*` and `?` in the file name).
@@ -76,17 +61,17 @@ impl FixedRecords {
 
     /// The files, in order.
     pub fn files(&self) -> &[Arc<RecordFile>] {
-        &self.files
+        self.all()
     }
 
-    /// Bytes per record.
+    /// Bytes per record (every file's: they were opened with one size).
     pub fn record_bytes(&self) -> usize {
-        self.record_bytes
+        self.all()[0].record_bytes()
     }
 
     /// Records in all files.
     pub fn records(&self) -> u64 {
-        self.files.iter().map(|f| f.len() as u64).sum()
+        self.total_units()
     }
 }
 
@@ -100,7 +85,7 @@ impl WindowFormat for FixedRecords {
     fn sample_bytes(&self, window: u64) -> usize {
         usize::try_from(window)
             .unwrap_or(usize::MAX)
-            .saturating_mul(self.record_bytes)
+            .saturating_mul(self.record_bytes())
     }
 }
 
@@ -112,41 +97,5 @@ impl IntoSource for FixedRecords {
 
     fn into_source(self) -> Result<Sampler<FixedRecords>> {
         Sampler::builder(self).build()
-    }
-}
-
-impl Segmented for FixedRecords {
-    type Window = Window<RecordFile>;
-
-    fn segments(&self) -> usize {
-        self.files.len()
-    }
-
-    fn units(&self, segment: usize) -> u64 {
-        self.files.get(segment).map_or(0, |f| f.len() as u64)
-    }
-
-    fn window(&self, spec: WindowSpec) -> Window<RecordFile> {
-        // Only windows inside a file are asked for; `placed` clamps anything else.
-        let file = &self.files[spec.segment.min(self.files.len() - 1)];
-        Window::placed(file.clone(), spec)
-    }
-
-    fn unit_name(&self) -> &'static str {
-        "records"
-    }
-
-    fn segment_path(&self, segment: usize) -> Option<&Path> {
-        self.files.get(segment).map(|f| f.path())
-    }
-
-    /// Format `"records"` with the record size, each file's name, size in bytes and
-    /// content fingerprint ([`RecordFile::content`]).
-    fn fingerprint(&self) -> Fingerprint {
-        let mut print = Fingerprint::new("records", self.record_bytes as u64);
-        for f in &self.files {
-            print.push_file_with_content(f.path(), f.file_bytes(), f.content());
-        }
-        print
     }
 }

@@ -78,9 +78,11 @@ pub const CHECKPOINT_VERSION: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fingerprint {
-    /// The source's format: `"u16"` or `"u32"` for token shards of one width
-    /// (`"u16+u32"` when both are mixed), `"records"` for fixed-size records, `"custom"`
-    /// for a [`Segmented`](crate::source::Segmented) source that does not say.
+    /// The source's format: `"u16"` or `"u32"` for llm.c token shards of one width,
+    /// `"raw-u16"` or `"raw-u32"` for raw token files ([`RawTokens`](crate::source::RawTokens)),
+    /// the distinct ones sorted and joined by `+` when a set mixes them (`"u16+u32"`),
+    /// `"records"` for fixed-size records, `"custom"` for a
+    /// [`Segmented`](crate::source::Segmented) source that does not say.
     pub format: String,
     /// Bytes per record for `"records"`; 0 otherwise.
     pub record_bytes: u64,

@@ -1,12 +1,16 @@
 //! Sampling, shared by every format: which windows of a [`Segmented`](segmented::Segmented)
 //! source an epoch visits, in which [`Order`](order::Order), on which rank; the iterator,
-//! its positions and the rank-agnostic [`Checkpoint`](checkpoint::Checkpoint); the generic
-//! [`Window`](window::Window) the file formats yield.
+//! its positions and the rank-agnostic [`Checkpoint`](checkpoint::Checkpoint); the
+//! [`FileSet`](file_set::FileSet) every file format is, and the generic
+//! [`Window`](window::Window) it yields, whose reads every format shares.
 //!
 //! - `segmented.rs`: the source side — [`Segmented`](segmented::Segmented) sets of segments
 //!   of units, the `WindowSpec` a sampler asks them for, the `Identified` windows they give;
-//! - `window.rs`, `window_sample.rs`: the generic `Window<F>` of a file format and its
-//!   `SegmentFile`; `window_sample!`, the `Decode` items every window decoder writes alike;
+//! - `file_set.rs`: `FileSet`, one or more files of one format, and what each passes when
+//!   opened;
+//! - `window.rs`, `window_sample.rs`: the generic `Window<F>` of a file format, its
+//!   `SegmentFile` and its reads; `window_sample!`, the `Decode` items every window decoder
+//!   writes alike;
 //! - `order.rs`: sequential, shuffled or random; `rng.rs`: the fixed random streams;
 //! - `sampler.rs`, `sampler_builder.rs`, `sampler_inner.rs`: the `Sampler` (epochs, ranks,
 //!   ids, checkpoints, resume), its builder, and what it shares with its iterators (the
@@ -26,6 +30,7 @@ pub(crate) mod as_source;
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_text;
 pub(crate) mod difference;
+pub(crate) mod file_set;
 pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;

@@ -7,17 +7,44 @@ use std::sync::Arc;
 
 use super::segmented::{Identified, WindowSpec};
 use crate::describe::Describe;
+use crate::error::source::SourceError;
 use crate::row::Row;
 
-/// A file that is one segment of a source: a run of units (tokens, records) that
-/// [`Window`]s are cut from. [`TokenShard`](crate::source::TokenShard) and
-/// [`RecordFile`](crate::source::RecordFile) are.
+/// A file that is one segment of a source: a run of units (tokens, records) of one size
+/// that [`Window`]s are cut from, read by position. [`TokenShard`](crate::source::TokenShard)
+/// (any token format's file) and [`RecordFile`](crate::source::RecordFile) are; a
+/// [`FileSet`](crate::source::FileSet) of them is a [`Segmented`](crate::source::Segmented)
+/// source, and their windows' reads ([`Window::read_into`], ...) are written once over it.
 pub trait SegmentFile: Send + Sync + 'static {
     /// Units in the file.
     fn units(&self) -> u64;
 
     /// The file's path.
     fn path(&self) -> &Path;
+
+    /// Bytes a unit takes in the file: a token's width, a record's size.
+    fn unit_bytes(&self) -> usize;
+
+    /// Reads `out.len()` bytes of the file from unit `first`'s first byte on (bytes that lie
+    /// inside the file's units: the callers check), then checks that the file did not
+    /// change. A file that changed since it was opened, or a read the system failed, is
+    /// [`SourceError::Read`].
+    fn read_units(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError>;
+
+    /// The file's size in bytes, as opened.
+    fn file_bytes(&self) -> u64;
+
+    /// The file's content fingerprint, sampled when it was opened
+    /// ([`Fingerprint::contents`](crate::source::Fingerprint::contents)).
+    fn content(&self) -> u64;
+
+    /// What a unit is called, plural, for messages: `"tokens"`, `"records"`.
+    fn unit_name(&self) -> &'static str;
+
+    /// The file's format as a checkpoint names it, and its record size (0 where units are
+    /// not records): `("u16", 0)` for an llm.c shard of `u16` tokens, `("records", 64)`
+    /// ([`Fingerprint::format`](crate::source::Fingerprint::format)).
+    fn fingerprint_format(&self) -> (&'static str, u64);
 }
 
 /// A window of `len` consecutive units from `start` of one file `F`: the sample
@@ -27,9 +54,10 @@ pub trait SegmentFile: Send + Sync + 'static {
 ///
 /// Cheap to make and move: a shared handle on the open file, [`start`](Self::start) and
 /// [`len`](Self::len) in the file's units, its stable [`id`](Self::id) and the
-/// [`epoch`](Self::epoch) it was drawn for. Each format adds its own reads
-/// (`Window<TokenShard>::to_vec`, `Window<RecordFile>::read_bytes`, ...); its decoders
-/// read it straight into the batch.
+/// [`epoch`](Self::epoch) it was drawn for. Its reads ([`read_into`](Self::read_into),
+/// [`read_bytes`](Self::read_bytes), [`byte_len`](Self::byte_len)) are every format's; a
+/// format adds what is its own (`Window<TokenShard>::to_vec`); its decoders read it
+/// straight into the batch.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -110,6 +138,45 @@ impl<F: SegmentFile> Window<F> {
             step: spec.step,
             batch_size: spec.batch_size,
         }
+    }
+}
+
+impl<F: SegmentFile> Window<F> {
+    /// Bytes the window's units take in the file: `len ×` the file's
+    /// [`unit_bytes`](SegmentFile::unit_bytes) (a token's width, a record's size).
+    pub fn byte_len(&self) -> usize {
+        self.len * self.file.unit_bytes()
+    }
+
+    /// Reads the window's units as the file's bytes (a token file's little-endian tokens,
+    /// a record file's records) into the start of `out`: all of them, or the first
+    /// `out.len()` bytes when `out` is shorter. Returns the bytes read. A file that changed
+    /// since it was opened is [`SourceError::Read`] (which `?` turns into a
+    /// [`DecodeError`](crate::DecodeError) in a decoder of your own).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pinring::source::{RecordFile, Window};
+    /// # let path = std::env::temp_dir().join(format!("pinring-recwindow-doc-{}.bin", std::process::id()));
+    /// std::fs::write(&path, b"abcdef").unwrap();
+    /// let w = Window::new(Arc::new(RecordFile::open(&path, 2)?), 1, 2).unwrap();
+    /// let mut out = [0u8; 3];
+    /// assert_eq!((w.byte_len(), w.read_into(&mut out)?, &out), (4, 3, b"cde"));
+    /// assert_eq!(w.read_bytes()?, b"cdef");
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn read_into(&self, out: &mut [u8]) -> Result<usize, SourceError> {
+        let n = self.byte_len().min(out.len());
+        self.file.read_units(self.start, &mut out[..n])?;
+        Ok(n)
+    }
+
+    /// The window's units as the file's bytes, read into a new vector.
+    pub fn read_bytes(&self) -> Result<Vec<u8>, SourceError> {
+        let mut bytes = vec![0; self.byte_len()];
+        self.read_into(&mut bytes)?;
+        Ok(bytes)
     }
 }
 

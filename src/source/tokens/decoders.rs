@@ -126,7 +126,7 @@ impl Decode for Tokens {
 fn widening(window: &Window<TokenShard>, ty: TokenType) -> Result<Widening, DecodeError> {
     Widening::of(window.format(), ty).ok_or_else(|| {
         DecodeError::new(format!(
-            "{} holds {} tokens, which {ty} cannot hold: decode as i32 or i64 \
+            "{} holds {} tokens, which {ty} cannot hold: decode as u32, i32 or i64 \
              (TokenShards::check_token_type finds this up front)",
             window.shard().path().display(),
             window.format()
@@ -138,7 +138,7 @@ fn widening(window: &Window<TokenShard>, ty: TokenType) -> Result<Widening, Deco
 /// token `from`.
 fn too_large(window: &Window<TokenShard>, from: usize, e: TooLargeForI32) -> DecodeError {
     DecodeError::new(format!(
-        "token {} (index {} of {}) does not fit i32, whose largest is {}: decode as i64",
+        "token {} (index {} of {}) does not fit i32, whose largest is {}: decode as u32 or i64",
         e.token,
         window.start() + from + e.index,
         window.shard().path().display(),

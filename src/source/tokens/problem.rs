@@ -94,7 +94,9 @@ pub enum ShardProblem {
     /// A decoder's token type cannot hold the tokens the shard stores: `u16` output from a
     /// shard of `u32` tokens. Found up front by
     /// [`TokenShards::check_token_type`](crate::source::TokenShards::check_token_type).
-    #[error("holds {format} tokens, which the decoder's {ty} cannot hold: decode it as i32 or i64")]
+    #[error(
+        "holds {format} tokens, which the decoder's {ty} cannot hold: decode it as u32, i32 or i64"
+    )]
     TokenTypeTooNarrow {
         /// The shard's format.
         format: ShardFormat,

@@ -1,4 +1,6 @@
-//! [`TokenShard`]: one llm.c `.bin` token shard, checked when opened and read by position.
+//! [`TokenShard`]: one file of tokens — an llm.c `.bin` shard, or a file of another
+//! [`TokenFileFormat`](crate::source::TokenFileFormat) — checked when opened and read by
+//! position, and [`TokenLayout`], where a format's opener found its tokens.
 //!
 //! Both of llm.c's formats ([`ShardFormat`]) read the same way; [`TokenShard::format`] says
 //! which a file is. To write them: [`write_shard`](crate::source::write_shard) /
@@ -15,9 +17,28 @@ use crate::error::source::{FileProblem, SourceError};
 use crate::error::Result;
 use crate::source::files::content::content_of;
 use crate::source::files::source_file::SourceFile;
+use crate::source::sampling::file_set::open_set_file;
 use crate::source::sampling::window::SegmentFile;
 
-/// One token shard of either format, checked when opened.
+/// Where a file's tokens lie, as its format's opener found them: what a [`TokenShard`] is
+/// made of, whatever the format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenLayout {
+    /// The format as a checkpoint names it: `"u16"`, `"u32"` (llm.c), `"raw-u16"`, ...
+    pub(crate) name: &'static str,
+    /// The tokens' width.
+    pub(crate) format: ShardFormat,
+    /// The byte offset of the first token (the header's size).
+    pub(crate) offset: u64,
+    /// Tokens in the file (at least 1).
+    pub(crate) tokens: usize,
+}
+
+/// One file of tokens, checked when opened: an llm.c shard of either width
+/// ([`open`](Self::open)), or a file of another
+/// [`TokenFileFormat`](crate::source::TokenFileFormat) such as
+/// [`RawTokens`](crate::source::RawTokens) (its `open`). Every format's tokens are
+/// little-endian `u16` or `u32` ([`format`](Self::format) says which), read alike.
 ///
 /// Its tokens are read by position (`pread`; nothing is mapped, so no read can fault), and
 /// the file is checked after the reads: a shard that shrinks, is rewritten or is replaced
@@ -27,8 +48,7 @@ use crate::source::sampling::window::SegmentFile;
 /// for what is found).
 pub struct TokenShard {
     file: SourceFile,
-    format: ShardFormat,
-    tokens: usize,
+    layout: TokenLayout,
     /// The content fingerprint, sampled when opened.
     content: u64,
 }
@@ -37,8 +57,8 @@ impl fmt::Debug for TokenShard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenShard")
             .field("path", &self.file.path())
-            .field("format", &self.format)
-            .field("tokens", &self.tokens)
+            .field("format", &self.layout.name)
+            .field("tokens", &self.layout.tokens)
             .field("content", &format_args!("{:#018x}", self.content))
             .finish()
     }
@@ -61,12 +81,9 @@ impl TokenShard {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let fail = |problem: FileProblem| SourceError::file(path, problem);
-        let file = SourceFile::open(path).map_err(fail)?;
+        let file = open_set_file(path)?;
         let len = file.len();
         let header = SHARD_HEADER_BYTES as u64;
-        if len == 0 {
-            return Err(fail(FileProblem::Empty).into());
-        }
         if len < header {
             return Err(fail(ShardProblem::TruncatedHeader {
                 len,
@@ -74,9 +91,6 @@ impl TokenShard {
             }
             .into())
             .into());
-        }
-        if usize::try_from(len).is_err() {
-            return Err(fail(FileProblem::TooLarge { len }).into());
         }
         let mut words = [0u8; 12];
         file.read_exact_at(0, &mut words)?;
@@ -129,11 +143,22 @@ impl TokenShard {
             )
             .into());
         }
+        let layout = TokenLayout {
+            name: format.name(),
+            format,
+            offset: header,
+            tokens: count as usize,
+        };
+        Self::with_layout(file, layout)
+    }
+
+    /// The file `file`, whose tokens lie as `layout` says (its format's opener checked
+    /// that they do), with its content fingerprint sampled now.
+    pub(crate) fn with_layout(file: SourceFile, layout: TokenLayout) -> Result<Self> {
         let content = content_of(&file)?;
         Ok(TokenShard {
             file,
-            format,
-            tokens: count as usize,
+            layout,
             content,
         })
     }
@@ -143,28 +168,28 @@ impl TokenShard {
         self.file.path()
     }
 
-    /// The file's format: the width of its tokens.
+    /// The width of its tokens (for an llm.c shard, which of llm.c's two formats it is).
     pub fn format(&self) -> ShardFormat {
-        self.format
+        self.layout.format
     }
 
     /// Tokens in the shard (at least 1).
     pub fn len(&self) -> usize {
-        self.tokens
+        self.layout.tokens
     }
 
     /// Always `false`: a shard with no tokens does not open.
     pub fn is_empty(&self) -> bool {
-        self.tokens == 0
+        self.layout.tokens == 0
     }
 
-    /// The file's size in bytes (header and tokens), as opened.
+    /// The file's size in bytes (header, if its format has one, and tokens), as opened.
     pub fn file_bytes(&self) -> u64 {
         self.file.len()
     }
 
     /// The file's content fingerprint, sampled when it was opened: a hash of its size, its
-    /// header and 32 eight-byte words spread evenly over its tokens (what a checkpoint
+    /// first KiB (an llm.c shard's header) and 32 eight-byte words spread evenly to its end (what a checkpoint
     /// records as [`Fingerprint::contents`](crate::source::Fingerprint::contents), so that a
     /// state saved on other tokens of the same count is refused).
     ///
@@ -208,11 +233,11 @@ impl TokenShard {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn token(&self, i: usize) -> Result<Option<u32>, SourceError> {
-        if i >= self.tokens {
+        if i >= self.layout.tokens {
             return Ok(None);
         }
         let mut bytes = [0u8; 4];
-        let width = self.format.token_bytes();
+        let width = self.format().token_bytes();
         self.read_tokens(i, &mut bytes[..width])?;
         Ok(Some(u32::from_le_bytes(bytes)))
     }
@@ -233,7 +258,7 @@ impl TokenShard {
         count: usize,
         mut each: impl FnMut(usize, &[u8]),
     ) -> Result<(), SourceError> {
-        let width = self.format.token_bytes();
+        let width = self.format().token_bytes();
         self.file
             .read_chunked(self.offset_of(first), count * width, |done, piece| {
                 each(done / width, piece)
@@ -250,7 +275,7 @@ impl TokenShard {
         stage: &mut [u8],
         mut each: impl FnMut(usize, &[u8]),
     ) -> Result<(), SourceError> {
-        let width = self.format.token_bytes();
+        let width = self.format().token_bytes();
         let stage_len = stage.len() - stage.len() % width;
         self.file.read_staged(
             self.offset_of(first),
@@ -262,16 +287,42 @@ impl TokenShard {
 
     /// The byte offset of token `i` in the file.
     pub(crate) fn offset_of(&self, i: usize) -> u64 {
-        SHARD_HEADER_BYTES as u64 + i as u64 * self.format.token_bytes() as u64
+        self.layout.offset + i as u64 * self.format().token_bytes() as u64
     }
 }
 
 impl SegmentFile for TokenShard {
     fn units(&self) -> u64 {
-        self.tokens as u64
+        self.layout.tokens as u64
     }
 
     fn path(&self) -> &Path {
         self.file.path()
+    }
+
+    fn unit_bytes(&self) -> usize {
+        self.format().token_bytes()
+    }
+
+    fn read_units(&self, first: usize, out: &mut [u8]) -> Result<(), SourceError> {
+        self.read_tokens(first, out)
+    }
+
+    fn file_bytes(&self) -> u64 {
+        self.file.len()
+    }
+
+    fn content(&self) -> u64 {
+        self.content
+    }
+
+    fn unit_name(&self) -> &'static str {
+        "tokens"
+    }
+
+    /// `"u16"` or `"u32"` for an llm.c shard, the format's own name (`"raw-u32"`, ...)
+    /// otherwise; no record size.
+    fn fingerprint_format(&self) -> (&'static str, u64) {
+        (self.layout.name, 0)
     }
 }

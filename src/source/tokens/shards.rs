@@ -1,25 +1,29 @@
-//! [`TokenShards`]: one or more token shards in order, the token source for a sampler.
+//! [`TokenShards`]: one or more token files in order (llm.c shards, or files of another
+//! [`TokenFileFormat`]), the token source for a sampler, and how its windows decode.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use super::decoders::Tokens;
+use super::file_format::{Llmc, TokenFileFormat};
 use super::format::ShardFormat;
 use super::problem::ShardProblem;
 use super::shard::TokenShard;
-use super::decoders::Tokens;
 use super::token_type::TokenType;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::files::glob;
-use crate::source::sampling::checkpoint::Fingerprint;
 use crate::source::sampling::as_source::WindowFormat;
+use crate::source::sampling::file_set::FileSet;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::sampler_builder::SamplerBuilder;
-use crate::source::sampling::segmented::{Segmented, WindowSpec};
-use crate::source::sampling::window::Window;
 
-/// One or more token shards, in order: the token source for a
-/// [`Sampler`], whose windows are `Window<TokenShard>`.
+/// One or more token files, in order: the token source for a [`Sampler`], whose windows
+/// are `Window<TokenShard>`. The files are llm.c shards ([`open`](Self::open),
+/// [`glob`](Self::glob)) or of another [`TokenFileFormat`] ([`open_as`](Self::open_as),
+/// [`glob_as`](Self::glob_as)); their tokens are decoded to [`TokenType::I32`] unless
+/// [`decode_as`](Self::decode_as) says otherwise. A [`FileSet`]: its sampling and checkpoint
+/// fingerprint are every file format's.
 ///
 /// ```
 /// use pinring::source::{write_shard, Order, TokenShards};
@@ -38,58 +42,78 @@ use crate::source::sampling::window::Window;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct TokenShards {
-    shards: Vec<Arc<TokenShard>>,
-    /// What a loader decodes their tokens to (`TokenType::I32` unless set).
-    decode_as: TokenType,
-}
+pub type TokenShards = FileSet<TokenShard, TokenType>;
 
 impl TokenShards {
-    /// Opens and checks every file in `paths`, in the order given. The first malformed
-    /// file is the error; no files is [`SourceError::NoFiles`].
+    /// Opens and checks every file in `paths` as an llm.c shard (either width), in the
+    /// order given. The first malformed file is the error; no files is
+    /// [`SourceError::NoFiles`]. ([`open_as`](Self::open_as) opens files of another
+    /// format.)
     pub fn open<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<Self> {
-        let shards = paths
-            .into_iter()
-            .map(|p| TokenShard::open(p).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
-        Self::from_shards(shards)
+        Self::open_as(paths, Llmc)
     }
 
-    /// Opens every file a pattern names, sorted by name: `*` and `?` in the file name
-    /// (`data/fineweb_train_*.bin`). A pattern that matches nothing is
+    /// Opens every file a pattern names as an llm.c shard, sorted by name: `*` and `?` in
+    /// the file name (`data/fineweb_train_*.bin`). A pattern that matches nothing is
     /// [`SourceError::NoMatch`].
     pub fn glob(pattern: impl AsRef<Path>) -> Result<Self> {
-        Self::open(glob::expand(pattern.as_ref())?)
+        Self::glob_as(pattern, Llmc)
     }
 
-    /// Shards already opened.
+    /// Opens and checks every file in `paths` as a file of `format`, in the order given:
+    /// [`Llmc`] (what [`open`](Self::open) opens), [`RawTokens`](crate::source::RawTokens)
+    /// (headerless `u16` or `u32` tokens, as numpy's `tofile` writes them), ... Everything
+    /// token shards feed — windows, [`Documents`](crate::source::Documents), mixtures —
+    /// reads them alike. The first bad file is the error, named; no files is
+    /// [`SourceError::NoFiles`].
+    ///
+    /// ```
+    /// use pinring::source::{RawTokens, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-open-as-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// // OLMo's and MaxText's layout: u32 tokens, little-endian, nothing else.
+    /// let tokens: Vec<u8> = (0..1000u32).flat_map(|t| t.to_le_bytes()).collect();
+    /// std::fs::write(dir.join("part-0.bin"), &tokens).unwrap();
+    /// let shards = TokenShards::open_as([dir.join("part-0.bin")], RawTokens::U32)?;
+    /// assert_eq!(shards.tokens(), 1000);
+    /// let sampler = shards.windows(5).build()?;
+    /// assert_eq!(sampler.epoch(0).next().unwrap().to_vec()?, [0, 1, 2, 3, 4]);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn open_as<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        format: impl TokenFileFormat,
+    ) -> Result<Self> {
+        FileSet::open_each(paths, |p| format.open(p), TokenType::I32)
+    }
+
+    /// Opens every file a pattern names as a file of `format`, sorted by name (`*` and `?`
+    /// in the file name). A pattern that matches nothing is [`SourceError::NoMatch`].
+    pub fn glob_as(pattern: impl AsRef<Path>, format: impl TokenFileFormat) -> Result<Self> {
+        Self::open_as(glob::expand(pattern.as_ref())?, format)
+    }
+
+    /// Shards already opened (of any format).
     pub fn from_shards(shards: impl IntoIterator<Item = Arc<TokenShard>>) -> Result<Self> {
-        let shards: Vec<_> = shards.into_iter().collect();
-        if shards.is_empty() {
-            return Err(SourceError::NoFiles.into());
-        }
-        Ok(TokenShards {
-            shards,
-            decode_as: TokenType::I32,
-        })
+        FileSet::new(shards.into_iter().collect(), TokenType::I32)
     }
 
     /// The shards, in order.
     pub fn shards(&self) -> &[Arc<TokenShard>] {
-        &self.shards
+        self.all()
     }
 
     /// Tokens in all shards.
     pub fn tokens(&self) -> u64 {
-        self.shards.iter().map(|s| s.len() as u64).sum()
+        self.total_units()
     }
 
     /// The widest format among the shards ([`ShardFormat::U32`] if any shard holds
     /// `u32` tokens). Shards of both formats may be mixed; a window never crosses a
     /// shard.
     pub fn format(&self) -> ShardFormat {
-        self.shards
+        self.shards()
             .iter()
             .map(|s| s.format())
             .max()
@@ -106,7 +130,7 @@ impl TokenShards {
     /// `u32` token above it is found while decoding, as a `DecodeError` naming the token
     /// (it is never wrapped into a negative id).
     pub fn check_token_type(&self, ty: TokenType) -> Result<()> {
-        match self.shards.iter().find(|s| !ty.holds(s.format())) {
+        match self.shards().iter().find(|s| !ty.holds(s.format())) {
             Some(s) => Err(SourceError::file(
                 s.path(),
                 ShardProblem::TokenTypeTooNarrow {
@@ -123,14 +147,13 @@ impl TokenShards {
     /// (`TokenType::I32` unless set; the [`Tokens`](crate::source::Tokens) decoder of
     /// that type). A type too narrow for the shards' tokens is refused when the loader is
     /// built ([`check_token_type`](Self::check_token_type)).
-    pub fn decode_as(mut self, ty: TokenType) -> Self {
-        self.decode_as = ty;
-        self
+    pub fn decode_as(self, ty: TokenType) -> Self {
+        self.with_decode(ty)
     }
 
     /// What a loader decodes their tokens to ([`decode_as`](Self::decode_as)).
     pub fn decoded_as(&self) -> TokenType {
-        self.decode_as
+        *self.decode()
     }
 
     /// A sampler builder for windows of `tokens` tokens (`T + 1` for next-token
@@ -154,53 +177,10 @@ impl WindowFormat for TokenShards {
     type Decoder = Tokens;
 
     fn window_decoder(&self) -> Tokens {
-        Tokens::new(self.decode_as)
+        Tokens::new(self.decoded_as())
     }
 
     fn sample_bytes(&self, window: u64) -> usize {
-        Tokens::new(self.decode_as).sample_bytes(window)
-    }
-}
-
-impl Segmented for TokenShards {
-    type Window = Window<TokenShard>;
-
-    fn segments(&self) -> usize {
-        self.shards.len()
-    }
-
-    fn units(&self, segment: usize) -> u64 {
-        self.shards.get(segment).map_or(0, |s| s.len() as u64)
-    }
-
-    fn window(&self, spec: WindowSpec) -> Window<TokenShard> {
-        // Only windows inside a shard are asked for; `placed` clamps anything else.
-        let shard = &self.shards[spec.segment.min(self.shards.len() - 1)];
-        Window::placed(shard.clone(), spec)
-    }
-
-    fn unit_name(&self) -> &'static str {
-        "tokens"
-    }
-
-    fn segment_path(&self, segment: usize) -> Option<&Path> {
-        self.shards.get(segment).map(|s| s.path())
-    }
-
-    /// Format `"u16"` or `"u32"` (`"u16+u32"` when the shards mix both), each shard's
-    /// file name, its size in bytes (header and tokens) and its content fingerprint
-    /// ([`TokenShard::content`]).
-    fn fingerprint(&self) -> Fingerprint {
-        let has = |f| self.shards.iter().any(|s| s.format() == f);
-        let format = match (has(ShardFormat::U16), has(ShardFormat::U32)) {
-            (true, true) => "u16+u32",
-            (false, true) => "u32",
-            _ => "u16",
-        };
-        let mut print = Fingerprint::new(format, 0);
-        for s in &self.shards {
-            print.push_file_with_content(s.path(), s.file_bytes(), s.content());
-        }
-        print
+        Tokens::new(self.decoded_as()).sample_bytes(window)
     }
 }

@@ -7,7 +7,7 @@ use super::format::ShardFormat;
 /// The integer type tokens are written as in the batch.
 ///
 /// The token decoders read shards of either [`ShardFormat`]. From a `u32` shard:
-/// [`I64`](Self::I64) holds every token; [`I32`](Self::I32) holds every token up to
+/// [`U32`](Self::U32) and [`I64`](Self::I64) hold every token; [`I32`](Self::I32) holds every token up to
 /// `i32::MAX` (llm.c's vocabularies are far below it) and a larger token is a
 /// [`DecodeError`](crate::DecodeError) naming it, never wrapped into a negative id; [`U16`](Self::U16) is
 /// refused for every window (a `DecodeError`; check up front with
@@ -16,6 +16,9 @@ use super::format::ShardFormat;
 pub enum TokenType {
     /// `u16`: a plain copy of a `u16` shard's tokens. Cannot hold a `u32` shard's.
     U16,
+    /// `u32` (what candle's `index_select` and `gather` take): a plain copy of a `u32`
+    /// shard's tokens, and holds every token of either format.
+    U32,
     /// `i32` (what embedding lookups in most frameworks take). A `u32` shard's token
     /// above `i32::MAX` is a [`DecodeError`](crate::DecodeError), not a wrapped value.
     I32,
@@ -28,7 +31,7 @@ impl TokenType {
     pub const fn bytes(self) -> usize {
         match self {
             TokenType::U16 => 2,
-            TokenType::I32 => 4,
+            TokenType::U32 | TokenType::I32 => 4,
             TokenType::I64 => 8,
         }
     }
@@ -44,6 +47,7 @@ impl TokenType {
     pub const fn name(self) -> &'static str {
         match self {
             TokenType::U16 => "u16",
+            TokenType::U32 => "u32",
             TokenType::I32 => "i32",
             TokenType::I64 => "i64",
         }

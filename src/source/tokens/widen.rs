@@ -10,12 +10,14 @@ use super::token_type::TokenType;
 /// How tokens of a shard's format become the decoder's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Widening {
-    /// The same bytes (`u16` to `u16`).
+    /// The same bytes (`u16` to `u16`, `u32` to `u32`).
     Copy,
     /// The same bytes, each checked to be at most `i32::MAX` (`u32` to `i32`).
     CheckI32,
     /// `u16` to `i32`.
     U16ToI32,
+    /// `u16` to `u32`.
+    U16ToU32,
     /// `u16` to `i64`.
     U16ToI64,
     /// `u32` to `i64`.
@@ -27,9 +29,11 @@ impl Widening {
     pub(crate) fn of(from: ShardFormat, to: TokenType) -> Option<Self> {
         Some(match (from, to) {
             (ShardFormat::U16, TokenType::U16) => Widening::Copy,
+            (ShardFormat::U16, TokenType::U32) => Widening::U16ToU32,
             (ShardFormat::U16, TokenType::I32) => Widening::U16ToI32,
             (ShardFormat::U16, TokenType::I64) => Widening::U16ToI64,
             (ShardFormat::U32, TokenType::U16) => return None,
+            (ShardFormat::U32, TokenType::U32) => Widening::Copy,
             (ShardFormat::U32, TokenType::I32) => Widening::CheckI32,
             (ShardFormat::U32, TokenType::I64) => Widening::U32ToI64,
         })
@@ -65,6 +69,7 @@ pub(crate) fn widen_into(raw: &[u8], out: &mut [u8], widening: Widening) -> Resu
             out[..n].copy_from_slice(&raw[..n]);
         }
         Widening::U16ToI32 => widen_apart::<2, 4>(raw, out, |t| i32::from(u16::from_le_bytes(*t)).to_le_bytes()),
+        Widening::U16ToU32 => widen_apart::<2, 4>(raw, out, |t| u32::from(u16::from_le_bytes(*t)).to_le_bytes()),
         Widening::U16ToI64 => widen_apart::<2, 8>(raw, out, |t| i64::from(u16::from_le_bytes(*t)).to_le_bytes()),
         Widening::U32ToI64 => widen_apart::<4, 8>(raw, out, |t| i64::from(u32::from_le_bytes(*t)).to_le_bytes()),
     }
@@ -110,9 +115,11 @@ mod tests {
     /// vector widths and every widening, into a sample at any byte offset.
     #[test]
     fn widening_matches_token_by_token() {
-        let cases: [(Widening, usize, usize); 4] = [
+        let cases: [(Widening, usize, usize); 6] = [
             (Widening::Copy, 2, 2),
+            (Widening::Copy, 4, 4),
             (Widening::U16ToI32, 2, 4),
+            (Widening::U16ToU32, 2, 4),
             (Widening::U16ToI64, 2, 8),
             (Widening::U32ToI64, 4, 8),
         ];
