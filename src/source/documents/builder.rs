@@ -14,7 +14,7 @@ use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
-use super::packing::PackingSettings;
+use super::packing::Packing;
 use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
@@ -22,7 +22,7 @@ use super::walker::Walker;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::setters::setters;
-use crate::source::sampling::run_settings::RunSettings;
+use crate::source::run::Run;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
@@ -44,6 +44,7 @@ impl Documents {
 ///
 /// | setting | default |
 /// | --- | --- |
+/// | [`packing`](Self::packing) | the next six settings at once, as one [`Packing`] |
 /// | [`bos`](Self::bos) | [`GPT2_BOS`] (50256) for `u16` shards, [`LLAMA3_BOS`] (128000) if any shard is `u32` |
 /// | [`tokens_per_batch`](Self::tokens_per_batch), [`max_seq_len`](Self::max_seq_len) | none: required (unless the schedule has an entry at step 0) |
 /// | [`max_docs`](Self::max_docs) | modded-nanogpt's rule, step by step ([`modded_max_docs`](crate::source::modded_max_docs)) |
@@ -60,11 +61,11 @@ pub struct DocumentsBuilder {
     shards: TokenShards,
     bos: Option<u32>,
     /// The sizes of the steps, the token type and `positions`.
-    packing: PackingSettings,
+    packing: Packing,
     order: DocOrder,
     /// The rank and world size, start step and skipped steps (no batch size: a step is a
     /// batch).
-    run: RunSettings,
+    run: Run,
     index_cache: Option<PathBuf>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
@@ -76,9 +77,9 @@ impl DocumentsBuilder {
         DocumentsBuilder {
             shards,
             bos: None,
-            packing: PackingSettings::default(),
+            packing: Packing::default(),
             order: DocOrder::Sequential,
-            run: RunSettings::default(),
+            run: Run::default(),
             index_cache: None,
             #[cfg(test)]
             gated: false,
@@ -89,6 +90,9 @@ impl DocumentsBuilder {
         /// The token that starts a document. A shard that never holds it is an error at
         /// build (or when the walk reaches it, in sequential order).
         bos(bos: u32) => bos = Some(bos);
+        /// How steps are sized and laid out, every field at once (see [`Packing`]; the six
+        /// setters that follow each set one of its fields).
+        packing(packing: Packing) => packing = packing;
         /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
         /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
         tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
@@ -159,7 +163,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn start_step(mut self, k: u64) -> Self {
-        self.run.start_step = Some(k);
+        self.run.start_step = k;
         self
     }
 
@@ -194,7 +198,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run.skip_steps.extend(ranges);
+        self.run.skip_steps.extend(ranges.into_iter().map(|(a, b)| a..b));
         self
     }
 
@@ -219,8 +223,8 @@ impl DocumentsBuilder {
     /// ([`DocumentProblem::NoBos`](crate::source::DocumentProblem::NoBos)); no first
     /// step fitting in a whole epoch ([`SourceError::NoStepFits`]); a skipped range that
     /// ends before it starts ([`SourceError::BadSkip`]).
-    pub fn build(mut self) -> Result<Documents> {
-        let run = std::mem::take(&mut self.run).check_own_steps()?;
+    pub fn build(self) -> Result<Documents> {
+        let run = self.run.check_own_steps()?;
         let (schedule, layout) = self.packing.check()?;
         let inner = self.assemble(schedule, layout, run.rank, run.world, false)?;
         // The first step, found now: its shards are indexed here, and a dataset where no
@@ -244,7 +248,7 @@ impl DocumentsBuilder {
         (run.rank != 0 || run.world_size != 1)
             .then_some("rank/world_size")
             .or_else(|| self.packing.first_given())
-            .or_else(|| run.start_step.map(|_| "start_step"))
+            .or_else(|| (run.start_step > 0).then_some("start_step"))
             .or_else(|| (!run.skip_steps.is_empty()).then_some("skip_steps"))
     }
 

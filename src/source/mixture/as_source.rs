@@ -98,16 +98,7 @@ fn documents_of(state: &State) -> Option<&DocumentsCheckpoint> {
 
 /// The run a mixture was built with.
 fn own_run(settings: &super::settings::MixSettings) -> Run {
-    let run = &settings.run;
-    Run {
-        rank: run.rank,
-        world_size: run.world,
-        batch_size: run.batch,
-        drop_last: true,
-        start_step: run.start_step,
-        skip_steps: run.skip.ranges().iter().map(|&(a, b)| a..b).collect(),
-        epochs: None,
-    }
+    settings.run.run()
 }
 
 /// Kept steps of a mixture's run from `from` before the first kept step at or after
@@ -127,7 +118,7 @@ fn kept_before(
 impl BuilderSettings {
     /// These settings with a loader's run in place of their own.
     pub(crate) fn with_run(mut self, run: &Run) -> Self {
-        self.run = run.settings();
+        self.run = run.clone();
         self
     }
 }

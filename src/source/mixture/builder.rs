@@ -11,7 +11,7 @@ use super::mix::Mixture;
 use super::stop::Stop;
 use crate::error::Result;
 use crate::setters::setters;
-use crate::source::sampling::run_settings::RunSettings;
+use crate::source::run::Run;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::segmented::Segmented;
 
@@ -96,14 +96,17 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
         /// mixture walks the blend rule over the positions before it (a few nanoseconds a
         /// position per source) and jumps each source to its count. A run resumed from a state
         /// before step `k` begins at `k` too. Needs a batch size.
-        start_step(k: u64) => settings.run.start_step = Some(k);
+        start_step(k: u64) => settings.run.start_step = k;
     }
 
     /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`
     /// (steps `a` to `b - 1`, as Rust's `a..b` and Python's `range(a, b)` are). Every other batch keeps its step number, and a state records
     /// the ranges, so a run resumed from it keeps skipping them. Needs a batch size.
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.settings.run.skip_steps.extend(ranges);
+        self.settings
+            .run
+            .skip_steps
+            .extend(ranges.into_iter().map(|(a, b)| a..b));
         self
     }
 
@@ -126,7 +129,7 @@ impl<S: Segmented + Clone> MixtureBuilder<S> {
         let rules = SourceRules {
             own_setting: own_setting::<S>,
             shape: shape::<S>,
-            run: RunSettings::check,
+            run: Run::check,
         };
         let seed = self.settings.seed;
         let settings = self.settings.check(&self.sources, rules)?;

@@ -7,7 +7,7 @@ use super::settings::MixSettings;
 use super::stop::Stop;
 use crate::error::source::{MixtureProblem, SourceError};
 use crate::error::{ConfigError, Result};
-use crate::source::sampling::run_settings::{CheckedRun, RunSettings};
+use crate::source::run::{CheckedRun, Run};
 
 /// The settings of a mixture as its builder
 /// ([`MixtureBuilder`](crate::source::MixtureBuilder),
@@ -18,7 +18,7 @@ pub(crate) struct BuilderSettings {
     pub(crate) weights: Option<Vec<f64>>,
     pub(crate) seed: u64,
     pub(crate) stop: Stop,
-    pub(crate) run: RunSettings,
+    pub(crate) run: Run,
 }
 
 /// How a source's samples differ from source 0's: what differs, source 0's value and the
@@ -31,9 +31,9 @@ pub(crate) struct SourceRules<T> {
     pub(crate) own_setting: fn(&T) -> Option<&'static str>,
     /// Where a source's samples differ from source 0's (`first`, then the source).
     pub(crate) shape: fn(first: &T, source: &T) -> Option<ShapeDifference>,
-    /// Checks the run's settings ([`RunSettings::check`], or
-    /// [`RunSettings::check_own_steps`] for a kind whose every item is a step).
-    pub(crate) run: fn(RunSettings) -> Result<CheckedRun, SourceError>,
+    /// Checks the run ([`Run::check`], or [`Run::check_own_steps`] for a kind whose every
+    /// item is a step).
+    pub(crate) run: fn(&Run) -> Result<CheckedRun, SourceError>,
 }
 
 impl Default for BuilderSettings {
@@ -43,7 +43,7 @@ impl Default for BuilderSettings {
             weights: None,
             seed: 0,
             stop: Stop::Never,
-            run: RunSettings::default(),
+            run: Run::default(),
         }
     }
 }
@@ -56,7 +56,7 @@ impl BuilderSettings {
             weights: Some(settings.weights.clone()),
             seed: settings.seed,
             stop: settings.stop,
-            run: RunSettings::of(&settings.run),
+            run: settings.run.run(),
         }
     }
 
@@ -99,7 +99,7 @@ impl BuilderSettings {
             norm,
             seed: self.seed,
             stop: self.stop,
-            run: (rules.run)(self.run)?,
+            run: (rules.run)(&self.run)?,
         })
     }
 }

@@ -8,7 +8,7 @@ use super::run_origin::RunOrigin;
 use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 use super::stop::Stop;
 use crate::error::Result;
-use crate::source::sampling::run_settings::CheckedRun;
+use crate::source::run::CheckedRun;
 use crate::source::sampling::skip::SkipSteps;
 
 /// The settings of a mixture of either kind, checked. (Public only inside the hidden

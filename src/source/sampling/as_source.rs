@@ -93,10 +93,7 @@ impl<S: WindowFormat> Source for Sampler<S> {
     }
 
     fn with_run(&self, run: &Run) -> Result<Self> {
-        self.to_builder()
-            .run_settings(run.settings())
-            .drop_last(run.drop_last)
-            .build()
+        self.to_builder().run(run.clone()).build()
     }
 
     fn config(&self) -> ConfigBuilder {

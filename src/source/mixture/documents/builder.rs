@@ -10,11 +10,11 @@ use crate::error::Result;
 use crate::setters::setters;
 use crate::source::documents::builder::DocumentsBuilder;
 use crate::source::documents::packed::Documents;
-use crate::source::documents::packing::PackingSettings;
+use crate::source::documents::packing::Packing;
 use crate::source::mixture::builder_settings::{BuilderSettings, ShapeDifference, SourceRules};
 use crate::source::mixture::mix::Mixture;
 use crate::source::mixture::stop::Stop;
-use crate::source::sampling::run_settings::RunSettings;
+use crate::source::run::Run;
 use crate::source::tokens::TokenType;
 
 /// Builds a mixture of packed documents, `Mixture<Documents>`; see [`Mixture::documents`].
@@ -39,7 +39,7 @@ pub struct DocumentMixtureBuilder {
     /// a step is a batch).
     settings: BuilderSettings,
     /// The sizes of the steps, the token type and `positions`.
-    packing: PackingSettings,
+    packing: Packing,
 }
 
 impl Mixture<Documents> {
@@ -88,7 +88,7 @@ impl Mixture<Documents> {
         DocumentMixtureBuilder {
             sources: sources.into_iter().collect(),
             settings: BuilderSettings::default(),
-            packing: PackingSettings::default(),
+            packing: Packing::default(),
         }
     }
 
@@ -100,7 +100,7 @@ impl Mixture<Documents> {
         DocumentMixtureBuilder {
             sources: i.members.iter().map(|m| m.given.clone()).collect(),
             settings: BuilderSettings::of(&i.settings),
-            packing: PackingSettings::of(&i.schedule, &i.layout),
+            packing: Packing::of(&i.schedule, &i.layout),
         }
     }
 }
@@ -142,7 +142,11 @@ impl DocumentMixtureBuilder {
         /// the same steps from there on. Nothing before it is read or decoded: the steps
         /// before it are walked over the sources' indexes (the blend rule and the packing,
         /// about a microsecond a step for 8 ranks).
-        start_step(k: u64) => settings.run.start_step = Some(k);
+        start_step(k: u64) => settings.run.start_step = k;
+        /// How steps are sized and laid out, every field at once (see
+        /// [`Packing`](crate::source::Packing); the six setters that follow each set one of
+        /// its fields).
+        packing(packing: Packing) => packing = packing;
         /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
         /// tokens of the mixed documents.
         tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
@@ -168,7 +172,10 @@ impl DocumentMixtureBuilder {
     /// it keeps skipping them. The skipped steps' documents are used up as they would be
     /// (they are walked, not delivered).
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.settings.run.skip_steps.extend(ranges);
+        self.settings
+            .run
+            .skip_steps
+            .extend(ranges.into_iter().map(|(a, b)| a..b));
         self
     }
 
@@ -199,7 +206,7 @@ impl DocumentMixtureBuilder {
         let rules = SourceRules {
             own_setting: DocumentsBuilder::mixture_setting,
             shape,
-            run: RunSettings::check_own_steps,
+            run: Run::check_own_steps,
         };
         let (seed, stop) = (self.settings.seed, self.settings.stop);
         let settings = self.settings.check(&self.sources, rules)?;
