@@ -14,7 +14,7 @@ use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
-use super::packing::Packing;
+use super::packing::{packing_setters, Packing};
 use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
@@ -25,7 +25,7 @@ use crate::setters::setters;
 use crate::source::run::Run;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
-use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
+use crate::source::tokens::{ShardFormat, TokenShards};
 
 /// GPT-2's `<|endoftext|>`, which starts every document of modded-nanogpt's shards: the
 /// default `bos` of `u16` shards.
@@ -51,7 +51,7 @@ impl Documents {
 /// | [`schedule`](Self::schedule) | none: the same sizes every step |
 /// | [`order`](Self::order) | [`DocOrder::Sequential`] |
 /// | [`shard`](Self::shard) | rank 0 of 1 |
-/// | [`token_type`](Self::token_type) | [`TokenType::I32`] |
+/// | [`token_type`](Self::token_type) | [`TokenType::I32`](crate::source::TokenType::I32) |
 /// | [`positions`](Self::positions) | off |
 /// | [`index_cache`](Self::index_cache) | none: every run scans the shards it needs |
 /// | [`start_step`](Self::start_step), [`skip_steps`](Self::skip_steps) | none: from step 0, every step |
@@ -90,34 +90,14 @@ impl DocumentsBuilder {
         /// The token that starts a document. A shard that never holds it is an error at
         /// build (or when the walk reaches it, in sequential order).
         bos(bos: u32) => bos = Some(bos);
-        /// How steps are sized and laid out, every field at once (see [`Packing`]; the six
-        /// setters that follow each set one of its fields).
-        packing(packing: Packing) => packing = packing;
-        /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-        /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
-        tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
-        /// Where documents are cut: a document longer than this gives its first
-        /// `max_seq_len` tokens, and its tail is dropped.
-        max_seq_len(n: u64) => packing.max_seq_len = n;
-        /// The length of `cu_seqlens` in every step (a step holds at most `max_docs - 1`
-        /// documents per rank; one needing more is an error at that step). Unset: each
-        /// step's is modded-nanogpt's rule for its tokens.
-        max_docs(n: u64) => packing.max_docs = Some(n);
-        /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
-        /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
-        /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
-        /// them). The slot is sized for the largest step.
-        schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
         /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
         order(order: DocOrder) => order = order;
         /// This process's rank among `world_size` data-parallel ranks: ranks take the
         /// documents of each step in rank order from one walk.
         shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
-        /// The type tokens are written as (`tokens`, `inputs`, `targets`).
-        token_type(ty: TokenType) => packing.token_type = Some(ty);
-        /// Whether batches carry `positions`: each input token's position in its document.
-        positions(on: bool) => packing.positions = Some(on);
     }
+
+    packing_setters!();
 
     /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
     /// loads it instead of scanning the shard again (in shuffled order, every shard is

@@ -38,24 +38,63 @@ use crate::source::tokens::TokenType;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Packing {
     /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-    /// tokens (0: not set, which the schedule must then give from step 0).
+    /// tokens (modded-nanogpt's `num_tokens` is this times the world size). 0: not set,
+    /// which the schedule must then give from step 0.
     pub tokens_per_batch: u64,
-    /// Where documents are cut: a longer document gives its first `max_seq_len` tokens
-    /// (0: not set, as `tokens_per_batch`).
+    /// Where documents are cut: a document longer than this gives its first
+    /// `max_seq_len` tokens, and its tail is dropped (0: not set, as `tokens_per_batch`).
     pub max_seq_len: u64,
-    /// The length of `cu_seqlens` in every step (`None`: each step's is modded-nanogpt's
-    /// rule for its tokens, [`modded_max_docs`](crate::source::modded_max_docs)).
+    /// The length of `cu_seqlens` in every step: a step holds at most `max_docs - 1`
+    /// documents per rank, and one needing more is an error at that step. `None`: each
+    /// step's is modded-nanogpt's rule for its tokens
+    /// ([`modded_max_docs`](crate::source::modded_max_docs)).
     pub max_docs: Option<u64>,
-    /// Changes of the step sizes known up front: `(from_step, tokens_per_batch,
-    /// max_seq_len)` entries, strictly increasing in step (empty: the same sizes every
-    /// step).
+    /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
+    /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
+    /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
+    /// them). The slot is sized for the largest step. Empty: the same sizes every step.
     pub schedule: Vec<(u64, u64, u64)>,
-    /// The type tokens are written as (`None`: [`TokenType::I32`]).
+    /// The type tokens are written as (`tokens`, `inputs`, `targets`). `None`:
+    /// [`TokenType::I32`].
     pub token_type: Option<TokenType>,
-    /// Whether batches carry `positions`, each input token's position in its document
-    /// (`None`: off).
+    /// Whether batches carry `positions`, each input token's position in its document.
+    /// `None`: off.
     pub positions: Option<bool>,
 }
+
+/// The setters of a builder's `packing` field, a [`Packing`]: `packing` (all of it), then
+/// one setter a field. A new field of [`Packing`] gets its setter here, and every builder
+/// that packs documents has it.
+macro_rules! packing_setters {
+    () => {
+        $crate::setters::setters! {
+            /// How steps are sized and laid out, every field at once (see
+            /// [`Packing`](crate::source::Packing); the setters that follow each set one
+            /// of its fields, and the last one given wins).
+            packing(packing: $crate::source::Packing) => packing = packing;
+            /// Tokens of inputs per rank per step:
+            /// [`Packing::tokens_per_batch`](crate::source::Packing::tokens_per_batch).
+            tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
+            /// Where documents are cut:
+            /// [`Packing::max_seq_len`](crate::source::Packing::max_seq_len).
+            max_seq_len(n: u64) => packing.max_seq_len = n;
+            /// The length of `cu_seqlens` in every step:
+            /// [`Packing::max_docs`](crate::source::Packing::max_docs).
+            max_docs(n: u64) => packing.max_docs = Some(n);
+            /// Changes of the step sizes, known up front:
+            /// [`Packing::schedule`](crate::source::Packing::schedule).
+            schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
+            /// The type tokens are written as:
+            /// [`Packing::token_type`](crate::source::Packing::token_type).
+            token_type(ty: $crate::source::TokenType) => packing.token_type = Some(ty);
+            /// Whether batches carry `positions`:
+            /// [`Packing::positions`](crate::source::Packing::positions).
+            positions(on: bool) => packing.positions = Some(on);
+        }
+    };
+}
+
+pub(crate) use packing_setters;
 
 impl Packing {
     /// The packing `schedule` and `layout` were checked from, every field given, so that
