@@ -59,6 +59,12 @@ impl Default for Run {
 }
 
 impl Run {
+    /// Adds `ranges`, half-open `(start, end)` pairs as the sources' builders take them, to
+    /// the steps to skip.
+    pub(crate) fn skip_too(&mut self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+        (self.skip_steps).extend(ranges.into_iter().map(|(a, b)| a..b));
+    }
+
     /// The skipped ranges as `(start, end)` pairs, as the sources' builders take them.
     pub fn skip_pairs(&self) -> Vec<(u64, u64)> {
         self.skip_steps.iter().map(|r| (r.start, r.end)).collect()

@@ -178,7 +178,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run.skip_steps.extend(ranges.into_iter().map(|(a, b)| a..b));
+        self.run.skip_too(ranges);
         self
     }
 

@@ -168,9 +168,7 @@ impl<S: Mixable> MixtureBuilder<S> {
     /// from it keeps skipping them. The skipped steps' items are used up as they would be
     /// (they are walked, not delivered). A mixture of samplers needs a batch size for it.
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run
-            .skip_steps
-            .extend(ranges.into_iter().map(|(a, b)| a..b));
+        self.run.skip_too(ranges);
         self
     }
 

@@ -82,13 +82,8 @@ impl<S: WindowFormat> Source for Sampler<S> {
 
     fn own_run(&self) -> Run {
         Run {
-            rank: self.rank(),
-            world_size: self.world_size(),
-            batch_size: self.batch_size(),
             drop_last: self.drop_last(),
-            start_step: self.start_step(),
-            skip_steps: self.skip_steps().iter().map(|&(a, b)| a..b).collect(),
-            epochs: None,
+            ..self.inner.run.run()
         }
     }
 

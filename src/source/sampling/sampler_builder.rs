@@ -223,9 +223,7 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run
-            .skip_steps
-            .extend(ranges.into_iter().map(|(a, b)| a..b));
+        self.run.skip_too(ranges);
         self
     }
 
