@@ -56,8 +56,9 @@ impl<S: Source> RunStates<S> {
 
     /// The state of the run once every batch before `step` was consumed: the next batch
     /// is the first step at or after `step` that the run delivers. A step before the run's
-    /// first is its first. Packed documents walk their index to it from the nearest state
-    /// known (about a microsecond a step); the other sources compute it.
+    /// first is its first. Packed documents and mixtures walk to it from the nearest state
+    /// known (documents over their index, about a microsecond a step; a mixture its blend
+    /// rule, and its sources' indexes for documents); the other sources compute it.
     pub fn at(&self, step: u64) -> Result<State> {
         let near = self.near().clone().filter(|n| n.step() <= step);
         let state = self

@@ -118,7 +118,7 @@ macro_rules! formats {
 formats! {
     documents: {
         modded_max_docs, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
-        DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Piece, Schedule,
+        DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Packing, Piece, Schedule,
         StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
         MAX_TOKENS_PER_BATCH,
     },

@@ -1,10 +1,13 @@
 //! [`Run`]: what a [`Loader`](crate::Loader) decides about a source's run and the source
 //! itself does not — which rank of how many, batches of how many samples, where the run
-//! begins and which of its steps it leaves out — as one public value.
+//! begins and which of its steps it leaves out — as one public value, which every
+//! source's builder holds (its `shard`, `batch_size`, `start_step` and `skip_steps` set
+//! its fields), and its one check into a [`CheckedRun`].
 
 use std::ops::Range;
 
-use super::sampling::run_settings::RunSettings;
+use super::sampling::skip::SkipSteps;
+use crate::error::source::SourceError;
 
 /// The run of a source: this process's rank of `world_size` data-parallel ranks, batches
 /// of `batch_size` samples (none for packed documents, whose batch is one step), the step
@@ -56,20 +59,63 @@ impl Default for Run {
 }
 
 impl Run {
+    /// Adds `ranges`, half-open `(start, end)` pairs as the sources' builders take them, to
+    /// the steps to skip.
+    pub(crate) fn skip_too(&mut self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+        (self.skip_steps).extend(ranges.into_iter().map(|(a, b)| a..b));
+    }
+
     /// The skipped ranges as `(start, end)` pairs, as the sources' builders take them.
     pub fn skip_pairs(&self) -> Vec<(u64, u64)> {
         self.skip_steps.iter().map(|r| (r.start, r.end)).collect()
     }
 
-    /// The settings a sampling builder holds for this run.
-    pub(crate) fn settings(&self) -> RunSettings {
-        RunSettings {
-            rank: self.rank,
-            world_size: self.world_size,
-            batch_size: self.batch_size,
-            start_step: (self.start_step > 0).then_some(self.start_step),
-            skip_steps: self.skip_pairs(),
+    /// Checks the run of a source whose steps are batches of samples: a zero world size
+    /// or batch size is [`SourceError::Zero`], a reversed skipped range
+    /// [`SourceError::BadSkip`], a start step or skipped steps without a batch size
+    /// [`SourceError::StepsNeedBatchSize`], a rank not below the world size
+    /// [`SourceError::BadRank`] (the first that applies, in that order).
+    pub(crate) fn check(&self) -> Result<CheckedRun, SourceError> {
+        self.checked(true)
+    }
+
+    /// Checks the run of a source whose every item is a step of its own (packed documents:
+    /// no batch size numbers them), as [`check`](Self::check) does but for
+    /// [`SourceError::StepsNeedBatchSize`]: a start step and skipped steps need none.
+    pub(crate) fn check_own_steps(&self) -> Result<CheckedRun, SourceError> {
+        self.checked(false)
+    }
+
+    /// [`check`](Self::check), where steps need a batch size only with
+    /// `steps_need_batch_size`.
+    fn checked(&self, steps_need_batch_size: bool) -> Result<CheckedRun, SourceError> {
+        let world = nonzero(self.world_size, "world_size")?;
+        let batch = self
+            .batch_size
+            .map(|b| nonzero(b, "batch_size"))
+            .transpose()?;
+        let skip = SkipSteps::new(self.skip_pairs())?;
+        if steps_need_batch_size && batch.is_none() {
+            if self.start_step > 0 {
+                return Err(SourceError::StepsNeedBatchSize("start_step"));
+            }
+            if !skip.is_empty() {
+                return Err(SourceError::StepsNeedBatchSize("skip_steps"));
+            }
         }
+        if self.rank >= world {
+            return Err(SourceError::BadRank {
+                rank: self.rank,
+                world_size: world,
+            });
+        }
+        Ok(CheckedRun {
+            rank: self.rank,
+            world,
+            batch,
+            start_step: self.start_step,
+            skip,
+        })
     }
 
     /// The first setting of this run (the one a source was built with) that a loader owns
@@ -92,6 +138,44 @@ impl Run {
         } else {
             None
         }
+    }
+}
+
+/// A [`Run`] checked: a world size and batch size that are not 0, a rank below the world
+/// size, the skipped steps as [`SkipSteps`], and steps only with a batch size (where the
+/// source's steps are batches).
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedRun {
+    pub(crate) rank: u64,
+    pub(crate) world: u64,
+    pub(crate) batch: Option<u64>,
+    /// The step a run begins at, at the earliest (0: none set).
+    pub(crate) start_step: u64,
+    pub(crate) skip: SkipSteps,
+}
+
+impl CheckedRun {
+    /// The run this was checked from (short batches dropped, no cap on epochs: what a
+    /// source that has neither holds), so that checking it again gives the same.
+    pub(crate) fn run(&self) -> Run {
+        Run {
+            rank: self.rank,
+            world_size: self.world,
+            batch_size: self.batch,
+            drop_last: true,
+            start_step: self.start_step,
+            skip_steps: self.skip.ranges().iter().map(|&(a, b)| a..b).collect(),
+            epochs: None,
+        }
+    }
+}
+
+/// `n`, or [`SourceError::Zero`] naming the setting `what` when it is 0.
+pub(crate) fn nonzero(n: u64, what: &'static str) -> Result<u64, SourceError> {
+    if n == 0 {
+        Err(SourceError::Zero(what))
+    } else {
+        Ok(n)
     }
 }
 

@@ -14,7 +14,7 @@ use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
-use super::packing::PackingSettings;
+use super::packing::{packing_setters, Packing};
 use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
@@ -22,10 +22,10 @@ use super::walker::Walker;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::setters::setters;
-use crate::source::sampling::run_settings::RunSettings;
+use crate::source::run::Run;
 use crate::source::sampling::segmented::Segmented;
 use crate::source::sampling::skip::SkipSteps;
-use crate::source::tokens::{ShardFormat, TokenShards, TokenType};
+use crate::source::tokens::{ShardFormat, TokenShards};
 
 /// GPT-2's `<|endoftext|>`, which starts every document of modded-nanogpt's shards: the
 /// default `bos` of `u16` shards.
@@ -44,13 +44,14 @@ impl Documents {
 ///
 /// | setting | default |
 /// | --- | --- |
+/// | [`packing`](Self::packing) | the next six settings at once, as one [`Packing`] |
 /// | [`bos`](Self::bos) | [`GPT2_BOS`] (50256) for `u16` shards, [`LLAMA3_BOS`] (128000) if any shard is `u32` |
 /// | [`tokens_per_batch`](Self::tokens_per_batch), [`max_seq_len`](Self::max_seq_len) | none: required (unless the schedule has an entry at step 0) |
 /// | [`max_docs`](Self::max_docs) | modded-nanogpt's rule, step by step ([`modded_max_docs`](crate::source::modded_max_docs)) |
 /// | [`schedule`](Self::schedule) | none: the same sizes every step |
 /// | [`order`](Self::order) | [`DocOrder::Sequential`] |
 /// | [`shard`](Self::shard) | rank 0 of 1 |
-/// | [`token_type`](Self::token_type) | [`TokenType::I32`] |
+/// | [`token_type`](Self::token_type) | [`TokenType::I32`](crate::source::TokenType::I32) |
 /// | [`positions`](Self::positions) | off |
 /// | [`index_cache`](Self::index_cache) | none: every run scans the shards it needs |
 /// | [`start_step`](Self::start_step), [`skip_steps`](Self::skip_steps) | none: from step 0, every step |
@@ -60,11 +61,11 @@ pub struct DocumentsBuilder {
     shards: TokenShards,
     bos: Option<u32>,
     /// The sizes of the steps, the token type and `positions`.
-    packing: PackingSettings,
+    packing: Packing,
     order: DocOrder,
     /// The rank and world size, start step and skipped steps (no batch size: a step is a
     /// batch).
-    run: RunSettings,
+    run: Run,
     index_cache: Option<PathBuf>,
     /// Tests: the thread ahead builds nothing until a test lets it.
     #[cfg(test)]
@@ -76,9 +77,9 @@ impl DocumentsBuilder {
         DocumentsBuilder {
             shards,
             bos: None,
-            packing: PackingSettings::default(),
+            packing: Packing::default(),
             order: DocOrder::Sequential,
-            run: RunSettings::default(),
+            run: Run::default(),
             index_cache: None,
             #[cfg(test)]
             gated: false,
@@ -89,31 +90,14 @@ impl DocumentsBuilder {
         /// The token that starts a document. A shard that never holds it is an error at
         /// build (or when the walk reaches it, in sequential order).
         bos(bos: u32) => bos = Some(bos);
-        /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
-        /// tokens. modded-nanogpt's `num_tokens` is this times the world size.
-        tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
-        /// Where documents are cut: a document longer than this gives its first
-        /// `max_seq_len` tokens, and its tail is dropped.
-        max_seq_len(n: u64) => packing.max_seq_len = n;
-        /// The length of `cu_seqlens` in every step (a step holds at most `max_docs - 1`
-        /// documents per rank; one needing more is an error at that step). Unset: each
-        /// step's is modded-nanogpt's rule for its tokens.
-        max_docs(n: u64) => packing.max_docs = Some(n);
-        /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
-        /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
-        /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
-        /// them). The slot is sized for the largest step.
-        schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
         /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
         order(order: DocOrder) => order = order;
         /// This process's rank among `world_size` data-parallel ranks: ranks take the
         /// documents of each step in rank order from one walk.
         shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
-        /// The type tokens are written as (`tokens`, `inputs`, `targets`).
-        token_type(ty: TokenType) => packing.token_type = Some(ty);
-        /// Whether batches carry `positions`: each input token's position in its document.
-        positions(on: bool) => packing.positions = Some(on);
     }
+
+    packing_setters!();
 
     /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
     /// loads it instead of scanning the shard again (in shuffled order, every shard is
@@ -159,7 +143,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn start_step(mut self, k: u64) -> Self {
-        self.run.start_step = Some(k);
+        self.run.start_step = k;
         self
     }
 
@@ -194,7 +178,7 @@ impl DocumentsBuilder {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run.skip_steps.extend(ranges);
+        self.run.skip_too(ranges);
         self
     }
 
@@ -219,8 +203,8 @@ impl DocumentsBuilder {
     /// ([`DocumentProblem::NoBos`](crate::source::DocumentProblem::NoBos)); no first
     /// step fitting in a whole epoch ([`SourceError::NoStepFits`]); a skipped range that
     /// ends before it starts ([`SourceError::BadSkip`]).
-    pub fn build(mut self) -> Result<Documents> {
-        let run = std::mem::take(&mut self.run).check_own_steps()?;
+    pub fn build(self) -> Result<Documents> {
+        let run = self.run.check_own_steps()?;
         let (schedule, layout) = self.packing.check()?;
         let inner = self.assemble(schedule, layout, run.rank, run.world, false)?;
         // The first step, found now: its shards are indexed here, and a dataset where no
@@ -244,7 +228,7 @@ impl DocumentsBuilder {
         (run.rank != 0 || run.world_size != 1)
             .then_some("rank/world_size")
             .or_else(|| self.packing.first_given())
-            .or_else(|| run.start_step.map(|_| "start_step"))
+            .or_else(|| (run.start_step > 0).then_some("start_step"))
             .or_else(|| (!run.skip_steps.is_empty()).then_some("skip_steps"))
     }
 

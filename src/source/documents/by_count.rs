@@ -25,8 +25,9 @@ use crate::error::source::SourceError;
 /// before each shard counted so far (sequential order, which counts a shard when the walk
 /// first reaches it, indexing it if no one has, and tells the thread indexing ahead where
 /// the walk is). Looking up the documents in order costs a binary search over the shards
-/// each.
-pub(crate) struct DocsByCount {
+/// each. (Public only as the reader of a mixture's hidden member; nothing outside the
+/// crate can name it.)
+pub struct DocsByCount {
     inner: Arc<Inner>,
     /// Who builds the shards it reaches.
     by: BuiltBy,

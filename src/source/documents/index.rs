@@ -11,9 +11,10 @@ use crate::error::source::SourceError;
 use crate::source::tokens::{TokenShard, TokenShards};
 use crate::sync::native::{AtomicU64, Mutex, OnceLock, Ordering};
 
-/// Who built a shard's index.
+/// Who built a shard's index. (Public only as an argument of a mixture's hidden member;
+/// nothing outside the crate can name it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BuiltBy {
+pub enum BuiltBy {
     /// The build, a resume or a checkpoint: before any step is asked for.
     Start,
     /// The thread that indexes ahead of the walk.

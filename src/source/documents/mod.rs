@@ -20,6 +20,8 @@
 //! - `fill.rs`, `by_count.rs`: the packing rule apart from any walk, and a source's
 //!   documents by count (the `n`-th of its order across epochs) — what a mixture of
 //!   documents walks and packs;
+//! - `packing.rs`: the public [`Packing`], how steps are sized and laid out (one value a
+//!   source's builder or a mixture's holds);
 //! - `checkpoint.rs`: the rank-agnostic state, and resuming from it; `as_source.rs`:
 //!   `Documents` as a `Source` (a batch a step, its state the walk's checkpoint);
 //! - `located.rs`: a row's place from its document id; `problem.rs`: what is wrong with a
@@ -56,6 +58,7 @@ pub use builder::{DocumentsBuilder, GPT2_BOS, LLAMA3_BOS};
 pub use checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
 pub use decoder::PackDocuments;
 pub use packed::Documents;
+pub use packing::Packing;
 pub use index::IndexStats;
 pub use order::DocOrder;
 pub use problem::DocumentProblem;

@@ -9,6 +9,7 @@ use super::decoder::PackDocuments;
 use super::index::{BosIndex, BuiltBy, IndexStats};
 use super::inner::Inner;
 use super::order::DocOrder;
+use super::packing::Packing;
 use super::schedule::Schedule;
 use super::steps::Steps;
 use super::walk::Cursor;
@@ -17,6 +18,7 @@ use crate::config::ConfigBuilder;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
+use crate::source::run::Run;
 use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{TokenShards, TokenType};
 
@@ -294,12 +296,12 @@ impl Documents {
         skip_steps: impl IntoIterator<Item = (u64, u64)>,
         end_epoch: Option<u64>,
     ) -> Result<Documents> {
-        let run = crate::source::sampling::run_settings::RunSettings {
+        let run = Run {
             rank,
             world_size,
-            batch_size: None,
-            start_step: Some(start_step),
-            skip_steps: skip_steps.into_iter().collect(),
+            start_step,
+            skip_steps: skip_steps.into_iter().map(|(a, b)| a..b).collect(),
+            ..Run::default()
         }
         .check_own_steps()?;
         let inner = if (run.rank, run.world) == (self.inner.rank, self.inner.world) {
@@ -399,6 +401,11 @@ impl Documents {
     /// The step sizes over the run.
     pub fn schedule(&self) -> &Schedule {
         &self.inner.schedule
+    }
+
+    /// The packing it was built with, every field given (the defaults filled in).
+    pub fn packing(&self) -> Packing {
+        Packing::of(&self.inner.schedule, &self.inner.layout)
     }
 
     /// How the shards were indexed so far: up front, ahead of the walk, or by the walk

@@ -1,35 +1,108 @@
-//! [`PackingSettings`]: how steps of packed documents are sized and laid out — the tokens
-//! per step, where documents are cut, `max_docs`, the schedule, the token type and
-//! `positions` — as a builder of one source or of a mixture holds them, and their check
-//! into a [`Schedule`] and a [`Layout`].
+//! [`Packing`]: how steps of packed documents are sized and laid out — the tokens per
+//! step, where documents are cut, `max_docs`, the schedule, the token type and
+//! `positions` — as one public value that a builder of one source or of a mixture holds
+//! whole, and its check into a [`Schedule`] and a [`Layout`].
 
 use super::layout::Layout;
 use super::schedule::Schedule;
 use crate::error::source::SourceError;
 use crate::source::tokens::TokenType;
 
-/// The packing settings as a [`DocumentsBuilder`](crate::source::DocumentsBuilder) or a
-/// [`DocumentMixtureBuilder`](crate::source::DocumentMixtureBuilder) was given them
-/// (`Default`: none set).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PackingSettings {
-    pub(crate) tokens_per_batch: u64,
-    pub(crate) max_seq_len: u64,
-    pub(crate) max_docs: Option<u64>,
-    pub(crate) schedule: Vec<(u64, u64, u64)>,
-    /// The token type, if set (default [`TokenType::I32`]).
-    pub(crate) token_type: Option<TokenType>,
-    /// Whether batches carry `positions`, if set (default off).
-    pub(crate) positions: Option<bool>,
+/// How the steps of packed documents are sized and laid out: what
+/// [`DocumentsBuilder::packing`](crate::source::DocumentsBuilder::packing) and a mixture of
+/// documents' [`packing`](crate::source::MixtureBuilder::packing) take whole (their
+/// `tokens_per_batch`, `max_seq_len`, `max_docs`, `schedule`, `token_type` and `positions`
+/// setters each set one field of it). `Default`: nothing set.
+///
+/// ```
+/// use pinring::source::{write_shard, Documents, Packing, TokenShards, TokenType};
+/// # let dir = std::env::temp_dir().join(format!("pinring-packing-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let tokens: Vec<u16> = (0..2000u16).map(|i| if i % 10 == 0 { 50256 } else { 1 }).collect();
+/// write_shard(dir.join("train_000.bin"), &tokens)?;
+/// let packing = Packing {
+///     tokens_per_batch: 19,
+///     max_seq_len: 64,
+///     token_type: Some(TokenType::U16),
+///     ..Packing::default()
+/// };
+/// let docs = Documents::builder(TokenShards::open([dir.join("train_000.bin")])?)
+///     .packing(packing.clone())
+///     .build()?;
+/// assert_eq!(docs.token_type(), TokenType::U16);
+/// // What it was built with, every field given (the defaults filled in).
+/// assert_eq!(docs.packing(), Packing { positions: Some(false), ..packing });
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), pinring::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Packing {
+    /// Tokens of inputs per rank per step (`N`): each step of each rank packs `N + 1`
+    /// tokens (modded-nanogpt's `num_tokens` is this times the world size). 0: not set,
+    /// which the schedule must then give from step 0.
+    pub tokens_per_batch: u64,
+    /// Where documents are cut: a document longer than this gives its first
+    /// `max_seq_len` tokens, and its tail is dropped (0: not set, as `tokens_per_batch`).
+    pub max_seq_len: u64,
+    /// The length of `cu_seqlens` in every step: a step holds at most `max_docs - 1`
+    /// documents per rank, and one needing more is an error at that step. `None`: each
+    /// step's is modded-nanogpt's rule for its tokens
+    /// ([`modded_max_docs`](crate::source::modded_max_docs)).
+    pub max_docs: Option<u64>,
+    /// Changes of the step sizes, known up front: `(from_step, tokens_per_batch,
+    /// max_seq_len)` entries, strictly increasing in step; step `k` uses the last entry
+    /// with `from_step <= k` (the base sizes before the first; an entry at step 0 replaces
+    /// them). The slot is sized for the largest step. Empty: the same sizes every step.
+    pub schedule: Vec<(u64, u64, u64)>,
+    /// The type tokens are written as (`tokens`, `inputs`, `targets`). `None`:
+    /// [`TokenType::I32`].
+    pub token_type: Option<TokenType>,
+    /// Whether batches carry `positions`, each input token's position in its document.
+    /// `None`: off.
+    pub positions: Option<bool>,
 }
 
-impl PackingSettings {
-    /// The settings `schedule` and `layout` were checked from, so that checking them again
-    /// gives the same.
+/// The setters of a builder's `packing` field, a [`Packing`]: `packing` (all of it), then
+/// one setter a field. A new field of [`Packing`] gets its setter here, and every builder
+/// that packs documents has it.
+macro_rules! packing_setters {
+    () => {
+        $crate::setters::setters! {
+            /// How steps are sized and laid out, every field at once (see
+            /// [`Packing`](crate::source::Packing); the setters that follow each set one
+            /// of its fields, and the last one given wins).
+            packing(packing: $crate::source::Packing) => packing = packing;
+            /// Tokens of inputs per rank per step:
+            /// [`Packing::tokens_per_batch`](crate::source::Packing::tokens_per_batch).
+            tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
+            /// Where documents are cut:
+            /// [`Packing::max_seq_len`](crate::source::Packing::max_seq_len).
+            max_seq_len(n: u64) => packing.max_seq_len = n;
+            /// The length of `cu_seqlens` in every step:
+            /// [`Packing::max_docs`](crate::source::Packing::max_docs).
+            max_docs(n: u64) => packing.max_docs = Some(n);
+            /// Changes of the step sizes, known up front:
+            /// [`Packing::schedule`](crate::source::Packing::schedule).
+            schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
+            /// The type tokens are written as:
+            /// [`Packing::token_type`](crate::source::Packing::token_type).
+            token_type(ty: $crate::source::TokenType) => packing.token_type = Some(ty);
+            /// Whether batches carry `positions`:
+            /// [`Packing::positions`](crate::source::Packing::positions).
+            positions(on: bool) => packing.positions = Some(on);
+        }
+    };
+}
+
+pub(crate) use packing_setters;
+
+impl Packing {
+    /// The packing `schedule` and `layout` were checked from, every field given, so that
+    /// checking it again gives the same.
     pub(crate) fn of(schedule: &Schedule, layout: &Layout) -> Self {
         let entries = schedule.triples();
         let (_, tokens_per_batch, max_seq_len) = entries[0];
-        PackingSettings {
+        Packing {
             tokens_per_batch,
             max_seq_len,
             max_docs: schedule.max_docs(),
@@ -55,7 +128,7 @@ impl PackingSettings {
         Ok((schedule, layout))
     }
 
-    /// The first setting given, in the order `"tokens_per_batch"`, `"max_seq_len"`,
+    /// The first field given, in the order `"tokens_per_batch"`, `"max_seq_len"`,
     /// `"max_docs"`, `"schedule"`, `"token_type"`, `"positions"`; `None` when none is.
     pub(crate) fn first_given(&self) -> Option<&'static str> {
         [

@@ -1,173 +1,223 @@
-//! [`MixtureBuilder`]: a [`Mixture`]'s settings, checked by
-//! [`build`](MixtureBuilder::build); [`Mixture::builder`] and [`Mixture::to_builder`].
+//! [`MixtureBuilder`]: a [`Mixture`]'s settings as given — its sources, the weights, the
+//! seed, the stop rule, the [`Run`] and the packing — their setters and their one check
+//! ([`MixtureBuilder::checked`]), for every kind; [`Mixture::to_builder`]. Each kind adds
+//! its own setters (a batch size for samplers, the packing for documents) and its `build`.
 
 use std::fmt;
-use std::sync::Arc;
 
-use super::builder_settings::{BuilderSettings, ShapeDifference, SourceRules};
-use super::inner::MixInner;
+use super::blend::normalized;
 use super::member::Member;
 use super::mix::Mixture;
+use super::mixable::Mixable;
+use super::settings::MixSettings;
 use super::stop::Stop;
-use crate::error::Result;
+use crate::error::source::{MixtureProblem, SourceError};
+use crate::error::{ConfigError, Result};
 use crate::setters::setters;
-use crate::source::sampling::run_settings::RunSettings;
-use crate::source::sampling::sampler::Sampler;
-use crate::source::sampling::segmented::Segmented;
+use crate::source::run::Run;
 
-/// Builds a [`Mixture`]; see [`Mixture::builder`].
+/// Builds a [`Mixture`]: of samplers ([`Mixture::builder`]), or of packed documents
+/// ([`Mixture::documents`], whose builder is also called [`DocumentMixtureBuilder`]).
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`weights`](Self::weights) | equal |
+/// | [`seed`](Self::seed) | 0: each source walks its own order as given |
+/// | [`shard`](Self::shard) | rank 0 of 1 |
+/// | [`stop`](Self::stop) | [`Stop::Never`] |
+/// | [`start_step`](Self::start_step), [`skip_steps`](Self::skip_steps) | none |
+/// | samplers: [`batch_size`](Self::batch_size) | none |
+/// | documents: [`packing`](Self::packing) or its fields' setters | see [`DocumentMixtureBuilder`] |
 #[must_use]
-pub struct MixtureBuilder<S> {
-    sources: Vec<Sampler<S>>,
-    settings: BuilderSettings,
+pub struct MixtureBuilder<S: Mixable> {
+    sources: Vec<<S::Member as Member>::Given>,
+    /// Each source's weight (`None`: equal).
+    weights: Option<Vec<f64>>,
+    seed: u64,
+    stop: Stop,
+    /// The rank and world size, batch size (samplers'), start step and skipped steps.
+    pub(super) run: Run,
+    /// How steps are packed (documents'; nothing for samplers).
+    pub(super) packing: <S::Member as Member>::PackingGiven,
 }
 
-impl<S> fmt::Debug for MixtureBuilder<S> {
+/// Builds a mixture of packed documents, `Mixture<Documents>`: the [`MixtureBuilder`] that
+/// [`Mixture::documents`] makes.
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`weights`](MixtureBuilder::weights) | equal |
+/// | [`seed`](MixtureBuilder::seed) | 0: each source walks its own order as given |
+/// | [`shard`](MixtureBuilder::shard) | rank 0 of 1 |
+/// | [`stop`](MixtureBuilder::stop) | [`Stop::Never`] |
+/// | [`packing`](MixtureBuilder::packing) | the next six settings at once, as one [`Packing`](crate::source::Packing) |
+/// | [`tokens_per_batch`](MixtureBuilder::tokens_per_batch), [`max_seq_len`](MixtureBuilder::max_seq_len) | none: required (unless the schedule has an entry at step 0) |
+/// | [`max_docs`](MixtureBuilder::max_docs) | modded-nanogpt's rule, step by step |
+/// | [`schedule`](MixtureBuilder::schedule) | none: the same sizes every step |
+/// | [`token_type`](MixtureBuilder::token_type) | [`TokenType::I32`](crate::source::TokenType::I32) |
+/// | [`positions`](MixtureBuilder::positions) | off |
+/// | [`start_step`](MixtureBuilder::start_step), [`skip_steps`](MixtureBuilder::skip_steps) | none |
+pub type DocumentMixtureBuilder = MixtureBuilder<crate::source::documents::packed::Documents>;
+
+impl<S: Mixable> Clone for MixtureBuilder<S> {
+    fn clone(&self) -> Self {
+        MixtureBuilder {
+            sources: self.sources.clone(),
+            weights: self.weights.clone(),
+            seed: self.seed,
+            stop: self.stop,
+            run: self.run.clone(),
+            packing: self.packing.clone(),
+        }
+    }
+}
+
+impl<S: Mixable> fmt::Debug for MixtureBuilder<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MixtureBuilder")
             .field("sources", &self.sources.len())
-            .field("weights", &self.settings.weights)
-            .field("seed", &self.settings.seed)
-            .field("stop", &self.settings.stop)
-            .field("run", &self.settings.run)
+            .field("weights", &self.weights)
+            .field("seed", &self.seed)
+            .field("stop", &self.stop)
+            .field("run", &self.run)
+            .field("packing", &self.packing)
             .finish()
     }
 }
 
-impl<S: Segmented + Clone> Mixture<S> {
-    /// A builder over `sources`, samplers of one kind of source (token shards, or files of
-    /// records) and one sample shape, each built alone: world size 1, no batch size, no
-    /// steps (the mixture shards, batches and numbers the steps). Defaults: equal weights,
-    /// seed 0, rank 0 of 1, no batch size, [`Stop::Never`].
-    pub fn builder(sources: impl IntoIterator<Item = Sampler<S>>) -> MixtureBuilder<S> {
-        MixtureBuilder {
-            sources: sources.into_iter().collect(),
-            settings: BuilderSettings::default(),
-        }
-    }
-
-    /// A builder with every setting of this mixture: change what differs (new weights for
-    /// a [`reweight`](Mixture::reweight), another world size) and build again.
+impl<S: Mixable> Mixture<S> {
+    /// A builder with every setting of this mixture (its sources as given too): change
+    /// what differs — new weights for a [`reweight`](Mixture::reweight), another rank or
+    /// world size — and build again.
     pub fn to_builder(&self) -> MixtureBuilder<S> {
         let i = &*self.inner;
+        let s = &i.settings;
         MixtureBuilder {
-            sources: i.members.iter().map(|m| m.given.clone()).collect(),
-            settings: BuilderSettings::of(&i.settings),
+            sources: i.members.iter().map(|m| m.given().clone()).collect(),
+            weights: Some(s.weights.clone()),
+            seed: s.seed,
+            stop: s.stop,
+            run: s.run.run(),
+            packing: S::Member::packing_given(&i.packing),
         }
     }
 }
 
-impl<S: Segmented + Clone> MixtureBuilder<S> {
-    /// The builder with its settings changed by `f` (a loader's run in place of its own).
-    pub(crate) fn map_settings(
-        mut self,
-        f: impl FnOnce(BuilderSettings) -> BuilderSettings,
-    ) -> Self {
-        self.settings = f(self.settings);
+impl<S: Mixable> MixtureBuilder<S> {
+    /// A builder over `sources` with the defaults.
+    pub(super) fn new(sources: impl IntoIterator<Item = <S::Member as Member>::Given>) -> Self {
+        MixtureBuilder {
+            sources: sources.into_iter().collect(),
+            weights: None,
+            seed: 0,
+            stop: Stop::Never,
+            run: Run::default(),
+            packing: Default::default(),
+        }
+    }
+
+    /// The sources, as given.
+    pub(super) fn sources(&self) -> &[<S::Member as Member>::Given] {
+        &self.sources
+    }
+
+    /// The builder with a loader's run in place of its own.
+    pub(crate) fn with_run(mut self, run: &Run) -> Self {
+        self.run = run.clone();
         self
     }
 
     setters! {
         /// Each source's weight, one per source (default: equal): finite, at least 0, not all
         /// 0; they need not sum to 1 (each is taken over their sum). The share of the global
-        /// sequence each source gets; see [`Blend`](crate::source::Blend) for the rule, which
-        /// keeps every source within one sample of its share at every point.
-        weights(weights: impl Into<Vec<f64>>) => settings.weights = Some(weights.into());
+        /// sequence (of samples, or of documents) each source gets; see
+        /// [`Blend`](crate::source::Blend) for the rule, which keeps every source within one
+        /// sample (or document) of its share at every point.
+        weights(weights: impl Into<Vec<f64>>) => weights = Some(weights.into());
         /// The mixture's seed (default 0): it keys each source's shuffled (or random) order
         /// together with the source's own seed — a source of order seed `q` is walked as seed
         /// `q ^ mix64(seed)` — so one number reshuffles every source of the mixture. Seed 0
-        /// walks each source exactly as its sampler alone would. It does not change which
-        /// source a position takes (the weights alone decide that), nor a sequential source.
-        seed(seed: u64) => settings.seed = seed;
+        /// walks each source exactly as it is alone. It does not change which source a
+        /// position takes (the weights alone decide that), nor a sequential source.
+        seed(seed: u64) => seed = seed;
         /// Shards the global sequence over `world_size` ranks (default: rank 0 of 1): rank `r`
         /// takes positions `r, r + W, r + 2W, ...`; with a [`batch_size`](Self::batch_size)
         /// `B`, step `k` of every rank covers positions `k·W·B .. (k + 1)·W·B` of the run, so
-        /// every rank gets the same whole batches.
-        shard(rank: u64, world_size: u64) => settings.run.rank = rank, settings.run.world_size = world_size;
-        /// The batch size each rank's pipeline cuts its samples into: it numbers the steps
-        /// ([`MixedSample::step`](crate::source::MixedSample::step), reported by
-        /// [`Batch::step`](crate::Batch::step)), and a stop rule ends the mixture on a whole
-        /// step. Give the pipeline the same batch size.
-        batch_size(samples: u64) => settings.run.batch_size = Some(samples);
-        /// When the mixture ends (default [`Stop::Never`]).
-        stop(stop: Stop) => settings.stop = stop;
+        /// every rank gets the same whole batches. A mixture of documents packs each step's
+        /// documents rank after rank from its one sequence, as one
+        /// [`Documents`](crate::source::Documents) source's ranks do.
+        shard(rank: u64, world_size: u64) => run.rank = rank, run.world_size = world_size;
+        /// When the mixture ends (default [`Stop::Never`]), counted in each source's own
+        /// items (samples, or documents). The step the end would cut short is left out on
+        /// every rank. In a mixture of documents a stop rule indexes every source's shards at
+        /// build (it needs their document counts).
+        stop(stop: Stop) => stop = stop;
         /// Begins the run at step `k`: exactly where an uninterrupted run stands at step `k`,
-        /// with the same samples from there on. Nothing before it is read or decoded: the
+        /// with the same items from there on. Nothing before it is read or decoded: the
         /// mixture walks the blend rule over the positions before it (a few nanoseconds a
-        /// position per source) and jumps each source to its count. A run resumed from a state
-        /// before step `k` begins at `k` too. Needs a batch size.
-        start_step(k: u64) => settings.run.start_step = Some(k);
+        /// position per source; for documents, the packing too, over the sources' indexes:
+        /// about a microsecond a step for 8 ranks) and jumps each source to its count. A run
+        /// resumed from a state before step `k` begins at `k` too. A mixture of samplers
+        /// needs a batch size for it.
+        start_step(k: u64) => run.start_step = k;
     }
 
     /// Leaves the batches of these steps out: each `(a, b)` is the half-open range `a..b`
-    /// (steps `a` to `b - 1`, as Rust's `a..b` and Python's `range(a, b)` are). Every other batch keeps its step number, and a state records
-    /// the ranges, so a run resumed from it keeps skipping them. Needs a batch size.
+    /// (steps `a` to `b - 1`, as Rust's `a..b` and Python's `range(a, b)` are). Every
+    /// other batch keeps its step number, and a state records the ranges, so a run resumed
+    /// from it keeps skipping them. The skipped steps' items are used up as they would be
+    /// (they are walked, not delivered). A mixture of samplers needs a batch size for it.
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.settings.run.skip_steps.extend(ranges);
+        self.run.skip_too(ranges);
         self
     }
 
-    /// Checks the settings and returns the mixture. Sources and weights that cannot be
-    /// mixed are [`ConfigError::Mixture`]: no source, more than 65536, a source that sets
-    /// its own rank and world size, batch size, start step or skipped steps, samples of
-    /// another window length or record size than source 0's, weights that are not one per
-    /// source, negative, NaN, infinite or all 0. The mixture's own settings are checked as
-    /// a sampler's are: a zero world size or batch size is [`SourceError::Zero`], a rank
-    /// not below the world size [`SourceError::BadRank`], a start step or skipped steps
-    /// without a batch size [`SourceError::StepsNeedBatchSize`], a reversed range
-    /// [`SourceError::BadSkip`].
-    ///
-    /// [`ConfigError::Mixture`]: crate::ConfigError::Mixture
-    /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
-    /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
-    /// [`SourceError::StepsNeedBatchSize`]: crate::error::source::SourceError::StepsNeedBatchSize
-    /// [`SourceError::BadSkip`]: crate::error::source::SourceError::BadSkip
-    pub fn build(self) -> Result<Mixture<S>> {
-        let rules = SourceRules {
-            own_setting: own_setting::<S>,
-            shape: shape::<S>,
-            run: RunSettings::check,
+    /// Checks the sources and the settings for them, in this order: no source or more
+    /// than 65536 ([`MixtureProblem::NoSources`], [`MixtureProblem::TooManySources`]), a
+    /// source setting what belongs to the mixture ([`MixtureProblem::SourceSetting`]), a
+    /// source unlike source 0 ([`MixtureProblem::Shape`]), weights that cannot be
+    /// normalized (all these [`ConfigError::Mixture`]), then the run as the kind checks
+    /// it ([`Run::check`], or [`Run::check_own_steps`] for documents). The mixture's
+    /// settings.
+    pub(super) fn checked(&self) -> Result<MixSettings> {
+        let problem = |p: MixtureProblem| crate::Error::Config(ConfigError::Mixture(p));
+        let sources = &self.sources;
+        let n = sources.len();
+        if n == 0 {
+            return Err(problem(MixtureProblem::NoSources));
+        }
+        if n > usize::from(u16::MAX) + 1 {
+            return Err(problem(MixtureProblem::TooManySources(n)));
+        }
+        for (index, source) in sources.iter().enumerate() {
+            if let Some(setting) = S::Member::own_setting(source) {
+                return Err(problem(MixtureProblem::SourceSetting { index, setting }));
+            }
+        }
+        let first = &sources[0];
+        for (index, source) in sources.iter().enumerate().skip(1) {
+            if let Some((what, first, here)) = S::Member::shape(first, source) {
+                return Err(problem(MixtureProblem::Shape {
+                    index,
+                    what,
+                    first,
+                    here,
+                }));
+            }
+        }
+        let weights = self.weights.clone().unwrap_or_else(|| vec![1.0; n]);
+        let norm = normalized(&weights, Some(n)).map_err(problem)?;
+        let run: Result<_, SourceError> = if S::Member::STEPS_NEED_BATCH_SIZE {
+            self.run.check()
+        } else {
+            self.run.check_own_steps()
         };
-        let seed = self.settings.seed;
-        let settings = self.settings.check(&self.sources, rules)?;
-        let members = self
-            .sources
-            .into_iter()
-            .map(|s| Member::new(s, seed))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Mixture {
-            inner: Arc::new(MixInner { members, settings }),
+        Ok(MixSettings {
+            weights,
+            norm,
+            seed: self.seed,
+            stop: self.stop,
+            run: run?,
         })
-    }
-}
-
-/// The first setting `source` gives that belongs to the mixture: its ranks, batch size,
-/// start step or skipped steps.
-fn own_setting<S: Segmented>(source: &Sampler<S>) -> Option<&'static str> {
-    if source.world_size() != 1 {
-        Some("rank/world_size")
-    } else if source.batch_size().is_some() {
-        Some("batch_size")
-    } else if source.start_step() != 0 {
-        Some("start_step")
-    } else if !source.skip_steps().is_empty() {
-        Some("skip_steps")
-    } else {
-        None
-    }
-}
-
-/// Where `source`'s samples differ from `first`'s: their window, or their record size.
-fn shape<S: Segmented>(first: &Sampler<S>, source: &Sampler<S>) -> Option<ShapeDifference> {
-    if source.window() != first.window() {
-        Some(("window", first.window(), source.window()))
-    } else if source.fingerprint().record_bytes != first.fingerprint().record_bytes {
-        Some((
-            "record size",
-            first.fingerprint().record_bytes,
-            source.fingerprint().record_bytes,
-        ))
-    } else {
-        None
     }
 }

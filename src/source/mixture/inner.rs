@@ -1,25 +1,30 @@
-//! What a [`Mixture`](crate::source::Mixture) of samplers and its iterators share: the
-//! sources and the settings.
+//! [`MixInner`]: what a [`Mixture`](super::mix::Mixture) of any kind shares with its
+//! iterators and decoder — its members, settings and packing — and what a run needs of
+//! them all alike: where it starts (fresh, or a state checked), the [`Stream`] of its
+//! global sequence from there, its walk over whole steps, and its state at a position.
+
+use std::fmt;
 
 use super::member::Member;
 use super::run_origin::RunOrigin;
-use super::settings::{MixSettings, MixShared};
-use super::state::MixtureState;
+use super::settings::MixSettings;
+use super::state::{MixtureState, WeightSpan};
 use super::walk::Walk;
+use crate::error::source::SourceError;
 use crate::error::Result;
-use crate::source::sampling::checkpoint::Checkpoint;
-use crate::source::sampling::segmented::Segmented;
+use crate::source::documents::index::BuiltBy;
+use crate::source::sampling::skip::SkipSteps;
 
-/// What a mixture of samplers and its iterators share. (Public only as the hidden
-/// [`Mixable::Shared`](super::mixable::Mixable) of samplers' segment sets; nothing outside
-/// the crate can name it.)
-pub struct MixInner<S> {
-    pub(crate) members: Vec<Member<S>>,
+/// What a mixture and its iterators share. (Public only as the hidden inside of a
+/// [`Mixture`](crate::source::Mixture); nothing outside the crate can name it.)
+pub struct MixInner<M: Member> {
+    pub(crate) members: Vec<M>,
     pub(crate) settings: MixSettings,
+    pub(crate) packing: M::Packing,
 }
 
-impl<S> std::fmt::Debug for MixInner<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<M: Member> fmt::Debug for MixInner<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MixInner")
             .field("sources", &self.members.len())
             .field("weights", &self.settings.weights)
@@ -27,30 +32,130 @@ impl<S> std::fmt::Debug for MixInner<S> {
     }
 }
 
-impl<S: Segmented> MixShared for MixInner<S> {
-    type Part = Checkpoint;
+/// A run's global sequence from some position on: which source each position takes and
+/// that source's count ([`Walk`]), and each source's items by count.
+pub struct Stream<M: Member> {
+    pub(crate) walk: Walk,
+    pub(crate) readers: Vec<M::Reader>,
+}
 
-    fn settings(&self) -> &MixSettings {
-        &self.settings
-    }
-
-    fn sources(&self) -> usize {
-        self.members.len()
-    }
-
-    fn check_run(&self, state: &MixtureState) -> Result<Vec<u64>> {
-        self.settings
-            .checked_counts(state, &self.members, Member::count_of)
+impl<M: Member> fmt::Debug for Stream<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("position", &self.walk.position())
+            .finish_non_exhaustive()
     }
 }
 
-impl<S> MixInner<S> {
-    /// The walk of a run from `origin`.
-    pub(crate) fn walk(&self, origin: &RunOrigin) -> Walk {
-        origin.walk(
-            &self.settings.norm,
-            self.settings.stop,
-            self.members.iter().map(|m| m.epoch_len).collect(),
-        )
+impl<M: Member> MixInner<M> {
+    /// Each source's items by count, shards built by `by`.
+    pub(crate) fn readers(&self, by: BuiltBy) -> Vec<M::Reader> {
+        self.members.iter().map(|m| m.reader(by)).collect()
+    }
+
+    /// The sequence of the run from `origin`, shards built by `by`.
+    pub(crate) fn stream(&self, origin: &RunOrigin, by: BuiltBy) -> Stream<M> {
+        let readers = self.readers(by);
+        let epoch_lens = (self.members.iter().zip(&readers))
+            .map(|(m, r)| m.epoch_len(r))
+            .collect();
+        let s = &self.settings;
+        Stream {
+            walk: origin.walk(&s.norm, s.stop, epoch_lens),
+            readers,
+        }
+    }
+
+    /// Checks `state` but for its weights in force: its version, seed, stop rule and
+    /// number of sources against these settings, each source's record as that source
+    /// checks its own ([`Member::count_of`]), and its weights' history against the counts
+    /// there; each source's count at its position.
+    pub(crate) fn check_run(&self, state: &MixtureState<M::Record>) -> Result<Vec<u64>> {
+        let s = &self.settings;
+        state.check_mixture(s.seed, s.stop, self.members.len())?;
+        let counts = (self.members.iter().zip(&state.sources).enumerate())
+            .map(|(index, (member, saved))| member.count_of(saved, index))
+            .collect::<Result<Vec<u64>>>()?;
+        state.check_history(&counts)?;
+        Ok(counts)
+    }
+
+    /// The origin of a run resumed from `from` (checked), or of a fresh run.
+    pub(crate) fn origin(&self, from: Option<&MixtureState<M::Record>>) -> Result<RunOrigin> {
+        match from {
+            Some(state) => {
+                let counts = self.check_run(state)?;
+                self.settings.resumed(state, counts)
+            }
+            None => Ok(self.settings.fresh(self.members.len())),
+        }
+    }
+
+    /// The state of the run from `from` (checked; the start when `None`) after `steps`
+    /// delivered steps and `part` positions of the next one (a sampler's state may stand
+    /// inside a step). It walks the steps — the steps before the start step and the
+    /// skipped ones among them too, each delivered one checked ([`Member::check_step`]) —
+    /// over the sources' indexes alone (nothing read). Where the stop rule ends the run
+    /// first, the state after its last whole step: its `step` is the run's step count, and
+    /// a resume from it delivers nothing.
+    pub(crate) fn state_after(
+        &self,
+        from: Option<&MixtureState<M::Record>>,
+        steps: u64,
+        part: u64,
+    ) -> Result<MixtureState<M::Record>> {
+        let origin = self.origin(from)?;
+        let first = self.settings.run.start_step;
+        let target = origin.skip.after_kept(first.max(origin.step), steps);
+        let mut stream = self.stream(&origin, BuiltBy::Start);
+        let mut step = origin.step;
+        let mut at = stream.walk.clone();
+        while step < target {
+            let Some(walked) = M::walk_step(&mut stream, self, step, None)? else {
+                break;
+            };
+            if origin.skip.delivers(first, step) {
+                M::check_step(self, step, &walked)?;
+            }
+            step += 1;
+            at = stream.walk.clone();
+        }
+        if step == target && part > 0 {
+            let mut walk = at.clone();
+            if walk.skip_within(part) == part {
+                at = walk;
+            }
+        }
+        // Steps of samples without a batch size are not numbered.
+        if M::STEPS_NEED_BATCH_SIZE && self.settings.run.batch.is_none() {
+            step = origin.step;
+        }
+        let place = (at.position(), step);
+        let state = self.state(
+            origin.history,
+            place,
+            &at.counts(),
+            &origin.skip,
+            &mut stream.readers,
+        );
+        Ok(state?)
+    }
+
+    /// The state at global position `at`, step `step`, with the weights' `history` and
+    /// the skipped steps `skip`, where each source's count is `counts` (their places found
+    /// by `readers`).
+    pub(crate) fn state(
+        &self,
+        history: Vec<WeightSpan>,
+        (at, step): (u64, u64),
+        counts: &[u64],
+        skip: &SkipSteps,
+        readers: &mut [M::Reader],
+    ) -> Result<MixtureState<M::Record>, SourceError> {
+        let world = self.settings.run.world;
+        let sources = (self.members.iter().zip(readers).zip(counts))
+            .map(|((m, reader), &n)| m.record(reader, n, step, world))
+            .collect::<Result<Vec<_>, SourceError>>()?;
+        Ok(self.settings.state(history, (at, step), skip, sources))
     }
 }

@@ -1,10 +1,14 @@
-//! [`Mixable`]: the kinds of source a [`Mixture`](super::mix::Mixture) mixes, and what a
-//! mixture of each kind shares with its iterators.
+//! [`Mixable`]: the kinds of source a [`Mixture`](super::mix::Mixture) mixes — each names
+//! its sources' record in a mixture's state and its [`Member`], what one source of that
+//! kind does inside a mixture.
 
-use super::documents::inner::DocMixInner;
-use super::inner::MixInner;
-use super::settings::MixShared;
+use super::documents_member::DocMember;
+use super::member::Member;
+use super::state::SourceRecord;
+use super::windows_member::WindowMember;
+use crate::source::documents::checkpoint::DocumentsCheckpoint;
 use crate::source::documents::packed::Documents;
+use crate::source::sampling::checkpoint::Checkpoint;
 use crate::source::sampling::segmented::Segmented;
 
 /// A kind of source a [`Mixture`](crate::source::Mixture) mixes: the segment sets of
@@ -25,19 +29,27 @@ use crate::source::sampling::segmented::Segmented;
 /// let mixed = Mixture::documents([windows, documents]);
 /// # Ok(()) }
 /// ```
-pub trait Mixable: sealed::Sealed {
-    /// What a mixture of this kind shares with its iterators (not nameable outside the
+pub trait Mixable: sealed::Sealed + Sized + 'static {
+    /// A source's own state inside a mixture's
+    /// [`MixtureState`](crate::source::MixtureState), at its count: a sampler's
+    /// [`Checkpoint`] at world size 1, or a [`DocumentsCheckpoint`] before the source's
+    /// next document.
+    type Record: SourceRecord;
+
+    /// What one source of this kind does inside a mixture (not nameable outside the
     /// crate).
     #[doc(hidden)]
-    type Shared: MixShared;
+    type Member: Member<Record = Self::Record>;
 }
 
 impl<S: Segmented> Mixable for S {
-    type Shared = MixInner<S>;
+    type Record = Checkpoint;
+    type Member = WindowMember<S>;
 }
 
 impl Mixable for Documents {
-    type Shared = DocMixInner;
+    type Record = DocumentsCheckpoint;
+    type Member = DocMember;
 }
 
 mod sealed {

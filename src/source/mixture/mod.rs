@@ -2,43 +2,58 @@
 //! every rank shards, with rank-agnostic states that resume on any world size (and with
 //! new weights), steps to start at and skip, and rows that say where they came from.
 //!
-//! The parts that do not depend on the kind of source — the blend rule ([`Blend`], over
-//! the weights' history), the walk of the global sequence with its stop rule, and the
-//! state's layout ([`MixtureState`], generic over a source's own state) — are apart from
-//! [`Mixture`]'s two kinds: `Mixture<S>` over samplers of segments `S` (`mix.rs`,
-//! `builder.rs`, `samples.rs`, `decoder.rs`) mixes windows sample by sample, and
-//! `Mixture<Documents>` (`documents/`) mixes packed documents document by document with
-//! the same rule and state, then packs the mixed documents into steps. [`Mixable`] names
-//! the kinds. Both kinds hold the same checked settings (`settings.rs`: the weights, seed,
-//! ranks, stop rule and steps, with the accessors both share in `mix.rs`), given to either
-//! builder as one struct with one check (`builder_settings.rs`).
+//! One implementation for every kind of source, written over [`Member`](member::Member)
+//! (`member.rs`), what one source of a kind does inside a mixture; [`Mixable`] names the
+//! kinds and their members:
+//!
+//! - what every kind does alike: the blend rule ([`Blend`], `blend.rs`) and the walk of
+//!   the global sequence with its stop rule (`walk.rs`, `stop.rs`, `run_origin.rs`); the
+//!   settings (`settings.rs`) and the builder that checks them ([`MixtureBuilder`],
+//!   `builder.rs`); what the mixture shares with its iterators and the walk of a run over
+//!   whole steps (`inner.rs`, `step_walk.rs`); the state ([`MixtureState`], `state.rs`);
+//!   [`Mixture`] itself, its accessors, state checks, reweighting and `Locate` (`mix.rs`);
+//!   and the `Source` impl (`as_source.rs`);
+//! - samplers of windows, `Mixture<S>` over segments `S`, mixed sample by sample: the
+//!   member (`windows_member.rs`), its builder, run and states (`windows_mix.rs`), its
+//!   samples (`windows_samples.rs`) and decoder (`windows_decoder.rs`);
+//! - packed documents, `Mixture<Documents>`, mixed document by document and packed into
+//!   steps as one source packs its own: the member and its packing of a step
+//!   (`documents_member.rs`), its builder, run and states (`documents_mix.rs`), its steps
+//!   (`documents_steps.rs`, `documents_step.rs`, `piece_lists.rs`) and decoder
+//!   (`documents_decoder.rs`).
 
 mod as_source;
 pub(crate) mod blend;
 mod builder;
-mod builder_settings;
-mod decoder;
-mod documents;
+mod documents_decoder;
+mod documents_member;
+mod documents_mix;
+mod documents_step;
+mod documents_steps;
 pub(crate) mod inner;
-mod located;
-mod member;
+pub(crate) mod member;
 pub(crate) mod mix;
 mod mixable;
+mod piece_lists;
 pub(crate) mod run_origin;
-mod samples;
 pub(crate) mod settings;
 pub(crate) mod state;
+mod step_walk;
 pub(crate) mod stop;
 pub(crate) mod walk;
+mod windows_decoder;
+mod windows_member;
+mod windows_mix;
+mod windows_samples;
 
 pub use blend::Blend;
-pub use builder::MixtureBuilder;
-pub use decoder::MixedDecoder;
-pub use documents::{
-    DocumentMixtureBuilder, MixedDocStep, MixedPiece, MixedSteps, PackMixedDocuments,
-};
+pub use builder::{DocumentMixtureBuilder, MixtureBuilder};
+pub use documents_decoder::PackMixedDocuments;
+pub use documents_step::{MixedDocStep, MixedPiece};
+pub use documents_steps::MixedSteps;
 pub use mix::Mixture;
 pub use mixable::Mixable;
-pub use samples::{MixedSample, MixedSamples};
 pub use state::{MixtureState, SourceRecord, WeightSpan, MIXTURE_STATE_VERSION};
 pub use stop::Stop;
+pub use windows_decoder::MixedDecoder;
+pub use windows_samples::{MixedSample, MixedSamples};

@@ -1,19 +1,18 @@
-//! [`MixSettings`]: the settings both kinds of [`Mixture`](super::mix::Mixture) hold — the
+//! [`MixSettings`]: the settings every [`Mixture`](super::mix::Mixture) holds — the
 //! weights, the seed, the stop rule and the checked run (the ranks, the batch size, the
 //! start step and the skipped steps) — and what follows from them alone: where a fresh or
-//! resumed run starts, and the state a run records. [`MixShared`] hands them to the
-//! accessors both kinds share.
+//! resumed run starts, and the state a run records.
 
 use super::run_origin::RunOrigin;
 use super::state::{MixtureState, WeightSpan, MIXTURE_STATE_VERSION};
 use super::stop::Stop;
 use crate::error::Result;
-use crate::source::sampling::run_settings::CheckedRun;
+use crate::source::run::CheckedRun;
 use crate::source::sampling::skip::SkipSteps;
 
-/// The settings of a mixture of either kind, checked. (Public only inside the hidden
-/// [`Mixable::Shared`](super::mixable::Mixable) of a mixture's kind; nothing outside the
-/// crate can name it.)
+/// The settings of a mixture, checked. (Public only inside the hidden member of a
+/// mixture's [`Mixable`](super::mixable::Mixable) kind; nothing outside the crate can name
+/// it.)
 #[derive(Debug)]
 pub struct MixSettings {
     /// The weights as given.
@@ -25,25 +24,6 @@ pub struct MixSettings {
     /// The rank, world size, batch size (a mixture of samplers'; none for one of
     /// documents, whose every step is a batch), start step and skipped steps, checked.
     pub(crate) run: CheckedRun,
-}
-
-/// What a mixture of either kind shares with its iterators, as far as the settings go.
-/// (Unnameable outside the crate: the bound of the hidden
-/// [`Mixable::Shared`](super::mixable::Mixable).)
-pub trait MixShared {
-    /// A source's part of the mixture's state: that source's own checkpoint.
-    type Part;
-
-    /// The mixture's settings.
-    fn settings(&self) -> &MixSettings;
-
-    /// How many sources it mixes.
-    fn sources(&self) -> usize;
-
-    /// Checks everything of `state` but its weights in force
-    /// ([`MixSettings::checked_counts`], each source's part checked as that source checks
-    /// its own); each source's count at its position.
-    fn check_run(&self, state: &MixtureState<Self::Part>) -> Result<Vec<u64>>;
 }
 
 impl MixSettings {
@@ -60,27 +40,6 @@ impl MixSettings {
             counts: vec![0; sources],
             skip: self.run.skip.clone(),
         }
-    }
-
-    /// Checks `state` but for its weights in force: its version, seed, stop rule and
-    /// number of sources against these settings and `members`, each source's part by
-    /// `count_of` (the source, its part, its index: the count of its items there), and its
-    /// weights' history against those counts; the counts.
-    pub(crate) fn checked_counts<C, M>(
-        &self,
-        state: &MixtureState<C>,
-        members: &[M],
-        count_of: impl Fn(&M, &C, usize) -> Result<u64>,
-    ) -> Result<Vec<u64>> {
-        state.check_mixture(self.seed, self.stop, members.len())?;
-        let counts = members
-            .iter()
-            .zip(&state.sources)
-            .enumerate()
-            .map(|(index, (member, saved))| count_of(member, saved, index))
-            .collect::<Result<Vec<u64>>>()?;
-        state.check_history(&counts)?;
-        Ok(counts)
     }
 
     /// The origin of a run resumed from `state`, where each source's count is `counts`

@@ -82,21 +82,13 @@ impl<S: WindowFormat> Source for Sampler<S> {
 
     fn own_run(&self) -> Run {
         Run {
-            rank: self.rank(),
-            world_size: self.world_size(),
-            batch_size: self.batch_size(),
             drop_last: self.drop_last(),
-            start_step: self.start_step(),
-            skip_steps: self.skip_steps().iter().map(|&(a, b)| a..b).collect(),
-            epochs: None,
+            ..self.inner.run.run()
         }
     }
 
     fn with_run(&self, run: &Run) -> Result<Self> {
-        self.to_builder()
-            .run_settings(run.settings())
-            .drop_last(run.drop_last)
-            .build()
+        self.to_builder().run(run.clone()).build()
     }
 
     fn config(&self) -> ConfigBuilder {

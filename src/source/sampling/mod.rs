@@ -34,7 +34,6 @@ pub(crate) mod file_set;
 pub(crate) mod located;
 pub(crate) mod order;
 pub(crate) mod rng;
-pub(crate) mod run_settings;
 pub(crate) mod sampler;
 pub(crate) mod sampler_builder;
 pub(crate) mod sampler_inner;

@@ -6,13 +6,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::order::Order;
-use super::run_settings::{nonzero, RunSettings};
 use super::sampler::Sampler;
 use super::sampler_inner::Inner;
 use super::segmented::Segmented;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::setters::setters;
+use crate::source::run::{nonzero, Run};
 
 /// Builds a [`Sampler`]; see [`Sampler::builder`] (a fresh one) and
 /// [`Sampler::to_builder`] (one with a sampler's settings).
@@ -23,8 +23,8 @@ pub struct SamplerBuilder<S> {
     stride: Option<u64>,
     order: Order,
     even_ranks: bool,
-    drop_last: bool,
-    run: RunSettings,
+    /// The rank and world size, batch size, `drop_last`, start step and skipped steps.
+    run: Run,
 }
 
 impl<S> fmt::Debug for SamplerBuilder<S> {
@@ -34,7 +34,6 @@ impl<S> fmt::Debug for SamplerBuilder<S> {
             .field("stride", &self.stride)
             .field("order", &self.order)
             .field("even_ranks", &self.even_ranks)
-            .field("drop_last", &self.drop_last)
             .field("run", &self.run)
             .finish_non_exhaustive()
     }
@@ -50,8 +49,7 @@ impl<S: Segmented> Sampler<S> {
             stride: None,
             order: Order::Sequential,
             even_ranks: false,
-            drop_last: true,
-            run: RunSettings::default(),
+            run: Run::default(),
         }
     }
 
@@ -87,8 +85,10 @@ impl<S: Segmented> Sampler<S> {
             stride: Some(i.stride),
             order: i.order,
             even_ranks: i.even_ranks,
-            drop_last: i.drop_last,
-            run: RunSettings::of(&i.run),
+            run: Run {
+                drop_last: i.drop_last,
+                ..i.run.run()
+            },
         }
     }
 }
@@ -164,7 +164,7 @@ impl<S: Segmented> SamplerBuilder<S> {
         /// one batch; with `false` each rank's last batch of an epoch may be short, which
         /// needs one pipeline per epoch ([`Sampler::epoch`]) to stay aligned. (Examples at
         /// [`batch_size`](Self::batch_size).)
-        drop_last(on: bool) => drop_last = on;
+        drop_last(on: bool) => run.drop_last = on;
         /// Begins the run at step `k` (default 0): [`Sampler::iter`] starts exactly where an
         /// uninterrupted run from epoch 0 stands at step `k` (the `k`-th batch of this rank,
         /// counted across epochs), and yields the same windows from there on, with the same
@@ -196,7 +196,7 @@ impl<S: Segmented> SamplerBuilder<S> {
         /// # std::fs::remove_dir_all(&dir).unwrap();
         /// # Ok::<(), pinring::Error>(())
         /// ```
-        start_step(k: u64) => run.start_step = Some(k);
+        start_step(k: u64) => run.start_step = k;
     }
 
     /// Leaves the batches of these steps out of the run (default: none): each `(a, b)` is
@@ -223,7 +223,7 @@ impl<S: Segmented> SamplerBuilder<S> {
     /// # Ok::<(), pinring::Error>(())
     /// ```
     pub fn skip_steps(mut self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        self.run.skip_steps.extend(ranges);
+        self.run.skip_too(ranges);
         self
     }
 
@@ -233,9 +233,9 @@ impl<S: Segmented> SamplerBuilder<S> {
         self
     }
 
-    /// Replaces the run's settings (rank, world size, batch size, start step, skipped
-    /// steps) with a loader's.
-    pub(crate) fn run_settings(mut self, run: RunSettings) -> Self {
+    /// Replaces the run (rank, world size, batch size, `drop_last`, start step, skipped
+    /// steps) with a loader's, whole.
+    pub(crate) fn run(mut self, run: Run) -> Self {
         self.run = run;
         self
     }
@@ -282,8 +282,9 @@ impl<S: Segmented> SamplerBuilder<S> {
             .into());
         }
         let (rank, world, batch) = (run.rank, run.world, run.batch);
+        let drop_last = self.run.drop_last;
         let grain = match batch {
-            Some(b) if self.drop_last => world.saturating_mul(b),
+            Some(b) if drop_last => world.saturating_mul(b),
             Some(_) => world,
             None if self.even_ranks => world,
             None => 1,
@@ -295,7 +296,7 @@ impl<S: Segmented> SamplerBuilder<S> {
             stride,
             order: self.order,
             run,
-            drop_last: self.drop_last,
+            drop_last,
             even_ranks: self.even_ranks,
             grain,
             cum_windows,
@@ -312,7 +313,7 @@ impl<S: Segmented> SamplerBuilder<S> {
                     windows,
                     world_size: world,
                     batch_size,
-                    drop_last: self.drop_last,
+                    drop_last,
                 },
                 None => SourceError::EmptyShare {
                     rank,

@@ -4,10 +4,10 @@
 
 use super::checkpoint::{Checkpoint, Fingerprint, CHECKPOINT_VERSION};
 use super::order::Order;
-use super::run_settings::CheckedRun;
 use super::skip::SkipSteps;
 use crate::error::source::SourceError;
 use crate::error::Result;
+use crate::source::run::CheckedRun;
 
 pub(super) struct Inner<S> {
     pub(super) source: S,

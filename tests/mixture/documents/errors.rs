@@ -5,7 +5,7 @@
 
 use pinring::source::{
     write_shard_u32, DocumentMixtureBuilder, Documents, DocumentsCheckpoint, Mixture,
-    MixtureProblem, MixtureState, SourceError, TokenShards, TokenType,
+    MixtureProblem, MixtureState, Packing, SourceError, TokenShards, TokenType,
 };
 use pinring::Error;
 
@@ -61,6 +61,25 @@ fn a_source_that_sets_what_belongs_to_the_mixture_is_a_config_error() {
             "{text}"
         );
     }
+    // Packing given whole is refused the same, naming its first field set.
+    let packed = |b: pinring::source::DocumentsBuilder| {
+        b.packing(Packing {
+            max_docs: Some(9),
+            positions: Some(true),
+            ..Packing::default()
+        })
+    };
+    let (p, _, _) = problem(sized(Mixture::documents([
+        w.source(0),
+        packed(w.source(1)),
+    ])));
+    assert_eq!(
+        p,
+        MixtureProblem::SourceSetting {
+            index: 1,
+            setting: "max_docs"
+        }
+    );
     // A shard or a shard's cache, bos and order belong to the source.
     let ok = Mixture::documents([
         w.source(0).bos(BOS).index_cache(w.dir.path().join("cache")),

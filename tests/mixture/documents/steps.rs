@@ -139,3 +139,53 @@ fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
     let after = mix(0, Some(25)).checkpoint_after(None, 3).unwrap();
     assert_eq!(after.step, 28);
 }
+
+#[test]
+fn a_packing_given_whole_packs_as_its_fields_set_one_by_one() {
+    let sources: Vec<(Data, ModelOrder)> = (0..2)
+        .map(|s| {
+            let lens: Vec<usize> = (0..40).map(|i| 1 + (i * 7 + s * 5) % 23).collect();
+            let data = Data {
+                shards: vec![super::helpers::shard(2, &lens, s as u32)],
+                bos: super::helpers::BOS,
+            };
+            (data, ModelOrder::Shuffled(s as u64 + 1))
+        })
+        .collect();
+    let written = Written::new(&sources, 4);
+    let packing = pinring::source::Packing {
+        tokens_per_batch: 21,
+        max_seq_len: 9,
+        max_docs: Some(16),
+        schedule: vec![(2, 15, 7)],
+        token_type: Some(pinring::source::TokenType::U16),
+        positions: Some(true),
+    };
+    let whole = written.mixture().packing(packing.clone()).build().unwrap();
+    let by_fields = written
+        .mixture()
+        .tokens_per_batch(21)
+        .max_seq_len(9)
+        .max_docs(16)
+        .schedule(vec![(2, 15, 7)])
+        .token_type(pinring::source::TokenType::U16)
+        .positions(true)
+        .build()
+        .unwrap();
+    let steps = |mix: &pinring::source::Mixture<pinring::source::Documents>| -> Vec<Got> {
+        mix.iter()
+            .take(6)
+            .map(|s| (s.step(), pieces(&written, &s)))
+            .collect()
+    };
+    assert_eq!(steps(&whole), steps(&by_fields));
+    assert_eq!(whole.fields(), by_fields.fields());
+    assert_eq!(
+        (whole.packing(), by_fields.packing()),
+        (packing.clone(), packing)
+    );
+    // Built again from what it gives back (to_builder keeps it too): the same steps.
+    let again = written.mixture().packing(whole.packing()).build().unwrap();
+    assert_eq!(steps(&again), steps(&whole));
+    assert_eq!(steps(&whole.to_builder().build().unwrap()), steps(&whole));
+}

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::step::MixedDocStep;
+use super::documents_step::MixedDocStep;
 use crate::decode::Decode;
 use crate::describe::Describe;
 use crate::error::DecodeError;
@@ -78,7 +78,13 @@ impl Decode for PackMixedDocuments {
                 piece: p.piece,
             })
         });
-        let packed = pack(&step.inner.layout, step.step, step.sizes, pieces, out);
+        let packed = pack(
+            &step.inner.packing.layout,
+            step.step,
+            step.sizes,
+            pieces,
+            out,
+        );
         let spent = t.elapsed().as_nanos();
         let tokens = step.sizes.tokens + 1;
         for p in step.pieces() {

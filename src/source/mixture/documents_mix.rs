@@ -1,42 +1,132 @@
-//! `Mixture<Documents>`: sources of packed documents mixed document by document, packed
-//! into steps as one source packs its own; its runs, states and resumes.
+//! `Mixture<Documents>`: sources of packed documents mixed document by document and
+//! packed into steps as one source packs its own — what is its own: its builder and
+//! packing, its accessors, its run of steps and the state after a count of them, its
+//! decoder and rows.
 
-use std::fmt;
-
-use super::decoder::PackMixedDocuments;
-use super::inner::DocMixInner;
-use super::steps::MixedSteps;
-use super::stream::{walk_step, MixedStream};
+use super::builder::{DocumentMixtureBuilder, MixtureBuilder};
+use super::documents_decoder::PackMixedDocuments;
+use super::documents_member::{keyed, DocMember, DocPacking};
+use super::documents_steps::MixedSteps;
+use super::member::Member;
+use super::mix::Mixture;
+use super::piece_lists::PieceLists;
+use super::state::MixtureState;
+use super::stop::Stop;
 use crate::config::ConfigBuilder;
-use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::fields::Fields;
+use crate::locate::{Locate, Location};
+use crate::row::Row;
+use crate::source::documents::builder::DocumentsBuilder;
 use crate::source::documents::by_count::DocsByCount;
 use crate::source::documents::checkpoint::DocumentsCheckpoint;
 use crate::source::documents::index::{BuiltBy, IndexStats};
 use crate::source::documents::order::DocOrder;
 use crate::source::documents::packed::Documents;
+use crate::source::documents::packing::{packing_setters, Packing};
 use crate::source::documents::schedule::Schedule;
-use crate::source::mixture::mix::Mixture;
-use crate::source::mixture::settings::MixShared;
-use crate::source::mixture::state::{MixtureState, WeightSpan};
-use crate::source::sampling::skip::SkipSteps;
 use crate::source::tokens::{TokenShards, TokenType};
 
-impl fmt::Debug for Mixture<Documents> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = self.settings();
-        f.debug_struct("Mixture<Documents>")
-            .field("sources", &self.len())
-            .field("weights", &i.weights)
-            .field("seed", &i.seed)
-            .field("rank", &i.run.rank)
-            .field("world_size", &i.run.world)
-            .field("stop", &i.stop)
-            .field("schedule", &self.inner.schedule)
-            .field("start_step", &i.run.start_step)
-            .field("skip_steps", &i.run.skip.ranges())
-            .finish()
+impl Mixture<Documents> {
+    /// A builder of a mixture of packed documents over `sources`, each a
+    /// [`Documents::builder`] with the settings of the source alone — its shards, `bos`,
+    /// [`order`](crate::source::DocumentsBuilder::order) and
+    /// [`index_cache`](crate::source::DocumentsBuilder::index_cache) — and nothing of the
+    /// packing or the ranks: the step sizes, `max_docs`, the schedule, the token type,
+    /// `positions`, the rank and the world size belong to the mixture, which packs the
+    /// mixed documents into steps (a source that sets one of them is a
+    /// [`ConfigError::Mixture`](crate::ConfigError::Mixture)). See [`Mixture<Documents>`]
+    /// for what a run is.
+    ///
+    /// ```
+    /// use pinring::source::{write_shard, DocOrder, Documents, Mixture, TokenShards};
+    /// # let dir = std::env::temp_dir().join(format!("pinring-docmix-builder-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// // Documents of 7 tokens (1s) and of 3 tokens (2s), each starting at 50256.
+    /// let docs = |len: usize, t: u16, n: usize| -> Vec<u16> {
+    ///     (0..n * len).map(|i| if i % len == 0 { 50256 } else { t }).collect()
+    /// };
+    /// write_shard(dir.join("web.bin"), &docs(7, 1, 100))?;
+    /// write_shard(dir.join("code.bin"), &docs(3, 2, 100))?;
+    /// let source = |f: &str| -> pinring::Result<_> {
+    ///     Ok(Documents::builder(TokenShards::open([dir.join(f)])?))
+    /// };
+    /// let mix = Mixture::documents([
+    ///     source("web.bin")?.order(DocOrder::Shuffled { seed: 1 }),
+    ///     source("code.bin")?,
+    /// ])
+    /// .weights([3.0, 1.0])
+    /// .tokens_per_batch(64)
+    /// .max_seq_len(16)
+    /// .build()?;
+    /// // Three documents of web.bin for one of code.bin, packed into steps of 65 tokens.
+    /// let step = mix.iter().next().unwrap();
+    /// let sources: Vec<u16> = step.pieces().iter().map(|p| p.source).collect();
+    /// assert_eq!(&sources[..4], &[0, 0, 0, 1]);
+    /// assert_eq!(step.pieces().iter().map(|p| p.piece.len).sum::<u64>(), 65);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), pinring::Error>(())
+    /// ```
+    pub fn documents(
+        sources: impl IntoIterator<Item = DocumentsBuilder>,
+    ) -> DocumentMixtureBuilder {
+        MixtureBuilder::new(sources)
+    }
+}
+
+impl MixtureBuilder<Documents> {
+    packing_setters!();
+
+    /// Checks the settings, builds every source (indexing what each needs up front: its
+    /// first shard, or every shard in shuffled order or under a stop rule) and returns the
+    /// mixture.
+    ///
+    /// Sources that cannot be mixed are [`ConfigError::Mixture`]: none, more than 65536, a
+    /// source that sets what belongs to the mixture
+    /// ([`MixtureProblem::SourceSetting`]: its rank and world size, `tokens_per_batch`,
+    /// `max_seq_len`, `max_docs`, the schedule, the token type, `positions`), a source
+    /// whose shards hold tokens of another width than source 0's or whose `bos` differs
+    /// ([`MixtureProblem::Shape`], `"token width"` in bytes, `"bos"`: sources of one
+    /// tokenizer), weights that are not one per source, negative, NaN, infinite or all 0.
+    /// The packing settings are checked as [`DocumentsBuilder::build`] checks them
+    /// (sizes of 0, a schedule not increasing, ...), the ranks as a sampler's
+    /// ([`SourceError::Zero`], [`SourceError::BadRank`]), a reversed skipped range is
+    /// [`SourceError::BadSkip`]; a source's own problem (a shard without `bos`, a token
+    /// type too narrow for its shards) is its error, naming the file.
+    ///
+    /// [`ConfigError::Mixture`]: crate::ConfigError::Mixture
+    /// [`MixtureProblem::SourceSetting`]: crate::error::source::MixtureProblem::SourceSetting
+    /// [`MixtureProblem::Shape`]: crate::error::source::MixtureProblem::Shape
+    /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
+    /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
+    /// [`SourceError::BadSkip`]: crate::error::source::SourceError::BadSkip
+    pub fn build(self) -> Result<Mixture<Documents>> {
+        let settings = self.checked()?;
+        let (schedule, layout) = self.packing.check()?;
+        let index_every_shard = settings.stop != Stop::Never;
+        let members = (self.sources().iter())
+            .map(|source| {
+                let given_order = source.given_order();
+                let walked = source.clone().build_member(
+                    schedule.clone(),
+                    layout.clone(),
+                    keyed(given_order, settings.seed),
+                    index_every_shard,
+                )?;
+                Ok(DocMember {
+                    given: source.clone(),
+                    walked,
+                    given_order,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let packing = DocPacking {
+            bos: self.sources()[0].resolved_bos(),
+            lists: PieceLists::new(layout.max_docs),
+            schedule,
+            layout,
+        };
+        Ok(Mixture::new(members, settings, packing))
     }
 }
 
@@ -112,17 +202,23 @@ impl fmt::Debug for Mixture<Documents> {
 impl Mixture<Documents> {
     /// The step sizes over the run.
     pub fn schedule(&self) -> &Schedule {
-        &self.inner.schedule
+        &self.inner.packing.schedule
+    }
+
+    /// The packing of its steps, every field given (the defaults filled in): what
+    /// [`packing`](MixtureBuilder::packing) takes.
+    pub fn packing(&self) -> Packing {
+        DocMember::packing_given(&self.inner.packing)
     }
 
     /// The token that starts a document, in every source.
     pub fn bos(&self) -> u32 {
-        self.inner.bos
+        self.inner.packing.bos
     }
 
     /// The type tokens are written as.
     pub fn token_type(&self) -> TokenType {
-        self.inner.layout.token_type
+        self.inner.packing.layout.token_type
     }
 
     /// Each source's order, as given (the mixture walks a shuffled one keyed by its seed).
@@ -161,7 +257,7 @@ impl Mixture<Documents> {
     /// The fields of its batches: those of a [`Documents`] source of its token type,
     /// schedule and `positions`.
     pub fn fields(&self) -> Fields {
-        self.inner.layout.fields.clone()
+        self.inner.packing.layout.fields.clone()
     }
 
     /// A config builder for its batches: batch size 1 (a batch is a step of this rank),
@@ -169,7 +265,7 @@ impl Mixture<Documents> {
     /// `max_docs`. Add the rest (the backend, decode threads, a
     /// [`locator`](crate::ConfigBuilder::locator)) and build it.
     pub fn config(&self) -> ConfigBuilder {
-        self.inner.layout.config()
+        self.inner.packing.layout.config()
     }
 
     /// The decoder that packs its steps into batches.
@@ -178,10 +274,10 @@ impl Mixture<Documents> {
     }
 
     /// This rank's steps from the start (or from the
-    /// [`start_step`](crate::source::DocumentMixtureBuilder::start_step)), leaving out the
+    /// [`start_step`](crate::source::MixtureBuilder::start_step)), leaving out the
     /// skipped steps: endless with [`Stop::Never`](crate::source::Stop::Never).
     pub fn iter(&self) -> MixedSteps {
-        MixedSteps::new(self.inner.clone(), self.fresh())
+        MixedSteps::new(self.run())
     }
 
     /// This rank's steps resumed from `state` (checked as [`check_state`](Self::check_state)
@@ -189,7 +285,7 @@ impl Mixture<Documents> {
     /// run's: the document sequence goes on from `state.consumed`, the steps from
     /// `state.step`, skipping the state's skipped steps and this mixture's.
     pub fn iter_from(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<MixedSteps> {
-        Ok(MixedSteps::new(self.inner.clone(), self.origin(state)?))
+        Ok(MixedSteps::new(self.run_from(state)?))
     }
 
     /// The state of a run from `from` (the start when `None`) after this rank popped
@@ -206,96 +302,13 @@ impl Mixture<Documents> {
         from: Option<&MixtureState<DocumentsCheckpoint>>,
         steps: u64,
     ) -> Result<MixtureState<DocumentsCheckpoint>> {
-        let i = &*self.inner;
-        let origin = self.origin_or_fresh(from)?;
-        let run = &i.settings.run;
-        let (start_step, rank, world) = (run.start_step, run.rank, run.world);
-        let target = origin.skip.after_kept(start_step.max(origin.step), steps);
-        let mut stream = MixedStream::new(i, &origin, BuiltBy::Start);
-        let mut step = origin.step;
-        let mut at = stream.walk().clone();
-        while step < target {
-            let sizes = i.schedule.at(step);
-            let Some(walked) = walk_step(&mut stream, sizes, world, rank, None, 0)? else {
-                break;
-            };
-            if origin.skip.delivers(start_step, step) {
-                sizes.check_pieces(step, walked.most_pieces)?;
-            }
-            step += 1;
-            at = stream.walk().clone();
-        }
-        let sources = stream.sources_mut();
-        self.state_at(
-            origin.history,
-            at.position(),
-            step,
-            &at.counts(),
-            &origin.skip,
-            sources,
-        )
+        self.inner.state_after(from, steps, 0)
     }
 
-    /// Checks that this mixture can resume from `state`: the same state version, seed,
-    /// stop rule and number of sources; each source's part checked against that source
-    /// ([`SourceError::DocumentsCheckpointMismatch`] naming the source: its dataset, `bos`,
-    /// order as given and seed, and the mixture's schedule and `max_docs`, with a cursor
-    /// inside the source); a consistent weights' history; and the weights in force the
-    /// same as this mixture's ([`SourceError::MixtureMismatch`] otherwise:
-    /// [`reweight`](Self::reweight) switches to this mixture's weights at the saved point).
-    /// Rank and world size may differ.
-    pub fn check_state(&self, state: &MixtureState<DocumentsCheckpoint>) -> Result<()> {
-        self.origin(state).map(|_| ())
-    }
-
-    /// `state` with this mixture's weights from its point on (the rule applies them to the
-    /// documents after `state.consumed`, counting from there), the new span joining the
-    /// history: build the mixture with the new weights (`to_builder().weights(...)`),
-    /// reweight the saved state, resume from the result. The state as it is when its
-    /// weights are this mixture's already.
-    pub fn reweight(
-        &self,
-        state: &MixtureState<DocumentsCheckpoint>,
-    ) -> Result<MixtureState<DocumentsCheckpoint>> {
-        let counts = self.inner.check_run(state)?;
-        let Some((history, skip)) = self.settings().reweighted(state, &counts) else {
-            return Ok(state.clone());
-        };
-        let mut sources: Vec<DocsByCount> = self
-            .inner
-            .members
-            .iter()
-            .map(|m| DocsByCount::new(&m.walked, BuiltBy::Start))
-            .collect();
-        self.state_at(
-            history,
-            state.consumed,
-            state.step,
-            &counts,
-            &skip,
-            &mut sources,
-        )
-    }
-
-    /// The state at global position `at`, step `step`, where each source's count is
-    /// `counts` (their places found by `sources`).
-    fn state_at(
-        &self,
-        history: Vec<WeightSpan>,
-        at: u64,
-        step: u64,
-        counts: &[u64],
-        skip: &SkipSteps,
-        sources: &mut [DocsByCount],
-    ) -> Result<MixtureState<DocumentsCheckpoint>> {
-        let i: &DocMixInner = &self.inner;
-        let sources = i
-            .members
-            .iter()
-            .zip(sources.iter_mut())
-            .zip(counts)
-            .map(|((m, docs), &n)| m.checkpoint(docs, n, step, i.settings.run.world))
-            .collect::<Result<Vec<_>, SourceError>>()?;
-        Ok(i.settings.state(history, (at, step), skip, sources))
+    /// Where a row of `len` tokens of document `id` of source `source` lies (see
+    /// [`Documents::location`]); `None` for a source or document the mixture does not have.
+    pub fn location(&self, source: u16, id: u64, len: u64) -> Option<Location> {
+        let len = u32::try_from(len).ok()?;
+        self.locate(&Row { id, len, source })
     }
 }

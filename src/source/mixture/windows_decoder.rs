@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::samples::MixedSample;
+use super::windows_samples::MixedSample;
 use crate::decode::Decode;
 use crate::describe::Describe;
 use crate::error::DecodeError;

@@ -2,15 +2,10 @@
 //! [`MixedSample`] it yields.
 
 use std::fmt;
-use std::sync::Arc;
 
-use super::inner::MixInner;
-use super::run_origin::RunOrigin;
-use super::walk::Walk;
-use crate::feeding::feeder_stopped;
-use crate::source::sampling::samples::Samples;
+use super::step_walk::StepWalk;
+use super::windows_member::WindowMember;
 use crate::source::sampling::segmented::Segmented;
-use crate::source::sampling::skip::SkipSteps;
 
 /// One sample of a mixture: the sample of its source (a window), the source's index, and
 /// the step it belongs to (with a batch size).
@@ -81,94 +76,35 @@ impl<T> MixedSample<T> {
 /// stop rule ends that walk over skipped steps too; without one, on a pipeline's feeder
 /// thread, it ends when that pipeline stops.
 pub struct MixedSamples<S: Segmented> {
-    inner: Arc<MixInner<S>>,
-    walk: Walk,
-    /// Each source's walked sampler's iterator, kept for its epoch permutation.
-    orders: Vec<Samples<S>>,
+    walk: StepWalk<WindowMember<S>>,
     /// This rank's samples of the step being served: (source, its sample's count).
     plan: Vec<(u16, u64)>,
     /// Samples of `plan` yielded.
     used: usize,
     /// The step `plan` belongs to.
     serving: u64,
-    /// The step the walk stands at the start of.
-    at: u64,
-    skip: SkipSteps,
-    ended: bool,
 }
 
 impl<S: Segmented> fmt::Debug for MixedSamples<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MixedSamples")
-            .field("position", &self.walk.position())
-            .field("step", &self.serving)
-            .field("ended", &self.ended)
+            .field("walk", &self.walk)
+            .field("serving", &self.serving)
             .finish()
     }
 }
 
 impl<S: Segmented> MixedSamples<S> {
-    /// The run from `origin`, begun at the mixture's start step if that is later.
-    pub(crate) fn new(inner: Arc<MixInner<S>>, origin: RunOrigin) -> Self {
-        let walk = inner.walk(&origin);
-        let orders = inner.members.iter().map(|m| m.walked.iter()).collect();
-        let per_rank = usize::try_from(inner.settings.run.batch.unwrap_or(1)).unwrap_or(usize::MAX);
-        let mut samples = MixedSamples {
+    /// The samples of the run `walk` walks.
+    pub(crate) fn new(walk: StepWalk<WindowMember<S>>) -> Self {
+        let per_rank = walk.inner.settings.run.batch.unwrap_or(1);
+        let per_rank = usize::try_from(per_rank).unwrap_or(usize::MAX);
+        MixedSamples {
+            serving: walk.next_step(),
             walk,
-            orders,
             plan: Vec::with_capacity(per_rank.min(1 << 20)),
             used: 0,
-            serving: origin.step,
-            at: origin.step,
-            skip: origin.skip,
-            ended: false,
-            inner,
-        };
-        if samples.inner.settings.run.batch.is_some() {
-            while samples.at < samples.inner.settings.run.start_step && !samples.ended {
-                samples.ended = !samples.pass(false);
-                samples.at += 1;
-            }
         }
-        samples
-    }
-
-    /// Walks one step's `W·B` positions, keeping this rank's in `plan` when `keep`; false
-    /// when the stop rule ends the mixture inside them.
-    fn pass(&mut self, keep: bool) -> bool {
-        let run = &self.inner.settings.run;
-        let (world, rank) = (run.world, run.rank);
-        let chunk = world.saturating_mul(run.batch.unwrap_or(1));
-        self.plan.clear();
-        self.used = 0;
-        for j in 0..chunk {
-            let Some((s, n)) = self.walk.next() else {
-                self.plan.clear();
-                return false;
-            };
-            if keep && j % world == rank {
-                self.plan.push((s as u16, n));
-            }
-        }
-        true
-    }
-
-    /// Loads the next kept step into `plan`; false when the mixture has ended.
-    fn load(&mut self) -> bool {
-        let kept = self.skip.next_kept(self.at);
-        while self.at < kept {
-            // Walking over skipped steps for a pipeline that stopped: end the walk.
-            if feeder_stopped() || !self.pass(false) {
-                return false;
-            }
-            self.at += 1;
-        }
-        if !self.pass(true) {
-            return false;
-        }
-        self.serving = self.at;
-        self.at += 1;
-        true
     }
 
     /// The step of the next sample (with a batch size), or of the one after the last.
@@ -176,7 +112,7 @@ impl<S: Segmented> MixedSamples<S> {
         if self.used < self.plan.len() {
             self.serving
         } else {
-            self.skip.next_kept(self.at)
+            self.walk.next_step()
         }
     }
 
@@ -190,20 +126,26 @@ impl<S: Segmented> Iterator for MixedSamples<S> {
     type Item = MixedSample<S::Window>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.used == self.plan.len() && (self.ended || !self.load()) {
-            self.ended = true;
-            return None;
+        if self.used == self.plan.len() {
+            // A walk of samples cannot fail: only the stop rule (or a stopped pipeline)
+            // ends it.
+            let (step, walked) = self.walk.next_kept(&mut self.plan)?;
+            walked.ok()?;
+            (self.serving, self.used) = (step, 0);
         }
-        let (s, n) = self.plan[self.used];
+        let (s, n) = *self.plan.get(self.used)?;
         self.used += 1;
-        let epoch_len = self.inner.members[usize::from(s)].epoch_len;
-        let window = self.orders[usize::from(s)].window_at(n / epoch_len, n % epoch_len);
-        let batch = self.inner.settings.run.batch;
+        let stream = &mut self.walk.stream;
+        let (member, reader) = (
+            &self.walk.inner.members[usize::from(s)],
+            &mut stream.readers[usize::from(s)],
+        );
+        let batch = self.walk.inner.settings.run.batch;
         Some(MixedSample {
             source: s,
             step: batch.map(|_| self.serving),
             batch_size: batch,
-            item: window,
+            item: member.window(reader, n),
         })
     }
 }

@@ -1,13 +1,26 @@
 //! [`MixedDocStep`]: one step of one rank of a mixture of packed documents, as the pipeline
-//! pulls it — the step's number and sizes and the rank's pieces, each of its source.
+//! pulls it — the step's number and sizes and the rank's pieces, each a [`MixedPiece`] of
+//! its source.
 
 use std::fmt;
 use std::sync::Arc;
 
-use super::inner::DocMixInner;
-use super::piece::MixedPiece;
+use super::documents_member::DocMember;
+use super::inner::MixInner;
 use crate::error::source::SourceError;
 use crate::source::documents::schedule::StepSizes;
+use crate::source::documents::walk::Piece;
+
+/// A piece of a document in a mixture's step: the source it comes from (its index in the
+/// mixture) and the piece (its `doc` is the document's id within that source, its `shard`
+/// that source's shard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MixedPiece {
+    /// The source's index in the mixture.
+    pub source: u16,
+    /// The piece, in that source's terms.
+    pub piece: Piece,
+}
 
 /// One step of one rank of a mixture of packed documents
 /// ([`Mixture<Documents>`](crate::source::Mixture)): what its
@@ -21,7 +34,7 @@ use crate::source::documents::schedule::StepSizes;
 /// shard cannot be indexed) carries its error, which the decoder returns; the iterator
 /// ends after it.
 pub struct MixedDocStep {
-    pub(crate) inner: Arc<DocMixInner>,
+    pub(crate) inner: Arc<MixInner<DocMember>>,
     pub(crate) step: u64,
     pub(crate) sizes: StepSizes,
     /// The global position where the step's documents start.
@@ -91,7 +104,7 @@ impl MixedDocStep {
 impl Drop for MixedDocStep {
     fn drop(&mut self) {
         if let Ok(list) = &mut self.outcome {
-            self.inner.lists.give_back(std::mem::take(list));
+            self.inner.packing.lists.give_back(std::mem::take(list));
         }
     }
 }
