@@ -240,6 +240,14 @@ impl Source for AnySource {
         on_each!(self, AnySource, s => s.total_batches(from, epochs))
     }
 
+    fn end_step(&self, from: Option<&State>, epochs: u64) -> Result<Option<u64>> {
+        on_each!(self, AnySource, s => s.end_step(from, epochs))
+    }
+
+    fn stop_rule(&self) -> Option<&'static str> {
+        on_each!(self, AnySource, s => s.stop_rule())
+    }
+
     fn locator(&self) -> Arc<dyn Locate> {
         on_each!(self, AnySource, s => Source::locator(s))
     }

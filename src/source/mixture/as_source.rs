@@ -9,6 +9,7 @@ use super::decoder::MixedDecoder;
 use super::mix::Mixture;
 use super::samples::MixedSamples;
 use super::state::MixtureState;
+use super::Stop;
 use super::{MixedSteps, PackMixedDocuments};
 use crate::config::{Config, ConfigBuilder};
 use crate::error::source::SourceError;
@@ -198,6 +199,10 @@ impl<S: WindowFormat> Source for Mixture<S> {
         }
     }
 
+    fn stop_rule(&self) -> Option<&'static str> {
+        (self.stop() != Stop::Never).then(|| self.stop().name())
+    }
+
     fn locator(&self) -> Arc<dyn Locate> {
         Arc::new(self.clone())
     }
@@ -274,6 +279,10 @@ impl Source for Mixture<Documents> {
             Some(state) => self.check_state(&state),
             None => Ok(()),
         }
+    }
+
+    fn stop_rule(&self) -> Option<&'static str> {
+        (self.stop() != Stop::Never).then(|| self.stop().name())
     }
 
     fn locator(&self) -> Arc<dyn Locate> {
