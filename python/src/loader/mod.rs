@@ -1,100 +1,47 @@
-//! `pinring.Loader`: a pipeline of either backend over a built-in source, and
-//! `pinring.EpochIterator`, what `iter(loader)` returns: one epoch's batches.
+//! `pinring.Loader`: one core [`pinring::Loader`] of either backend over a built-in
+//! source, which it forwards to. Here: the class and its attributes; `open.rs` builds the
+//! core loader from the arguments, `pop.rs` pops (the GIL held for a batch that is
+//! ready, released in slices otherwise), `epochs.rs` is `EpochIterator`, what
+//! `iter(loader)` returns, `steps.rs` reads `start_step` and `skip_steps`.
+
+mod epochs;
+mod open;
+mod pop;
+mod steps;
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use pinring::{Config, Stats};
+use pinring::source::Source;
+use pinring::Config;
+
+pub(crate) use epochs::EpochIterator;
 
 use crate::args;
 use crate::batch::{BatchShape, PyBatch};
 use crate::declared_stream::{self, DeclaredStream};
 use crate::device::{self, Device, DeviceRequest};
-use crate::dispatch::{AnyBatch, AnyStop};
+use crate::dispatch::{AnyLoader, AnyStop};
 use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py;
 use crate::fixed_views::FixedViews;
-use crate::gil::{detached, drop_detached, release_pending};
-use crate::holder::{PipelineHolder, Running};
-use crate::lease::StreamsBound;
-use crate::position::{EpochPlace, Position};
-use crate::settings::{OpenError, Settings, TRACE_SPANS};
-use crate::source::dtype::Row;
-use crate::source::given;
-use crate::source::mixture::{build_error, Mixture};
-use crate::source::spec::Spec;
-use crate::source::steps::Steps;
+use crate::gil::{detached, release_pending};
+use crate::holder::PipelineHolder;
+use crate::source::given::{self, agreed, Given};
 use crate::source::weights::WeightsArg;
-use crate::state::{self, SourceState, StateArg};
+use crate::state::{self, StateArg};
 use crate::stats::stats_dict;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
-
-/// A blocked `pop` waits in slices this long, checking for signals (Ctrl-C) in between.
-const SLICE: Duration = Duration::from_millis(30);
-
-/// The spec and row shape of a source object, or a TypeError.
-fn spec_of(src: &Bound<'_, PyAny>) -> PyResult<(Spec, Row)> {
-    if let Ok(m) = src.cast::<Mixture>() {
-        return Ok(m.get().spec());
-    }
-    if let Some((spec, row, _)) = given::single(src) {
-        return Ok((spec, row));
-    }
-    Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "src must be a pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or \
-         pinring.Mixture, got {}",
-        src.get_type().name()?
-    )))
-}
-
-/// The ConfigError of a `start_step` at or past the end of a run that has `steps` steps
-/// (from step 0): the end of epoch `epochs - 1`, or a mixture's stop rule. The run would
-/// deliver nothing.
-fn start_past_end(
-    py: Python<'_>,
-    spec: &Spec,
-    start: u64,
-    steps: u64,
-    epochs: Option<u64>,
-) -> PyErr {
-    let held = match steps {
-        0 => "no step".to_owned(),
-        1 => "1 step (step 0".to_owned(),
-        n => format!("{n} steps (0 to {}", n - 1),
-    };
-    let per_epoch = match spec.epoch_batches() {
-        Some(b) => format!("; {b} batches an epoch)"),
-        None if steps == 0 => String::new(),
-        None => ")".to_owned(),
-    };
-    let (ender, fix) = match (spec.mixture().and_then(|m| m.stop_rule()), epochs) {
-        (Some(stop), _) => (
-            format!("its stop rule (stop=\"{stop}\")"),
-            ", or stop=\"never\" (no end)".to_owned(),
-        ),
-        (None, Some(e)) => (
-            format!("epochs={e}"),
-            ", or more epochs (epochs=None: no cap)".to_owned(),
-        ),
-        (None, None) => ("its end".to_owned(), String::new()),
-    };
-    config(
-        py,
-        "start_step",
-        format!(
-            "start_step={start} is past the end of the run: {ender} gives it \
-             {held}{per_epoch}, so it would deliver nothing: give a start_step below \
-             {steps}{fix}"
-        ),
-    )
-}
+use crate::topology::PyTopology;
+use open::{Opening, TRACE_SPANS};
+use steps::Steps;
 
 /// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
 /// copy to device slots on a side stream, hand out `Batch`es in order.
@@ -186,6 +133,10 @@ fn start_past_end(
 ///         cheapest: a release fenced on 0, 1 or 2 (the default streams, named relative
 ///         to the calling thread) is done with the GIL released. None (the default): no
 ///         stream is declared; cpu: only None.
+///     topology: a `pinring.Topology`: this loader is its data-parallel rank `dp_rank` of
+///         `dp_size` (ranks of one model-parallel group get the same batches), instead of
+///         the source's rank and world_size; a source made with another rank or
+///         world_size is a ConfigError.
 ///     fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
 ///         `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
 ///         mode. It is called once per device slot (and field) when a batch first lands
@@ -205,15 +156,18 @@ fn start_past_end(
 #[derive(Debug)]
 pub struct Loader {
     holder: Arc<PipelineHolder>,
-    /// Stops the pipeline in `holder` (replaced with it by `load_state_dict`).
-    stop: Mutex<AnyStop>,
+    /// Stops the pipeline in `holder` without its lock (replaced with the pipeline by
+    /// `load_state_dict` and `reshard`; `None` once the core loader closed).
+    stop: Mutex<Option<AnyStop>>,
     closed: AtomicBool,
-    /// The last stats, taken when the pipeline was dropped by `close()`.
-    final_stats: Mutex<Option<Stats>>,
-    settings: Settings,
-    /// `start_step` and `skip_steps`.
-    steps: Steps,
+    /// The source as given: its rows' shape, its class, its step layout.
+    given: Given,
+    /// Samples per full batch (1 for packed documents: a batch is a step).
+    batch_size: usize,
+    drop_last: bool,
     device: Device,
+    /// The raw `CUstream` of `stream=`, which every pop binds its batch to.
+    consumer_stream: Option<usize>,
     pop_timeout: Option<Duration>,
     /// Where `close()` writes the trace.
     trace: Option<PathBuf>,
@@ -223,101 +177,66 @@ pub struct Loader {
     fixed: Option<FixedViews>,
 }
 
-/// What one wait slice of `pop` found.
-enum Popped {
-    Closed,
-    Got(pinring::Result<Option<AnyBatch>>),
-}
-
 impl Loader {
-    /// The Python batch of a batch just popped: with its slot's fixed views (made now, at
-    /// the slot's first use), bound to the declared stream (the core's pop did that).
-    fn wrap(&self, py: Python<'_>, batch: AnyBatch) -> PyResult<Py<PyBatch>> {
-        let shape = self.shape.get_or_init(|| BatchShape {
-            row: self.settings.row,
-            batch_size: self.settings.batch_size,
-            device: self.device,
-            layout: batch.fields().map(Arc::new),
+    fn stop(&self) {
+        if let Some(stop) = &*self.stop.lock().unwrap_or_else(|e| e.into_inner()) {
+            stop.stop();
+        }
+    }
+
+    /// Takes the stop handle of the loader's pipeline now (after a restart).
+    fn renew_stop(&self, loader: &AnyLoader) {
+        *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = loader.stop_handle();
+    }
+
+    fn closed_error(&self, py: Python<'_>) -> PyErr {
+        error(py, Kind::Stopped, "the loader is closed")
+    }
+
+    /// The TypeError of a question about epochs' lengths asked of a Documents or Mixture
+    /// loader.
+    fn no_epoch_length(&self, what: &str) -> PyErr {
+        let why = if self.given.class == "Mixture" {
+            "a Mixture: it has no epochs of its own (each source has its own), and its run \
+             ends where its stop rule says"
+        } else {
+            "a Documents source: how many steps an epoch holds depends on where its \
+             documents fall (batch.epoch says each step's epoch)"
+        };
+        pyo3::exceptions::PyTypeError::new_err(format!("{what} is not known up front for {why}"))
+    }
+
+    /// Batches an epoch, or the TypeError of `what` where that is not known up front.
+    fn epoch_batches_or(&self, py: Python<'_>, what: &str) -> PyResult<u64> {
+        self.holder
+            .lock_attached(py)
+            .epoch_batches()
+            .ok_or_else(|| self.no_epoch_length(what))
+    }
+
+    /// Writes the trace to `path` (without the GIL); `Ok(None)` when closed.
+    fn write_trace_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<Option<usize>> {
+        let holder = &self.holder;
+        let written = py.detach(|| {
+            let loader = holder.lock();
+            if loader.is_closed() {
+                return Ok(None);
+            }
+            let file = File::create(&path)?;
+            loader.write_trace(BufWriter::new(file)).map(Some)
         });
-        let views = match &self.fixed {
-            None => None,
-            Some(fixed) => {
-                let (slot, ptr) = batch.slot_and_ptr();
-                match fixed.of_slot(py, slot, &self.holder, || shape.fixed_views(ptr)) {
-                    Ok(views) => Some(views),
-                    Err(e) => {
-                        // Released as a drop does, without the GIL (it may synchronize).
-                        drop_detached(batch);
-                        return Err(e);
-                    }
-                }
+        written.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::Unsupported {
+                config(
+                    py,
+                    "trace",
+                    "tracing is off: make the Loader with trace=PATH to record a timeline",
+                )
+            } else {
+                let message = format!("could not write the trace to {}: {e}", path.display());
+                pyo3::exceptions::PyOSError::new_err(message)
             }
-        };
-        let mut streams = StreamsBound::default();
-        if let Some(raw) = self.settings.consumer_stream {
-            streams.bind(raw);
-        }
-        Py::new(
-            py,
-            PyBatch::new(batch, streams, shape, self.holder.clone(), views),
-        )
-    }
-
-    /// Delivers `batch`, popped under the lock of `running` (the pipeline's next one, or
-    /// the one kept for this pop), counting it into the position (so `state_dict` and
-    /// `load_state_dict` see every pop) — unless `epoch` is given and the batch is of
-    /// another epoch: then it is kept for the next pop, uncounted, and `None` says the
-    /// epoch ended. A run's end (`batch` `None`) is noted in the position.
-    fn deliver(
-        running: &mut Running,
-        batch: Option<AnyBatch>,
-        epoch: Option<u64>,
-    ) -> Option<AnyBatch> {
-        let Some(batch) = batch else {
-            running.position.ended = true;
-            return None;
-        };
-        if epoch.is_some_and(|e| batch.epoch() != e) {
-            running.pending = Some(batch);
-            return None;
-        }
-        running.position.samples += batch.samples() as u64;
-        running.position.batches += 1;
-        running.position.last_epoch = Some(batch.epoch());
-        Some(batch)
-    }
-
-    /// A pop that never waits, with the GIL held: the ready batch (the common case, a
-    /// pipeline ahead of its consumer), the end (or, with `epoch`, the end of that epoch),
-    /// or an error; `None` when the caller must wait (no batch ready, or another thread
-    /// holds the pipeline).
-    fn pop_ready(
-        &self,
-        py: Python<'_>,
-        epoch: Option<u64>,
-    ) -> Option<PyResult<Option<Py<PyBatch>>>> {
-        let popped = {
-            let mut running = self.holder.try_lock()?;
-            if self.closed.load(Ordering::Acquire) {
-                return Some(Err(self.closed_error(py)));
-            }
-            let running = &mut *running;
-            let popped = match running.pending.take() {
-                Some(kept) => Ok(Some(Some(kept))),
-                None => running.pipeline.as_mut()?.try_pop(),
-            };
-            popped.map(|p| p.map(|batch| Self::deliver(running, batch, epoch)))
-        };
-        // Wrapped without the lock (making a slot's fixed views calls Python).
-        match popped {
-            Ok(None) => None,
-            Ok(Some(None)) => Some(Ok(None)),
-            Ok(Some(Some(batch))) => Some(self.wrap(py, batch).map(Some)),
-            Err(pinring::Error::Stopped) if self.closed.load(Ordering::Acquire) => {
-                Some(Err(self.closed_error(py)))
-            }
-            Err(e) => Some(Err(to_py(py, e))),
-        }
+        })
     }
 
     /// Checks `stream=` and `fixed_views=` against the device: a cpu loader takes no
@@ -360,128 +279,13 @@ impl Loader {
             _ => Ok(()),
         }
     }
-
-    fn stop(&self) {
-        self.stop.lock().unwrap_or_else(|e| e.into_inner()).stop();
-    }
-
-    fn closed_error(&self, py: Python<'_>) -> PyErr {
-        error(py, Kind::Stopped, "the loader is closed")
-    }
-
-    /// The epoch of the next batch and how many batches it has left; None for Documents
-    /// and mixtures.
-    fn place(&self, py: Python<'_>) -> PyResult<Option<EpochPlace>> {
-        let mut running = self.holder.lock_attached(py);
-        let running = &mut *running;
-        running
-            .spec
-            .place(&mut running.position)
-            .map_err(|e| to_py(py, e))
-    }
-
-    /// The source the pipeline runs (a clone: its parts are shared).
-    fn spec(&self, py: Python<'_>) -> Spec {
-        self.holder.lock_attached(py).spec.clone()
-    }
-
-    /// The TypeError of a question about epochs' lengths asked of a Documents or Mixture
-    /// loader.
-    fn no_epoch_length(&self, py: Python<'_>, what: &str) -> PyErr {
-        let why = if self.spec(py).is_mixture() {
-            "a Mixture: it has no epochs of its own (each source has its own), and its run \
-             ends where its stop rule says"
-        } else {
-            "a Documents source: how many steps an epoch holds depends on where its \
-             documents fall (batch.epoch says each step's epoch)"
-        };
-        pyo3::exceptions::PyTypeError::new_err(format!("{what} is not known up front for {why}"))
-    }
-
-    /// Writes the trace to `path` (without the GIL); `Ok(None)` when closed.
-    fn write_trace_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<Option<usize>> {
-        let holder = &self.holder;
-        let written = py.detach(|| {
-            let running = holder.lock();
-            let Some(pipeline) = running.pipeline.as_ref() else {
-                return Ok(None);
-            };
-            let file = File::create(&path)?;
-            pipeline.write_trace(BufWriter::new(file)).map(Some)
-        });
-        written.map_err(|e| {
-            let message = format!("could not write the trace to {}: {e}", path.display());
-            if e.kind() == std::io::ErrorKind::Unsupported {
-                config(
-                    py,
-                    "trace",
-                    "tracing is off: make the Loader with trace=PATH to record a timeline",
-                )
-            } else {
-                pyo3::exceptions::PyOSError::new_err(message)
-            }
-        })
-    }
-}
-
-impl Loader {
-    /// `pop` waiting at most `limit` (`None`: no limit); with `epoch`, a batch of another
-    /// epoch is kept for the next pop and `None` says that epoch ended.
-    fn pop_within(
-        &self,
-        py: Python<'_>,
-        limit: Option<Duration>,
-        epoch: Option<u64>,
-    ) -> PyResult<Option<Py<PyBatch>>> {
-        // A ready batch is taken with the GIL held: no release and reacquire of it.
-        if let Some(popped) = self.pop_ready(py, epoch) {
-            return popped;
-        }
-        let start = Instant::now();
-        loop {
-            let slice = limit.map_or(SLICE, |l| l.saturating_sub(start.elapsed()).min(SLICE));
-            let popped = py.detach(|| {
-                let mut running = self.holder.lock();
-                if self.closed.load(Ordering::Acquire) {
-                    return Popped::Closed;
-                }
-                let running = &mut *running;
-                if let Some(kept) = running.pending.take() {
-                    return Popped::Got(Ok(Self::deliver(running, Some(kept), epoch)));
-                }
-                let Some(pipeline) = running.pipeline.as_mut() else {
-                    return Popped::Closed;
-                };
-                let popped = pipeline.pop_for(slice);
-                Popped::Got(popped.map(|batch| Self::deliver(running, batch, epoch)))
-            });
-            match popped {
-                Popped::Closed => return Err(self.closed_error(py)),
-                Popped::Got(Ok(Some(batch))) => return self.wrap(py, batch).map(Some),
-                Popped::Got(Ok(None)) => return Ok(None),
-                Popped::Got(Err(pinring::Error::PopTimeout { behind, .. })) => {
-                    let waited = start.elapsed();
-                    if limit.is_some_and(|l| waited >= l) {
-                        return Err(to_py(py, pinring::Error::PopTimeout { waited, behind }));
-                    }
-                }
-                Popped::Got(Err(pinring::Error::Stopped))
-                    if self.closed.load(Ordering::Acquire) =>
-                {
-                    return Err(self.closed_error(py))
-                }
-                Popped::Got(Err(e)) => return Err(to_py(py, e)),
-            }
-            py.check_signals()?;
-        }
-    }
 }
 
 #[gen_stub_pymethods]
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -517,70 +321,46 @@ impl Loader {
             imports = ("typing",)
         ))]
         fixed_views: Option<&Bound<'_, PyAny>>,
+        topology: Option<PyRef<'_, PyTopology>>,
     ) -> PyResult<Self> {
         // References a loader's last holder left where the GIL was let go go now.
         release_pending(py);
-        let (spec, row) = spec_of(src)?;
-        let batch_size = match (spec.packs_documents(), batch_size) {
-            (false, Some(n)) => args::count(py, "batch_size", n)?,
+        let Some(given) = given::read(src) else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "src must be a pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or \
+                 pinring.Mixture, got {}",
+                src.get_type().name()?
+            )));
+        };
+        let packs_steps = given.source.packs_steps();
+        let batch_size = match (packs_steps, batch_size) {
             (false, None) => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                     "Loader() needs batch_size for a {} source: Loader(src, batch_size=...)",
-                    src.get_type().name()?
+                    given.class
                 )))
             }
-            (true, None) => 1,
-            (true, Some(n)) => {
-                return Err(config(
-                    py,
-                    "batch_size",
-                    format!(
-                        "batch_size={n}: a Documents source (or a Mixture of them) has no \
-                         batch_size: each batch is one step of this rank, of the source's \
-                         tokens_per_batch tokens (set the step's size there, or its schedule)"
-                    ),
-                ))
-            }
+            (_, Some(n)) => Some(args::at_least_one(py, "batch_size", n)?),
+            (true, None) => None,
         };
-        if spec.packs_documents() && drop_last {
-            return Err(config(
-                py,
-                "drop_last",
-                "drop_last=True: a Documents source has no short batch to drop (every step \
-                 holds tokens_per_batch + 1 tokens; the walk drops partial steps itself)",
-            ));
-        }
-        if let (true, Some(e)) = (spec.is_mixture(), epochs) {
-            return Err(config(
-                py,
-                "epochs",
-                format!(
-                    "epochs={e}: a Mixture has no epochs of its own (each source walks its own \
-                     epochs): end its run with Mixture(..., stop=\"first\") or \"all\", or \
-                     stop popping"
-                ),
-            ));
-        }
+        let place = match &topology {
+            Some(t) => agreed(py, given.place, t.data_parallel_place())?,
+            None => given.place,
+        };
         let steps = Steps::parse(py, start_step, skip_steps)?;
-        let settings = Settings {
-            row,
-            batch_size,
-            host_slots: args::count(py, "host_slots", host_slots)?,
-            device_slots: args::count(py, "device_slots", device_slots)?,
-            decode_threads: decode_threads
-                .map(|n| args::count(py, "decode_threads", n))
-                .transpose()?,
-            drop_last,
-            epochs: epochs
-                .map(|e| args::at_least_one(py, "epochs", e))
-                .transpose()?,
-            lease_timeout: args::seconds(py, "lease_timeout", lease_timeout)?,
-            host_budget: args::bytes(py, "host_budget", host_budget)?,
-            device_budget: args::bytes(py, "device_budget", device_budget)?,
-            trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
-            poison_released,
-            consumer_stream: None,
-        };
+        let host_slots = args::count(py, "host_slots", host_slots)?;
+        let device_slots = args::count(py, "device_slots", device_slots)?;
+        let decode_threads = decode_threads
+            .map(|n| args::count(py, "decode_threads", n))
+            .transpose()?;
+        let epochs = epochs
+            .map(|e| args::at_least_one(py, "epochs", e))
+            .transpose()?;
+        let lease_timeout = args::seconds(py, "lease_timeout", lease_timeout)?;
+        let budgets = (
+            args::bytes(py, "host_budget", host_budget)?,
+            args::bytes(py, "device_budget", device_budget)?,
+        );
         const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
         let pop_timeout = pop_timeout
             .map(|t| args::seconds(py, "pop_timeout", t))
@@ -595,10 +375,6 @@ impl Loader {
             .transpose()?;
         let fixed = fixed_views.filter(|f| !f.is_none());
         Self::check_stream_and_views(py, request, declared.as_ref(), fixed)?;
-        let settings = Settings {
-            consumer_stream: declared.as_ref().map(|d| d.raw),
-            ..settings
-        };
         if let Some(path) = &trace {
             // An unwritable path fails now, not after the run.
             File::create(path).map_err(|e| {
@@ -609,50 +385,39 @@ impl Loader {
                 )
             })?;
         }
-        // Every rank gets the same number of batches per epoch.
-        let spec = spec
-            .batched(
-                settings.batch_size as u64,
-                drop_last,
-                &steps,
-                settings.epochs,
-            )
-            .map_err(|e| to_py(py, e))?;
-        let from = state.map(|s| state::read(s.object())).transpose()?;
-        if let Some(from) = &from {
-            spec.check(from).map_err(|e| to_py(py, e))?;
-        }
-        let from = py.detach(|| spec.begin(from)).map_err(|e| to_py(py, e))?;
-        let past_end = spec
-            .steps_if_past_end(steps.start, from.as_ref(), settings.epochs)
-            .map_err(|e| to_py(py, e))?;
-        if let Some(steps_in_run) = past_end {
-            return Err(start_past_end(
-                py,
-                &spec,
-                steps.start,
-                steps_in_run,
-                settings.epochs,
-            ));
-        }
-        let (pipeline, device) = py
-            .detach(|| settings.open(&spec, request, from.as_ref()))
+        let state = state.map(|s| state::read(s.object())).transpose()?;
+        let opening = Opening {
+            source: given.source.clone(),
+            place,
+            batch_size,
+            drop_last,
+            epochs,
+            steps,
+            state,
+            slots: (host_slots, device_slots),
+            decode_threads,
+            lease_timeout,
+            budgets,
+            trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
+            poison_released,
+            request,
+            consumer_stream: declared.as_ref().map(|d| d.raw),
+        };
+        let (loader, device) = py
+            .detach(|| opening.open())
             .map_err(|e| e.into_py_err(py))?;
-        let stop = pipeline.stop_handle();
-        let fixed = fixed.map(|f| FixedViews::new(f.clone().unbind(), settings.device_slots));
+        let stop = loader.stop_handle();
+        let fixed = fixed.map(|f| FixedViews::new(f.clone().unbind(), device_slots));
+        let batch_size = batch_size.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
         Ok(Loader {
-            holder: Arc::new(PipelineHolder::new(
-                pipeline,
-                spec,
-                from,
-                declared.map(|d| d.owner),
-            )),
+            holder: Arc::new(PipelineHolder::new(loader, declared.map(|d| d.owner))),
             stop: Mutex::new(stop),
             closed: AtomicBool::new(false),
-            final_stats: Mutex::new(None),
-            settings,
-            steps,
+            given,
+            batch_size,
+            drop_last,
             device,
+            consumer_stream: opening.consumer_stream,
             pop_timeout,
             trace,
             shape: OnceLock::new(),
@@ -673,7 +438,8 @@ impl Loader {
     /// every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
     /// state_dict(), about a microsecond each.)
     ///
-    /// Every state also holds `step` (the steps all ranks completed: the next batch's
+    /// Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
+    /// the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
     /// `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
     /// pairs), so that a resumed run numbers its steps on and keeps skipping.
     ///
@@ -686,11 +452,7 @@ impl Loader {
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let holder = &self.holder;
-        let state = py.detach(|| {
-            let mut running = holder.lock();
-            let running = &mut *running;
-            running.spec.checkpoint(&mut running.position)
-        });
+        let state = py.detach(|| holder.lock().state());
         state::to_dict(py, &state.map_err(|e| to_py(py, e))?)
     }
 
@@ -730,108 +492,60 @@ impl Loader {
         weights: Option<WeightsArg<'_>>,
     ) -> PyResult<()> {
         let state = state::read(state.object())?;
-        let spec = self.spec(py);
-        let (spec, state) = match weights {
-            None => (spec, state),
-            Some(weights) => {
-                let weights = weights.read("one per source of the Mixture")?;
-                let Some(mix) = spec.mixture() else {
-                    return Err(config(
-                        py,
-                        "weights",
-                        "weights= is for a loader over a pinring.Mixture: this loader's \
-                         source has no weights",
-                    ));
-                };
-                if !matches!(
-                    state,
-                    SourceState::Mixture(_) | SourceState::DocumentMixture(_)
-                ) {
-                    return Err(error(
-                        py,
-                        Kind::Checkpoint,
-                        format!(
-                            "the state is of {}, not of a Mixture: it has no weights to change",
-                            state.kind()
-                        ),
-                    ));
-                }
-                let mix = mix.with_weights(&weights).map_err(|e| build_error(py, e))?;
-                let state = mix.reweight(&state).map_err(|e| to_py(py, e))?;
-                (Spec::Mixed(mix), state)
-            }
-        };
-        spec.check(&state).map_err(|e| to_py(py, e))?;
-        let Some(state) = py
-            .detach(|| spec.begin(Some(state)))
-            .map_err(|e| to_py(py, e))?
-        else {
-            return Err(error(py, Kind::Checkpoint, "no state given"));
-        };
-        let past_end = spec
-            .steps_if_past_end(self.steps.start, Some(&state), self.settings.epochs)
-            .map_err(|e| to_py(py, e))?;
-        if let Some(steps_in_run) = past_end {
-            let epochs = self.settings.epochs;
-            return Err(start_past_end(
-                py,
-                &spec,
-                self.steps.start,
-                steps_in_run,
-                epochs,
-            ));
-        }
-        let request = match self.device {
-            Device::Cpu => DeviceRequest::Cpu,
-            Device::Cuda(n) => DeviceRequest::Cuda(Some(n)),
-        };
-        enum Restart {
-            Closed,
-            Popped,
-            Failed(OpenError),
-            Done,
-        }
+        let weights = weights
+            .map(|w| w.read("one per source of the Mixture"))
+            .transpose()?;
         let restarted = py.detach(|| {
-            // One lock throughout: no pop slips in between the restart and the new
-            // position, and the position changes with the pipeline.
-            let mut running = self.holder.lock();
-            if self.closed.load(Ordering::Acquire) || running.pipeline.is_none() {
-                return Restart::Closed;
+            // One lock throughout: no pop slips in between the restart and the new state.
+            let mut loader = self.holder.lock();
+            if self.closed.load(Ordering::Acquire) || loader.is_closed() {
+                return None;
             }
-            if running.position.batches > 0 {
-                return Restart::Popped;
-            }
-            self.stop();
-            // Nothing was popped: the loader alone holds the pipeline. Join it and free
-            // its memory before the new one takes the same amount.
-            drop(running.pipeline.take());
-            match self.settings.open(&spec, request, Some(&state)) {
-                Ok((pipeline, _)) => {
-                    *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.stop_handle();
-                    running.pipeline = Some(pipeline);
-                    running.spec = spec;
-                    running.position = Position {
-                        from: Some(state),
-                        ..Position::default()
-                    };
-                    Restart::Done
-                }
-                Err(e) => {
-                    self.closed.store(true, Ordering::Release);
-                    Restart::Failed(e)
-                }
-            }
+            // Nothing was popped (the core checks): its pipeline goes before the new one
+            // takes as much.
+            let resumed = loader.resume(&state, weights.as_deref());
+            self.renew_stop(&loader);
+            Some(resumed)
         });
         match restarted {
-            Restart::Closed => Err(self.closed_error(py)),
-            Restart::Popped => Err(error(
-                py,
-                Kind::Checkpoint,
-                "load_state_dict must come before the first pop: this loader delivered \
-                 batches already (make a new Loader, or pass state= to it)",
-            )),
-            Restart::Failed(e) => Err(e.into_py_err(py)),
-            Restart::Done => Ok(()),
+            None => Err(self.closed_error(py)),
+            Some(resumed) => resumed.map_err(|e| to_py(py, e)),
+        }
+    }
+
+    /// Reshards the run in place: from the next pop on, this loader is rank `rank` of
+    /// `world_size` ranks of the same global walk, as a loader resumed from
+    /// `state_dict()` on that world size would be: every sample (window, record, document,
+    /// mixed position) exactly once across the change, those the ranks popped before it
+    /// and the rest split anew. Every rank that stays calls it after the same number of
+    /// pops (as for `merge_states`); a rank that leaves closes its loader. Batches still
+    /// held stay valid; batches decoded ahead for the old sharding are dropped, never
+    /// delivered. The pipeline restarts (its threads and memory made anew); the source, its
+    /// index and the loader's other settings are kept.
+    ///
+    /// Args:
+    ///     rank: this process's new data-parallel rank, below world_size.
+    ///     world_size: the new number of data-parallel ranks.
+    ///
+    /// Raises:
+    ///     ConfigError: a world_size of 0, a rank not below it, or a world size the
+    ///         source cannot split (too few samples for every rank).
+    ///     StoppedError: the loader is closed.
+    #[pyo3(signature = (rank, world_size))]
+    fn reshard(&self, py: Python<'_>, rank: i128, world_size: i128) -> PyResult<()> {
+        let (rank, world_size) = args::rank_in_world(py, rank, world_size)?;
+        let resharded = py.detach(|| {
+            let mut loader = self.holder.lock();
+            if self.closed.load(Ordering::Acquire) || loader.is_closed() {
+                return None;
+            }
+            let done = loader.reshard(rank, world_size);
+            self.renew_stop(&loader);
+            Some(done)
+        });
+        match resharded {
+            None => Err(self.closed_error(py)),
+            Some(done) => done.map_err(|e| to_py(py, e)),
         }
     }
 
@@ -878,24 +592,7 @@ impl Loader {
     /// names it. (`sources` is empty and `slowest_source` None for a single source.)
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let live = self
-            .holder
-            .lock_attached(py)
-            .pipeline
-            .as_ref()
-            .map(|p| p.stats());
-        let stats = match live {
-            Some(s) => s,
-            None => match self
-                .final_stats
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-            {
-                Some(s) => s,
-                None => return Err(self.closed_error(py)),
-            },
-        };
+        let stats = self.holder.lock_attached(py).stats();
         let d = stats_dict(py, &stats)?;
         d.set_item("closed", self.closed.load(Ordering::Acquire))?;
         Ok(d)
@@ -920,6 +617,9 @@ impl Loader {
                 "tracing is off: make the Loader with trace=PATH to record a timeline",
             ));
         };
+        if self.closed.load(Ordering::Acquire) {
+            return Err(self.closed_error(py));
+        }
         self.write_trace_to(py, path)?
             .ok_or_else(|| self.closed_error(py))
     }
@@ -940,21 +640,14 @@ impl Loader {
             _ => Ok(()),
         };
         let holder = &self.holder;
-        let stats = py.detach(|| {
-            let mut running = holder.lock();
-            // A batch kept for the next pop goes back now: nobody can pop it any more.
-            drop(running.pending.take());
-            let stats = running.pipeline.as_ref().map(|p| p.stats());
-            // Only this loader holds the pipeline: drop it now (joins its threads).
-            // Otherwise the last batch or view holding it drops it.
+        py.detach(|| {
+            // Only this loader holds the pipeline: close it now (joins its threads, frees
+            // its memory; a batch kept for the next pop goes back). Otherwise the last
+            // batch or view holding it drops it.
             if Arc::strong_count(holder) == 1 {
-                drop(running.pipeline.take());
+                holder.lock().close();
             }
-            stats
         });
-        if let Some(stats) = stats {
-            *self.final_stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(stats);
-        }
         written
     }
 
@@ -967,20 +660,20 @@ impl Loader {
     /// Samples per full batch (1 for Documents: a batch is one step).
     #[getter]
     fn batch_size(&self) -> usize {
-        self.settings.batch_size
+        self.batch_size
     }
 
     /// The step the run begins at (`start_step`; 0 from the start).
     #[getter]
-    fn start_step(&self) -> u64 {
-        self.steps.start
+    fn start_step(&self, py: Python<'_>) -> u64 {
+        self.holder.lock_attached(py).run().start_step
     }
 
     /// The step ranges given as `skip_steps`, as `(start, end)` pairs (half-open). A state
     /// resumed from may add its own: `state_dict()["skip"]` holds every range in force.
     #[getter]
-    fn skip_steps(&self) -> Vec<(u64, u64)> {
-        self.steps.skip.clone()
+    fn skip_steps(&self, py: Python<'_>) -> Vec<(u64, u64)> {
+        self.holder.lock_attached(py).run().skip_pairs()
     }
 
     /// "cpu" or "cuda:N".
@@ -992,7 +685,7 @@ impl Loader {
     /// The batches' element type.
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.settings.row.dtype.name()
+        self.given.row.dtype.name()
     }
 
     /// `(batch_size, cols)`: a full batch's shape (Documents: `(1, slot bytes)`; its
@@ -1000,31 +693,31 @@ impl Loader {
     #[getter]
     #[gen_stub(override_return_type(type_repr = "tuple[int, int]"))]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, [self.settings.batch_size, self.settings.row.cols])
+        PyTuple::new(py, [self.batch_size, self.given.row.cols])
     }
 
     /// Host slots in the pinned ring.
     #[getter]
-    fn host_slots(&self) -> usize {
-        self.settings.host_slots
+    fn host_slots(&self, py: Python<'_>) -> usize {
+        self.holder.lock_attached(py).slots().0
     }
 
     /// Device slots: how many batches you can hold at once.
     #[getter]
-    fn device_slots(&self) -> usize {
-        self.settings.device_slots
+    fn device_slots(&self, py: Python<'_>) -> usize {
+        self.holder.lock_attached(py).slots().1
     }
 
     /// Whether a short last batch is dropped.
     #[getter]
     fn drop_last(&self) -> bool {
-        self.settings.drop_last
+        self.drop_last
     }
 
     /// Epochs the run delivers, counted from epoch 0 also when resumed (None: no cap).
     #[getter]
-    fn epochs(&self) -> Option<u64> {
-        self.settings.epochs
+    fn epochs(&self, py: Python<'_>) -> Option<u64> {
+        self.holder.lock_attached(py).epochs()
     }
 
     /// The epoch of the next batch (from 0). For Documents, whose epochs' ends are not
@@ -1032,19 +725,8 @@ impl Loader {
     /// epoch's loop that ended on it keeps it for the next pop), else of the last step
     /// popped (before any, the epoch of the state it resumed from, else 0).
     #[getter]
-    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        if let Some(place) = self.place(py)? {
-            return Ok(place.epoch);
-        }
-        let running = self.holder.lock_attached(py);
-        if let Some(kept) = &running.pending {
-            return Ok(kept.epoch());
-        }
-        let position = &running.position;
-        Ok(position.last_epoch.unwrap_or(match &position.from {
-            Some(crate::state::SourceState::Documents(c)) => c.epoch,
-            _ => 0,
-        }))
+    pub(crate) fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.holder.lock_attached(py).epoch())
     }
 
     /// Samples per epoch for this rank: the same on every rank (the epoch's tail that
@@ -1055,9 +737,10 @@ impl Loader {
     ///     TypeError: for Documents (not known up front) and a Mixture (no epochs).
     #[getter]
     fn epoch_len(&self, py: Python<'_>) -> PyResult<u64> {
-        self.spec(py)
+        self.holder
+            .lock_attached(py)
             .epoch_len()
-            .ok_or_else(|| self.no_epoch_length(py, "epoch_len"))
+            .ok_or_else(|| self.no_epoch_length("epoch_len"))
     }
 
     /// Batches per epoch for this rank: the same on every rank (as `len(loader)`).
@@ -1066,9 +749,7 @@ impl Loader {
     ///     TypeError: for Documents (not known up front) and a Mixture (no epochs).
     #[getter]
     fn epoch_batches(&self, py: Python<'_>) -> PyResult<u64> {
-        self.spec(py)
-            .epoch_batches()
-            .ok_or_else(|| self.no_epoch_length(py, "epoch_batches"))
+        self.epoch_batches_or(py, "epoch_batches")
     }
 
     /// Batches this loader delivers in all, from its start (its `start_step`) or the
@@ -1076,15 +757,8 @@ impl Loader {
     /// Documents (not known up front) and a Mixture.
     #[getter]
     fn total_batches(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        let Some(epochs) = self.settings.epochs else {
-            return Ok(None);
-        };
-        let (spec, from) = {
-            let running = self.holder.lock_attached(py);
-            (running.spec.clone(), running.position.from.clone())
-        };
-        spec.total_batches(from.as_ref(), epochs)
-            .map_err(|e| to_py(py, e))
+        let total = self.holder.lock_attached(py).total_batches();
+        total.map_err(|e| to_py(py, e))
     }
 
     /// Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
@@ -1093,10 +767,7 @@ impl Loader {
     ///     TypeError: for Documents (steps per epoch are not known up front) and a
     ///         Mixture (no epochs).
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        let batches = self
-            .spec(py)
-            .epoch_batches()
-            .ok_or_else(|| self.no_epoch_length(py, "len(loader)"))?;
+        let batches = self.epoch_batches_or(py, "len(loader)")?;
         Ok(usize::try_from(batches).unwrap_or(usize::MAX))
     }
 
@@ -1115,40 +786,27 @@ impl Loader {
     ///     StoppedError: every epoch of `epochs` was delivered.
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
         let py = slf.py();
-        let loader = slf.get();
-        let delivered_all = |epochs: u64| {
-            error(
-                py,
-                Kind::Stopped,
-                format!(
-                    "this loader delivered all {epochs} epoch(s) it was made for \
-                     (epochs={epochs}): iterating it again yields nothing; make it with \
-                     epochs=None (the default, no cap) or a larger epochs"
-                ),
-            )
+        let (epoch, known, ended, epochs) = {
+            let mut loader = slf.get().holder.lock_attached(py);
+            let known = loader.epoch_batches().is_some();
+            (loader.epoch(), known, loader.ended(), loader.epochs())
         };
-        let Some(place) = loader.place(py)? else {
-            // Documents (and mixtures): the epoch is the first batch's.
-            let ended = loader.holder.lock_attached(py).position.ended;
-            if let (true, Some(epochs)) = (ended, loader.settings.epochs) {
-                return Err(delivered_all(epochs));
-            }
-            return Ok(EpochIterator {
-                loader: slf.unbind(),
-                epoch: OnceLock::new(),
-                by_place: false,
-            });
-        };
-        if let Some(epochs) = loader.settings.epochs {
-            if place.epoch >= epochs {
-                return Err(delivered_all(epochs));
+        if let Some(epochs) = epochs {
+            if ended || (known && epoch >= epochs) {
+                return Err(error(
+                    py,
+                    Kind::Stopped,
+                    format!(
+                        "this loader delivered all {epochs} epoch(s) it was made for \
+                         (epochs={epochs}): iterating it again yields nothing; make it with \
+                         epochs=None (the default, no cap) or a larger epochs"
+                    ),
+                ));
             }
         }
-        Ok(EpochIterator {
-            loader: slf.unbind(),
-            epoch: OnceLock::from(place.epoch),
-            by_place: true,
-        })
+        // Where epochs' ends are not known up front (Documents, mixtures), the epoch is
+        // the first batch's.
+        Ok(EpochIterator::new(slf.unbind(), known.then_some(epoch)))
     }
 
     /// Returns the loader itself; leaving the block closes it.
@@ -1176,20 +834,18 @@ impl Loader {
     /// fields.
     fn __repr__(&self, py: Python<'_>) -> String {
         let epochs = self
-            .settings
-            .epochs
+            .epochs(py)
             .map_or_else(|| "None".to_owned(), |e| e.to_string());
         let closed = if self.closed() { " closed" } else { "" };
         let device = self.device.name();
-        let spec = self.spec(py);
-        let Some((fields, schedule)) = spec.step_layout() else {
+        let Some((fields, schedule)) = &self.given.layout else {
             return format!(
                 "<pinring.Loader batch_size={} shape=({}, {}) dtype={} device={device} \
                  epochs={epochs}{closed}>",
-                self.settings.batch_size,
-                self.settings.batch_size,
-                self.settings.row.cols,
-                self.settings.row.dtype.name(),
+                self.batch_size,
+                self.batch_size,
+                self.given.row.cols,
+                self.given.row.dtype.name(),
             );
         };
         let first = schedule.at(0);
@@ -1201,7 +857,7 @@ impl Loader {
         format!(
             "<pinring.Loader of {}: a batch is one step of tokens_per_batch={} \
              max_seq_len={}{changes}, fields=({}) device={device} epochs={epochs}{closed}>",
-            if spec.is_mixture() {
+            if self.given.class == "Mixture" {
                 "a Mixture of Documents"
             } else {
                 "Documents"
@@ -1219,69 +875,14 @@ impl Drop for Loader {
         if let (Some(path), false) = (&self.trace, *self.closed.get_mut()) {
             let holder = &self.holder;
             detached(move || {
-                let running = holder.lock();
-                if let (Some(pipeline), Ok(file)) = (running.pipeline.as_ref(), File::create(path))
-                {
-                    let _ = pipeline.write_trace(BufWriter::new(file));
+                let loader = holder.lock();
+                if let (false, Ok(file)) = (loader.is_closed(), File::create(path)) {
+                    let _ = loader.write_trace(BufWriter::new(file));
                 }
             });
         }
         // Nobody can pop any more: stop the threads; the pipeline itself goes with the
         // last batch or view that holds it (with the GIL released, see PipelineHolder).
         self.stop();
-    }
-}
-
-/// One epoch of a Loader: what `iter(loader)` returns. Yields the batches from the
-/// loader's next one to the end of that batch's epoch (over a Documents source, an epoch of
-/// the walk: it ends where the next step is of another epoch, and that step is kept for the
-/// next iteration; over a Mixture, the mixture's run to its stop).
-#[gen_stub_pyclass(module = "pinring._pinring")]
-#[pyclass(module = "pinring", frozen)]
-#[derive(Debug)]
-pub struct EpochIterator {
-    loader: Py<Loader>,
-    /// The epoch it yields: known up front where the loader knows where its epochs end
-    /// (windows, records), else the first batch's.
-    epoch: OnceLock<u64>,
-    /// Whether the epoch's end is known from the loader's place (windows, records), rather
-    /// than seen in the next batch (Documents, mixtures).
-    by_place: bool,
-}
-
-#[gen_stub_pymethods]
-#[pymethods]
-impl EpochIterator {
-    /// The epoch this iterator yields (Documents: that of its first step; before it is
-    /// popped, the loader's `epoch`).
-    #[getter]
-    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        match self.epoch.get() {
-            Some(&e) => Ok(e),
-            None => self.loader.get().epoch(py),
-        }
-    }
-
-    /// Returns the iterator itself.
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    /// The next batch of this epoch; StopIteration at its end.
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBatch>>> {
-        let loader = self.loader.get();
-        let limit = loader.pop_timeout;
-        if self.by_place {
-            let epoch = self.epoch.get().copied();
-            if loader.place(py)?.is_some_and(|p| Some(p.epoch) != epoch) {
-                return Ok(None);
-            }
-            return loader.pop_within(py, limit, None);
-        }
-        let batch = loader.pop_within(py, limit, self.epoch.get().copied())?;
-        if let Some(batch) = &batch {
-            let _ = self.epoch.set(batch.get().epoch());
-        }
-        Ok(batch)
     }
 }
