@@ -271,6 +271,15 @@ class Batch:
             BufferError: the batch was released, or a copy or another device was asked for,
                 or the batch has fields.
         """
+    def __enter__(self) -> Batch:
+        r"""
+        Returns the batch itself; leaving the block releases it.
+        """
+    def __exit__(self, *_args: typing.Any) -> builtins.bool:
+        r"""
+        Releases the batch (as `release()` with no event).
+        """
+    def __repr__(self) -> builtins.str: ...
     def release(self, event: typing.Any | None = None) -> None:
         r"""
         Gives the slot back; its reuse waits for the fence, stream-side.
@@ -298,15 +307,6 @@ class Batch:
             CudaError: the fence was rejected (a stream of another device); the batch stays
                 leased.
         """
-    def __enter__(self) -> Batch:
-        r"""
-        Returns the batch itself; leaving the block releases it.
-        """
-    def __exit__(self, *_args: typing.Any) -> builtins.bool:
-        r"""
-        Releases the batch (as `release()` with no event).
-        """
-    def __repr__(self) -> builtins.str: ...
 
 class CheckpointError(Error, builtins.ValueError):
     r"""
@@ -918,86 +918,6 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
-    def state_dict(self) -> dict[str, typing.Any]:
-        r"""
-        The loader's position as plain data (ints, strings and lists of them, for
-        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
-        window, order, seed, the epoch and how many of its windows all ranks together have
-        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
-        run every rank returns the same state, as long as the ranks popped the same number
-        of batches; `merge_states` checks that.
-        
-        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
-        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
-        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
-        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
-        state_dict(), about a microsecond each.)
-        
-        Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
-        the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
-        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
-        pairs), so that a resumed run numbers its steps on and keeps skipping.
-        
-        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
-        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
-        in force), `consumed` (positions of the global sequence all ranks consumed),
-        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
-        dict at its count, at world size 1). The same on every rank after the same number
-        of batches; resumable at any world size and batch size.
-        """
-    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
-        r"""
-        Continues from `state`: across the consumed part of the saved run and this one,
-        every window of the epoch is delivered once, and later epochs are those of an
-        uninterrupted run at this loader's world size. A Mixture continues its global
-        sequence: every position once across the runs.
-        
-        Args:
-            state: a `state_dict()` of any rank of a run at any world size, or a list of
-                every rank's (merged as `merge_states` does).
-            weights: (a Mixture) new weights, one per source, from the saved point on: the
-                rule applies them to the positions after the state's, counting from there
-                (so each source stays within 1 of its new share of what follows), and the
-                state records the change, so a later resume reproduces the run. None: the
-                state's weights in force, which must be this loader's Mixture's. After it,
-                `state_dict()` carries the new weights.
-        
-        Must come before the first pop (the pipeline restarts from `state`;
-        `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
-        another thread: that pop gets a batch of the old run (and this call raises
-        CheckpointError) or of the new one (and `state_dict()` counts it).
-        
-        Raises:
-            CheckpointError: a state of another dataset, seq_len, record size, order or
-                seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
-                rule, or other weights in force without `weights=`), of another kind of
-                source, of ranks that consumed unequal counts (popped unequal steps), an
-                empty list, or a loader that delivered a batch already.
-            ConfigError: `weights` for a loader that is not over a Mixture, or weights that
-                are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
-        """
-    def reshard(self, rank: builtins.int, world_size: builtins.int) -> None:
-        r"""
-        Reshards the run in place: from the next pop on, this loader is rank `rank` of
-        `world_size` ranks of the same global walk, as a loader resumed from
-        `state_dict()` on that world size would be: every sample (window, record, document,
-        mixed position) exactly once across the change, those the ranks popped before it
-        and the rest split anew. Every rank that stays calls it after the same number of
-        pops (as for `merge_states`); a rank that leaves closes its loader. Batches still
-        held stay valid; batches decoded ahead for the old sharding are dropped, never
-        delivered. The pipeline restarts (its threads and memory made anew); the source, its
-        index and the loader's other settings are kept.
-        
-        Args:
-            rank: this process's new data-parallel rank, below world_size.
-            world_size: the new number of data-parallel ranks.
-        
-        Raises:
-            ConfigError: a world_size of 0, a rank not below it, or a world size the
-                source cannot split (too few samples for every rank).
-            StoppedError: the loader is closed.
-        """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
         The next batch, in order, across epochs; None once every batch of `epochs` was
@@ -1093,6 +1013,86 @@ class Loader:
         of them), whose batch is one step of named fields: the step's size (its
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
+        """
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
+    def state_dict(self) -> dict[str, typing.Any]:
+        r"""
+        The loader's position as plain data (ints, strings and lists of them, for
+        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
+        window, order, seed, the epoch and how many of its windows all ranks together have
+        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
+        run every rank returns the same state, as long as the ranks popped the same number
+        of batches; `merge_states` checks that.
+        
+        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
+        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
+        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
+        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
+        state_dict(), about a microsecond each.)
+        
+        Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
+        the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
+        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
+        pairs), so that a resumed run numbers its steps on and keeps skipping.
+        
+        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
+        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
+        in force), `consumed` (positions of the global sequence all ranks consumed),
+        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
+        dict at its count, at world size 1). The same on every rank after the same number
+        of batches; resumable at any world size and batch size.
+        """
+    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
+        r"""
+        Continues from `state`: across the consumed part of the saved run and this one,
+        every window of the epoch is delivered once, and later epochs are those of an
+        uninterrupted run at this loader's world size. A Mixture continues its global
+        sequence: every position once across the runs.
+        
+        Args:
+            state: a `state_dict()` of any rank of a run at any world size, or a list of
+                every rank's (merged as `merge_states` does).
+            weights: (a Mixture) new weights, one per source, from the saved point on: the
+                rule applies them to the positions after the state's, counting from there
+                (so each source stays within 1 of its new share of what follows), and the
+                state records the change, so a later resume reproduces the run. None: the
+                state's weights in force, which must be this loader's Mixture's. After it,
+                `state_dict()` carries the new weights.
+        
+        Must come before the first pop (the pipeline restarts from `state`;
+        `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
+        another thread: that pop gets a batch of the old run (and this call raises
+        CheckpointError) or of the new one (and `state_dict()` counts it).
+        
+        Raises:
+            CheckpointError: a state of another dataset, seq_len, record size, order or
+                seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
+                rule, or other weights in force without `weights=`), of another kind of
+                source, of ranks that consumed unequal counts (popped unequal steps), an
+                empty list, or a loader that delivered a batch already.
+            ConfigError: `weights` for a loader that is not over a Mixture, or weights that
+                are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
+        """
+    def reshard(self, rank: builtins.int, world_size: builtins.int) -> None:
+        r"""
+        Reshards the run in place: from the next pop on, this loader is rank `rank` of
+        `world_size` ranks of the same global walk, as a loader resumed from
+        `state_dict()` on that world size would be: every sample (window, record, document,
+        mixed position) exactly once across the change, those the ranks popped before it
+        and the rest split anew. Every rank that stays calls it after the same number of
+        pops (as for `merge_states`); a rank that leaves closes its loader. Batches still
+        held stay valid; batches decoded ahead for the old sharding are dropped, never
+        delivered. The pipeline restarts (its threads and memory made anew); the source, its
+        index and the loader's other settings are kept.
+        
+        Args:
+            rank: this process's new data-parallel rank, below world_size.
+            world_size: the new number of data-parallel ranks.
+        
+        Raises:
+            ConfigError: a world_size of 0, a rank not below it, or a world size the
+                source cannot split (too few samples for every rank).
+            StoppedError: the loader is closed.
         """
 
 @typing.final

@@ -4,7 +4,7 @@
 //! - [`loader`]: `Loader`, which forwards to one core `pinring::Loader` over a built-in
 //!   source, and `EpochIterator`; [`holder`] shares the core loader with every batch,
 //!   [`stats`] reads its counters; [`topology`]: `Topology`;
-//! - [`batch`]: `Batch`, a leased slot; [`field`]: `Field`, one named array of a batch of
+//! - [`batch`]: `Batch`, a leased slot ([`release`]: its `release()`); [`field`]: `Field`, one named array of a batch of
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects, and [`declared_stream`] the stream
@@ -44,6 +44,7 @@ mod lease;
 mod lineage;
 mod loader;
 mod plain;
+mod release;
 mod release_forms;
 mod source;
 mod state;

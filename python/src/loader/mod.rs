@@ -1,12 +1,14 @@
 //! `pinring.Loader`: one core [`pinring::Loader`] of either backend over a built-in
 //! source, which it forwards to. Here: the class and its attributes; `open.rs` builds the
 //! core loader from the arguments, `pop.rs` pops (the GIL held for a batch that is
-//! ready, released in slices otherwise), `epochs.rs` is `EpochIterator`, what
-//! `iter(loader)` returns, `steps.rs` reads `start_step` and `skip_steps`.
+//! ready, released in slices otherwise), `states.rs` saves, loads and reshards its run,
+//! `epochs.rs` is `EpochIterator`, what `iter(loader)` returns, `steps.rs` reads
+//! `start_step` and `skip_steps`.
 
 mod epochs;
 mod open;
 mod pop;
+mod states;
 mod steps;
 
 use std::fs::File;
@@ -19,29 +21,21 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use pinring::source::Source;
-use pinring::Config;
-
 pub(crate) use epochs::EpochIterator;
 
 use crate::args;
-use crate::batch::{BatchShape, PyBatch};
-use crate::declared_stream::{self, DeclaredStream};
-use crate::device::{self, Device, DeviceRequest};
+use crate::batch::PyBatch;
+use crate::device::Device;
 use crate::dispatch::{AnyLoader, AnyStop};
 use crate::errors::classes::{config, error, Kind};
 use crate::errors::from_core::to_py;
+use crate::fixed_views::BatchShape;
 use crate::fixed_views::FixedViews;
-use crate::gil::{detached, release_pending};
+use crate::gil::detached;
 use crate::holder::PipelineHolder;
-use crate::source::given::{self, agreed, Given};
-use crate::source::weights::WeightsArg;
-use crate::state::{self, StateArg};
+use crate::source::given::Given;
 use crate::stats::stats_dict;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
-use crate::topology::PyTopology;
-use open::{Opening, TRACE_SPANS};
-use steps::Steps;
 
 /// Feeds batches of a source to a device: decode in Rust threads into a pinned host ring,
 /// copy to device slots on a side stream, hand out `Batch`es in order.
@@ -238,317 +232,11 @@ impl Loader {
             }
         })
     }
-
-    /// Checks `stream=` and `fixed_views=` against the device: a cpu loader takes no
-    /// stream; a cuda loader's fixed views need one (the stream they are read on, which
-    /// each pop orders its batch on); fixed_views must be callable.
-    fn check_stream_and_views(
-        py: Python<'_>,
-        request: DeviceRequest,
-        declared: Option<&DeclaredStream>,
-        fixed: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        if let Some(f) = fixed {
-            if !f.is_callable() {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "fixed_views={} ({}) is not callable: pass a DLPack consumer, such as \
-                     torch.from_dlpack",
-                    f.repr()?,
-                    f.get_type().name()?
-                )));
-            }
-        }
-        match (request, declared, fixed) {
-            (DeviceRequest::Cpu, Some(d), _) => Err(config(
-                py,
-                "stream",
-                format!(
-                    "stream= is a {} but the loader runs on the cpu backend, which has no \
-                     CUDA streams: pass stream=None (or device=\"cuda\")",
-                    d.form
-                ),
-            )),
-            (DeviceRequest::Cuda(_), None, Some(_)) => Err(config(
-                py,
-                "stream",
-                "fixed_views on cuda needs stream=, the stream the views are read on (and \
-                 graphs replayed on): every pop makes it wait for its batch's copy, and \
-                 release() fences the slot on it. Pass stream=torch.cuda.current_stream() \
-                 (or the stream your steps run on)",
-            )),
-            _ => Ok(()),
-        }
-    }
 }
 
 #[gen_stub_pymethods]
 #[pymethods]
 impl Loader {
-    #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        #[gen_stub(override_type(
-            type_repr = "TokenWindows | FixedRecords | Documents | Mixture"
-        ))]
-        src: &Bound<'_, PyAny>,
-        batch_size: Option<i128>,
-        #[gen_stub(override_type(type_repr = "str | int | typing.Any | None", imports = ("typing",)))]
-        device: Option<&Bound<'_, PyAny>>,
-        host_slots: i128,
-        device_slots: i128,
-        decode_threads: Option<i128>,
-        pop_timeout: Option<f64>,
-        drop_last: bool,
-        epochs: Option<i128>,
-        state: Option<StateArg<'_>>,
-        start_step: i128,
-        #[gen_stub(override_type(
-            type_repr = "typing.Sequence[tuple[int, int] | range] | None",
-            imports = ("typing",)
-        ))]
-        skip_steps: Option<&Bound<'_, PyAny>>,
-        lease_timeout: f64,
-        host_budget: i128,
-        device_budget: i128,
-        trace: Option<PathBuf>,
-        poison_released: bool,
-        #[gen_stub(override_type(type_repr = "typing.Any | None", imports = ("typing",)))]
-        stream: Option<&Bound<'_, PyAny>>,
-        #[gen_stub(override_type(
-            type_repr = "typing.Callable[[typing.Any], typing.Any] | None",
-            imports = ("typing",)
-        ))]
-        fixed_views: Option<&Bound<'_, PyAny>>,
-        topology: Option<PyRef<'_, PyTopology>>,
-    ) -> PyResult<Self> {
-        // References a loader's last holder left where the GIL was let go go now.
-        release_pending(py);
-        let Some(given) = given::read(src) else {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "src must be a pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or \
-                 pinring.Mixture, got {}",
-                src.get_type().name()?
-            )));
-        };
-        let packs_steps = given.source.packs_steps();
-        let batch_size = match (packs_steps, batch_size) {
-            (false, None) => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "Loader() needs batch_size for a {} source: Loader(src, batch_size=...)",
-                    given.class
-                )))
-            }
-            (_, Some(n)) => Some(args::at_least_one(py, "batch_size", n)?),
-            (true, None) => None,
-        };
-        let place = match &topology {
-            Some(t) => agreed(py, given.place, t.data_parallel_place())?,
-            None => given.place,
-        };
-        let steps = Steps::parse(py, start_step, skip_steps)?;
-        let host_slots = args::count(py, "host_slots", host_slots)?;
-        let device_slots = args::count(py, "device_slots", device_slots)?;
-        let decode_threads = decode_threads
-            .map(|n| args::count(py, "decode_threads", n))
-            .transpose()?;
-        let epochs = epochs
-            .map(|e| args::at_least_one(py, "epochs", e))
-            .transpose()?;
-        let lease_timeout = args::seconds(py, "lease_timeout", lease_timeout)?;
-        let budgets = (
-            args::bytes(py, "host_budget", host_budget)?,
-            args::bytes(py, "device_budget", device_budget)?,
-        );
-        const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
-        let pop_timeout = pop_timeout
-            .map(|t| args::seconds(py, "pop_timeout", t))
-            .transpose()?;
-        let request = match device {
-            None => DeviceRequest::Cpu,
-            Some(d) => device::parse(d)?,
-        };
-        let declared = stream
-            .filter(|s| !s.is_none())
-            .map(declared_stream::parse)
-            .transpose()?;
-        let fixed = fixed_views.filter(|f| !f.is_none());
-        Self::check_stream_and_views(py, request, declared.as_ref(), fixed)?;
-        if let Some(path) = &trace {
-            // An unwritable path fails now, not after the run.
-            File::create(path).map_err(|e| {
-                config(
-                    py,
-                    "trace",
-                    format!("trace={}: cannot write there: {e}", path.display()),
-                )
-            })?;
-        }
-        let state = state.map(|s| state::read(s.object())).transpose()?;
-        let opening = Opening {
-            source: given.source.clone(),
-            place,
-            batch_size,
-            drop_last,
-            epochs,
-            steps,
-            state,
-            slots: (host_slots, device_slots),
-            decode_threads,
-            lease_timeout,
-            budgets,
-            trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
-            poison_released,
-            request,
-            consumer_stream: declared.as_ref().map(|d| d.raw),
-        };
-        let (loader, device) = py
-            .detach(|| opening.open())
-            .map_err(|e| e.into_py_err(py))?;
-        let stop = loader.stop_handle();
-        let fixed = fixed.map(|f| FixedViews::new(f.clone().unbind(), device_slots));
-        let batch_size = batch_size.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
-        Ok(Loader {
-            holder: Arc::new(PipelineHolder::new(loader, declared.map(|d| d.owner))),
-            stop: Mutex::new(stop),
-            closed: AtomicBool::new(false),
-            given,
-            batch_size,
-            drop_last,
-            device,
-            consumer_stream: opening.consumer_stream,
-            pop_timeout,
-            trace,
-            shape: OnceLock::new(),
-            fixed,
-        })
-    }
-
-    /// The loader's position as plain data (ints, strings and lists of them, for
-    /// `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
-    /// window, order, seed, the epoch and how many of its windows all ranks together have
-    /// consumed (popped; decoded or in-flight batches do not count). In a data-parallel
-    /// run every rank returns the same state, as long as the ranks popped the same number
-    /// of batches; `merge_states` checks that.
-    ///
-    /// For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
-    /// order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
-    /// steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
-    /// every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
-    /// state_dict(), about a microsecond each.)
-    ///
-    /// Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
-    /// the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
-    /// `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
-    /// pairs), so that a resumed run numbers its steps on and keeps skipping.
-    ///
-    /// For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
-    /// `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
-    /// in force), `consumed` (positions of the global sequence all ranks consumed),
-    /// `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
-    /// dict at its count, at world size 1). The same on every rank after the same number
-    /// of batches; resumable at any world size and batch size.
-    #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
-    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let holder = &self.holder;
-        let state = py.detach(|| holder.lock().state());
-        state::to_dict(py, &state.map_err(|e| to_py(py, e))?)
-    }
-
-    /// Continues from `state`: across the consumed part of the saved run and this one,
-    /// every window of the epoch is delivered once, and later epochs are those of an
-    /// uninterrupted run at this loader's world size. A Mixture continues its global
-    /// sequence: every position once across the runs.
-    ///
-    /// Args:
-    ///     state: a `state_dict()` of any rank of a run at any world size, or a list of
-    ///         every rank's (merged as `merge_states` does).
-    ///     weights: (a Mixture) new weights, one per source, from the saved point on: the
-    ///         rule applies them to the positions after the state's, counting from there
-    ///         (so each source stays within 1 of its new share of what follows), and the
-    ///         state records the change, so a later resume reproduces the run. None: the
-    ///         state's weights in force, which must be this loader's Mixture's. After it,
-    ///         `state_dict()` carries the new weights.
-    ///
-    /// Must come before the first pop (the pipeline restarts from `state`;
-    /// `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
-    /// another thread: that pop gets a batch of the old run (and this call raises
-    /// CheckpointError) or of the new one (and `state_dict()` counts it).
-    ///
-    /// Raises:
-    ///     CheckpointError: a state of another dataset, seq_len, record size, order or
-    ///         seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
-    ///         rule, or other weights in force without `weights=`), of another kind of
-    ///         source, of ranks that consumed unequal counts (popped unequal steps), an
-    ///         empty list, or a loader that delivered a batch already.
-    ///     ConfigError: `weights` for a loader that is not over a Mixture, or weights that
-    ///         are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
-    #[pyo3(signature = (state, weights = None))]
-    fn load_state_dict(
-        &self,
-        py: Python<'_>,
-        state: StateArg<'_>,
-        weights: Option<WeightsArg<'_>>,
-    ) -> PyResult<()> {
-        let state = state::read(state.object())?;
-        let weights = weights
-            .map(|w| w.read("one per source of the Mixture"))
-            .transpose()?;
-        let restarted = py.detach(|| {
-            // One lock throughout: no pop slips in between the restart and the new state.
-            let mut loader = self.holder.lock();
-            if self.closed.load(Ordering::Acquire) || loader.is_closed() {
-                return None;
-            }
-            // Nothing was popped (the core checks): its pipeline goes before the new one
-            // takes as much.
-            let resumed = loader.resume(&state, weights.as_deref());
-            self.renew_stop(&loader);
-            Some(resumed)
-        });
-        match restarted {
-            None => Err(self.closed_error(py)),
-            Some(resumed) => resumed.map_err(|e| to_py(py, e)),
-        }
-    }
-
-    /// Reshards the run in place: from the next pop on, this loader is rank `rank` of
-    /// `world_size` ranks of the same global walk, as a loader resumed from
-    /// `state_dict()` on that world size would be: every sample (window, record, document,
-    /// mixed position) exactly once across the change, those the ranks popped before it
-    /// and the rest split anew. Every rank that stays calls it after the same number of
-    /// pops (as for `merge_states`); a rank that leaves closes its loader. Batches still
-    /// held stay valid; batches decoded ahead for the old sharding are dropped, never
-    /// delivered. The pipeline restarts (its threads and memory made anew); the source, its
-    /// index and the loader's other settings are kept.
-    ///
-    /// Args:
-    ///     rank: this process's new data-parallel rank, below world_size.
-    ///     world_size: the new number of data-parallel ranks.
-    ///
-    /// Raises:
-    ///     ConfigError: a world_size of 0, a rank not below it, or a world size the
-    ///         source cannot split (too few samples for every rank).
-    ///     StoppedError: the loader is closed.
-    #[pyo3(signature = (rank, world_size))]
-    fn reshard(&self, py: Python<'_>, rank: i128, world_size: i128) -> PyResult<()> {
-        let (rank, world_size) = args::rank_in_world(py, rank, world_size)?;
-        let resharded = py.detach(|| {
-            let mut loader = self.holder.lock();
-            if self.closed.load(Ordering::Acquire) || loader.is_closed() {
-                return None;
-            }
-            let done = loader.reshard(rank, world_size);
-            self.renew_stop(&loader);
-            Some(done)
-        });
-        match resharded {
-            None => Err(self.closed_error(py)),
-            Some(done) => done.map_err(|e| to_py(py, e)),
-        }
-    }
-
     /// The next batch, in order, across epochs; None once every batch of `epochs` was
     /// delivered (never with epochs=None).
     ///

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-use crate::batch::{BatchShape, PyBatch};
+use crate::batch::PyBatch;
 use crate::dispatch::{AnyBatch, Popped};
 use crate::errors::from_core::to_py;
+use crate::fixed_views::BatchShape;
 use crate::gil::drop_detached;
 use crate::lease::StreamsBound;
 use crate::loader::Loader;
