@@ -61,7 +61,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<source::documents::Documents>()?;
     module.add_class::<source::mixture::Mixture>()?;
     module.add_class::<loader::Loader>()?;
-    module.add_class::<loader::EpochIterator>()?;
+    module.add_class::<loader::epochs::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;
     module.add_class::<field::PyField>()?;
     module.add_class::<topology::PyTopology>()?;

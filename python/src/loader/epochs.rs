@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 
 use crate::batch::PyBatch;
+use crate::errors::classes::{error, Kind};
 use crate::loader::Loader;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
@@ -63,5 +64,41 @@ impl EpochIterator {
             let _ = self.epoch.set(batch.get().epoch());
         }
         Ok(batch)
+    }
+}
+
+#[gen_stub_pymethods]
+#[pymethods]
+impl Loader {
+    /// The batches from the next one to the end of its epoch; the next `iter()` goes on
+    /// with the next epoch. For Documents, an epoch of the walk: it ends where the next
+    /// step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+    /// `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
+    ///
+    /// Raises:
+    ///     StoppedError: every epoch of `epochs` was delivered.
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
+        let py = slf.py();
+        let (epoch, known, ended, epochs) = {
+            let mut loader = slf.get().holder.lock_attached(py);
+            let known = loader.epoch_batches().is_some();
+            (loader.epoch(), known, loader.ended(), loader.epochs())
+        };
+        if let Some(epochs) = epochs {
+            if ended || (known && epoch >= epochs) {
+                return Err(error(
+                    py,
+                    Kind::Stopped,
+                    format!(
+                        "this loader delivered all {epochs} epoch(s) it was made for \
+                         (epochs={epochs}): iterating it again yields nothing; make it with \
+                         epochs=None (the default, no cap) or a larger epochs"
+                    ),
+                ));
+            }
+        }
+        // Where epochs' ends are not known up front (Documents, mixtures), the epoch is
+        // the first batch's.
+        Ok(EpochIterator::new(slf.unbind(), known.then_some(epoch)))
     }
 }

@@ -5,7 +5,7 @@
 //! `epochs.rs` is `EpochIterator`, what `iter(loader)` returns, `steps.rs` reads
 //! `start_step` and `skip_steps`.
 
-mod epochs;
+pub(crate) mod epochs;
 mod open;
 mod pop;
 mod states;
@@ -20,8 +20,6 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-
-pub(crate) use epochs::EpochIterator;
 
 use crate::args;
 use crate::batch::PyBatch;
@@ -463,38 +461,6 @@ impl Loader {
     /// Documents, which has no len()).
     fn __bool__(&self) -> bool {
         true
-    }
-
-    /// The batches from the next one to the end of its epoch; the next `iter()` goes on
-    /// with the next epoch. For Documents, an epoch of the walk: it ends where the next
-    /// step is of another epoch (that step is kept, undelivered, for the next `iter()` or
-    /// `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
-    ///
-    /// Raises:
-    ///     StoppedError: every epoch of `epochs` was delivered.
-    fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIterator> {
-        let py = slf.py();
-        let (epoch, known, ended, epochs) = {
-            let mut loader = slf.get().holder.lock_attached(py);
-            let known = loader.epoch_batches().is_some();
-            (loader.epoch(), known, loader.ended(), loader.epochs())
-        };
-        if let Some(epochs) = epochs {
-            if ended || (known && epoch >= epochs) {
-                return Err(error(
-                    py,
-                    Kind::Stopped,
-                    format!(
-                        "this loader delivered all {epochs} epoch(s) it was made for \
-                         (epochs={epochs}): iterating it again yields nothing; make it with \
-                         epochs=None (the default, no cap) or a larger epochs"
-                    ),
-                ));
-            }
-        }
-        // Where epochs' ends are not known up front (Documents, mixtures), the epoch is
-        // the first batch's.
-        Ok(EpochIterator::new(slf.unbind(), known.then_some(epoch)))
     }
 
     /// Returns the loader itself; leaving the block closes it.

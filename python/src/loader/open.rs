@@ -24,7 +24,9 @@ use crate::errors::from_core::to_py_with;
 use crate::fixed_views::FixedViews;
 use crate::gil::release_pending;
 use crate::holder::PipelineHolder;
-use crate::source::given::{self, agreed};
+use crate::source::given::{agreed, Given};
+use crate::source::mixture::Mixture;
+use crate::source::read;
 use crate::state::{self, StateArg};
 use crate::stub_attrs::gen_stub_pymethods;
 use crate::topology::PyTopology;
@@ -201,7 +203,7 @@ impl Loader {
     ) -> PyResult<Self> {
         // References a loader's last holder left where the GIL was let go go now.
         release_pending(py);
-        let Some(given) = given::read(src) else {
+        let Some(given) = read::single(src).or_else(|| mixture(src)) else {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "src must be a pinring.TokenWindows, pinring.FixedRecords, pinring.Documents or \
                  pinring.Mixture, got {}",
@@ -343,4 +345,9 @@ impl Loader {
             _ => Ok(()),
         }
     }
+}
+
+/// The `Mixture` `src` as a loader takes it.
+fn mixture(src: &Bound<'_, PyAny>) -> Option<Given> {
+    src.cast::<Mixture>().ok().map(|m| m.get().given.clone())
 }

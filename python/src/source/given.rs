@@ -1,8 +1,7 @@
-//! A source object as the caller gave it — a `TokenWindows`, `FixedRecords`, `Documents`
-//! or `Mixture` — read into what a loader (or a mixture) takes from it: the core source,
-//! built without a run, the shape of its rows, and the rank and world size the Python
-//! object keeps for the loader; and the `rank`, `world_size` and `topology` arguments that
-//! place a source among its ranks.
+//! What a loader (or a mixture) takes from a source object: the core source, built
+//! without a run, the shape of its rows, and the rank and world size the Python object
+//! keeps for the loader ([`Given`]); and the `rank`, `world_size` and `topology`
+//! arguments that place a source among its ranks.
 
 use pyo3::prelude::*;
 
@@ -11,11 +10,7 @@ use pinring::Fields;
 
 use crate::args;
 use crate::errors::classes::config;
-use crate::source::documents::Documents;
 use crate::source::dtype::Row;
-use crate::source::fixed_records::FixedRecords;
-use crate::source::mixture::Mixture;
-use crate::source::token_windows::TokenWindows;
 use crate::topology::PyTopology;
 
 /// What a loader takes from a source object.
@@ -31,23 +26,6 @@ pub(crate) struct Given {
     pub(crate) class: &'static str,
     /// A step of packed documents: its fields and the schedule of its sizes.
     pub(crate) layout: Option<(Fields, Schedule)>,
-}
-
-/// The source object `src` as a loader takes it; `None` for an object that is no source.
-pub(crate) fn read(src: &Bound<'_, PyAny>) -> Option<Given> {
-    if let Ok(t) = src.cast::<TokenWindows>() {
-        return Some(t.get().given.clone());
-    }
-    if let Ok(r) = src.cast::<FixedRecords>() {
-        return Some(r.get().given.clone());
-    }
-    if let Ok(d) = src.cast::<Documents>() {
-        return Some(d.get().given.clone());
-    }
-    if let Ok(m) = src.cast::<Mixture>() {
-        return Some(m.get().given.clone());
-    }
-    None
 }
 
 /// The rank and world size of `rank=`, `world_size=` and `topology=` (whose data-parallel

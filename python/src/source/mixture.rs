@@ -12,7 +12,8 @@ use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::documents::{Documents, Packing};
 use crate::source::dtype::Row;
-use crate::source::given::{self, placement, Given};
+use crate::source::given::{placement, Given};
+use crate::source::read;
 use crate::source::weights::WeightsArg;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 use crate::topology::PyTopology;
@@ -153,7 +154,7 @@ fn documents_mixed(
     let mut first: Option<(Packing, Dtype)> = None;
     for (index, src) in sources.iter().enumerate() {
         let docs = src.cast::<Documents>().map_err(|_| {
-            let here = given::read(src).map_or("another object", |g| g.class);
+            let here = read::single(src).map_or("another object", |g| g.class);
             kinds(py, index, "Documents", here)
         })?;
         let (member, packing, _, dtype) = docs.get().member();
@@ -289,7 +290,7 @@ impl Mixture {
         let objects = sources.try_iter()?.collect::<PyResult<Vec<_>>>()?;
         let mut members = Vec::new();
         for (index, src) in objects.iter().enumerate() {
-            match given::read(src).filter(|g| g.class != "Mixture") {
+            match read::single(src) {
                 Some(member) => members.push(member),
                 None => {
                     return Err(pyo3::exceptions::PyTypeError::new_err(format!(
