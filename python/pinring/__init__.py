@@ -40,6 +40,7 @@ from ._pinring import (
     SourceFileNotFoundError,
     StoppedError,
     TokenWindows,
+    Topology,
     __version__,
     merge_states,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "SourceFileNotFoundError",
     "StoppedError",
     "TokenWindows",
+    "Topology",
     "__version__",
     "merge_states",
 ]

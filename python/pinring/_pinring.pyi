@@ -27,6 +27,7 @@ __all__ = [
     "SourceFileNotFoundError",
     "StoppedError",
     "TokenWindows",
+    "Topology",
     "merge_states",
 ]
 
@@ -270,6 +271,15 @@ class Batch:
             BufferError: the batch was released, or a copy or another device was asked for,
                 or the batch has fields.
         """
+    def __enter__(self) -> Batch:
+        r"""
+        Returns the batch itself; leaving the block releases it.
+        """
+    def __exit__(self, *_args: typing.Any) -> builtins.bool:
+        r"""
+        Releases the batch (as `release()` with no event).
+        """
+    def __repr__(self) -> builtins.str: ...
     def release(self, event: typing.Any | None = None) -> None:
         r"""
         Gives the slot back; its reuse waits for the fence, stream-side.
@@ -297,15 +307,6 @@ class Batch:
             CudaError: the fence was rejected (a stream of another device); the batch stays
                 leased.
         """
-    def __enter__(self) -> Batch:
-        r"""
-        Returns the batch itself; leaving the block releases it.
-        """
-    def __exit__(self, *_args: typing.Any) -> builtins.bool:
-        r"""
-        Releases the batch (as `release()` with no event).
-        """
-    def __repr__(self) -> builtins.str: ...
 
 class CheckpointError(Error, builtins.ValueError):
     r"""
@@ -420,6 +421,8 @@ class Documents:
         index_cache: a folder where each shard's document index is kept across runs (made
             if missing); an index is used only if made for this very shard (path, size,
             modification time) and bos, else the shard is scanned again. None: no cache.
+        topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+            rank and size (`topo.dp_rank`, `topo.dp_size`).
     
     Raises:
         SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
@@ -507,7 +510,7 @@ class Documents:
         Documents in all shards, when counted up front (order="shuffled" indexes every
         shard here); None with order="sequential".
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> Documents: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None) -> Documents: ...
     def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
         r"""
         `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
@@ -647,6 +650,8 @@ class FixedRecords:
         even_ranks: drop the epoch's last `n % world_size` records so every rank has the
             same count.
         dtype: always "uint8".
+        topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+            rank and size (`topo.dp_rank`, `topo.dp_size`).
     
     Raises:
         SourceError: a file is missing (SourceFileNotFoundError), a directory, or not a
@@ -696,20 +701,20 @@ class FixedRecords:
     @property
     def even_ranks(self) -> builtins.bool:
         r"""
-        Whether this source's `epoch_len` is the same on every rank. (A Loader always
-        gives every rank the same number of batches, whatever this says.)
+        Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
+        every rank the same number of batches, whatever this says.)
         """
     @property
     def epoch_len(self) -> builtins.int:
         r"""
         Samples per epoch for this rank.
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8') -> FixedRecords: ...
-    def __repr__(self) -> builtins.str: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8', *, topology: typing.Optional[Topology] = None) -> FixedRecords: ...
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
+    def __repr__(self) -> builtins.str: ...
 
 @typing.final
 class Loader:
@@ -804,6 +809,10 @@ class Loader:
             cheapest: a release fenced on 0, 1 or 2 (the default streams, named relative
             to the calling thread) is done with the GIL released. None (the default): no
             stream is declared; cpu: only None.
+        topology: a `pinring.Topology`: this loader is its data-parallel rank `dp_rank` of
+            `dp_size` (ranks of one model-parallel group get the same batches), instead of
+            the source's rank and world_size; a source made with another rank or
+            world_size is a ConfigError.
         fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
             `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
             mode. It is called once per device slot (and field) when a batch first lands
@@ -909,64 +918,6 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None) -> Loader: ...
-    def state_dict(self) -> dict[str, typing.Any]:
-        r"""
-        The loader's position as plain data (ints, strings and lists of them, for
-        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
-        window, order, seed, the epoch and how many of its windows all ranks together have
-        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
-        run every rank returns the same state, as long as the ranks popped the same number
-        of batches; `merge_states` checks that.
-        
-        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
-        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
-        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
-        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
-        state_dict(), about a microsecond each.)
-        
-        Every state also holds `step` (the steps all ranks completed: the next batch's
-        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
-        pairs), so that a resumed run numbers its steps on and keeps skipping.
-        
-        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
-        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
-        in force), `consumed` (positions of the global sequence all ranks consumed),
-        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
-        dict at its count, at world size 1). The same on every rank after the same number
-        of batches; resumable at any world size and batch size.
-        """
-    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
-        r"""
-        Continues from `state`: across the consumed part of the saved run and this one,
-        every window of the epoch is delivered once, and later epochs are those of an
-        uninterrupted run at this loader's world size. A Mixture continues its global
-        sequence: every position once across the runs.
-        
-        Args:
-            state: a `state_dict()` of any rank of a run at any world size, or a list of
-                every rank's (merged as `merge_states` does).
-            weights: (a Mixture) new weights, one per source, from the saved point on: the
-                rule applies them to the positions after the state's, counting from there
-                (so each source stays within 1 of its new share of what follows), and the
-                state records the change, so a later resume reproduces the run. None: the
-                state's weights in force, which must be this loader's Mixture's. After it,
-                `state_dict()` carries the new weights.
-        
-        Must come before the first pop (the pipeline restarts from `state`;
-        `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
-        another thread: that pop gets a batch of the old run (and this call raises
-        CheckpointError) or of the new one (and `state_dict()` counts it).
-        
-        Raises:
-            CheckpointError: a state of another dataset, seq_len, record size, order or
-                seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
-                rule, or other weights in force without `weights=`), of another kind of
-                source, of ranks that consumed unequal counts (popped unequal steps), an
-                empty list, or a loader that delivered a batch already.
-            ConfigError: `weights` for a loader that is not over a Mixture, or weights that
-                are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
-        """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
         The next batch, in order, across epochs; None once every batch of `epochs` was
@@ -1063,6 +1014,86 @@ class Loader:
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
         """
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
+    def state_dict(self) -> dict[str, typing.Any]:
+        r"""
+        The loader's position as plain data (ints, strings and lists of them, for
+        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
+        window, order, seed, the epoch and how many of its windows all ranks together have
+        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
+        run every rank returns the same state, as long as the ranks popped the same number
+        of batches; `merge_states` checks that.
+        
+        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
+        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
+        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
+        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
+        state_dict(), about a microsecond each.)
+        
+        Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
+        the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
+        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
+        pairs), so that a resumed run numbers its steps on and keeps skipping.
+        
+        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
+        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
+        in force), `consumed` (positions of the global sequence all ranks consumed),
+        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
+        dict at its count, at world size 1). The same on every rank after the same number
+        of batches; resumable at any world size and batch size.
+        """
+    def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
+        r"""
+        Continues from `state`: across the consumed part of the saved run and this one,
+        every window of the epoch is delivered once, and later epochs are those of an
+        uninterrupted run at this loader's world size. A Mixture continues its global
+        sequence: every position once across the runs.
+        
+        Args:
+            state: a `state_dict()` of any rank of a run at any world size, or a list of
+                every rank's (merged as `merge_states` does).
+            weights: (a Mixture) new weights, one per source, from the saved point on: the
+                rule applies them to the positions after the state's, counting from there
+                (so each source stays within 1 of its new share of what follows), and the
+                state records the change, so a later resume reproduces the run. None: the
+                state's weights in force, which must be this loader's Mixture's. After it,
+                `state_dict()` carries the new weights.
+        
+        Must come before the first pop (the pipeline restarts from `state`;
+        `Loader(..., state=state)` avoids the restart). It is atomic with a `pop` in
+        another thread: that pop gets a batch of the old run (and this call raises
+        CheckpointError) or of the new one (and `state_dict()` counts it).
+        
+        Raises:
+            CheckpointError: a state of another dataset, seq_len, record size, order or
+                seed (Documents: bos, schedule or max_docs; Mixture: sources, seed, stop
+                rule, or other weights in force without `weights=`), of another kind of
+                source, of ranks that consumed unequal counts (popped unequal steps), an
+                empty list, or a loader that delivered a batch already.
+            ConfigError: `weights` for a loader that is not over a Mixture, or weights that
+                are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
+        """
+    def reshard(self, rank: builtins.int, world_size: builtins.int) -> None:
+        r"""
+        Reshards the run in place: from the next pop on, this loader is rank `rank` of
+        `world_size` ranks of the same global walk, as a loader resumed from
+        `state_dict()` on that world size would be: every sample (window, record, document,
+        mixed position) exactly once across the change, those the ranks popped before it
+        and the rest split anew. Every rank that stays calls it after the same number of
+        pops (as for `merge_states`); a rank that leaves closes its loader. Batches still
+        held stay valid; batches decoded ahead for the old sharding are dropped, never
+        delivered. The pipeline restarts (its threads and memory made anew); the source, its
+        index and the loader's other settings are kept.
+        
+        Args:
+            rank: this process's new data-parallel rank, below world_size.
+            world_size: the new number of data-parallel ranks.
+        
+        Raises:
+            ConfigError: a world_size of 0, a rank not below it, or a world size the
+                source cannot split (too few samples for every rank).
+            StoppedError: the loader is closed.
+        """
 
 @typing.final
 class Mixture:
@@ -1107,6 +1138,8 @@ class Mixture:
             which source a position takes.
         rank: this process's rank: ranks take disjoint positions of the global sequence.
         world_size: how many ranks share it.
+        topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+            rank and size (`topo.dp_rank`, `topo.dp_size`).
         stop: "never" (each source cycles its own epochs, a fresh order each; the run is
             endless), "first" (end before the first sample that would start any source's
             second epoch) or "all" (end once every source of positive weight finished its
@@ -1169,7 +1202,7 @@ class Mixture:
         r"""
         The samples' element type (the sources'; for Documents, their tokens').
         """
-    def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Optional[typing.Sequence[float]] = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never') -> Mixture: ...
+    def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Optional[typing.Sequence[float]] = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never', *, topology: typing.Optional[Topology] = None) -> Mixture: ...
     def __repr__(self) -> builtins.str: ...
 
 class PopTimeout(Error, builtins.TimeoutError):
@@ -1237,6 +1270,8 @@ class TokenWindows:
         world_size: how many ranks share the epoch.
         even_ranks: drop the epoch's last `n % world_size` windows so every rank has the
             same count (a Loader always gives every rank the same number of batches).
+        topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+            rank and size (`topo.dp_rank`, `topo.dp_size`).
     
     Raises:
         SourceError: a file is missing (SourceFileNotFoundError), a directory, malformed,
@@ -1286,20 +1321,105 @@ class TokenWindows:
     @property
     def even_ranks(self) -> builtins.bool:
         r"""
-        Whether this source's `epoch_len` is the same on every rank. (A Loader always
-        gives every rank the same number of batches, whatever this says.)
+        Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
+        every rank the same number of batches, whatever this says.)
         """
     @property
     def epoch_len(self) -> builtins.int:
         r"""
         Samples per epoch for this rank.
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True) -> TokenWindows: ...
-    def __repr__(self) -> builtins.str: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None) -> TokenWindows: ...
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
+    def __repr__(self) -> builtins.str: ...
+
+@typing.final
+class Topology:
+    r"""
+    Where this process stands among the processes of a run: its global `rank` of
+    `world_size`, its `local_rank` of the `local_world_size` processes on its node, and its
+    data-parallel rank and size (`dp_rank`, `dp_size`) once model-parallel groups are taken
+    out (`data_parallel`).
+    
+    Batches are sharded by data-parallel rank: the ranks of one tensor, context or pipeline
+    group get the same batches. Pass it to a source or a Loader as `topology=topo` (the
+    same as `rank=topo.dp_rank, world_size=topo.dp_size`).
+    
+        topo = pinring.Topology.from_env()            # torchrun's or Slurm's variables
+        topo = topo.data_parallel(tensor=2)           # tensor-parallel pairs share batches
+        src = pinring.TokenWindows("train_*.bin", seq_len=1024, topology=topo)
+    
+    Args:
+        rank: this process's global rank, below world_size.
+        world_size: the number of processes.
+        local_rank: its rank among the processes of its node, below local_world_size.
+        local_world_size: the processes on its node, at most world_size.
+    
+    Raises:
+        ConfigError: inconsistent values (`e.argument` names the one at fault).
+    """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        The global rank.
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        The number of processes.
+        """
+    @property
+    def local_rank(self) -> builtins.int:
+        r"""
+        The rank among this node's processes.
+        """
+    @property
+    def local_world_size(self) -> builtins.int:
+        r"""
+        The processes on this node.
+        """
+    @property
+    def dp_rank(self) -> builtins.int:
+        r"""
+        The data-parallel rank: what batches are sharded by.
+        """
+    @property
+    def dp_size(self) -> builtins.int:
+        r"""
+        The number of data-parallel ranks.
+        """
+    def __eq__(self, other: builtins.object, /) -> builtins.bool: ...
+    def __new__(cls, rank: builtins.int, world_size: builtins.int, local_rank: builtins.int, local_world_size: builtins.int) -> Topology: ...
+    @staticmethod
+    def from_env() -> Topology:
+        r"""
+        The topology the launcher's environment gives: torchrun's `RANK`, `WORLD_SIZE`,
+        `LOCAL_RANK`, `LOCAL_WORLD_SIZE`; else Slurm's `SLURM_PROCID`, `SLURM_NTASKS`,
+        `SLURM_LOCALID`, `SLURM_NTASKS_PER_NODE` (its compressed form, `4(x2),2`, picked by
+        `SLURM_NODEID`). Read from `os.environ` as it is now.
+        
+        Raises:
+            ConfigError: a variable missing, not a number or inconsistent with the others
+                (`e.argument` names it), or neither launcher's variables set.
+        """
+    def data_parallel(self, tensor: builtins.int = 1, context: builtins.int = 1, pipeline: builtins.int = 1) -> Topology:
+        r"""
+        The same processes with model-parallel groups of `tensor` × `context` × `pipeline`
+        ranks, laid out in Megatron's default order (tensor fastest, then context, then
+        data, then pipeline): `dp_rank` and `dp_size` are then the data-parallel ones.
+        
+        Args:
+            tensor: ranks of a tensor-parallel group.
+            context: ranks of a context-parallel group.
+            pipeline: pipeline stages.
+        
+        Raises:
+            ConfigError: a size of 0, or sizes whose product does not divide world_size.
+        """
+    def __repr__(self) -> builtins.str: ...
 
 def merge_states(states: typing.Sequence[dict[str, typing.Any]]) -> dict[str, typing.Any]:
     r"""

@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use pinring::{Fence, FieldAt, Fields, Locate};
-use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError, PyTypeError};
+use pinring::{FieldAt, Fields, Locate};
+use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 
@@ -12,13 +12,11 @@ use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
 use crate::dlpack::{export, released_error, Owner, Shape, SlotView};
 use crate::errors::classes::config;
-use crate::errors::from_core::to_py_with;
 use crate::field::PyField;
-use crate::fixed_views::SlotViews;
+use crate::fixed_views::{BatchShape, SlotViews};
 use crate::holder::PipelineHolder;
-use crate::lease::{BatchCell, Leased, StreamsBound};
+use crate::lease::{BatchCell, StreamsBound};
 use crate::lineage::locations;
-use crate::release_forms::{inspect, resolve, FenceArg, Form};
 use crate::source::dtype::Row;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 
@@ -58,11 +56,11 @@ fn u64_array<'py>(py: Python<'py>, values: &[u64], what: &str) -> PyResult<Bound
 #[pyclass(module = "pinring", name = "Batch", frozen)]
 #[derive(Debug)]
 pub struct PyBatch {
-    cell: Arc<BatchCell>,
-    facts: BatchFacts,
+    pub(crate) cell: Arc<BatchCell>,
+    pub(crate) facts: BatchFacts,
     /// The rows (ids, lengths, sources), copied from the lease the first time they are
     /// asked for.
-    rows: OnceLock<RowColumns>,
+    pub(crate) rows: OnceLock<RowColumns>,
     /// The loader's field layout, for a batch of fields.
     layout: Option<Arc<Fields>>,
     /// Its slot's fixed views (`Loader(fixed_views=...)`).
@@ -70,83 +68,9 @@ pub struct PyBatch {
     row: Row,
     /// Samples in a full batch (the loader's batch_size): a fixed view's rows.
     batch_size: usize,
-    device: Device,
+    pub(crate) device: Device,
     /// What places the rows in their files (the pipeline's source).
     locator: Arc<dyn Locate>,
-}
-
-/// What every batch of one loader shares: how its rows look, where they live, and its
-/// field layout.
-#[derive(Debug, Clone)]
-pub(crate) struct BatchShape {
-    /// One sample's shape and type.
-    pub(crate) row: Row,
-    /// Samples in a full batch.
-    pub(crate) batch_size: usize,
-    /// The loader's device.
-    pub(crate) device: Device,
-    /// The field layout, for batches of fields.
-    pub(crate) layout: Option<Arc<Fields>>,
-}
-
-impl BatchShape {
-    /// The fixed views of the slot at `ptr`: the whole slot as `(batch_size, cols)` for
-    /// batches without fields, else each field as long as it can be, in layout order.
-    pub(crate) fn fixed_views(&self, ptr: u64) -> (Option<SlotView>, Vec<SlotView>) {
-        let Some(layout) = &self.layout else {
-            let whole = SlotView {
-                seq: 0,
-                ptr,
-                shape: Shape::Rows {
-                    samples: self.batch_size,
-                    cols: self.row.cols,
-                },
-                dtype: self.row.dtype,
-                device: self.device,
-            };
-            return (Some(whole), Vec::new());
-        };
-        let fields = layout
-            .iter()
-            .map(|f| SlotView {
-                seq: 0,
-                ptr: ptr + f.offset as u64,
-                shape: Shape::Flat { len: f.max_len },
-                dtype: f.dtype,
-                device: self.device,
-            })
-            .collect();
-        (None, fields)
-    }
-}
-
-/// A release that failed: the batch, to lease again, and why.
-type Refused = (Leased, pinring::Error);
-
-/// Releases `leased` with `fence`: on cpu with `Fence::Sync` (the Python layer binds no
-/// cpu stream, and every read through numpy is done when its call returns); on cuda
-/// fenced on the bound streams (no fence named) or on the fence named, and on the bound
-/// streams with it. A cuda batch bound to no stream and released with no fence is dropped:
-/// fenced conservatively (a context synchronize: call this without the GIL then).
-fn release_leased(leased: Leased, fence: FenceArg) -> Result<(), Box<Refused>> {
-    let streams = leased.streams;
-    let refused = |batch: AnyBatch, error| Box::new((Leased { batch, streams }, error));
-    match (leased.batch, fence) {
-        (AnyBatch::Cpu(batch), _) => batch
-            .release(Fence::Sync)
-            .map_err(|e| refused(AnyBatch::Cpu(e.batch), e.error)),
-        (AnyBatch::Cuda(batch), FenceArg::Default) if streams.release_may_block(false) => {
-            drop(batch);
-            Ok(())
-        }
-        (AnyBatch::Cuda(batch), FenceArg::Default) => batch
-            .release(Fence::Bound)
-            .map_err(|e| refused(AnyBatch::Cuda(e.batch), e.error)),
-        (AnyBatch::Cuda(batch), fence) => fence.release(batch).map_err(|e| {
-            let e = *e;
-            refused(AnyBatch::Cuda(e.batch), e.error)
-        }),
-    }
 }
 
 impl PyBatch {
@@ -177,7 +101,7 @@ impl PyBatch {
     /// The batch's rows: copied from the lease the first time, or by `release()` if not
     /// before (so they are there after it). BufferError only if the lease went without a
     /// copy, which `release()` and this never let happen while the Batch object lives.
-    fn rows(&self, py: Python<'_>, what: &str) -> PyResult<&RowColumns> {
+    pub(crate) fn rows(&self, py: Python<'_>, what: &str) -> PyResult<&RowColumns> {
         if let Some(rows) = self.rows.get() {
             return Ok(rows);
         }
@@ -608,105 +532,6 @@ impl PyBatch {
             dl_device,
             copy,
         )
-    }
-
-    /// Gives the slot back; its reuse waits for the fence, stream-side.
-    ///
-    /// Args:
-    ///     event: None: the slot is fenced on every stream the batch is bound to: the
-    ///         Loader's `stream=` (every pop binds its batch to it) and every stream
-    ///         declared to `__dlpack__` (what `torch.from_dlpack` and `cupy.from_dlpack`
-    ///         pass), each from the thread that declared it; bound to none,
-    ///         conservatively (cuda: a context synchronize, with the GIL released). Or an
-    ///         int (a raw CUevent), a torch.cuda.Event, a torch.cuda.Stream, a
-    ///         cupy.cuda.Stream or a cupy.cuda.Event: reuse waits for it as it stands now
-    ///         (and for the bound streams). On the cpu backend only None (the slot is
-    ///         free at once: every read through numpy is done when its call returns).
-    ///
-    /// Records events only (no host wait) with the GIL held, when the batch is bound to
-    /// streams of their own (the Loader's `stream=` a stream object, not 0, 1 or 2);
-    /// otherwise a release that may block is done with the GIL released.
-    ///
-    /// Idempotent; works from any thread and after the loader is closed.
-    ///
-    /// Raises:
-    ///     TypeError: `event` is none of the forms above, or a CUDA fence on a cpu batch.
-    ///     ValueError: an event that was never recorded.
-    ///     CudaError: the fence was rejected (a stream of another device); the batch stays
-    ///         leased.
-    #[pyo3(signature = (event = None))]
-    fn release(
-        &self,
-        py: Python<'_>,
-        #[gen_stub(override_type(type_repr = "typing.Any | None", imports = ("typing",)))]
-        event: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let form = inspect(event)?;
-        if self.device == Device::Cpu && !matches!(form, Form::Default) {
-            return Err(PyTypeError::new_err(format!(
-                "batch {} is on the cpu backend, which has no CUDA streams or events: \
-                 release it with event=None (got a {})",
-                self.facts.seq,
-                form.name()
-            )));
-        }
-        let mut keep = Vec::new();
-        let fence = resolve(&form, &mut keep)?;
-        let named = !matches!(fence, FenceArg::Default);
-        let cell = &self.cell;
-        let refused = {
-            // The common case, with the GIL held: under one hold of the lease, a release
-            // that records events only (or, on cpu, none).
-            let mut lease = cell.lock_attached(py);
-            let taken = lease.take();
-            if let Some(leased) = &taken {
-                // The rows, kept past the release (`sample_ids`, `sources`, `locate()` after
-                // a step: what a loss spike's trace asks for), unless already read.
-                if self.rows.get().is_none() {
-                    let _ = self.rows.set(leased.batch.rows());
-                }
-            }
-            match taken {
-                // Idempotent: nothing to fence, and nothing is recorded on the caller's
-                // stream.
-                None => return Ok(()),
-                Some(leased)
-                    if self.device == Device::Cpu || !leased.streams.release_may_block(named) =>
-                {
-                    release_leased(leased, fence).err().map(|refused| {
-                        let (leased, error) = *refused;
-                        *lease = Some(leased);
-                        error
-                    })
-                }
-                Some(leased) => {
-                    // It may block (a context synchronize): again, without the GIL.
-                    *lease = Some(leased);
-                    drop(lease);
-                    py.detach(|| {
-                        let mut lease = cell.lock();
-                        let leased = lease.take()?;
-                        release_leased(leased, fence).err().map(|refused| {
-                            let (leased, error) = *refused;
-                            *lease = Some(leased);
-                            error
-                        })
-                    })
-                }
-            }
-        };
-        drop(keep);
-        match refused {
-            None => Ok(()),
-            Some(error) => {
-                let context = format!(
-                    "release of batch {} (fence: {})",
-                    self.facts.seq,
-                    fence.form()
-                );
-                Err(to_py_with(py, error, &context))
-            }
-        }
     }
 
     /// Returns the batch itself; leaving the block releases it.

@@ -1,69 +1,168 @@
-//! The two backends behind one type each: a pipeline, a batch and a stop handle of either
+//! The two backends behind one type each: a loader, a batch and a stop handle of either
 //! the cpu or the cuda backend, chosen at run time from `device=`.
 
 use std::time::Duration;
 
-use pinring::{Backend, Batch, Cpu, Cuda, Pipeline, Stats, StopHandle, TryPop, MAX_DIMS};
+use pinring::source::{AnySource, Run, State};
+use pinring::{Backend, Batch, Config, Cpu, Cuda, Loader, Stats, StopHandle, TryPop, MAX_DIMS};
 
-/// A pipeline of either backend.
+/// A loader of either backend.
 #[derive(Debug)]
-pub(crate) enum AnyPipeline {
+pub(crate) enum AnyLoader {
     /// The cpu backend.
-    Cpu(Pipeline<Cpu>),
+    Cpu(Loader<AnySource, Cpu>),
     /// The cuda backend.
-    Cuda(Pipeline<Cuda>),
+    Cuda(Loader<AnySource, Cuda>),
 }
 
-impl AnyPipeline {
-    /// [`Pipeline::pop_for`]: `Duration::ZERO` never waits.
-    pub(crate) fn pop_for(&mut self, timeout: Duration) -> pinring::Result<Option<AnyBatch>> {
-        Ok(match self {
-            AnyPipeline::Cpu(p) => p.pop_for(timeout)?.map(AnyBatch::Cpu),
-            AnyPipeline::Cuda(p) => p.pop_for(timeout)?.map(AnyBatch::Cuda),
+/// Runs `$body` with `$l` bound to the loader, whichever backend it runs on.
+macro_rules! on_backend {
+    ($loader:expr, $l:ident => $body:expr) => {
+        match $loader {
+            AnyLoader::Cpu($l) => $body,
+            AnyLoader::Cuda($l) => $body,
+        }
+    };
+}
+
+/// What a pop that may not wait found.
+pub(crate) enum Popped {
+    /// The next batch.
+    Batch(AnyBatch),
+    /// The end: of the run, or of the epoch asked for.
+    End,
+    /// Nothing ready (only a pop that does not wait).
+    NotReady,
+}
+
+fn popped<B: Backend>(p: TryPop<B>, wrap: fn(Batch<B>) -> AnyBatch) -> Popped {
+    match p {
+        TryPop::Batch(b) => Popped::Batch(wrap(b)),
+        TryPop::End => Popped::End,
+        TryPop::NotReady => Popped::NotReady,
+    }
+}
+
+fn waited<B: Backend>(p: Option<Batch<B>>, wrap: fn(Batch<B>) -> AnyBatch) -> Popped {
+    p.map_or(Popped::End, |b| Popped::Batch(wrap(b)))
+}
+
+impl AnyLoader {
+    /// The next batch (of epoch `epoch`, when given) if it is ready; never waits.
+    pub(crate) fn try_pop(&mut self, epoch: Option<u64>) -> pinring::Result<Popped> {
+        Ok(match (self, epoch) {
+            (AnyLoader::Cpu(l), None) => popped(l.try_pop()?, AnyBatch::Cpu),
+            (AnyLoader::Cpu(l), Some(e)) => popped(l.try_pop_in_epoch(e)?, AnyBatch::Cpu),
+            (AnyLoader::Cuda(l), None) => popped(l.try_pop()?, AnyBatch::Cuda),
+            (AnyLoader::Cuda(l), Some(e)) => popped(l.try_pop_in_epoch(e)?, AnyBatch::Cuda),
         })
     }
 
-    /// [`Pipeline::try_pop`]: the next batch if it is ready (`Ok(Some(Some(_)))`), the end
-    /// (`Ok(Some(None))`), or `Ok(None)` when the caller must wait; never blocks.
-    pub(crate) fn try_pop(&mut self) -> pinring::Result<Option<Option<AnyBatch>>> {
-        fn taken<B: Backend>(
-            popped: TryPop<B>,
-            wrap: fn(Batch<B>) -> AnyBatch,
-        ) -> Option<Option<AnyBatch>> {
-            match popped {
-                TryPop::Batch(b) => Some(Some(wrap(b))),
-                TryPop::End => Some(None),
-                TryPop::NotReady => None,
+    /// The next batch (of epoch `epoch`, when given), waiting at most `timeout`.
+    pub(crate) fn pop_for(
+        &mut self,
+        epoch: Option<u64>,
+        timeout: Duration,
+    ) -> pinring::Result<Popped> {
+        Ok(match (self, epoch) {
+            (AnyLoader::Cpu(l), None) => waited(l.pop_for(timeout)?, AnyBatch::Cpu),
+            (AnyLoader::Cpu(l), Some(e)) => waited(l.pop_in_epoch_for(e, timeout)?, AnyBatch::Cpu),
+            (AnyLoader::Cuda(l), None) => waited(l.pop_for(timeout)?, AnyBatch::Cuda),
+            (AnyLoader::Cuda(l), Some(e)) => {
+                waited(l.pop_in_epoch_for(e, timeout)?, AnyBatch::Cuda)
             }
-        }
-        Ok(match self {
-            AnyPipeline::Cpu(p) => taken(p.try_pop()?, AnyBatch::Cpu),
-            AnyPipeline::Cuda(p) => taken(p.try_pop()?, AnyBatch::Cuda),
         })
     }
 
-    /// [`Pipeline::stats`].
+    /// [`Loader::state_at`] the next step: the state once every batch popped was consumed.
+    pub(crate) fn state(&self) -> pinring::Result<State> {
+        on_backend!(self, l => l.state_at(l.next_step()))
+    }
+
+    /// [`Loader::resume`].
+    pub(crate) fn resume(&mut self, state: &State, weights: Option<&[f64]>) -> pinring::Result<()> {
+        on_backend!(self, l => l.resume(state, weights))
+    }
+
+    /// [`Loader::reshard`].
+    pub(crate) fn reshard(&mut self, rank: u64, world_size: u64) -> pinring::Result<()> {
+        on_backend!(self, l => l.reshard(rank, world_size))
+    }
+
+    /// [`Loader::epoch`].
+    pub(crate) fn epoch(&mut self) -> u64 {
+        on_backend!(self, l => l.epoch())
+    }
+
+    /// [`Loader::epoch_batches`].
+    pub(crate) fn epoch_batches(&self) -> Option<u64> {
+        on_backend!(self, l => l.epoch_batches())
+    }
+
+    /// [`Loader::epoch_len`].
+    pub(crate) fn epoch_len(&self) -> Option<u64> {
+        on_backend!(self, l => l.epoch_len())
+    }
+
+    /// [`Loader::total_batches`].
+    pub(crate) fn total_batches(&self) -> pinring::Result<Option<u64>> {
+        on_backend!(self, l => l.total_batches())
+    }
+
+    /// [`Loader::epochs`].
+    pub(crate) fn epochs(&self) -> Option<u64> {
+        on_backend!(self, l => l.epochs())
+    }
+
+    /// [`Loader::ended`].
+    pub(crate) fn ended(&self) -> bool {
+        on_backend!(self, l => l.ended())
+    }
+
+    /// [`Loader::run`].
+    pub(crate) fn run(&self) -> &Run {
+        on_backend!(self, l => l.run())
+    }
+
+    /// [`Loader::source`].
+    pub(crate) fn source(&self) -> &AnySource {
+        on_backend!(self, l => l.source())
+    }
+
+    /// The host and device slots of its pipeline ([`Config`]).
+    pub(crate) fn slots(&self) -> (usize, usize) {
+        fn of<B: Backend>(c: &Config<B>) -> (usize, usize) {
+            (c.host_slots(), c.device_slots())
+        }
+        on_backend!(self, l => of(l.config()))
+    }
+
+    /// [`Loader::stats`].
     pub(crate) fn stats(&self) -> Stats {
-        match self {
-            AnyPipeline::Cpu(p) => p.stats(),
-            AnyPipeline::Cuda(p) => p.stats(),
-        }
+        on_backend!(self, l => l.stats())
     }
 
-    /// [`Pipeline::stop_handle`].
-    pub(crate) fn stop_handle(&self) -> AnyStop {
-        match self {
-            AnyPipeline::Cpu(p) => AnyStop::Cpu(p.stop_handle()),
-            AnyPipeline::Cuda(p) => AnyStop::Cuda(p.stop_handle()),
-        }
-    }
-
-    /// [`Pipeline::write_trace`].
+    /// [`Loader::write_trace`].
     pub(crate) fn write_trace(&self, out: impl std::io::Write) -> std::io::Result<usize> {
+        on_backend!(self, l => l.write_trace(out))
+    }
+
+    /// [`Loader::stop_handle`].
+    pub(crate) fn stop_handle(&self) -> Option<AnyStop> {
         match self {
-            AnyPipeline::Cpu(p) => p.write_trace(out),
-            AnyPipeline::Cuda(p) => p.write_trace(out),
+            AnyLoader::Cpu(l) => l.stop_handle().map(AnyStop::Cpu),
+            AnyLoader::Cuda(l) => l.stop_handle().map(AnyStop::Cuda),
         }
+    }
+
+    /// [`Loader::close`]: the pipeline's threads joined, its memory freed.
+    pub(crate) fn close(&mut self) {
+        on_backend!(self, l => l.close())
+    }
+
+    /// [`Loader::is_closed`].
+    pub(crate) fn is_closed(&self) -> bool {
+        on_backend!(self, l => l.is_closed())
     }
 }
 
@@ -137,22 +236,6 @@ fn facts<B: Backend>(b: &Batch<B>, ptr: u64) -> BatchFacts {
 }
 
 impl AnyBatch {
-    /// Samples in the batch.
-    pub(crate) fn samples(&self) -> usize {
-        match self {
-            AnyBatch::Cpu(b) => b.samples(),
-            AnyBatch::Cuda(b) => b.samples(),
-        }
-    }
-
-    /// The epoch of the batch's samples ([`Batch::epoch`]).
-    pub(crate) fn epoch(&self) -> u64 {
-        match self {
-            AnyBatch::Cpu(b) => b.epoch(),
-            AnyBatch::Cuda(b) => b.epoch(),
-        }
-    }
-
     /// The device slot and its address (a host pointer on cpu, a `CUdeviceptr` on cuda).
     pub(crate) fn slot_and_ptr(&self) -> (usize, u64) {
         match self {

@@ -11,11 +11,59 @@
 
 use std::sync::{Arc, Mutex};
 
+use pinring::Fields;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 
-use crate::dlpack::{export, Owner, SlotView};
+use crate::device::Device;
+use crate::dlpack::{export, Owner, Shape, SlotView};
 use crate::holder::PipelineHolder;
+use crate::source::dtype::Row;
+
+/// What every batch of one loader shares: how its rows look, where they live, and its
+/// field layout.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchShape {
+    /// One sample's shape and type.
+    pub(crate) row: Row,
+    /// Samples in a full batch.
+    pub(crate) batch_size: usize,
+    /// The loader's device.
+    pub(crate) device: Device,
+    /// The field layout, for batches of fields.
+    pub(crate) layout: Option<Arc<Fields>>,
+}
+
+impl BatchShape {
+    /// The fixed views of the slot at `ptr`: the whole slot as `(batch_size, cols)` for
+    /// batches without fields, else each field as long as it can be, in layout order.
+    pub(crate) fn fixed_views(&self, ptr: u64) -> (Option<SlotView>, Vec<SlotView>) {
+        let Some(layout) = &self.layout else {
+            let whole = SlotView {
+                seq: 0,
+                ptr,
+                shape: Shape::Rows {
+                    samples: self.batch_size,
+                    cols: self.row.cols,
+                },
+                dtype: self.row.dtype,
+                device: self.device,
+            };
+            return (Some(whole), Vec::new());
+        };
+        let fields = layout
+            .iter()
+            .map(|f| SlotView {
+                seq: 0,
+                ptr: ptr + f.offset as u64,
+                shape: Shape::Flat { len: f.max_len },
+                dtype: f.dtype,
+                device: self.device,
+            })
+            .collect();
+        (None, fields)
+    }
+}
 
 /// The views of one device slot.
 #[derive(Debug)]

@@ -1,18 +1,18 @@
 //! `pinring._pinring`: the compiled half of the `pinring` Python package.
 //!
 //! It wraps the core crate's pipeline for PyTorch trainers, one job per module:
-//! - [`loader`]: `Loader` (a pipeline over a built-in source) and `EpochIterator`;
-//!   [`settings`] turns its arguments into the core's config, [`holder`] shares the
-//!   running pipeline with every batch, [`stats`] reads its counters;
-//! - [`batch`]: `Batch`, a leased slot; [`field`]: `Field`, one named array of a batch of
+//! - [`loader`]: `Loader`, which forwards to one core `pinring::Loader` over a built-in
+//!   source, and `EpochIterator`; [`holder`] shares the core loader with every batch,
+//!   [`stats`] reads its counters; [`topology`]: `Topology`;
+//! - [`batch`]: `Batch`, a leased slot ([`release`]: its `release()`); [`field`]: `Field`, one named array of a batch of
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects, and [`declared_stream`] the stream
 //!   `Loader(stream=...)` declares; [`fixed_views`]: the per-slot views of
 //!   `Loader(fixed_views=...)` that `Batch.view()` returns (the CUDA-graph mode);
-//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents`, `Mixture` and what they
-//!   share; [`position`]: where a loader's delivered batches leave its run; [`lineage`]:
-//!   `Batch.locate()`;
+//! - [`source`]: `TokenWindows`, `FixedRecords`, `Documents`, `Mixture`: each builds the
+//!   core source (`pinring::source::AnySource`) and keeps its rank for the loader;
+//!   [`lineage`]: `Batch.locate()`;
 //! - [`dispatch`]: the cpu and cuda backends behind one type each; [`device`]: `device=`;
 //! - [`args`]: checks of plain arguments; [`state`]: the state dict ([`plain`]: a serde
 //!   record as Python data); [`errors`]: the exception classes and the mapping of the
@@ -44,13 +44,13 @@ mod lease;
 mod lineage;
 mod loader;
 mod plain;
-mod position;
+mod release;
 mod release_forms;
-mod settings;
 mod source;
 mod state;
 mod stats;
 mod stub_attrs;
+mod topology;
 
 /// The module `pinring._pinring`.
 #[pymodule]
@@ -61,9 +61,10 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<source::documents::Documents>()?;
     module.add_class::<source::mixture::Mixture>()?;
     module.add_class::<loader::Loader>()?;
-    module.add_class::<loader::EpochIterator>()?;
+    module.add_class::<loader::epochs::EpochIterator>()?;
     module.add_class::<batch::PyBatch>()?;
     module.add_class::<field::PyField>()?;
+    module.add_class::<topology::PyTopology>()?;
     module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -13,7 +13,7 @@ from conftest import BOUND, drain
 LOADER_ARGS = [
     "src", "batch_size", "device", "host_slots", "device_slots", "decode_threads",
     "pop_timeout", "drop_last", "epochs", "state", "start_step", "skip_steps", "lease_timeout",
-    "host_budget", "device_budget", "trace", "poison_released", "stream", "fixed_views",
+    "host_budget", "device_budget", "trace", "poison_released", "stream", "fixed_views", "topology",
 ]
 
 
@@ -26,17 +26,17 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
         "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": 16 << 30,
         "device_budget": 16 << 30, "trace": None, "poison_released": False, "stream": None,
-        "fixed_views": None,
+        "fixed_views": None, "topology": None,
     }
     doc = pinring.Loader.__doc__
     for name in LOADER_ARGS:
         assert f"    {name}: " in doc, name
     for cls, args in [
-        (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks"]),
-        (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype"]),
+        (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks", "topology"]),
+        (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype", "topology"]),
         (pinring.Documents, ["paths", "bos", "tokens_per_batch", "max_seq_len", "max_docs", "schedule",
-                             "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache"]),
-        (pinring.Mixture, ["sources", "weights", "seed", "rank", "world_size", "stop"]),
+                             "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache", "topology"]),
+        (pinring.Mixture, ["sources", "weights", "seed", "rank", "world_size", "stop", "topology"]),
     ]:
         assert list(inspect.signature(cls).parameters) == args
         for name in args:

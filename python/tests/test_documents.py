@@ -329,7 +329,7 @@ def test_state_dict_is_the_checkpoint_record(shards):
         pops(loader, 6)
         state = loader.state_dict()
     assert set(state) == {"version", "format", "files", "sizes", "contents", "bos", "order", "seed",
-                          "schedule", "max_docs", "epoch", "shard", "doc", "step", "world_size", "skip"}
+                          "schedule", "max_docs", "epoch", "shard", "doc", "step", "world_size", "skip", "kind"}
     assert (first["step"], first["doc"], state["step"], state["skip"]) == (0, 0, 6, [])
     assert state["schedule"] == [[0, 1024, 256], [4, 1536, 512]] and state["bos"] == BOS
     # A resume from it goes on where the run left off.

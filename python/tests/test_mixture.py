@@ -284,7 +284,7 @@ def test_state_dict_is_the_mixture_state_record_and_merges(corpora):
             pop_rows(loader, 3)
         states = [a.state_dict(), b.state_dict()]
         assert set(states[0]) == {"version", "seed", "stop", "weights", "consumed", "step", "skip", "world_size",
-                                  "batch_size", "sources"}
+                                  "batch_size", "sources", "kind"}
         assert states[0]["consumed"] == 24 and states[0]["step"] == 3 and states[0]["stop"] == "never"
         assert states[0]["weights"] == [{"from": 0, "weights": [0.7, 0.2, 0.1], "counts": [0, 0, 0]}]
         lens = mixture(corpora).epoch_lens

@@ -265,48 +265,61 @@ fn run_error(field: &'static str, why: String) -> crate::Error {
     ConfigError::Run { field, why }.into()
 }
 
-/// A start step past the end of a run capped by `epochs` delivers nothing: refused, saying
-/// how many steps the run has (where that is known up front) or that its epochs end first.
+/// A start step at or past the end of a run that ends — capped by `epochs`, or a
+/// mixture's stop rule — delivers nothing: refused, saying how many steps the run has.
+/// Token windows and records: arithmetic. Packed documents and mixtures: walked to (about
+/// a microsecond a step, nothing read); a walk stops at the run's end, where one more step
+/// does not move it on.
 fn check_start<S: Source>(
     source: &S,
     run: &Run,
     epochs: Option<u64>,
     from: Option<&State>,
 ) -> Result<()> {
-    let Some(epochs) = epochs else {
+    let k = run.start_step;
+    if k == 0 || from.is_some_and(|s| s.step() >= k) {
+        return Ok(());
+    }
+    let rule = source.stop_rule();
+    let end = match (epochs, rule) {
+        (None, None) => return Ok(()),
+        (Some(epochs), _) if source.epoch_batches().is_some() => source.end_step(from, epochs)?,
+        _ => {
+            let at = source.state_at(from, None, k)?;
+            let next = source.state_at(from, Some(&at), at.step().saturating_add(1))?;
+            (next.step() == at.step()).then_some(at.step())
+        }
+    };
+    let Some(steps) = end.filter(|&end| k >= end) else {
         return Ok(());
     };
-    if run.start_step == 0 || from.is_some_and(|s| s.step() >= run.start_step) {
-        return Ok(());
-    }
-    let k = run.start_step;
-    if let Some(per_epoch) = source.epoch_batches() {
-        let place = source.place(from, k)?;
-        if place.is_some_and(|p| p.epoch >= epochs) {
-            return Err(run_error(
-                "start_step",
-                format!(
-                    "start_step {k} is past the end of the run: its {epochs} epoch(s) of \
-                     {per_epoch} steps each end at step {}",
-                    epochs.saturating_mul(per_epoch)
-                ),
-            ));
+    let held = match steps {
+        0 => "no step".to_owned(),
+        1 => "1 step (step 0".to_owned(),
+        n => format!("{n} steps (0 to {}", n - 1),
+    };
+    let per_epoch = match (source.epoch_batches(), epochs) {
+        (Some(b), Some(e)) => {
+            format!("; its {e} epoch(s) of {b} steps each end at step {steps})")
         }
-        return Ok(());
-    }
-    if source.has_epochs() {
-        // Walked to (packed documents: about a microsecond a step, nothing read).
-        let at = source.state_at(from, None, k)?;
-        if at.epoch() >= epochs {
-            return Err(run_error(
-                "start_step",
-                format!(
-                    "start_step {k} is past the end of the run: its {epochs} epoch(s) end \
-                     before step {k} (step {k} would be in epoch {})",
-                    at.epoch()
-                ),
-            ));
-        }
-    }
-    Ok(())
+        _ if steps == 0 => String::new(),
+        _ => ")".to_owned(),
+    };
+    let (ender, fix) = match (rule, epochs) {
+        (Some(stop), _) => (
+            format!("its stop rule (stop=\"{stop}\")"),
+            ", or the stop rule \"never\" (no end)".to_owned(),
+        ),
+        (None, e) => (
+            format!("epochs={}", e.unwrap_or(0)),
+            ", or more epochs (or none: no cap)".to_owned(),
+        ),
+    };
+    Err(run_error(
+        "start_step",
+        format!(
+            "start_step={k} is past the end of the run: {ender} gives it {held}{per_epoch}, \
+             so it would deliver nothing: give a start_step below {steps}{fix}"
+        ),
+    ))
 }

@@ -72,8 +72,22 @@ pub struct Loader<S: Source = AnySource, B: Backend = Cpu> {
     /// Where the next batch stands in its epoch, at `next_step`, counted down per batch
     /// (sources whose epochs' lengths are known).
     place: Option<(u64, EpochPlace)>,
-    /// The stats of a pipeline that a failed restart left behind.
+    /// The stats of a pipeline that a failed restart (or [`close`](Loader::close)) left
+    /// behind.
     final_stats: Option<Stats>,
+    /// Whether a pop found the run's end.
+    ended: bool,
+}
+
+/// How long a pop may wait.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Not at all: a batch that is ready, or [`TryPop::NotReady`].
+    No,
+    /// At most this long ([`Error::PopTimeout`] then).
+    For(Duration),
+    /// As the pipeline's `pop` waits (its `pop_timeout`).
+    Pop,
 }
 
 impl<S: Source> Loader<S, Cpu> {
@@ -112,6 +126,7 @@ impl<S: Source, B: Backend> Loader<S, B> {
             kept: None,
             place: None,
             final_stats: None,
+            ended: false,
         })
     }
 
@@ -134,36 +149,63 @@ impl<S: Source, B: Backend> Loader<S, B> {
         batch
     }
 
+    /// The pipeline's next batch, waiting as `wait` says; an end is noted.
+    fn next_from_pipeline(&mut self, wait: Wait) -> Result<TryPop<B>> {
+        let pipeline = self.pipeline()?;
+        let popped = match wait {
+            Wait::No => pipeline.try_pop()?,
+            Wait::For(timeout) => pipeline
+                .pop_for(timeout)?
+                .map_or(TryPop::End, TryPop::Batch),
+            Wait::Pop => pipeline.pop()?.map_or(TryPop::End, TryPop::Batch),
+        };
+        if matches!(popped, TryPop::End) {
+            self.ended = true;
+        }
+        Ok(popped)
+    }
+
+    /// The next batch (of epoch `epoch`, when given: [`TryPop::End`] at that epoch's end),
+    /// waiting as `wait` says: the one pop every public pop is.
+    fn next(&mut self, epoch: Option<u64>, wait: Wait) -> Result<TryPop<B>> {
+        if let Some(epoch) = epoch {
+            if let Some(place) = self.place()? {
+                if place.epoch != epoch || place.left == 0 {
+                    return Ok(TryPop::End);
+                }
+                return self.next(None, wait);
+            }
+        }
+        let batch = match self.kept.take() {
+            Some(batch) => batch,
+            None => match self.next_from_pipeline(wait)? {
+                TryPop::Batch(batch) => batch,
+                other => return Ok(other),
+            },
+        };
+        if epoch.is_some_and(|e| batch.epoch() != e) {
+            self.kept = Some(batch);
+            return Ok(TryPop::End);
+        }
+        Ok(TryPop::Batch(self.hand_out(batch)))
+    }
+
     /// The next batch, in order, across epochs; `None` once the run ended (its `epochs`,
     /// or a mixture's stop rule). Waits as [`Pipeline::pop`] does (the pipeline's
     /// `pop_timeout`). Errors are the pipeline's: a sample that failed (after every batch
     /// before it), then [`Error::Stopped`].
     pub fn pop(&mut self) -> Result<Option<Batch<B>>> {
-        if let Some(batch) = self.kept.take() {
-            return Ok(Some(self.hand_out(batch)));
-        }
-        let popped = self.pipeline()?.pop()?;
-        Ok(popped.map(|b| self.hand_out(b)))
+        self.next(None, Wait::Pop).map(waited)
     }
 
     /// As [`pop`](Self::pop), waiting at most `timeout` ([`Error::PopTimeout`] then).
     pub fn pop_for(&mut self, timeout: Duration) -> Result<Option<Batch<B>>> {
-        if let Some(batch) = self.kept.take() {
-            return Ok(Some(self.hand_out(batch)));
-        }
-        let popped = self.pipeline()?.pop_for(timeout)?;
-        Ok(popped.map(|b| self.hand_out(b)))
+        self.next(None, Wait::For(timeout)).map(waited)
     }
 
     /// The next batch if one is ready, without waiting ([`TryPop::NotReady`] otherwise).
     pub fn try_pop(&mut self) -> Result<TryPop<B>> {
-        if let Some(batch) = self.kept.take() {
-            return Ok(TryPop::Batch(self.hand_out(batch)));
-        }
-        Ok(match self.pipeline()?.try_pop()? {
-            TryPop::Batch(b) => TryPop::Batch(self.hand_out(b)),
-            other => other,
-        })
+        self.next(None, Wait::No)
     }
 
     /// The next batch if it belongs to epoch `epoch`; `None` at that epoch's end (or the
@@ -171,26 +213,26 @@ impl<S: Source, B: Backend> Loader<S, B> {
     /// the next batch is popped, and one of a later epoch is kept (not handed out, not
     /// counted) for the next pop.
     pub fn pop_in_epoch(&mut self, epoch: u64) -> Result<Option<Batch<B>>> {
-        if let Some(place) = self.place()? {
-            return if place.epoch == epoch && place.left > 0 {
-                self.pop()
-            } else {
-                Ok(None)
-            };
-        }
-        let batch = match self.kept.take() {
-            Some(batch) => batch,
-            None => match self.pipeline()?.pop()? {
-                Some(batch) => batch,
-                None => return Ok(None),
-            },
-        };
-        if batch.epoch() == epoch {
-            Ok(Some(self.hand_out(batch)))
-        } else {
-            self.kept = Some(batch);
-            Ok(None)
-        }
+        self.next(Some(epoch), Wait::Pop).map(waited)
+    }
+
+    /// As [`pop_in_epoch`](Self::pop_in_epoch), waiting at most `timeout`
+    /// ([`Error::PopTimeout`] then): for a caller that waits in slices (to check for a
+    /// signal between them, as the Python layer does).
+    pub fn pop_in_epoch_for(&mut self, epoch: u64, timeout: Duration) -> Result<Option<Batch<B>>> {
+        self.next(Some(epoch), Wait::For(timeout)).map(waited)
+    }
+
+    /// As [`pop_in_epoch`](Self::pop_in_epoch) without waiting: the batch if it is ready,
+    /// [`TryPop::End`] at the epoch's end (or the run's), [`TryPop::NotReady`] otherwise.
+    pub fn try_pop_in_epoch(&mut self, epoch: u64) -> Result<TryPop<B>> {
+        self.next(Some(epoch), Wait::No)
+    }
+
+    /// Whether a pop found the end of the run (every batch of its `epochs` delivered, or
+    /// a mixture's stop rule reached). A batch kept ahead is not the end.
+    pub fn ended(&self) -> bool {
+        self.ended && self.kept.is_none()
     }
 
     /// The batches left in the epoch of the next batch, as an iterator (each item a
@@ -336,6 +378,22 @@ impl<S: Source, B: Backend> Loader<S, B> {
         }
     }
 
+    /// Stops the run and frees its pipeline now (its threads joined, its memory freed once
+    /// the batches still held are dropped): later pops are [`Error::Stopped`]; the state,
+    /// the stats (the last pipeline's) and the run's settings stay readable. A batch kept
+    /// ahead is dropped (it was never handed out: the state does not count it).
+    pub fn close(&mut self) {
+        self.kept = None;
+        if let Some(pipeline) = self.pipeline.take() {
+            self.final_stats = Some(pipeline.stats());
+        }
+    }
+
+    /// Whether the loader is stopped: [`close`](Self::close)d, or a restart failed.
+    pub fn is_closed(&self) -> bool {
+        self.pipeline.is_none()
+    }
+
     /// A handle that stops the pipeline from another thread ([`Pipeline::stop_handle`]).
     pub fn stop_handle(&self) -> Option<StopHandle<B>> {
         self.pipeline.as_ref().map(Pipeline::stop_handle)
@@ -374,6 +432,7 @@ impl<S: Source, B: Backend> Loader<S, B> {
         self.run = run;
         self.pipeline = Some(pipeline);
         self.place = None;
+        self.ended = false;
         Ok(())
     }
 
@@ -406,7 +465,16 @@ impl<S: Source, B: Backend> Loader<S, B> {
         self.source = source;
         self.pipeline = Some(pipeline);
         self.place = None;
+        self.ended = false;
         Ok(())
+    }
+}
+
+/// The batch a pop that waits got (`None`: the end; a pop that waits is never `NotReady`).
+fn waited<B: Backend>(popped: TryPop<B>) -> Option<Batch<B>> {
+    match popped {
+        TryPop::Batch(batch) => Some(batch),
+        TryPop::End | TryPop::NotReady => None,
     }
 }
 

@@ -66,20 +66,25 @@ pub enum AnySource {
 }
 
 /// A sample of an [`AnySource`].
+///
+/// As small as a token window (72 bytes): the pipeline keeps a cell of the sample type for
+/// every sample of every host slot, and those cells count in the host budget. The other
+/// kinds' samples are boxed (one allocation a sample, on the feeder's thread; a loader of a
+/// concrete source, `Loader<Sampler<FixedRecords>>`, has none).
 #[derive(Debug)]
 pub enum AnySample {
     /// A window of tokens.
     TokenWindows(Window<TokenShard>),
     /// A window of records.
-    FixedRecords(Window<RecordFile>),
+    FixedRecords(Box<Window<RecordFile>>),
     /// A step of packed documents.
-    Documents(DocStep),
+    Documents(Box<DocStep>),
     /// A mixed window of tokens.
-    TokenMixture(MixedSample<Window<TokenShard>>),
+    TokenMixture(Box<MixedSample<Window<TokenShard>>>),
     /// A mixed window of records.
-    RecordMixture(MixedSample<Window<RecordFile>>),
+    RecordMixture(Box<MixedSample<Window<RecordFile>>>),
     /// A step of mixed packed documents.
-    DocumentMixture(MixedDocStep),
+    DocumentMixture(Box<MixedDocStep>),
 }
 
 /// The decoder of an [`AnySource`]: the held source's own.
@@ -120,7 +125,14 @@ impl Iterator for AnySamples {
     type Item = AnySample;
 
     fn next(&mut self) -> Option<AnySample> {
-        Some(on_each!(self, AnySamples, s => s.next()?, wrap AnySample))
+        Some(match self {
+            AnySamples::TokenWindows(s) => AnySample::TokenWindows(s.next()?),
+            AnySamples::FixedRecords(s) => AnySample::FixedRecords(Box::new(s.next()?)),
+            AnySamples::Documents(s) => AnySample::Documents(Box::new(s.next()?)),
+            AnySamples::TokenMixture(s) => AnySample::TokenMixture(Box::new(s.next()?)),
+            AnySamples::RecordMixture(s) => AnySample::RecordMixture(Box::new(s.next()?)),
+            AnySamples::DocumentMixture(s) => AnySample::DocumentMixture(Box::new(s.next()?)),
+        })
     }
 }
 
@@ -144,11 +156,11 @@ impl Decode for AnyDecoder {
     fn decode(&self, sample: AnySample, out: &mut [u8]) -> Result<(), DecodeError> {
         match (self, sample) {
             (AnyDecoder::TokenWindows(d), AnySample::TokenWindows(s)) => d.decode(s, out),
-            (AnyDecoder::FixedRecords(d), AnySample::FixedRecords(s)) => d.decode(s, out),
-            (AnyDecoder::Documents(d), AnySample::Documents(s)) => d.decode(s, out),
-            (AnyDecoder::TokenMixture(d), AnySample::TokenMixture(s)) => d.decode(s, out),
-            (AnyDecoder::RecordMixture(d), AnySample::RecordMixture(s)) => d.decode(s, out),
-            (AnyDecoder::DocumentMixture(d), AnySample::DocumentMixture(s)) => d.decode(s, out),
+            (AnyDecoder::FixedRecords(d), AnySample::FixedRecords(s)) => d.decode(*s, out),
+            (AnyDecoder::Documents(d), AnySample::Documents(s)) => d.decode(*s, out),
+            (AnyDecoder::TokenMixture(d), AnySample::TokenMixture(s)) => d.decode(*s, out),
+            (AnyDecoder::RecordMixture(d), AnySample::RecordMixture(s)) => d.decode(*s, out),
+            (AnyDecoder::DocumentMixture(d), AnySample::DocumentMixture(s)) => d.decode(*s, out),
             (_, sample) => Err(DecodeError::new(format!(
                 "a sample of {} given to another source's decoder",
                 sample.kind()
@@ -240,6 +252,14 @@ impl Source for AnySource {
         on_each!(self, AnySource, s => s.total_batches(from, epochs))
     }
 
+    fn end_step(&self, from: Option<&State>, epochs: u64) -> Result<Option<u64>> {
+        on_each!(self, AnySource, s => s.end_step(from, epochs))
+    }
+
+    fn stop_rule(&self) -> Option<&'static str> {
+        on_each!(self, AnySource, s => s.stop_rule())
+    }
+
     fn locator(&self) -> Arc<dyn Locate> {
         on_each!(self, AnySource, s => Source::locator(s))
     }
@@ -275,4 +295,19 @@ from_each! {
     TokenMixture(Mixture<TokenShards>),
     RecordMixture(Mixture<FixedRecords>),
     DocumentMixture(Mixture<Documents>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pipeline keeps a cell of the sample type for every sample of every host slot
+    /// (counted in the host budget): an erased sample is no larger than a token window.
+    #[test]
+    fn an_erased_sample_is_the_size_of_a_token_window() {
+        assert_eq!(
+            std::mem::size_of::<AnySample>(),
+            std::mem::size_of::<Window<TokenShard>>()
+        );
+    }
 }

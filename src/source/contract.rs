@@ -105,6 +105,20 @@ pub trait Source: Clone + fmt::Debug + Send + Sync + 'static {
         Ok(None)
     }
 
+    /// The step at which the run from `from` ends when capped at `epochs` epochs, where
+    /// that is known by arithmetic (token windows and records); `None` otherwise.
+    fn end_step(&self, from: Option<&State>, epochs: u64) -> Result<Option<u64>> {
+        let _ = (from, epochs);
+        Ok(None)
+    }
+
+    /// The name of the rule by which the run ends of itself, without an epoch cap: a
+    /// mixture's stop rule (`"first"`, `"all"`); `None` for a run that goes on until its
+    /// epochs end (or forever).
+    fn stop_rule(&self) -> Option<&'static str> {
+        None
+    }
+
     /// What places the rows of its batches in their files.
     fn locator(&self) -> Arc<dyn Locate>;
 
@@ -119,7 +133,7 @@ pub trait Source: Clone + fmt::Debug + Send + Sync + 'static {
         let _ = (weights, state);
         Err(crate::error::ConfigError::Run {
             field: "weights",
-            why: "this source has no weights: only a mixture can be reweighted".to_owned(),
+            why: "this source has no weights: only a Mixture can be reweighted".to_owned(),
         }
         .into())
     }

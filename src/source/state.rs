@@ -9,9 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::documents::DocumentsCheckpoint;
-use super::mixture::MixtureState;
-use super::sampling::checkpoint::Checkpoint;
+use super::documents::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
+use super::mixture::{MixtureState, MIXTURE_STATE_VERSION};
+use super::sampling::checkpoint::{Checkpoint, CHECKPOINT_VERSION};
 use super::sampling::checkpoint_text::read_text;
 use super::sampling::difference::against_rank_0;
 use crate::error::source::SourceError;
@@ -23,7 +23,8 @@ use crate::error::Result;
 /// Rank-agnostic: after the same number of pops every rank's state is the same, and a run
 /// resumed from it on any world size continues the same walk. Its serde form is one record
 /// with a `"kind"` key (`"windows"`, `"documents"` or `"mixture"`) beside the kind's own
-/// keys (each with its `version`); [`to_text`](Self::to_text) writes it as JSON.
+/// keys (each with its `version`), placed before the record's `"step"` (after the keys
+/// that say what run it is of); [`to_text`](Self::to_text) writes it as JSON.
 ///
 /// ```
 /// # use pinring::source::{write_shard, TokenShards};
@@ -45,7 +46,7 @@ use crate::error::Result;
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), pinring::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum State {
     /// Token windows or records: the sampler's [`Checkpoint`].
@@ -122,9 +123,10 @@ impl State {
         if let Some((what, saved, here)) = against_rank_0(states, |a, b| {
             (a.kind() != b.kind()).then(|| {
                 (
-                    "the kind of source".to_owned(),
-                    a.kind().to_owned(),
-                    b.kind().to_owned(),
+                    "the kind of source (the states are of different kinds: not of one run)"
+                        .to_owned(),
+                    a.described().to_owned(),
+                    b.described().to_owned(),
                 )
             })
         }) {
@@ -158,27 +160,72 @@ impl State {
             .expect("a state is numbers, strings and lists of them, which serialize")
     }
 
-    /// Reads the form [`to_text`](Self::to_text) writes. Anything else is
-    /// [`SourceError::BadCheckpointText`] naming the line and column; a state of an earlier
-    /// format (before states were tagged by kind, or of another version) says which
-    /// version it is.
+    /// Reads the form [`to_text`](Self::to_text) writes. Text that is not JSON is
+    /// [`SourceError::BadCheckpointText`] naming the line and column; JSON that is not a
+    /// state is refused as [`from_value`](Self::from_value) refuses it.
     pub fn from_text(text: &str) -> Result<State> {
-        read_text(text, |bare| {
-            untagged(text).unwrap_or_else(|| bare.to_owned())
-        })
+        let value: serde_json::Value = read_text(text, str::to_owned)?;
+        Self::from_value(value)
     }
 
-    /// A state from its serde record as a JSON value (what the Python layer's dicts are);
-    /// errors as [`from_text`](Self::from_text)'s, at line 0.
+    /// A state from its serde record as a JSON value (what the Python layer's dicts are).
+    /// Anything else is [`SourceError::BadCheckpointText`] (at line 0) saying what is wrong
+    /// in the words of a record: a key missing or unknown by name, a value by its place
+    /// (`state["skip"][0]: ...`); a state of another version names that version, and one
+    /// of the format before states were tagged (no `"kind"`) says so.
     pub fn from_value(value: serde_json::Value) -> Result<State> {
-        let untagged = untagged_value(&value);
-        serde_json::from_value(value).map_err(|e| {
+        let bad = |why: String| -> crate::Error {
             SourceError::BadCheckpointText {
                 line: 0,
                 column: 0,
-                why: untagged.unwrap_or_else(|| e.to_string()),
+                why,
             }
             .into()
+        };
+        let serde_json::Value::Object(mut map) = value else {
+            return Err(bad(
+                "not a pinring state: a state is a record (a JSON object, a dict) of named \
+                 values"
+                    .to_owned(),
+            ));
+        };
+        let Some(kind) = map.remove("kind") else {
+            return Err(bad(untagged_value(&map)));
+        };
+        let version = map.get("version").and_then(serde_json::Value::as_u64);
+        let record = serde_json::Value::Object(map);
+        let (named, current, read) = match kind.as_str() {
+            Some("windows") => (
+                "a TokenWindows or FixedRecords",
+                CHECKPOINT_VERSION,
+                serde_path_to_error::deserialize(record).map(State::Windows),
+            ),
+            Some("documents") => (
+                "a Documents",
+                DOCUMENTS_CHECKPOINT_VERSION,
+                serde_path_to_error::deserialize(record).map(State::Documents),
+            ),
+            Some("mixture") => (
+                "a Mixture",
+                MIXTURE_STATE_VERSION,
+                serde_path_to_error::deserialize(record).map(State::Mixture),
+            ),
+            _ => {
+                return Err(bad(format!(
+                    "not a pinring state: its kind is {kind}, not \"windows\", \"documents\" \
+                     or \"mixture\""
+                )))
+            }
+        };
+        read.map_err(|e| {
+            let why = in_words(&e, named);
+            bad(match version {
+                Some(v) if v != u64::from(current) => format!(
+                    "{named} state of version {v}, which this build (version {current}) cannot \
+                     read: {why}"
+                ),
+                _ => why,
+            })
         })
     }
 
@@ -189,25 +236,92 @@ impl State {
     }
 }
 
+impl Serialize for State {
+    /// The kind's record with its `"kind"` key before `"step"`.
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        let record = match self {
+            State::Windows(c) => serde_json::to_value(c),
+            State::Documents(c) => serde_json::to_value(c),
+            State::Mixture(m) => serde_json::to_value(m),
+        }
+        .map_err(serde::ser::Error::custom)?;
+        let serde_json::Value::Object(fields) = record else {
+            return Err(serde::ser::Error::custom("a state's record is a map"));
+        };
+        let mut out = serde_json::Map::with_capacity(fields.len() + 1);
+        for (key, value) in fields {
+            if key == "step" {
+                out.insert("kind".to_owned(), self.kind().into());
+            }
+            out.insert(key, value);
+        }
+        out.serialize(serializer)
+    }
+}
+
 /// The states' records of the one kind `pick` takes (every state is of it: checked first).
 fn collect<T>(states: &[State], pick: impl Fn(&State) -> Option<T>) -> Vec<T> {
     states.iter().filter_map(pick).collect()
 }
 
-/// Why a text without a `"kind"` key did not read: a state of the format before states were
-/// tagged, by its version.
-fn untagged(text: &str) -> Option<String> {
-    untagged_value(&serde_json::from_str(text).ok()?)
+/// serde's complaint about a state record of a `named` kind ("a Documents"), in the words
+/// of a record: keys by name, values by their place (`state["skip"][0]`).
+fn in_words(e: &serde_path_to_error::Error<serde_json::Error>, named: &str) -> String {
+    use serde_path_to_error::Segment;
+    let mut at = String::new();
+    for segment in e.path().iter() {
+        match segment {
+            Segment::Map { key } => at.push_str(&format!("[{key:?}]")),
+            Segment::Seq { index } => at.push_str(&format!("[{index}]")),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    let text = e.inner().to_string();
+    let quoted = |rest: &str| rest.split('`').nth(1).unwrap_or_default().to_owned();
+    let inside = if at.is_empty() {
+        String::new()
+    } else {
+        format!(" in state{at}")
+    };
+    if let Some(rest) = text.strip_prefix("missing field ") {
+        format!(
+            "not a pinring state: the key {:?} is missing{inside}",
+            quoted(rest)
+        )
+    } else if let Some(rest) = text.strip_prefix("unknown field ") {
+        format!(
+            "not a pinring state: unknown key {:?}{inside} ({named} state has the keys its \
+             loader's state() writes, no others)",
+            quoted(rest)
+        )
+    } else if let Some((got, want)) = text
+        .strip_prefix("invalid type: ")
+        .or_else(|| text.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        let want = match want {
+            "u64" => "an int in 0..2**64",
+            "u32" => "an int in 0..2**32",
+            "a string" => "a str",
+            "a sequence" => "a list",
+            other => other,
+        };
+        format!("state{at} must be {want}, got {got}")
+    } else if at.is_empty() {
+        format!("{named} state that does not read: {text}")
+    } else {
+        format!("state{at}: {text}")
+    }
 }
 
-/// As [`untagged`], for a JSON value.
-fn untagged_value(value: &serde_json::Value) -> Option<String> {
-    let map = value.as_object()?;
-    if map.contains_key("kind") {
-        return None;
-    }
+/// Why a record without a `"kind"` key did not read: a state of the format before states
+/// were tagged, by its version, or no state at all.
+fn untagged_value(map: &serde_json::Map<String, serde_json::Value>) -> String {
     let version = map.get("version").and_then(serde_json::Value::as_u64);
-    Some(match version {
+    match version {
         Some(v) => format!(
             "a state of version {v} of an earlier pinring, before states named their kind \
              (\"kind\"), which this build cannot read: save the state again with this build, \
@@ -216,5 +330,5 @@ fn untagged_value(value: &serde_json::Value) -> Option<String> {
         None => "not a pinring state: it has no \"kind\" key (\"windows\", \"documents\" or \
                  \"mixture\")"
             .to_owned(),
-    })
+    }
 }

@@ -313,3 +313,42 @@ proptest! {
         prop_assert!(epoch - seen.len() < 5 * batch as usize, "{} of {}", seen.len(), epoch);
     }
 }
+
+#[test]
+fn pops_in_an_epoch_wait_in_slices_or_not_at_all_and_the_end_is_noted() {
+    use std::time::Duration;
+    let (_dir, paths) = shards(&[2000]);
+    let src = windows(&paths, 9, Order::Sequential);
+    let mut loader = Loader::builder(src)
+        .batch_size(4)
+        .epochs(2)
+        .build()
+        .unwrap();
+    let per_epoch = loader.epoch_batches().unwrap();
+    let mut first = 0;
+    loop {
+        match loader.try_pop_in_epoch(0).unwrap() {
+            pinring::TryPop::Batch(_) => first += 1,
+            pinring::TryPop::NotReady => {
+                if let Some(_batch) = loader.pop_in_epoch_for(0, Duration::from_secs(30)).unwrap() {
+                    first += 1;
+                } else {
+                    break;
+                }
+            }
+            pinring::TryPop::End => break,
+        }
+    }
+    assert_eq!(first, per_epoch);
+    assert_eq!(loader.epoch(), 1);
+    assert!(!loader.ended());
+    let second = pop_all(&mut loader);
+    assert_eq!(second.len() as u64, per_epoch);
+    assert!(loader.ended());
+    // Closed: nothing more, the state and the stats stay.
+    let state = loader.state();
+    loader.close();
+    assert!(matches!(loader.pop(), Err(pinring::Error::Stopped)));
+    assert_eq!(loader.state(), state);
+    assert_eq!(loader.stats().batches, 2 * per_epoch);
+}

@@ -8,9 +8,9 @@ use std::time::Duration;
 use pyo3::prelude::*;
 
 use pinring::source::{FileProblem, SourceError};
-use pinring::Stage;
+use pinring::{ConfigError, Stage};
 
-use crate::errors::classes::{new_error, obj, Kind};
+use crate::errors::classes::{config, error, new_error, obj, Kind};
 
 /// The class a core error maps to.
 fn kind_of(e: &pinring::Error) -> Kind {
@@ -247,9 +247,79 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
     }
 }
 
+/// The Loader argument a core setting is about, and how to change it.
+fn argument(field: &str) -> (&'static str, &'static str) {
+    match field {
+        "batch_size" => ("batch_size", "use a smaller batch_size"),
+        "bytes_per_sample" | "batch_bytes" => (
+            "src",
+            "use a shorter seq_len (or smaller records), a narrower dtype or a smaller batch_size",
+        ),
+        "host_slots" => ("host_slots", "use fewer host_slots"),
+        "device_slots" => ("device_slots", "use fewer device_slots"),
+        "decode_threads" => ("decode_threads", "use fewer decode_threads"),
+        "host_budget" => (
+            "host_budget",
+            "raise host_budget, or use a smaller batch_size or fewer host_slots",
+        ),
+        "device_budget" => (
+            "device_budget",
+            "raise device_budget, or use a smaller batch_size or fewer device_slots",
+        ),
+        "trace" => ("trace", "turn tracing off"),
+        _ => ("", ""),
+    }
+}
+
+/// A core config error as a `pinring.ConfigError` naming the argument it is about: a
+/// setting of the run (the Loader argument of that name), of a Mixture, or of the
+/// pipeline (its sizes and budgets, named by the Loader argument that sets them).
+pub(crate) fn config_error(py: Python<'_>, e: &ConfigError) -> PyErr {
+    match e {
+        // The core refuses a restart after a pop: in the words of `load_state_dict`.
+        ConfigError::Run { field: "resume", .. } => {
+            return error(
+                py,
+                Kind::Checkpoint,
+                "load_state_dict must come before the first pop: this loader delivered                  batches already (make a new Loader, or pass state= to it)",
+            )
+        }
+        ConfigError::Run { field, why } => return config(py, field, why.as_str()),
+        ConfigError::Mixture(p) => return config(py, p.field(), format!("invalid Mixture: {p}")),
+        _ => {}
+    }
+    let (arg, fix) = argument(e.field());
+    let text = match e {
+        ConfigError::Zero(_) => format!("{arg} must be at least 1"),
+        ConfigError::Overflow(_) => format!(
+            "a batch's size overflows: batch_size × bytes per sample is past what this machine \
+             can address; {fix}"
+        ),
+        ConfigError::TooMany { n, max, .. } => {
+            format!("{arg}={n} is over the most a loader supports ({max}); {fix}")
+        }
+        ConfigError::OverBudget {
+            what,
+            bytes,
+            budget,
+            ..
+        } => format!("{what} would take {bytes} bytes, over the {arg} of {budget} bytes: {fix}"),
+        other => other.to_string(),
+    };
+    let message = format!("invalid Loader arguments: {text}");
+    if arg.is_empty() {
+        error(py, Kind::Config, message)
+    } else {
+        config(py, arg, message)
+    }
+}
+
 /// Maps a core error to its Python exception, with `context` (if not empty) before the
 /// message.
 pub(crate) fn to_py_with(py: Python<'_>, e: pinring::Error, context: &str) -> PyErr {
+    if let pinring::Error::Config(c) = &e {
+        return config_error(py, c);
+    }
     let text = message(&e);
     let text = if context.is_empty() {
         text

@@ -7,17 +7,19 @@ use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 
 use pinring::source::{
-    self, DocOrder, DocumentProblem, SourceError, TokenType, MAX_TOKENS_PER_BATCH,
+    self, AnySource, DocOrder, DocumentProblem, Run, Source, SourceError, TokenType,
+    MAX_TOKENS_PER_BATCH,
 };
 use pinring::Dtype;
 
 use crate::args;
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::source::dtype::Row;
+use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::shards::{dtype_arg, open_error, open_shards};
-use crate::source::spec::Spec;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
+use crate::topology::PyTopology;
 
 /// Packed documents from llm.c / modded-nanogpt token shards: each batch is one training
 /// step of this rank, for variable-length (document-masked) attention.
@@ -83,6 +85,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///     index_cache: a folder where each shard's document index is kept across runs (made
 ///         if missing); an index is used only if made for this very shard (path, size,
 ///         modification time) and bos, else the shard is scanned again. None: no cache.
+///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+///         rank and size (`topo.dp_rank`, `topo.dp_size`).
 ///
 /// Raises:
 ///     SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
@@ -96,6 +100,9 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct Documents {
+    /// What a loader takes.
+    pub(crate) given: Given,
+    /// The source, without a run.
     docs: source::Documents,
     /// The source's own settings (shards, bos, order, index cache), without the packing
     /// or the ranks: what a `Mixture` of it builds on.
@@ -238,7 +245,7 @@ fn build_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
 #[pymethods]
 impl Documents {
     #[new]
-    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None))]
+    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -259,6 +266,7 @@ impl Documents {
         dtype: &str,
         positions: bool,
         index_cache: Option<PathBuf>,
+        topology: Option<PyRef<'_, PyTopology>>,
     ) -> PyResult<Self> {
         let bos = bos
             .map(|b| {
@@ -293,7 +301,7 @@ impl Documents {
             .unwrap_or_default();
         let seed = args::seed(py, seed)?;
         let order = order_arg(py, order, seed)?;
-        let (rank, world) = args::rank_in_world(py, rank, world_size)?;
+        let place = placement(py, rank, world_size, topology.as_deref())?;
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let paths = path_list(&paths)?;
         let packing = Packing {
@@ -320,16 +328,37 @@ impl Documents {
                 .tokens_per_batch(packing.tokens_per_batch)
                 .max_seq_len(packing.max_seq_len)
                 .schedule(packing.schedule.clone())
-                .shard(rank, world)
                 .token_type(ty)
                 .positions(positions);
             if let Some(m) = max_docs {
                 builder = builder.max_docs(m);
             }
-            Ok((builder.build()?, member, files, tokens))
+            let docs = builder.build()?;
+            // This rank's share checked now, as the loader will shard it.
+            let (rank, world_size) = place;
+            Source::with_run(
+                &docs,
+                &Run {
+                    rank,
+                    world_size,
+                    ..Run::default()
+                },
+            )?;
+            Ok((docs, member, files, tokens))
         });
         let (docs, member, files, tokens) = built.map_err(|e| build_error(py, e, dtype))?;
+        let row = Row {
+            cols: docs.fields().bytes(),
+            dtype: Dtype::U8,
+        };
         Ok(Documents {
+            given: Given {
+                source: AnySource::Documents(docs.clone()),
+                row,
+                place,
+                class: "Documents",
+                layout: Some((docs.fields(), docs.schedule().clone())),
+            },
             docs,
             member,
             packing,
@@ -399,13 +428,13 @@ impl Documents {
     /// This process's rank.
     #[getter]
     fn rank(&self) -> u64 {
-        self.docs.rank()
+        self.given.place.0
     }
 
     /// Ranks sharing each step's documents.
     #[getter]
     fn world_size(&self) -> u64 {
-        self.docs.world_size()
+        self.given.place.1
     }
 
     /// The tokens' element type: "uint16", "int32" or "int64".
@@ -463,8 +492,8 @@ impl Documents {
             self.docs.schedule().entries().len() - 1,
             self.dtype.name(),
             self.docs.order().name(),
-            self.docs.rank(),
-            self.docs.world_size()
+            self.given.place.0,
+            self.given.place.1
         )
     }
 }
@@ -476,22 +505,8 @@ impl Documents {
         (
             self.member.clone(),
             self.packing.clone(),
-            (self.docs.rank(), self.docs.world_size()),
+            self.given.place,
             self.dtype,
-        )
-    }
-
-    /// The source as a loader needs it, and its row shape (the slot's bytes).
-    pub(crate) fn spec(&self) -> (Spec, Row) {
-        let row = Row {
-            cols: self.docs.fields().bytes(),
-            dtype: Dtype::U8,
-        };
-        (
-            Spec::Documents {
-                docs: self.docs.clone(),
-            },
-            row,
         )
     }
 }

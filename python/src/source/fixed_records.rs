@@ -4,17 +4,18 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use pinring::source::{self, Sampler};
+use pinring::source::{self, AnySource, Sampler};
 use pinring::Dtype;
 
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
+use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, is_glob, not_a_directory, path_list, PathsArg};
-use crate::source::sampling::{sampling_attributes, Sampling};
-use crate::source::spec::Spec;
+use crate::source::sampling::Sampling;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
+use crate::topology::PyTopology;
 
 /// Fixed-size records from one or more files: each sample is one record of `record_bytes`
 /// bytes, delivered as `uint8`.
@@ -31,6 +32,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///     even_ranks: drop the epoch's last `n % world_size` records so every rank has the
 ///         same count.
 ///     dtype: always "uint8".
+///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+///         rank and size (`topo.dp_rank`, `topo.dp_size`).
 ///
 /// Raises:
 ///     SourceError: a file is missing (SourceFileNotFoundError), a directory, or not a
@@ -40,8 +43,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct FixedRecords {
-    spec: Spec,
-    row: Row,
+    /// What a loader takes.
+    pub(crate) given: Given,
     /// The record files, in the order they are read.
     #[pyo3(get)]
     files: Vec<String>,
@@ -49,6 +52,8 @@ pub struct FixedRecords {
     #[pyo3(get)]
     records: u64,
     sampling: Sampling,
+    /// Samples per epoch for this rank.
+    epoch_len: u64,
 }
 
 /// The files `paths` name, each pattern expanded in order.
@@ -70,7 +75,7 @@ fn record_files(paths: &[PathBuf], record_bytes: usize) -> pinring::Result<Vec<P
 #[pymethods]
 impl FixedRecords {
     #[new]
-    #[pyo3(signature = (paths, record_bytes, order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, dtype = "uint8"))]
+    #[pyo3(signature = (paths, record_bytes, order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, dtype = "uint8", *, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -82,6 +87,7 @@ impl FixedRecords {
         world_size: i128,
         even_ranks: bool,
         dtype: &str,
+        topology: Option<PyRef<'_, PyTopology>>,
     ) -> PyResult<Self> {
         let record_bytes = args::bytes(py, "record_bytes", record_bytes)?;
         if !dtype.trim().eq_ignore_ascii_case("uint8") {
@@ -91,39 +97,88 @@ impl FixedRecords {
                 format!("dtype {dtype:?}: FixedRecords delivers bytes, dtype must be \"uint8\""),
             ));
         }
-        let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
+        let sampling = Sampling::parse(py, order, seed, even_ranks)?;
+        let place = placement(py, rank, world_size, topology.as_deref())?;
         let paths = path_list(&paths)?;
         let opened = py.detach(|| -> pinring::Result<_> {
             let records =
                 source::FixedRecords::open(record_files(&paths, record_bytes)?, record_bytes)?;
             let files = file_names(records.files().iter().map(|f| f.path()));
             let count = records.records();
-            let sampler = sampling.apply(Sampler::builder(records)).build()?;
-            Ok((sampler, files, count))
+            let (sampler, epoch_len) = sampling.build(Sampler::builder(records), place)?;
+            Ok((sampler, epoch_len, files, count))
         });
-        let (sampler, files, records) = opened.map_err(|e| to_py(py, e))?;
+        let (sampler, epoch_len, files, records) = opened.map_err(|e| to_py(py, e))?;
         Ok(FixedRecords {
-            spec: Spec::Records { sampler },
-            row: Row {
-                cols: record_bytes,
-                dtype: Dtype::U8,
+            given: Given {
+                source: AnySource::FixedRecords(sampler),
+                row: Row {
+                    cols: record_bytes,
+                    dtype: Dtype::U8,
+                },
+                place,
+                class: "FixedRecords",
+                layout: None,
             },
             files,
             records,
             sampling,
+            epoch_len,
         })
     }
 
     /// Bytes per record (per sample).
     #[getter]
     fn record_bytes(&self) -> usize {
-        self.row.cols
+        self.given.row.cols
     }
 
     /// Always "uint8".
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.row.dtype.name()
+        self.given.row.dtype.name()
+    }
+
+    /// "sequential", "shuffled" or "random".
+    #[getter]
+    fn order(&self) -> &str {
+        &self.sampling.order
+    }
+
+    /// The seed of "shuffled" and "random".
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.sampling.seed
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.given.place.0
+    }
+
+    /// Ranks the epoch is split over.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.given.place.1
+    }
+
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
+    /// every rank the same number of batches, whatever this says.)
+    #[getter]
+    fn even_ranks(&self) -> bool {
+        self.sampling.even_ranks
+    }
+
+    /// Samples per epoch for this rank.
+    #[getter]
+    fn epoch_len(&self) -> u64 {
+        self.epoch_len
+    }
+
+    /// Samples per epoch for this rank (as `epoch_len`).
+    fn __len__(&self) -> usize {
+        usize::try_from(self.epoch_len).unwrap_or(usize::MAX)
     }
 
     fn __repr__(&self) -> String {
@@ -131,11 +186,9 @@ impl FixedRecords {
             "FixedRecords({} file(s), {} records of {} bytes, {}, epoch_len={})",
             self.files.len(),
             self.records,
-            self.row.cols,
-            self.sampling.describe(),
-            self.spec.epoch_len().unwrap_or(0)
+            self.given.row.cols,
+            self.sampling.describe(self.given.place),
+            self.epoch_len
         )
     }
 }
-
-sampling_attributes!(FixedRecords);

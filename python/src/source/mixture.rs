@@ -4,19 +4,19 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use pinring::source::{self, MixtureProblem, Segmented, Stop};
-use pinring::{ConfigError, Dtype};
+use pinring::source::{self, AnySource, MixtureProblem, Run, Source, Stop};
+use pinring::Dtype;
 
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::documents::{Documents, Packing};
 use crate::source::dtype::Row;
-use crate::source::given;
-use crate::source::mixed::MixSpec;
-use crate::source::spec::Spec;
+use crate::source::given::{placement, Given};
+use crate::source::read;
 use crate::source::weights::WeightsArg;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
+use crate::topology::PyTopology;
 
 /// Several sources of one kind and one sample shape mixed by weight into one global
 /// sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
@@ -58,6 +58,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///         which source a position takes.
 ///     rank: this process's rank: ranks take disjoint positions of the global sequence.
 ///     world_size: how many ranks share it.
+///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+///         rank and size (`topo.dp_rank`, `topo.dp_size`).
 ///     stop: "never" (each source cycles its own epochs, a fresh order each; the run is
 ///         endless), "first" (end before the first sample that would start any source's
 ///         second epoch) or "all" (end once every source of positive weight finished its
@@ -77,17 +79,14 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct Mixture {
-    spec: MixSpec,
-    /// A batch's row (Documents: the slot's bytes).
-    row: Row,
+    /// What a loader takes.
+    pub(crate) given: Given,
     /// The samples' (tokens') element type.
     dtype: Dtype,
     /// The sources' class name.
     kind: &'static str,
     /// The source objects, as given.
     sources: Vec<Py<PyAny>>,
-    rank: u64,
-    world_size: u64,
     seed: u64,
     stop: Stop,
 }
@@ -104,127 +103,76 @@ fn stop_arg(py: Python<'_>, stop: &str) -> PyResult<Stop> {
 }
 
 /// A mixture problem as the ConfigError about the argument it concerns.
-pub(crate) fn problem_error(py: Python<'_>, p: &MixtureProblem) -> PyErr {
+fn problem_error(py: Python<'_>, p: &MixtureProblem) -> PyErr {
     config(py, p.field(), format!("invalid Mixture: {p}"))
 }
 
-/// A core error of building a mixture, in Python's words.
-pub(crate) fn build_error(py: Python<'_>, e: pinring::Error) -> PyErr {
-    match e {
-        pinring::Error::Config(ConfigError::Mixture(p)) => problem_error(py, &p),
-        other => to_py(py, other),
-    }
+/// The mixture's own settings: seed, stop rule and weights.
+struct Settings {
+    seed: u64,
+    stop: Stop,
+    weights: Option<Vec<f64>>,
 }
 
-/// The sources' specs, as one mixture: of one kind, one dtype.
-fn mixed(
-    py: Python<'_>,
-    specs: Vec<(Spec, Row, &'static str)>,
-    weights: Option<Vec<f64>>,
-    settings: (u64, u64, u64, Stop),
-) -> PyResult<MixSpec> {
+/// A mixture of the window (or record) sources `members`, all of one kind.
+fn windows_mixed(members: &[Given], settings: &Settings) -> pinring::Result<AnySource> {
+    fn built<S: source::WindowFormat>(
+        samplers: Vec<source::Sampler<S>>,
+        s: &Settings,
+    ) -> pinring::Result<source::Mixture<S>> {
+        let b = source::Mixture::builder(samplers).seed(s.seed).stop(s.stop);
+        match &s.weights {
+            Some(w) => b.weights(w.clone()).build(),
+            None => b.build(),
+        }
+    }
     let mut tokens = Vec::new();
     let mut records = Vec::new();
-    let mut decoder = None;
-    let first_kind = specs.first().map_or("", |s| s.2);
-    let first_row = specs.first().map(|s| s.1);
-    for (index, (spec, row, kind)) in specs.into_iter().enumerate() {
-        if kind != first_kind {
-            return Err(problem_error(
-                py,
-                &MixtureProblem::Kinds {
-                    index,
-                    first: first_kind.to_owned(),
-                    here: kind.to_owned(),
-                },
-            ));
-        }
-        if let Some(first) = first_row.filter(|f| f.dtype != row.dtype) {
-            return Err(config(
-                py,
-                "sources",
-                format!(
-                    "invalid Mixture: source {index}'s dtype is \"{}\", source 0's is \"{}\": a \
-                     mixture's sources give samples of one dtype",
-                    row.dtype.name(),
-                    first.dtype.name()
-                ),
-            ));
-        }
-        match spec {
-            Spec::Tokens {
-                sampler,
-                decoder: d,
-            } => {
-                decoder = Some(d);
-                tokens.push(sampler);
-            }
-            Spec::Records { sampler } => records.push(sampler),
-            Spec::Documents { .. } => unreachable!("Documents are mixed by documents_mixed"),
-            Spec::Mixed(_) => unreachable!("given::single makes no mixture"),
+    for member in members {
+        match &member.source {
+            AnySource::TokenWindows(s) => tokens.push(s.clone()),
+            AnySource::FixedRecords(s) => records.push(s.clone()),
+            _ => unreachable!("the members are windows or records"),
         }
     }
-    let built = py.detach(|| -> pinring::Result<MixSpec> {
-        Ok(match decoder {
-            Some(decoder) => MixSpec::Tokens {
-                mix: settled(source::Mixture::builder(tokens), &settings, &weights).build()?,
-                decoder,
-            },
-            None => MixSpec::Records {
-                mix: settled(source::Mixture::builder(records), &settings, &weights).build()?,
-            },
-        })
-    });
-    built.map_err(|e| build_error(py, e))
+    Ok(if records.is_empty() {
+        AnySource::TokenMixture(built(tokens, settings)?)
+    } else {
+        AnySource::RecordMixture(built(records, settings)?)
+    })
 }
 
-/// A mixture of `sources`, the first of them a `Documents`: the sources' own settings
-/// (shards, bos, order, index cache) mixed, packed as they all pack (they must agree), and
-/// the mixture's row shape (its slot's bytes).
+/// A mixture of the `Documents` objects `sources`: their own settings (shards, bos,
+/// order, index cache) mixed, packed as they all pack (they must agree), and the tokens'
+/// dtype.
 fn documents_mixed(
     py: Python<'_>,
     sources: &[Bound<'_, PyAny>],
-    weights: Option<Vec<f64>>,
-    (seed, rank, world, stop): (u64, u64, u64, Stop),
-) -> PyResult<(MixSpec, Row, Dtype)> {
+    settings: &Settings,
+) -> PyResult<(AnySource, Dtype)> {
     let mut members = Vec::new();
     let mut first: Option<(Packing, Dtype)> = None;
     for (index, src) in sources.iter().enumerate() {
-        let Ok(docs) = src.cast::<Documents>() else {
-            let here = given::single(src).map_or("another object", |s| s.2);
-            return Err(problem_error(
-                py,
-                &MixtureProblem::Kinds {
-                    index,
-                    first: "Documents".to_owned(),
-                    here: here.to_owned(),
-                },
-            ));
-        };
-        let (member, packing, (_, world_size), dtype) = docs.get().member();
-        if world_size != 1 {
-            return Err(problem_error(
-                py,
-                &MixtureProblem::SourceSetting {
-                    index,
-                    setting: "rank/world_size",
-                },
-            ));
-        }
-        if let Some((p, _)) = &first {
-            if let Some((name, here, there)) = p.difference(&packing) {
-                return Err(config(
-                    py,
-                    "sources",
-                    format!(
-                        "invalid Mixture: source {index}'s {name} is {there}, source 0's is \
-                         {here}: a mixture's Documents sources pack steps of one shape (the \
-                         mixture packs them all alike)"
-                    ),
-                ));
+        let docs = src.cast::<Documents>().map_err(|_| {
+            let here = read::single(src).map_or("another object", |g| g.class);
+            kinds(py, index, "Documents", here)
+        })?;
+        let (member, packing, _, dtype) = docs.get().member();
+        match &first {
+            Some((p, _)) => {
+                if let Some((name, here, there)) = p.difference(&packing) {
+                    return Err(config(
+                        py,
+                        "sources",
+                        format!(
+                            "invalid Mixture: source {index}'s {name} is {there}, source 0's is \
+                             {here}: a mixture's Documents sources pack steps of one shape (the \
+                             mixture packs them all alike)"
+                        ),
+                    ));
+                }
             }
-        } else {
-            first = Some((packing, dtype));
+            None => first = Some((packing, dtype)),
         }
         members.push(member);
     }
@@ -233,9 +181,8 @@ fn documents_mixed(
     };
     let built = py.detach(|| {
         let mut b = source::Mixture::documents(members)
-            .seed(seed)
-            .shard(rank, world)
-            .stop(stop)
+            .seed(settings.seed)
+            .stop(settings.stop)
             .tokens_per_batch(packing.tokens_per_batch)
             .max_seq_len(packing.max_seq_len)
             .schedule(packing.schedule.clone())
@@ -244,29 +191,72 @@ fn documents_mixed(
         if let Some(m) = packing.max_docs {
             b = b.max_docs(m);
         }
-        if let Some(w) = &weights {
+        if let Some(w) = &settings.weights {
             b = b.weights(w.clone());
         }
         b.build()
     });
-    let mix = built.map_err(|e| build_error(py, e))?;
-    let row = Row {
-        cols: mix.fields().bytes(),
-        dtype: Dtype::U8,
-    };
-    Ok((MixSpec::Documents { mix }, row, dtype))
+    let mix = built.map_err(|e| to_py(py, e))?;
+    Ok((AnySource::DocumentMixture(mix), dtype))
 }
 
-/// `b` with the mixture's own settings: `(seed, rank, world_size, stop)` and the weights.
-fn settled<S: Segmented + Clone>(
-    b: source::MixtureBuilder<S>,
-    &(seed, rank, world, stop): &(u64, u64, u64, Stop),
-    weights: &Option<Vec<f64>>,
-) -> source::MixtureBuilder<S> {
-    let b = b.seed(seed).shard(rank, world).stop(stop);
-    match weights {
-        Some(w) => b.weights(w.clone()),
-        None => b,
+/// The error of source `index` of another kind (`here`) than source 0 (`first`).
+fn kinds(py: Python<'_>, index: usize, first: &str, here: &str) -> PyErr {
+    problem_error(
+        py,
+        &MixtureProblem::Kinds {
+            index,
+            first: first.to_owned(),
+            here: here.to_owned(),
+        },
+    )
+}
+
+/// Checks the sources read from `sources` against source 0: one kind, one dtype, none
+/// with a rank or world size of its own.
+fn check_members(py: Python<'_>, members: &[Given]) -> PyResult<()> {
+    let Some(first) = members.first() else {
+        return Ok(());
+    };
+    for (index, member) in members.iter().enumerate() {
+        if member.class != first.class {
+            return Err(kinds(py, index, first.class, member.class));
+        }
+        if member.row.dtype != first.row.dtype {
+            return Err(config(
+                py,
+                "sources",
+                format!(
+                    "invalid Mixture: source {index}'s dtype is \"{}\", source 0's is \"{}\": a \
+                     mixture's sources give samples of one dtype",
+                    member.row.dtype.name(),
+                    first.row.dtype.name()
+                ),
+            ));
+        }
+        if member.place != (0, 1) {
+            return Err(problem_error(
+                py,
+                &MixtureProblem::SourceSetting {
+                    index,
+                    setting: "rank/world_size",
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The shares of the mixture `source` (the weights over their sum) and each source's
+/// samples an epoch of its own walk (documents: `None` until every shard of the source
+/// was indexed).
+fn mixture_figures(source: &AnySource) -> (Vec<f64>, Vec<Option<u64>>) {
+    let all = |lens: Vec<u64>| lens.into_iter().map(Some).collect();
+    match source {
+        AnySource::TokenMixture(m) => (m.shares().to_vec(), all(m.epoch_lens())),
+        AnySource::RecordMixture(m) => (m.shares().to_vec(), all(m.epoch_lens())),
+        AnySource::DocumentMixture(m) => (m.shares().to_vec(), m.epoch_lens()),
+        _ => (Vec::new(), Vec::new()),
     }
 }
 
@@ -274,7 +264,8 @@ fn settled<S: Segmented + Clone>(
 #[pymethods]
 impl Mixture {
     #[new]
-    #[pyo3(signature = (sources, weights = None, seed = 0, rank = 0, world_size = 1, stop = "never"))]
+    #[pyo3(signature = (sources, weights = None, seed = 0, rank = 0, world_size = 1, stop = "never", *, topology = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         #[gen_stub(override_type(
@@ -287,6 +278,7 @@ impl Mixture {
         rank: i128,
         world_size: i128,
         stop: &str,
+        topology: Option<PyRef<'_, PyTopology>>,
     ) -> PyResult<Self> {
         if !(sources.is_instance_of::<PyList>() || sources.is_instance_of::<PyTuple>()) {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
@@ -295,51 +287,69 @@ impl Mixture {
                 sources.get_type().name()?
             )));
         }
-        let mut objects = Vec::new();
-        let mut specs = Vec::new();
-        for (index, src) in sources.try_iter()?.enumerate() {
-            let src = src?;
-            let Some(spec) = given::single(&src) else {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "Mixture: sources[{index}] is a {}, not a TokenWindows, FixedRecords or \
-                     Documents (a Mixture does not nest)",
-                    src.get_type().name()?
-                )));
-            };
-            specs.push(spec);
-            objects.push(src.unbind());
+        let objects = sources.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+        let mut members = Vec::new();
+        for (index, src) in objects.iter().enumerate() {
+            match read::single(src) {
+                Some(member) => members.push(member),
+                None => {
+                    return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                        "Mixture: sources[{index}] is a {}, not a TokenWindows, FixedRecords or \
+                         Documents (a Mixture does not nest)",
+                        src.get_type().name()?
+                    )))
+                }
+            }
         }
         let weights = weights.map(|w| w.read("one per source")).transpose()?;
-        let seed = args::seed(py, seed)?;
-        let (rank, world_size) = args::rank_in_world(py, rank, world_size)?;
-        let stop = stop_arg(py, stop)?;
-        let (row, kind) = specs.first().map_or(
-            (
+        let settings = Settings {
+            seed: args::seed(py, seed)?,
+            stop: stop_arg(py, stop)?,
+            weights,
+        };
+        let place = placement(py, rank, world_size, topology.as_deref())?;
+        check_members(py, &members)?;
+        let kind = members.first().map_or("", |m| m.class);
+        let (source, dtype) = if kind == "Documents" {
+            documents_mixed(py, &objects, &settings)?
+        } else {
+            let built = py.detach(|| windows_mixed(&members, &settings));
+            let dtype = members.first().map_or(Dtype::U8, |m| m.row.dtype);
+            (built.map_err(|e| to_py(py, e))?, dtype)
+        };
+        // This rank's share checked now, as the loader will shard it.
+        let (rank, world_size) = place;
+        py.detach(|| {
+            source.with_run(&Run {
+                rank,
+                world_size,
+                ..Run::default()
+            })
+        })
+        .map_err(|e| to_py(py, e))?;
+        let (row, layout) = match &source {
+            AnySource::DocumentMixture(m) => (
                 Row {
-                    cols: 0,
+                    cols: m.fields().bytes(),
                     dtype: Dtype::U8,
                 },
-                "",
+                Some((m.fields(), m.schedule().clone())),
             ),
-            |s| (s.1, s.2),
-        );
-        let settings = (seed, rank, world_size, stop);
-        let (spec, row, dtype) = if kind == "Documents" {
-            let given = sources.try_iter()?.collect::<PyResult<Vec<_>>>()?;
-            documents_mixed(py, &given, weights, settings)?
-        } else {
-            (mixed(py, specs, weights, settings)?, row, row.dtype)
+            _ => (members[0].row, None),
         };
         Ok(Mixture {
-            spec,
-            row,
+            given: Given {
+                source,
+                row,
+                place,
+                class: "Mixture",
+                layout,
+            },
             dtype,
             kind,
-            sources: objects,
-            rank,
-            world_size,
-            seed,
-            stop,
+            sources: objects.into_iter().map(Bound::unbind).collect(),
+            seed: settings.seed,
+            stop: settings.stop,
         })
     }
 
@@ -353,20 +363,20 @@ impl Mixture {
     /// The weights, as given (equal ones when none were).
     #[getter]
     fn weights(&self) -> Vec<f64> {
-        self.spec.weights()
+        self.given.source.weights().unwrap_or_default().to_vec()
     }
 
     /// Each source's share: the weights over their sum.
     #[getter]
     fn shares(&self) -> Vec<f64> {
-        self.spec.shares()
+        mixture_figures(&self.given.source).0
     }
 
     /// Each source's samples per epoch of its own walk (documents, for Documents: None
     /// where not counted yet, before every shard of the source was indexed).
     #[getter]
     fn epoch_lens(&self) -> Vec<Option<u64>> {
-        self.spec.epoch_lens()
+        mixture_figures(&self.given.source).1
     }
 
     /// The mixture's seed.
@@ -378,13 +388,13 @@ impl Mixture {
     /// This process's rank.
     #[getter]
     fn rank(&self) -> u64 {
-        self.rank
+        self.given.place.0
     }
 
     /// Ranks the global sequence is sharded over.
     #[getter]
     fn world_size(&self) -> u64 {
-        self.world_size
+        self.given.place.1
     }
 
     /// "never", "first" or "all".
@@ -400,24 +410,17 @@ impl Mixture {
     }
 
     fn __repr__(&self) -> String {
-        let weights: Vec<String> = self.spec.weights().iter().map(|w| format!("{w}")).collect();
+        let weights: Vec<String> = self.weights().iter().map(|w| format!("{w}")).collect();
         format!(
             "Mixture({} {} source(s), weights=[{}], seed={}, rank={}/{}, stop='{}', dtype='{}')",
             self.sources.len(),
             self.kind,
             weights.join(", "),
             self.seed,
-            self.rank,
-            self.world_size,
+            self.given.place.0,
+            self.given.place.1,
             self.stop.name(),
             self.dtype.name()
         )
-    }
-}
-
-impl Mixture {
-    /// The mixture as a loader needs it, and its row shape (its sources').
-    pub(crate) fn spec(&self) -> (Spec, Row) {
-        (Spec::Mixed(self.spec.clone()), self.row)
     }
 }

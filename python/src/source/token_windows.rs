@@ -2,16 +2,17 @@
 
 use pyo3::prelude::*;
 
-use pinring::source::{TokenShards, Tokens};
+use pinring::source::{AnySource, TokenShards};
 
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
 use crate::source::dtype::Row;
+use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, path_list, PathsArg};
-use crate::source::sampling::{sampling_attributes, Sampling};
+use crate::source::sampling::Sampling;
 use crate::source::shards::{dtype_arg, open_error, open_shards};
-use crate::source::spec::Spec;
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
+use crate::topology::PyTopology;
 
 /// Most tokens a shard holds (its header counts them in an i32).
 const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
@@ -37,6 +38,8 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 ///     world_size: how many ranks share the epoch.
 ///     even_ranks: drop the epoch's last `n % world_size` windows so every rank has the
 ///         same count (a Loader always gives every rank the same number of batches).
+///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
+///         rank and size (`topo.dp_rank`, `topo.dp_size`).
 ///
 /// Raises:
 ///     SourceError: a file is missing (SourceFileNotFoundError), a directory, malformed,
@@ -46,8 +49,8 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
 pub struct TokenWindows {
-    spec: Spec,
-    row: Row,
+    /// What a loader takes.
+    pub(crate) given: Given,
     /// Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
     #[pyo3(get)]
     seq_len: u64,
@@ -58,6 +61,8 @@ pub struct TokenWindows {
     #[pyo3(get)]
     tokens: u64,
     sampling: Sampling,
+    /// Samples per epoch for this rank.
+    epoch_len: u64,
 }
 
 /// The `seq_len` argument: at least 1, and a window of `seq_len + 1` tokens must fit in a
@@ -109,7 +114,7 @@ fn too_long(py: Python<'_>, shards: &TokenShards, seq_len: u64) -> PyErr {
 #[pymethods]
 impl TokenWindows {
     #[new]
-    #[pyo3(signature = (paths, seq_len, dtype = "int32", order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true))]
+    #[pyo3(signature = (paths, seq_len, dtype = "int32", order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, *, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -121,6 +126,7 @@ impl TokenWindows {
         rank: i128,
         world_size: i128,
         even_ranks: bool,
+        topology: Option<PyRef<'_, PyTopology>>,
     ) -> PyResult<Self> {
         let seq_len = seq_len_arg(py, seq_len)?;
         let window = seq_len + 1;
@@ -129,7 +135,8 @@ impl TokenWindows {
             .ok()
             .filter(|c| c.checked_mul(dtype.size()).is_some())
             .ok_or_else(|| config(py, "seq_len", format!("seq_len={seq_len} is too large")))?;
-        let sampling = Sampling::parse(py, order, seed, rank, world_size, even_ranks)?;
+        let sampling = Sampling::parse(py, order, seed, even_ranks)?;
+        let place = placement(py, rank, world_size, topology.as_deref())?;
         let paths = path_list(&paths)?;
         let shards = py
             .detach(|| -> pinring::Result<_> {
@@ -143,26 +150,71 @@ impl TokenWindows {
         if !shards.shards().iter().any(|s| s.len() as u64 >= window) {
             return Err(too_long(py, &shards, seq_len));
         }
-        let sampler = py
-            .detach(|| sampling.apply(shards.windows(window)).build())
+        let (sampler, epoch_len) = py
+            .detach(|| sampling.build(shards.decode_as(ty).windows(window), place))
             .map_err(|e| to_py(py, e))?;
         Ok(TokenWindows {
-            spec: Spec::Tokens {
-                sampler,
-                decoder: Tokens::new(ty),
+            given: Given {
+                source: AnySource::TokenWindows(sampler),
+                row: Row { cols, dtype },
+                place,
+                class: "TokenWindows",
+                layout: None,
             },
-            row: Row { cols, dtype },
             seq_len,
             files,
             tokens,
             sampling,
+            epoch_len,
         })
     }
 
     /// The decoded element type: "uint16", "int32" or "int64".
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.row.dtype.name()
+        self.given.row.dtype.name()
+    }
+
+    /// "sequential", "shuffled" or "random".
+    #[getter]
+    fn order(&self) -> &str {
+        &self.sampling.order
+    }
+
+    /// The seed of "shuffled" and "random".
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.sampling.seed
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.given.place.0
+    }
+
+    /// Ranks the epoch is split over.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.given.place.1
+    }
+
+    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
+    /// every rank the same number of batches, whatever this says.)
+    #[getter]
+    fn even_ranks(&self) -> bool {
+        self.sampling.even_ranks
+    }
+
+    /// Samples per epoch for this rank.
+    #[getter]
+    fn epoch_len(&self) -> u64 {
+        self.epoch_len
+    }
+
+    /// Samples per epoch for this rank (as `epoch_len`).
+    fn __len__(&self) -> usize {
+        usize::try_from(self.epoch_len).unwrap_or(usize::MAX)
     }
 
     fn __repr__(&self) -> String {
@@ -171,11 +223,9 @@ impl TokenWindows {
             self.files.len(),
             self.tokens,
             self.seq_len,
-            self.row.dtype.name(),
-            self.sampling.describe(),
-            self.spec.epoch_len().unwrap_or(0)
+            self.given.row.dtype.name(),
+            self.sampling.describe(self.given.place),
+            self.epoch_len
         )
     }
 }
-
-sampling_attributes!(TokenWindows);

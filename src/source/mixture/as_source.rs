@@ -16,6 +16,7 @@ use super::mixable::Mixable;
 use super::settings::MixSettings;
 use super::state::MixtureState;
 use super::step_walk::StepWalk;
+use super::stop::Stop;
 use super::windows_decoder::MixedDecoder;
 use super::windows_samples::MixedSamples;
 use crate::config::{Config, ConfigBuilder};
@@ -235,6 +236,10 @@ impl<S: MixedSource> Source for Mixture<S> {
             Some(state) => self.check_state(&state),
             None => Ok(()),
         }
+    }
+
+    fn stop_rule(&self) -> Option<&'static str> {
+        (self.stop() != Stop::Never).then(|| self.stop().name())
     }
 
     fn locator(&self) -> Arc<dyn Locate> {

@@ -160,6 +160,23 @@ impl<S: WindowFormat> Source for Sampler<S> {
         Ok(Some(kept_between(&at.skip, at.step, end)))
     }
 
+    fn end_step(&self, from: Option<&State>, epochs: u64) -> Result<Option<u64>> {
+        let Some(per_epoch) = Sampler::epoch_batches(self) else {
+            return Ok(None);
+        };
+        // From the run's origin (its start step aside): the state resumed from, or step 0.
+        let origin = match windows_state(from)? {
+            Some(state) => state.clone(),
+            None => self.checkpoint(0, 0),
+        };
+        if origin.epoch >= epochs {
+            return Ok(Some(origin.step));
+        }
+        let raw = self.batches_left(&origin)?.unwrap_or(0);
+        let later = (epochs - origin.epoch - 1).saturating_mul(per_epoch);
+        Ok(Some(origin.step.saturating_add(raw).saturating_add(later)))
+    }
+
     fn locator(&self) -> Arc<dyn Locate> {
         Arc::new(self.clone())
     }

@@ -1,6 +1,5 @@
 //! The Loader's `start_step` and `skip_steps` arguments: where a run begins and which of its
-//! steps it leaves out, checked as the caller wrote them; and how many steps of a stretch a
-//! run keeps.
+//! steps it leaves out, checked as the caller wrote them.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyRange, PyTuple};
@@ -93,14 +92,4 @@ impl Steps {
         }
         Ok(Steps { start, skip })
     }
-}
-
-/// How many of the steps `from..to` a run keeps that skips `skip` (sorted, disjoint
-/// half-open ranges, as a checkpoint records them).
-pub(crate) fn kept_between(skip: &[(u64, u64)], from: u64, to: u64) -> u64 {
-    let skipped: u64 = skip
-        .iter()
-        .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
-        .sum();
-    to.saturating_sub(from).saturating_sub(skipped)
 }
