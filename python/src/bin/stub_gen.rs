@@ -14,20 +14,27 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let check = std::env::args().any(|a| a == "--check");
-    let info = match _pinring::stub_info() {
+    let mut info = match _pinring::stub_info() {
         Ok(info) => info,
         Err(e) => {
             eprintln!("stub_gen: {e:#}");
             return ExitCode::FAILURE;
         }
     };
-    let Some(module) = info.modules.get("pinring._pinring") else {
+    let Some(module) = info.modules.get_mut("pinring._pinring") else {
         eprintln!(
             "stub_gen: no module pinring._pinring among {:?}",
             info.modules.keys()
         );
         return ExitCode::FAILURE;
     };
+    // A class's methods come from each of its `#[pymethods]` blocks in the order the linker
+    // left their registrations, which differs between builds: sorted by name, the stubs
+    // are the same from every build.
+    for class in module.class.values_mut() {
+        class.methods.sort_keys();
+        class.getter_setters.sort_keys();
+    }
     let text = module.format_with_config(info.config.use_type_statement);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("pinring/_pinring.pyi");
     if check {
