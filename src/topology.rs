@@ -58,7 +58,7 @@ impl fmt::Display for Launcher {
     }
 }
 
-fn bad(field: &'static str, why: String) -> crate::Error {
+fn bad(field: &'static str, why: String) -> crate::error::Error {
     ConfigError::Run { field, why }.into()
 }
 

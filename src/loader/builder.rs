@@ -11,7 +11,7 @@ use crate::backend::cpu::Cpu;
 use crate::backend::cuda::{backend::Cuda, options::CudaOptions};
 use crate::config::{Config, ConfigBuilder, LastBatch};
 use crate::error::{ConfigError, Result};
-use crate::source::{Run, Source, State, StepRanges};
+use crate::source::{IntoSource, Run, Source, State, StepRanges};
 use crate::topology::Topology;
 
 /// Builds a [`Loader`]: [`Loader::builder`]`(source)`, the run's settings, the pipeline's,
@@ -261,7 +261,7 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
     }
 }
 
-fn run_error(field: &'static str, why: String) -> crate::Error {
+fn run_error(field: &'static str, why: String) -> crate::error::Error {
     ConfigError::Run { field, why }.into()
 }
 
@@ -322,4 +322,12 @@ fn check_start<S: Source>(
              so it would deliver nothing: give a start_step below {steps}{fix}"
         ),
     ))
+}
+
+impl<S: Source> Loader<S, Cpu> {
+    /// A builder of a loader over `source` (a [`Source`], or a
+    /// [`FixedRecords`](crate::source::FixedRecords) set), on the cpu backend by default.
+    pub fn builder(source: impl IntoSource<Source = S>) -> LoaderBuilder<S, Cpu> {
+        LoaderBuilder::new(source.into_source())
+    }
 }

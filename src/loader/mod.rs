@@ -8,13 +8,10 @@
 //! the epoch ends, for sources whose epochs' lengths are not known up front) is kept for
 //! the next pop and not counted before.
 
-mod builder;
-mod states;
+pub(crate) mod builder;
+pub(crate) mod states;
 
 use std::time::Duration;
-
-pub use builder::LoaderBuilder;
-pub use states::RunStates;
 
 use crate::backend::contract::Backend;
 use crate::backend::cpu::Cpu;
@@ -24,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::{Pipeline, StopHandle, TryPop};
 use crate::source::{AnySource, EpochPlace, Run, Source, State};
 use crate::stats::Stats;
+use states::RunStates;
 
 /// The run of a source over a pipeline: batches in order, on every rank the same number,
 /// with their step numbers, epochs, and a rank-agnostic [`State`] to resume from on any
@@ -88,14 +86,6 @@ enum Wait {
     For(Duration),
     /// As the pipeline's `pop` waits (its `pop_timeout`).
     Pop,
-}
-
-impl<S: Source> Loader<S, Cpu> {
-    /// A builder of a loader over `source` (a [`Source`], or a
-    /// [`FixedRecords`](crate::source::FixedRecords) set), on the cpu backend by default.
-    pub fn builder(source: impl crate::source::IntoSource<Source = S>) -> LoaderBuilder<S, Cpu> {
-        LoaderBuilder::new(source.into_source())
-    }
 }
 
 impl<S: Source, B: Backend> Loader<S, B> {

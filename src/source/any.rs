@@ -299,7 +299,9 @@ from_each! {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::source::any::AnySample;
+    use crate::source::sampling::window::Window;
+    use crate::source::tokens::TokenShard;
 
     /// The pipeline keeps a cell of the sample type for every sample of every host slot
     /// (counted in the host budget): an erased sample is no larger than a token window.

@@ -174,7 +174,7 @@ impl State {
     /// (`state["skip"][0]: ...`); a state of another version names that version, and one
     /// of the format before states were tagged (no `"kind"`) says so.
     pub fn from_value(value: serde_json::Value) -> Result<State> {
-        let bad = |why: String| -> crate::Error {
+        let bad = |why: String| -> crate::error::Error {
             SourceError::BadCheckpointText {
                 line: 0,
                 column: 0,

@@ -71,7 +71,7 @@ macro_rules! packing_setters {
             /// How steps are sized and laid out, every field at once (see
             /// [`Packing`](crate::source::Packing); the setters that follow each set one
             /// of its fields, and the last one given wins).
-            packing(packing: $crate::source::Packing) => packing = packing;
+            packing(packing: $crate::source::documents::Packing) => packing = packing;
             /// Tokens of inputs per rank per step:
             /// [`Packing::tokens_per_batch`](crate::source::Packing::tokens_per_batch).
             tokens_per_batch(n: u64) => packing.tokens_per_batch = n;
@@ -86,7 +86,7 @@ macro_rules! packing_setters {
             schedule(entries: Vec<(u64, u64, u64)>) => packing.schedule = entries;
             /// The type tokens are written as:
             /// [`Packing::token_type`](crate::source::Packing::token_type).
-            token_type(ty: $crate::source::TokenType) => packing.token_type = Some(ty);
+            token_type(ty: $crate::source::tokens::TokenType) => packing.token_type = Some(ty);
             /// Whether batches carry `positions`:
             /// [`Packing::positions`](crate::source::Packing::positions).
             positions(on: bool) => packing.positions = Some(on);

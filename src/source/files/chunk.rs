@@ -19,7 +19,7 @@
 
 use std::cell::RefCell;
 
-use super::source_file::OpenFile;
+use super::open_file::OpenFile;
 use crate::error::source::ReadProblem;
 
 /// Bytes a chunk holds: small enough to stay in a core's cache beside what the widening
@@ -132,9 +132,9 @@ thread_local! {
     static CHUNK: RefCell<Option<Chunk>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's chunk; outside a run it forgets what it holds after `f`.
-pub(super) fn with<R>(f: impl FnOnce(&mut Chunk) -> R) -> R {
-    let keep = super::deferred::active();
+/// Runs `f` with this thread's chunk; unless `keep` (inside a run of deferred checks, whose
+/// end clears it) it forgets what it holds after `f`.
+pub(super) fn with<R>(keep: bool, f: impl FnOnce(&mut Chunk) -> R) -> R {
     CHUNK.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
             let chunk = slot.get_or_insert_with(Chunk::new);

@@ -13,7 +13,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use super::source_file::OpenFile;
+use super::open_file::OpenFile;
 use crate::error::source::SourceError;
 use crate::sync::native::Arc;
 

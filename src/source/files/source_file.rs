@@ -11,13 +11,13 @@
 //! [run](super::deferred) (the decode pool's work item) the check comes once per file when
 //! the run ends, before anything read in it is published.
 
-use std::fs::{File, Metadata};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::path::Path;
 use std::time::SystemTime;
 
 use super::chunk::{self, Chunk, CHUNK_BYTES};
 use super::deferred;
+use super::open_file::OpenFile;
 use crate::error::source::{FileProblem, ReadProblem, SourceError};
 use crate::sync::native::Arc;
 
@@ -25,118 +25,6 @@ use crate::sync::native::Arc;
 /// buffer, whatever the walk: one copy by the kernel. Shorter ones that follow the
 /// thread's last read of the file go through the chunk, which then reads ahead.
 const DIRECT_BYTES: usize = CHUNK_BYTES / 2;
-
-/// What the system says about an open file, compared after the reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Snapshot {
-    len: u64,
-    modified: Option<SystemTime>,
-    /// Whether some path names the file (its link count is not 0). Unix only; elsewhere
-    /// always true.
-    linked: bool,
-}
-
-impl Snapshot {
-    fn of(meta: &Metadata) -> Self {
-        #[cfg(unix)]
-        let linked = std::os::unix::fs::MetadataExt::nlink(meta) > 0;
-        #[cfg(not(unix))]
-        let linked = true;
-        Snapshot {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            linked,
-        }
-    }
-}
-
-/// The open file and what it was when opened: shared, so that a run's deferred check
-/// ([`deferred`]) holds the file it must check however long its reader lives.
-#[derive(Debug)]
-pub(super) struct OpenFile {
-    path: PathBuf,
-    file: File,
-    opened: Snapshot,
-}
-
-impl OpenFile {
-    /// The path it was opened at.
-    pub(super) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether the open file is as it was when opened.
-    pub(super) fn check(&self) -> Result<(), ReadProblem> {
-        let now = Snapshot::of(&self.file.metadata().map_err(ReadProblem::Io)?);
-        let opened = self.opened;
-        if now.len < opened.len {
-            return Err(ReadProblem::Shrank {
-                len: now.len,
-                opened: opened.len,
-            });
-        }
-        if now.len != opened.len || now.modified != opened.modified {
-            return Err(ReadProblem::Rewritten {
-                len: now.len,
-                opened: opened.len,
-                modified: now.modified != opened.modified,
-            });
-        }
-        if opened.linked && !now.linked {
-            // Nothing names the open file now: its path was renamed over, or deleted.
-            return Err(match std::fs::metadata(&self.path) {
-                Ok(_) => ReadProblem::Replaced,
-                Err(_) => ReadProblem::Removed,
-            });
-        }
-        Ok(())
-    }
-
-    /// The read's failure as the file stands: the change the check finds, if any (a
-    /// change explains a failed read better than its error does), else `problem`.
-    fn failed(&self, problem: ReadProblem) -> ReadProblem {
-        match self.check() {
-            Err(change) if change.is_change() => change,
-            _ => problem,
-        }
-    }
-
-    /// Reads exactly `out.len()` bytes from `offset`, unchecked: the caller checks after
-    /// its last read. The system's error is [`ReadProblem::Io`] (NFS's "stale file
-    /// handle", a file replaced on the server, is [`ReadProblem::Replaced`]), or the change
-    /// the check finds; a read that ends early is the file's shrinking (or, should the file
-    /// look as it was, an I/O error: the system gave fewer bytes than the file has).
-    pub(super) fn fill(&self, offset: u64, out: &mut [u8]) -> Result<(), ReadProblem> {
-        let mut done = 0;
-        while done < out.len() {
-            let at = offset.saturating_add(done as u64);
-            match read_at(&self.file, &mut out[done..], at) {
-                Ok(0) => {
-                    let early = io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!(
-                            "the read ended at byte {at}, before the {} bytes the file has",
-                            self.opened.len
-                        ),
-                    );
-                    return Err(self.failed(ReadProblem::Io(early)));
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::StaleNetworkFileHandle => {
-                    return Err(ReadProblem::Replaced)
-                }
-                Err(e) => return Err(self.failed(ReadProblem::Io(e))),
-            }
-        }
-        Ok(())
-    }
-
-    /// Bytes in the file when it was opened.
-    pub(super) fn len(&self) -> u64 {
-        self.opened.len
-    }
-}
 
 /// A regular file opened for positioned reads, with what it was when opened.
 #[derive(Debug)]
@@ -167,27 +55,23 @@ impl SourceFile {
             return Err(FileProblem::NotAFile);
         }
         Ok(SourceFile {
-            open: Arc::new(OpenFile {
-                path: path.to_owned(),
-                file,
-                opened: Snapshot::of(&meta),
-            }),
+            open: Arc::new(OpenFile::new(path.to_owned(), file, &meta)),
         })
     }
 
     /// The path it was opened at.
     pub(crate) fn path(&self) -> &Path {
-        &self.open.path
+        self.open.path()
     }
 
     /// Its length in bytes when it was opened.
     pub(crate) fn len(&self) -> u64 {
-        self.open.opened.len
+        self.open.len()
     }
 
     /// Its modification time when it was opened, where the system gives one.
     pub(crate) fn modified(&self) -> Option<SystemTime> {
-        self.open.opened.modified
+        self.open.modified()
     }
 
     /// Reads exactly `out.len()` bytes from `offset` into `out`, then checks that the file
@@ -221,7 +105,7 @@ impl SourceFile {
     ) -> Result<(), SourceError> {
         let read_all = || {
             let deferred = self.note_or_check_after();
-            chunk::with(|chunk| {
+            chunk::with(deferred::active(), |chunk| {
                 for (offset, out) in reads {
                     self.read_into(chunk, offset, out)?;
                 }
@@ -270,7 +154,7 @@ impl SourceFile {
     ) -> Result<(), SourceError> {
         let mut read_all = || {
             let deferred = self.note_or_check_after();
-            chunk::with(|chunk| {
+            chunk::with(deferred::active(), |chunk| {
                 let mut done = 0;
                 while done < len {
                     let at = offset + done as u64;
@@ -351,24 +235,11 @@ impl SourceFile {
     /// `problem` as the error naming this file.
     fn error(&self, problem: ReadProblem) -> SourceError {
         SourceError::Read {
-            path: self.open.path.clone(),
+            path: self.open.path().to_owned(),
             problem,
             at: None,
         }
     }
-}
-
-/// One positioned read (`pread`): up to `out.len()` bytes from `offset`, without moving a
-/// shared file position, so that any number of threads read one file at once.
-#[cfg(unix)]
-fn read_at(file: &File, out: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, out, offset)
-}
-
-/// One positioned read (`ReadFile` at an offset).
-#[cfg(windows)]
-fn read_at(file: &File, out: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::windows::fs::FileExt::seek_read(file, out, offset)
 }
 
 #[cfg(test)]

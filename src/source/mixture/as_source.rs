@@ -146,7 +146,7 @@ impl<C> MixtureState<C> {
 /// A mixture's state of kind `S` in `from`: `None` without one; a state of another kind of
 /// source (or of a mixture of another kind) is a mismatch naming the kind.
 fn mixture_state<S: Mixable>(from: Option<&State>) -> Result<Option<MixtureState<S::Record>>> {
-    let mismatch = |saved: &str| -> crate::Error {
+    let mismatch = |saved: &str| -> crate::error::Error {
         SourceError::MixtureMismatch {
             what: "the kind of source".to_owned(),
             saved: saved.to_owned(),

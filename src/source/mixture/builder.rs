@@ -180,7 +180,7 @@ impl<S: Mixable> MixtureBuilder<S> {
     /// it ([`Run::check`], or [`Run::check_own_steps`] for documents). The mixture's
     /// settings.
     pub(super) fn checked(&self) -> Result<MixSettings> {
-        let problem = |p: MixtureProblem| crate::Error::Config(ConfigError::Mixture(p));
+        let problem = |p: MixtureProblem| crate::error::Error::Config(ConfigError::Mixture(p));
         let sources = &self.sources;
         let n = sources.len();
         if n == 0 {

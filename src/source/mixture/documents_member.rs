@@ -132,7 +132,7 @@ impl Member for DocMember {
     /// own — the mixture's are in the mixture's state; not its step or world size); the
     /// count of its documents before the cursor.
     fn count_of(&self, saved: &DocumentsCheckpoint, index: usize) -> Result<u64> {
-        let mismatch = |what: &str, saved: String, here: String| -> crate::Error {
+        let mismatch = |what: &str, saved: String, here: String| -> crate::error::Error {
             SourceError::DocumentsCheckpointMismatch {
                 what: format!("source {index}'s {what}"),
                 saved,

@@ -125,10 +125,10 @@ pub(crate) fn keyed_seed(q: u64, seed: u64) -> u64 {
 
 /// `e`, an error checking source `index`'s own state: a mismatch's `what` becomes
 /// "source `index`'s `what`".
-pub(crate) fn naming_source(index: usize, e: crate::Error) -> crate::Error {
+pub(crate) fn naming_source(index: usize, e: crate::error::Error) -> crate::error::Error {
     let name = |what: String| format!("source {index}'s {what}");
     match e {
-        crate::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
+        crate::error::Error::Source(SourceError::CheckpointMismatch { what, saved, here }) => {
             SourceError::CheckpointMismatch {
                 what: name(what),
                 saved,
@@ -136,14 +136,16 @@ pub(crate) fn naming_source(index: usize, e: crate::Error) -> crate::Error {
             }
             .into()
         }
-        crate::Error::Source(SourceError::DocumentsCheckpointMismatch { what, saved, here }) => {
-            SourceError::DocumentsCheckpointMismatch {
-                what: name(what),
-                saved,
-                here,
-            }
-            .into()
+        crate::error::Error::Source(SourceError::DocumentsCheckpointMismatch {
+            what,
+            saved,
+            here,
+        }) => SourceError::DocumentsCheckpointMismatch {
+            what: name(what),
+            saved,
+            here,
         }
+        .into(),
         other => other,
     }
 }
