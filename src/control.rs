@@ -85,6 +85,14 @@ impl Control {
         }
     }
 
+    /// Records an instant at now, when tracing is on.
+    #[inline]
+    pub(crate) fn instant(&self, kind: Kind, track: Track, seq: u64, arg: u32) {
+        if let Some(trace) = &self.trace {
+            trace.instant(kind, track, seq, arg);
+        }
+    }
+
     /// Whether the pipeline is stopping (Acquire; pairs with [`stop`](Self::stop)).
     #[inline]
     pub(crate) fn stopped(&self) -> bool {

@@ -187,6 +187,12 @@ impl<B: Backend> Copier<B> {
             // SAFETY: this is the copy thread, and `can_take(k + i)` held (above, or the
             // caller's for `k`).
             let fence = unsafe { device.slots.start_copy(k + i) };
+            self.control.instant(
+                Kind::Take,
+                Track::Copy,
+                k + i,
+                device.slots.idx(k + i).0 as u32,
+            );
             if let Some(fence) = fence {
                 let fenced = self.control.span_start();
                 let slot = device.slots.idx(k + i);
@@ -236,6 +242,12 @@ impl<B: Backend> Copier<B> {
                 slot: device.slots.idx(seq).0,
                 samples,
             };
+            (self.control).instant(
+                Kind::Lease,
+                Track::Copy,
+                seq,
+                device.slots.idx(seq).0 as u32,
+            );
             self.ready
                 .push(token)
                 .map_err(|_| (seq, Error::Internal("the ready ring was full")))?;

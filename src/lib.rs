@@ -147,6 +147,7 @@ pub use source::State;
 pub use source_tally::{SourceStats, SourceTally};
 pub use stats::{Bottleneck, StageTimes, Stats};
 pub use topology::Topology;
+pub use trace::cycle::{Handoff, SlotCycle, SlotTimeline};
 
 /// The README, as the crate's guide: quick start, release patterns, the sizing guide,
 /// formats, token shards, several ranks and states, packed documents, distributed training,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use pinring::{decode_fn, Config, ConfigError, DecodeError, Fence, Pipeline};
+use pinring::{decode_fn, Config, ConfigError, DecodeError, Fence, Pipeline, SlotTimeline};
 use serde_json::Value;
 
 fn copy(s: u32, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -57,6 +57,13 @@ fn parse(json: &[u8]) -> Spans {
                 let end = e["ts"].as_f64().unwrap();
                 let spans = by_name.entry(name).or_default();
                 spans.entry(id).or_default().push((start, end));
+            }
+            "i" => {
+                // The slot-cycle instants (take, lease, released): a point a batch.
+                let ts = e["ts"].as_f64().unwrap();
+                let b = e["args"]["batch"].as_u64().unwrap();
+                let spans = by_name.entry(name).or_default();
+                spans.entry(b).or_default().push((ts, ts));
             }
             other => panic!("unexpected phase {other}"),
         }
@@ -190,4 +197,117 @@ fn a_small_ring_keeps_the_latest_spans() {
     assert!(spans.by_name["pop"].contains_key(&199));
     assert!(spans.by_name["release"].contains_key(&199));
     assert!(!spans.by_name["pop"].contains_key(&0));
+}
+
+/// The slot timeline (issue 34): every batch's cycle read back from the trace, its
+/// hand-offs in the protocol's order — the copy thread takes a device slot only after its
+/// last batch's release, the consumer pops a batch only after its lease, a host slot is
+/// gathered into again only after the copy out of it was seen complete — and the summary
+/// counting each batch under one gate.
+#[test]
+fn the_slot_timeline_orders_every_hand_off_of_each_cycle() {
+    const BATCHES: u64 = 64;
+    const H: u64 = 4;
+    const D: u64 = 2;
+    let config = Config::builder()
+        .batch_size(4)
+        .bytes_per_sample(4)
+        .decode_threads(2)
+        .host_slots(H as usize)
+        .device_slots(D as usize)
+        .trace(100_000)
+        .build()
+        .unwrap();
+    let mut pipeline = Pipeline::new(config, decode_fn(copy), 0..(BATCHES as u32 * 4)).unwrap();
+    // The consumer holds two batches at once (every device slot), so that each copy into
+    // a slot waits for the release of the batch before it there.
+    let mut held = std::collections::VecDeque::new();
+    while let Some(batch) = pipeline.pop().unwrap() {
+        held.push_back(batch);
+        if held.len() == D as usize {
+            held.pop_front().unwrap().release(Fence::Sync).unwrap();
+        }
+    }
+    for batch in held {
+        batch.release(Fence::Sync).unwrap();
+    }
+    let timeline: SlotTimeline = pipeline.slot_timeline().expect("tracing is on");
+    assert_eq!((timeline.host_slots(), timeline.device_slots()), (H, D));
+    let cycles = timeline.cycles();
+    assert_eq!(cycles.len() as u64, BATCHES, "{cycles:?}");
+    for c in cycles {
+        let k = c.seq;
+        let at = |t: Option<u64>, what: &str| t.unwrap_or_else(|| panic!("batch {k}: no {what}"));
+        let (gather, filled, take) = (
+            at(c.gather, "gather"),
+            at(c.filled, "fill"),
+            at(c.take, "take"),
+        );
+        let (lease, popped, released) = (
+            at(c.lease, "lease"),
+            at(c.popped, "pop"),
+            at(c.released, "release"),
+        );
+        assert!(gather <= filled && filled <= take, "batch {k}: {c:?}");
+        assert!(
+            take <= lease && lease <= popped && popped <= released,
+            "batch {k}: {c:?}"
+        );
+        if k >= D {
+            let before = timeline.cycle(k - D).unwrap();
+            assert!(
+                before.released.unwrap() <= take,
+                "batch {k} took its device slot before batch {} released it: {c:?} {before:?}",
+                k - D
+            );
+        }
+        if k >= H {
+            let before = timeline.cycle(k - H).unwrap();
+            assert!(
+                before.host_freed.unwrap() <= gather,
+                "batch {k} gathered into its host slot before batch {}'s copy was seen complete",
+                k - H
+            );
+        }
+    }
+    let handoffs = timeline.handoffs();
+    let count = |name: &str| {
+        handoffs
+            .iter()
+            .find(|h| h.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no hand-off {name}: {handoffs:?}"))
+            .count as u64
+    };
+    // Every take is counted under one gate: its fill, its device slot's release, or the
+    // take of the batch before it.
+    assert_eq!(
+        count("FILLED -> take") + count("RELEASED -> take") + count("take k-1 -> take k"),
+        BATCHES
+    );
+    assert_eq!(
+        count("LEASED -> popped (consumer was waiting)")
+            + count("LEASED -> popped (consumer was busy)"),
+        BATCHES
+    );
+    assert_eq!(count("device slot cycle"), BATCHES - D);
+    assert_eq!(count("host slot cycle"), BATCHES - H);
+    for h in &handoffs {
+        assert!(h.p50_ns <= h.p90_ns && h.p90_ns <= h.max_ns, "{h:?}");
+    }
+    let table = timeline.to_string();
+    assert!(
+        table.contains("RELEASED -> take") && table.contains("H 4, D 2"),
+        "{table}"
+    );
+}
+
+#[test]
+fn no_slot_timeline_without_tracing() {
+    let config = Config::builder()
+        .batch_size(2)
+        .bytes_per_sample(4)
+        .build()
+        .unwrap();
+    let pipeline = Pipeline::new(config, decode_fn(copy), 0..8u32).unwrap();
+    assert!(pipeline.slot_timeline().is_none());
 }

@@ -257,6 +257,55 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
         "-",
         None,
     );
+    // The slot cycle of the row above (issue 34): one more pass with the trace on, its
+    // timeline printed (each hand-off's p50 / p90 / max) and its rate beside the row's
+    // (what the trace costs).
+    {
+        let traced = Knobs {
+            trace: Some(1 << 22),
+            ..knobs
+        };
+        let mut p = token_pipeline_for(shard, B, T1, traced, &Consumer::PerBatch)?;
+        let (n, secs, busiest) = drive_tokens_as(
+            gpu,
+            "small traced",
+            &mut p,
+            300_000,
+            3.0,
+            &Consumer::PerBatch,
+        )?;
+        let traced_rate = n as f64 / secs;
+        let timeline = p.slot_timeline().ok_or("the traced pass has no trace")?;
+        println!(
+            "small row's slot cycle ({label}; traced pass {traced_rate:.0} batches/s, {busiest}):"
+        );
+        print!("{timeline}");
+        let handoffs = timeline.handoffs();
+        let cycle = handoffs
+            .iter()
+            .find(|h| h.name.starts_with("device slot cycle"));
+        let waits = handoffs
+            .iter()
+            .filter(|h| h.count > 0 && !h.name.contains("cycle"))
+            .max_by_key(|h| h.p50_ns * h.count as u64);
+        row(
+            "  slot cycle (traced pass)",
+            &cycle.map_or("-".into(), |c| {
+                format!("{:.1} us p50", c.p50_ns as f64 / 1e3)
+            }),
+            &format!(
+                "{traced_rate:.0} batches/s traced; most time: {}",
+                waits.map_or("-".into(), |h| format!(
+                    "{} ({} batches, p50 {:.1} us)",
+                    h.name,
+                    h.count,
+                    h.p50_ns as f64 / 1e3
+                ))
+            ),
+            "-",
+            None,
+        );
+    }
     // The loop issue 23 asks for: the stream declared once, `pop` binds, `Fence::Bound`.
     gpu.bind()?;
     let declared = Consumer::Declared(gpu.stream()?);

@@ -25,6 +25,8 @@ pub struct Knobs {
     pub pin: bool,
     /// Batches the source holds (endless when `None`).
     pub batches: Option<usize>,
+    /// The trace on with this many spans (for the slot timeline).
+    pub trace: Option<usize>,
 }
 
 impl Knobs {
@@ -116,7 +118,9 @@ pub fn token_pipeline_for(
     if knobs.pin {
         builder = builder.copy_core(0).decode_cores(1..cores().max(2));
     }
-    if std::env::var_os(TRACE_DIR).is_some() {
+    if let Some(spans) = knobs.trace {
+        builder = builder.trace(spans);
+    } else if std::env::var_os(TRACE_DIR).is_some() {
         builder = builder.trace(1 << 16);
     }
     let mut builder = builder.cuda(CudaOptions::ordinal(0));

@@ -309,6 +309,14 @@ impl<B: Backend> Batch<B> {
         if device.poison {
             captured = device.backend.poison(self.slot, captured);
         }
+        if let Some(trace) = &device.trace {
+            trace.instant(
+                Kind::Released,
+                Track::Consumer,
+                self.seq,
+                self.slot.0 as u32,
+            );
+        }
         // SAFETY: this batch holds the lease of `seq` in `slot` (LEASED(seq)) and gives it
         // up here once: `released` keeps `Drop` from releasing again.
         unsafe {

@@ -368,6 +368,13 @@ impl<S: Source, B: Backend> Loader<S, B> {
         }
     }
 
+    /// The slot cycle of the current pipeline's batches, from its trace
+    /// ([`Pipeline::slot_timeline`](crate::Pipeline::slot_timeline)): `None` with tracing
+    /// off or the loader stopped.
+    pub fn slot_timeline(&self) -> Option<crate::trace::cycle::SlotTimeline> {
+        self.pipeline.as_ref()?.slot_timeline()
+    }
+
     /// Stops the run and frees its pipeline now (its threads joined, its memory freed once
     /// the batches still held are dropped): later pops are [`Error::Stopped`]; the state,
     /// the stats (the last pipeline's) and the run's settings stay readable. A batch kept

@@ -21,6 +21,7 @@ use crate::slot::stamp::{DeviceState, HostState};
 use crate::source_tally::SourceTally;
 use crate::stats::{nanos, Stats};
 use crate::sync::{native, Arc, Instant};
+use crate::trace::cycle::SlotTimeline;
 use crate::trace::{Kind, Track};
 
 /// What [`Pipeline::try_pop`] found.
@@ -356,6 +357,19 @@ impl<B: Backend> Pipeline<B> {
                 "tracing is off: turn it on with ConfigBuilder::trace(spans)",
             )),
         }
+    }
+
+    /// Each batch's cycle through its host and device slots, read from the trace, and the
+    /// hand-offs of the cycle (which one waits, and how long): `None` with tracing off
+    /// ([`ConfigBuilder::trace`](crate::ConfigBuilder::trace) turns it on). Its `Display`
+    /// is a table of the hand-offs' p50, p90 and max.
+    pub fn slot_timeline(&self) -> Option<SlotTimeline> {
+        let trace = self.control.trace.as_ref()?;
+        Some(SlotTimeline::from_trace(
+            trace,
+            self.host.len(),
+            self.device.slots.len(),
+        ))
     }
 
     /// A snapshot of the counters and slot states.

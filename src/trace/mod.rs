@@ -21,12 +21,22 @@
 //! | `pop` | consumer | a `pop` that returned batch `k`, its wait included |
 //! | `release` | consumer | releasing (or dropping) batch `k` |
 //!
+//! and three instants a batch, which place its slot cycle's hand-offs exactly: `take` (the
+//! copy thread has just taken batch `k`'s device slot: COPYING), `lease` (its token is about
+//! to be pushed: LEASED), `released` (its holder is about to store RELEASED). `lease` and
+//! `released` come before the store that hands the slot on, `take` after the load that saw
+//! it handed, so each owner's record is ordered after the last owner's (`popped(k)` ≥
+//! `lease(k)`, `take(k + D)` ≥ `released(k)`). [`SlotTimeline`](cycle::SlotTimeline) (`cycle.rs`) reads a slot's cycle
+//! from them.
+//!
 //! Each entry is a small seqlock of atomics: a writer claims an index, clears the entry's
 //! tag, stores the fields, and stores the tag (index + 1) with Release; a reader loads the
 //! tag with Acquire, reads the fields, and keeps the entry only if the tag is unchanged
 //! after an Acquire fence. Two writers meet on one entry only if `capacity` spans are
 //! recorded while one of them writes; the reader then sees a mixed entry at worst, never
 //! undefined behaviour (every field is an atomic).
+
+pub(crate) mod cycle;
 
 use crate::sync::native::{fence, AtomicU64, Instant, Ordering};
 use std::fmt::Write as _;
@@ -44,6 +54,9 @@ pub(crate) enum Kind {
     Pop = 6,
     Release = 7,
     CopyCall = 8,
+    Take = 9,
+    Lease = 10,
+    Released = 11,
 }
 
 impl Kind {
@@ -57,6 +70,9 @@ impl Kind {
             6 => Kind::Pop,
             7 => Kind::Release,
             8 => Kind::CopyCall,
+            9 => Kind::Take,
+            10 => Kind::Lease,
+            11 => Kind::Released,
             _ => return None,
         })
     }
@@ -71,7 +87,15 @@ impl Kind {
             Kind::Pop => "pop",
             Kind::Release => "release",
             Kind::CopyCall => "copy call",
+            Kind::Take => "take",
+            Kind::Lease => "lease",
+            Kind::Released => "released",
         }
+    }
+
+    /// A point in time rather than a span.
+    fn is_instant(self) -> bool {
+        matches!(self, Kind::Take | Kind::Lease | Kind::Released)
     }
 }
 
@@ -125,13 +149,13 @@ struct Entry {
 
 /// A span read back from the ring.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    kind: Kind,
-    tid: u32,
-    arg: u32,
-    seq: u64,
-    start_ns: u64,
-    dur_ns: u64,
+pub(crate) struct Span {
+    pub(crate) kind: Kind,
+    pub(crate) tid: u32,
+    pub(crate) arg: u32,
+    pub(crate) seq: u64,
+    pub(crate) start_ns: u64,
+    pub(crate) dur_ns: u64,
 }
 
 /// The ring of spans of one pipeline.
@@ -176,6 +200,13 @@ impl Trace {
         self.record(kind, track, seq, arg, start, end);
     }
 
+    /// Records an instant: a span of no length at now.
+    #[inline]
+    pub(crate) fn instant(&self, kind: Kind, track: Track, seq: u64, arg: u32) {
+        let now = self.now();
+        self.record(kind, track, seq, arg, now, now);
+    }
+
     /// Records a span from `start` to `end` (both [`now`](Self::now) readings).
     pub(crate) fn record(
         &self,
@@ -204,7 +235,7 @@ impl Trace {
     }
 
     /// The complete spans in the ring, oldest first.
-    fn spans(&self) -> Vec<Span> {
+    pub(crate) fn spans(&self) -> Vec<Span> {
         let mut spans: Vec<(u64, Span)> = Vec::with_capacity(self.entries.len());
         for entry in self.entries.iter() {
             // Acquire: pairs with the writer's Release store of the tag.
@@ -270,7 +301,16 @@ impl Trace {
                 Kind::FenceWait => format!("{{\"batch\":{},\"device_slot\":{}}}", s.seq, s.arg),
                 _ => format!("{{\"batch\":{}}}", s.seq),
             };
-            if s.kind == Kind::H2d {
+            if s.kind.is_instant() {
+                let _ = write!(
+                    text,
+                    ",\n{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"slot\",\"name\":\"{name}\",\"pid\":1,\"tid\":{},\"ts\":{:.3},\"args\":{{\"batch\":{},\"slot\":{}}}}}",
+                    s.tid,
+                    us(s.start_ns),
+                    s.seq,
+                    s.arg
+                );
+            } else if s.kind == Kind::H2d {
                 // An async span: copies in flight overlap, so they are not nested on a
                 // thread's row.
                 let _ = write!(
