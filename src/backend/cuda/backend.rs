@@ -11,6 +11,7 @@ use super::completion::Completion;
 use super::context::{self, Bound};
 use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
+use super::fence::{CudaBinding, CudaFence};
 use super::handles::{CuEvent, CuStream};
 use super::options::{CopyCalls, CudaOptions};
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
@@ -168,42 +169,6 @@ impl fmt::Debug for Cuda {
             .field("ordinal", &self.ctx.ordinal())
             .field("layout", &self.layout)
             .finish()
-    }
-}
-
-/// A release fence as the cuda backend captured it: whether FENCE(d) was recorded.
-#[derive(Debug)]
-pub struct CudaFence {
-    recorded: bool,
-}
-
-/// What a batch bound with `wait_on` remembers of one stream.
-#[derive(Debug)]
-pub struct CudaBinding {
-    stream: CuStream,
-    /// For the per-thread default stream: the thread whose stream it is.
-    thread: Option<ThreadId>,
-}
-
-impl PartialEq for CudaBinding {
-    /// The same stream: the same handle, and for the per-thread default stream the same
-    /// thread's.
-    fn eq(&self, other: &Self) -> bool {
-        self.stream.raw() == other.stream.raw() && self.thread == other.thread
-    }
-}
-
-impl CudaBinding {
-    /// Whether a record on `stream`, made by the current thread, is a record on this
-    /// binding's stream.
-    fn is(&self, stream: &CuStream, here: ThreadId) -> bool {
-        self.stream.raw() == stream.raw() && self.recordable_by(here)
-    }
-
-    /// Whether thread `here` can record on this binding's stream (not on another thread's
-    /// per-thread default stream).
-    fn recordable_by(&self, here: ThreadId) -> bool {
-        self.thread.is_none_or(|t| t == here)
     }
 }
 

@@ -4,7 +4,7 @@
 //! In layers, as cudarc's own `driver::{sys, result, safe}`: `driver` loads libcuda and
 //! names failed calls; `context` opens the pipeline's context and binds it for a call
 //! without disturbing the caller's; `resources` owns every driver resource (RAII, each
-//! freed in its context); `backend` is the [`Cuda`](crate::Cuda) backend; `completion` its
+//! freed in its context); `backend` is the [`Cuda`](crate::Cuda) backend, `fence` what it keeps of a release and a bound stream; `completion` its
 //! thread that follows the copies and publishes the copy count; `copies` how a run's bytes
 //! are enqueued (per piece, or batched); `options` how a pipeline chooses its device and
 //! its copy calls ([`CudaOptions`](crate::CudaOptions), [`CudaDevice`](crate::CudaDevice),
@@ -21,6 +21,7 @@ mod completion;
 mod context;
 mod copies;
 mod driver;
+pub(crate) mod fence;
 pub(crate) mod handles;
 pub(crate) mod options;
 mod resources;
