@@ -6,9 +6,11 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) mod mixture;
 pub(crate) mod source;
 
-use source::{MixtureProblem, SourceError};
+use mixture::MixtureProblem;
+use source::SourceError;
 
 /// Everything that can go wrong in pinring.
 ///

@@ -141,7 +141,8 @@ pub use state::State;
 /// package's `pinring.TokenWindows`).
 pub type TokenWindows = Sampler<TokenShards>;
 
-pub use crate::error::source::{FileProblem, MixtureProblem, ReadProblem, SampleAt, SourceError};
+pub use crate::error::mixture::MixtureProblem;
+pub use crate::error::source::{FileProblem, ReadProblem, SampleAt, SourceError};
 pub use files::deferred::with_checks_at_end;
 pub use mixture::{
     Blend, DocumentMixtureBuilder, Mixable, MixedDecoder, MixedDocStep, MixedPiece, MixedSample,

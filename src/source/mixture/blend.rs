@@ -1,7 +1,7 @@
 //! [`Blend`]: which source each position of a mixture's global sequence comes from — the
 //! rule, the weights it takes, and the counts it keeps.
 
-use crate::error::source::MixtureProblem;
+use crate::error::mixture::MixtureProblem;
 use crate::error::{ConfigError, Result};
 
 /// The source of each position of a mixture's global sequence, from the weights alone:
