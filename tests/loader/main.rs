@@ -8,4 +8,5 @@ mod helpers;
 mod documents;
 mod errors;
 mod mixture;
+mod reshard;
 mod windows;
