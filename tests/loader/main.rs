@@ -7,6 +7,7 @@ mod helpers;
 
 mod documents;
 mod errors;
+mod guard;
 mod mixture;
 mod reshard;
 mod windows;

@@ -73,9 +73,22 @@ fn resharded<S: Source>(
 }
 
 /// `got` is of `alone` and leaves out fewer than `tail` of its rows.
-fn all_but_the_tail(got: &BTreeSet<Row>, alone: &BTreeSet<Row>, tail: usize) -> Result<(), TestCaseError> {
-    prop_assert!(got.is_subset(alone), "a row the run does not have: {:?}", got.difference(alone).next());
-    prop_assert!(alone.len() - got.len() < tail, "{} of {} rows", got.len(), alone.len());
+fn all_but_the_tail(
+    got: &BTreeSet<Row>,
+    alone: &BTreeSet<Row>,
+    tail: usize,
+) -> Result<(), TestCaseError> {
+    prop_assert!(
+        got.is_subset(alone),
+        "a row the run does not have: {:?}",
+        got.difference(alone).next()
+    );
+    prop_assert!(
+        alone.len() - got.len() < tail,
+        "{} of {} rows",
+        got.len(),
+        alone.len()
+    );
     Ok(())
 }
 
