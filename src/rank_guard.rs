@@ -225,6 +225,11 @@ impl RankGuard {
         self.check_time
     }
 
+    /// Whether a check is due after `popped` pops: a multiple of `every` not checked yet.
+    pub fn due(&self, popped: u64) -> bool {
+        popped % self.every == 0 && self.checked_at != Some(popped)
+    }
+
     /// Once a step, after the pop: a [`check`](Self::check) when the loader's pops are a
     /// multiple of `every` (and not checked at that count yet), else nothing (`Ok(None)`).
     pub fn step<S: Source, B: Backend, E: fmt::Display>(
@@ -232,8 +237,7 @@ impl RankGuard {
         loader: &Loader<S, B>,
         reduce: impl FnOnce(&mut [i64]) -> std::result::Result<(), E>,
     ) -> Result<Option<RankReport>> {
-        let popped = loader.popped();
-        if popped % self.every != 0 || self.checked_at == Some(popped) {
+        if !self.due(loader.popped()) {
             return Ok(None);
         }
         self.check(loader, reduce).map(Some)
@@ -248,13 +252,27 @@ impl RankGuard {
     ) -> Result<RankReport> {
         let began = Instant::now();
         let record = self.record(loader)?;
-        let mut lanes = self.lanes(&record);
+        self.conclude(&record, loader.popped(), began, reduce)
+    }
+
+    /// The rest of a check from this rank's `record` (made by [`record`](Self::record)
+    /// after `popped` pops, at `began`): the lanes reduced through `reduce`, the verdict,
+    /// the check counted. For a caller that lets go of the loader while the collective runs
+    /// (a binding whose loader is behind a lock).
+    pub fn conclude<E: fmt::Display>(
+        &mut self,
+        record: &RankRecord,
+        popped: u64,
+        began: Instant,
+        reduce: impl FnOnce(&mut [i64]) -> std::result::Result<(), E>,
+    ) -> Result<RankReport> {
+        let mut lanes = self.lanes(record);
         reduce(&mut lanes).map_err(|e| Error::Rank(RankError::Collective(e.to_string())))?;
         let verdict = self.decide(&lanes, record.step);
         self.last_step = record.step;
         self.checks += 1;
         self.check_time += began.elapsed();
-        self.checked_at = Some(loader.popped());
+        self.checked_at = Some(popped);
         verdict.map_err(Error::Rank)
     }
 
@@ -353,13 +371,20 @@ impl RankGuard {
     pub fn decide(&self, lanes: &[i64], step: u64) -> std::result::Result<RankReport, RankError> {
         let r = self.read(lanes)?;
         let mut report = r.report;
-        let problem = if r.versions.0 != r.versions.1 {
-            // Never only a warning: the other lanes cannot be read.
+        // Never only a warning: the other lanes cannot be read.
+        if r.versions.0 != r.versions.1 {
             return Err(RankError::Versions {
                 lowest: r.versions.0,
                 highest: r.versions.1,
             });
-        } else if r.step_min.0 != r.step_max {
+        }
+        if r.versions.0 != LANES_VERSION {
+            return Err(RankError::BadReduction(format!(
+                "the layout lane reads {}, which no guard writes: {lanes:?}",
+                r.versions.0
+            )));
+        }
+        let problem = if r.step_min.0 != r.step_max {
             Some(RankError::Steps {
                 rank: r.step_min.1,
                 step: r.step_min.0,

@@ -170,6 +170,28 @@ pub struct Loader {
 }
 
 impl Loader {
+    /// The data-parallel rank and world size of the run.
+    pub(crate) fn place(&self, py: Python<'_>) -> (u64, u64) {
+        let loader = self.holder.lock_attached(py);
+        (loader.run().rank, loader.run().world_size)
+    }
+
+    /// Batches handed out so far.
+    pub(crate) fn popped(&self, py: Python<'_>) -> u64 {
+        self.holder.lock_attached(py).popped()
+    }
+
+    /// `guard`'s record of this loader now, and the pops so far (the loader's lock let go
+    /// before the guard's collective runs).
+    pub(crate) fn guard_record(
+        &self,
+        py: Python<'_>,
+        guard: &mut pinring::RankGuard,
+    ) -> PyResult<(pinring::RankRecord, u64)> {
+        let loader = self.holder.lock_attached(py);
+        loader.guard_record(guard).map_err(|e| to_py(py, e))
+    }
+
     fn stop(&self) {
         if let Some(stop) = &*self.stop.lock().unwrap_or_else(|e| e.into_inner()) {
             stop.stop();
