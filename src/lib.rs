@@ -127,7 +127,7 @@ pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;
 pub use batch::{Batch, FieldAt, ReleaseError};
-pub use config::{Config, ConfigBuilder, LastBatch};
+pub use config::{Config, ConfigBuilder, LastBatch, NodeShare};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
 /// and [`Batch::view_on`](crate::Batch) (feature `cuda`).
 #[cfg(feature = "cuda")]

@@ -9,5 +9,6 @@ mod documents;
 mod errors;
 mod guard;
 mod mixture;
+mod node_share;
 mod reshard;
 mod windows;
