@@ -23,6 +23,9 @@ __all__ = [
     "Loader",
     "Mixture",
     "PopTimeout",
+    "RankError",
+    "RankGuard",
+    "RankWarning",
     "SourceError",
     "SourceFileNotFoundError",
     "StoppedError",
@@ -756,7 +759,8 @@ class Loader:
             this thread (PyTorch's current device once it touched CUDA), else device 0.
         host_slots: batches decode may run ahead in pinned host memory.
         device_slots: batches you may hold at once (each a device slot).
-        decode_threads: the decode pool's threads (None: one per core).
+        decode_threads: the decode pool's threads (None: one per core, or with `topology=`
+            of several local ranks the node's share: the cores over local_world_size).
         pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
         drop_last: drop each epoch's short last batch (Documents: never short; True is a
             ConfigError).
@@ -789,7 +793,10 @@ class Loader:
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
-        host_budget: most bytes the pinned host ring may take (host_slots × batch bytes).
+        host_budget: most bytes the pinned host ring may take (host_slots × batch bytes);
+            None: 16 GiB, or with `topology=` of several local ranks the node's share of it
+            (16 GiB / local_world_size), as decode_threads=None then takes the node's share
+            of the cores: the loaders of a node together take what one alone would.
         device_budget: most bytes the device slots may take (device_slots × batch bytes).
         trace: a path: record a timeline of every stage (the latest 2**20 spans) and write
             it there as Chrome trace JSON at close() (open it in https://ui.perfetto.dev);
@@ -812,7 +819,8 @@ class Loader:
         topology: a `pinring.Topology`: this loader is its data-parallel rank `dp_rank` of
             `dp_size` (ranks of one model-parallel group get the same batches), instead of
             the source's rank and world_size; a source made with another rank or
-            world_size is a ConfigError.
+            world_size is a ConfigError. With several local ranks (`local_world_size`),
+            decode_threads and host_budget left None default to the node's share.
         fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
             `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
             mode. It is called once per device slot (and field) when a batch first lands
@@ -918,6 +926,16 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
+    def __iter__(self) -> EpochIterator:
+        r"""
+        The batches from the next one to the end of its epoch; the next `iter()` goes on
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
+        
+        Raises:
+            StoppedError: every epoch of `epochs` was delivered.
+        """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
         The next batch, in order, across epochs; None once every batch of `epochs` was
@@ -955,6 +973,10 @@ class Loader:
         `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
         times slower per sample than the others (else None), and a decode-bound verdict
         names it. (`sources` is empty and `slowest_source` None for a single source.)
+        
+        `node_share`: the share of its node the loader took, `local_ranks` (the node's
+        processes it shares with: `topology=`'s local_world_size, else 1), `decode_threads`
+        and `host_budget` (bytes).
         """
     def write_trace(self, path: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> builtins.int:
         r"""
@@ -989,16 +1011,6 @@ class Loader:
         Always True (a loader is not falsy when an epoch is empty, nor an error for
         Documents, which has no len()).
         """
-    def __iter__(self) -> EpochIterator:
-        r"""
-        The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents, an epoch of the walk: it ends where the next
-        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
-        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
-        
-        Raises:
-            StoppedError: every epoch of `epochs` was delivered.
-        """
     def __enter__(self) -> Loader:
         r"""
         Returns the loader itself; leaving the block closes it.
@@ -1014,7 +1026,7 @@ class Loader:
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: typing.Optional[builtins.int] = None, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
@@ -1219,6 +1231,111 @@ class PopTimeout(Error, builtins.TimeoutError):
         r"""
         The stage that holds up the next batch.
         """
+
+class RankError(Error, builtins.RuntimeError):
+    r"""
+    A RankGuard named a rank, on every rank at once, before the collective that would          hang: `rank` runs out of data before the others (`kind` "runs_out"), waits for          its data far longer than the rest ("slow_data"), or is at another step          ("steps"); or the guard's collective failed ("collective", `rank` None). `step`          is the step checked at. Also a RuntimeError.
+    """
+    @property
+    def rank(self) -> int | None:
+        r"""
+        The rank named (in the guard's group).
+        """
+    @property
+    def kind(self) -> str:
+        r"""
+        "runs_out", "slow_data", "steps", "versions", "collective" or "bad_reduction".
+        """
+    @property
+    def step(self) -> int | None:
+        r"""
+        The step the ranks checked at.
+        """
+
+@typing.final
+class RankGuard:
+    r"""
+    Checks every `every` steps, on every rank at once, that no rank will run out of data
+    before the others (the hang of a rank with fewer batches, then a NCCL timeout) and
+    that no rank waits for its data far longer than the rest — and names the rank
+    *before* the training collective that would hang.
+    
+    Each check reduces a small record of each rank (the step its run ends at within
+    `2 * every` steps, its data wait and source time since the last check, its step) with
+    one all-reduce (MAX over 9 int64 lanes: minima travel negated). Call `step()` once a
+    step, after the pop, on every rank:
+    
+        guard = pinring.RankGuard(loader, every=100)   # over torch.distributed's group
+        for batch in loader:
+            guard.step()          # a collective every 100 pops; RankError names a rank
+            ...
+    
+    Args:
+        loader: the Loader to watch.
+        group: the torch.distributed process group (None: the default one), used when no
+            `collective` is given; torch is imported then, not before.
+        every: pops between checks.
+        collective: instead of torch.distributed, `fn(lanes: list[int]) -> list[int]`: the
+            element-wise maximum of every rank's lanes (every rank calls it at once).
+        rank, world_size: this rank and the ranks of the collective (default with
+            `collective`: the loader's data-parallel rank and world size; with torch:
+            the group's).
+        on_problem: "raise" (RankError) or "warn" (RankWarning; `step()` returns the report).
+        wait_ratio, wait_floor: a rank whose data wait since the last check is above
+            `wait_ratio` times the least-waiting rank's and above `wait_floor` seconds is
+            named as slow.
+    
+    Raises:
+        ConfigError: `every` of 0, a rank not below world_size, an unknown on_problem.
+    """
+    @property
+    def every(self) -> builtins.int:
+        r"""
+        Pops between checks.
+        """
+    @property
+    def horizon(self) -> builtins.int:
+        r"""
+        How far ahead a check looks for a run's end (2 * every steps).
+        """
+    @property
+    def checks(self) -> builtins.int:
+        r"""
+        Checks made so far.
+        """
+    @property
+    def check_time(self) -> builtins.float:
+        r"""
+        Seconds spent in checks so far, the collective included (divide by `checks` for
+        the cost of one).
+        """
+    def __new__(cls, loader: Loader, group: typing.Optional[typing.Any] = None, every: builtins.int = 100, *, collective: typing.Optional[typing.Any] = None, rank: typing.Optional[builtins.int] = None, world_size: typing.Optional[builtins.int] = None, on_problem: builtins.str = 'raise', wait_ratio: builtins.float = 4.0, wait_floor: builtins.float = 1.0) -> RankGuard: ...
+    def step(self) -> dict[str, typing.Any] | None:
+        r"""
+        Once a step, after the pop, on every rank: a check when the loader's pops are a
+        multiple of `every` (not checked at that count yet), returning its report; None
+        otherwise.
+        
+        Raises:
+            RankError: a rank named (on_problem="raise"), or the collective's own error.
+        """
+    def check(self) -> dict[str, typing.Any]:
+        r"""
+        Checks now (every rank at once), whatever the pop count: the report, a dict of
+        `step`, `first_end` ((step, rank): the earliest end within the look ahead),
+        `last_end`, `most_wait` ((seconds, rank)), `least_wait`, `most_source_time`
+        ((seconds, rank)), `problem` (the message, or None) and `rank` (the rank named,
+        or None).
+        
+        Raises:
+            RankError: a rank named (on_problem="raise"), or the collective's own error.
+        """
+
+class RankWarning(builtins.RuntimeWarning):
+    r"""
+    What RankGuard(on_problem="warn") warns with instead of raising RankError (a          RuntimeWarning): the message names the rank.
+    """
+    ...
 
 class SourceError(Error, builtins.OSError):
     r"""

@@ -62,6 +62,21 @@ def test_a_missing_or_bad_variable_is_a_config_error_naming_it(env):
     with pytest.raises(pinring.ConfigError, match="not below") as info:
         pinring.Topology.from_env()
     assert info.value.argument == "RANK"
+    env(**{name: None for name in TORCHRUN})
+    env(SLURM_PROCID=9, SLURM_NTASKS=10, SLURM_LOCALID=1, SLURM_NTASKS_PER_NODE="four")
+    with pytest.raises(pinring.ConfigError, match="not a task count") as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NTASKS_PER_NODE"
+    env(SLURM_NTASKS_PER_NODE="4(x2),2")
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NODEID"
+    env(SLURM_NODEID=2)
+    assert pinring.Topology.from_env().local_world_size == 2
+    env(SLURM_NTASKS="x")
+    with pytest.raises(pinring.ConfigError, match="not a whole number") as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NTASKS"
     with pytest.raises(pinring.ConfigError) as info:
         pinring.Topology(0, 6, 0, 1).data_parallel(tensor=4)
     assert info.value.argument == "tensor" and "does not divide" in str(info.value)
