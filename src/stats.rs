@@ -480,6 +480,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 mod tests {
     use std::time::Duration;
 
+    use crate::config::NodeShare;
     use crate::stats::{Bottleneck, StageTimes, Stats};
 
     /// Stats over one second: `stalled`, `source`, `decode` (summed over 4 threads),
