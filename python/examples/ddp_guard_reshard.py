@@ -30,18 +30,11 @@ import time
 import numpy as np
 
 import pinring
+from train_gpt import write_shard  # an llm.c shard of uint16 tokens (this folder's trainer)
 
 EVERY = 10
 STEPS_BEFORE = 23
 TOKENS, MSL = 512, 128
-
-
-def write_tokens(path, tokens):
-    header = np.zeros(256, dtype="<i4")
-    header[:3] = [20240520, 1, len(tokens)]
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
 
 
 def make_data(work):
@@ -56,7 +49,7 @@ def make_data(work):
             while pos < len(toks):
                 toks[pos] = 50256
                 pos += int(rng.geometric(1 / 90))
-            write_tokens(folder / f"train_{s:03d}.bin", toks)
+            write_shard(folder / f"train_{s:03d}.bin", toks)
     short = work / "code_short"
     short.mkdir(exist_ok=True)
     for s in range(2):
