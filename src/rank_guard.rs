@@ -27,7 +27,8 @@ pub const RANK_LANES: usize = 9;
 /// Lane indexes (each reduced by MAX; `neg` lanes carry a minimum negated, `who` lanes
 /// `value · world_size + rank`).
 mod lane {
-    /// The lanes' layout version, so that ranks of two pinring versions are told apart.
+    /// The lanes' layout version and the world size (`version << 32 | world_size`), so
+    /// that ranks of two pinring versions, or of two world sizes, are told apart.
     pub const VERSION: usize = 0;
     /// −(end · W + rank): the earliest end and its rank.
     pub const END_MIN: usize = 1;
@@ -43,7 +44,7 @@ mod lane {
     pub const WAIT_MIN: usize = 6;
     /// source µs · W + rank: the longest source time and its rank.
     pub const SOURCE_MAX: usize = 7;
-    /// −(layout version): the lowest version.
+    /// −(layout version and world size): the lowest.
     pub const VERSION_MIN: usize = 8;
 }
 
@@ -298,6 +299,11 @@ impl RankGuard {
         Ok(record)
     }
 
+    /// The layout lane: the lanes' version and the world size the ranks are counted in.
+    fn layout(&self) -> i64 {
+        (LANES_VERSION << 32) | self.world_size as i64
+    }
+
     /// `record` as the lanes the collective reduces.
     pub fn lanes(&self, record: &RankRecord) -> [i64; RANK_LANES] {
         let w = self.world_size;
@@ -307,8 +313,8 @@ impl RankGuard {
         };
         let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let mut lanes = [0i64; RANK_LANES];
-        lanes[lane::VERSION] = LANES_VERSION;
-        lanes[lane::VERSION_MIN] = -LANES_VERSION;
+        lanes[lane::VERSION] = self.layout();
+        lanes[lane::VERSION_MIN] = -self.layout();
         lanes[lane::END_MIN] = -who(record.end);
         lanes[lane::END_MAX] = who(record.end) / w as i64;
         lanes[lane::STEP_MIN] = -who(record.step);
@@ -378,7 +384,7 @@ impl RankGuard {
                 highest: r.versions.1,
             });
         }
-        if r.versions.0 != LANES_VERSION {
+        if r.versions.0 != self.layout() {
             return Err(RankError::BadReduction(format!(
                 "the layout lane reads {}, which no guard writes: {lanes:?}",
                 r.versions.0

@@ -65,8 +65,12 @@ pub enum RankError {
         /// The highest step of any rank.
         others: u64,
     },
-    /// The ranks run versions of pinring whose checks do not match.
-    #[error("the ranks' guards do not match (lane layout {lowest} and {highest}): run one pinring version on every rank")]
+    /// The ranks' guards do not match: two versions of pinring, or two world sizes.
+    #[error(
+        "the ranks' guards do not match (lane layouts {lowest:#x} and {highest:#x}: the lanes' \
+         version << 32 | world_size): give every rank's guard the same world_size, and run \
+         one pinring version on every rank"
+    )]
     Versions {
         /// The lowest layout version among the ranks.
         lowest: i64,

@@ -379,5 +379,18 @@ fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
         "{:?}",
         guard.decide(&summed, 50)
     );
+    // Guards of two world sizes are told apart, not read as ranks.
+    let four = RankGuard::new(0, 4, 10)
+        .unwrap()
+        .lanes(&record(0, 50, 70, 0));
+    let three = RankGuard::new(1, 3, 10)
+        .unwrap()
+        .lanes(&record(1, 50, 70, 0));
+    let mixed: Vec<i64> = four.iter().zip(three).map(|(a, b)| (*a).max(b)).collect();
+    assert!(
+        matches!(guard.decide(&mixed, 50), Err(RankError::Versions { .. })),
+        "{:?}",
+        guard.decide(&mixed, 50)
+    );
     assert!(RankGuard::new(4, 4, 10).is_err() && RankGuard::new(0, 4, 0).is_err());
 }
