@@ -1,6 +1,7 @@
 //! The core's [`pinring::Error`] as a Python exception: the class that fits, the attributes a
 //! caller matches on (`seq`, `sample`, `path`, `call`, `code`, `waited`, `behind`,
-//! `leased`; a RankError's `rank`, `kind`, `step`), and, where the core's text speaks of Rust, a message in Python's words.
+//! `leased`; a RankError's `rank`, `kind`, `step`), and, where the core's text speaks of
+//! Rust, a message in Python's words.
 
 use std::path::Path;
 use std::time::Duration;
