@@ -13,6 +13,16 @@
 #   scripts/ddp-check.sh --one-gpu     the packed-mixture part on one GPU: two processes
 #                                      sharing it over gloo (the same code path as one rank
 #                                      per GPU over NCCL), then one
+#   scripts/ddp-check.sh --cpu         many ranks (issue 33), no GPU: torchrun --standalone
+#                                      --nproc_per_node=4 over gloo, a Mixture of Documents
+#                                      (python/examples/ddp_guard_reshard.py): RankGuard
+#                                      stopping a run whose rank 2's data ends early, naming
+#                                      it, before any collective hangs; a live reshard 4 -> 3
+#                                      (one rank leaves) checked exactly-once from the logged
+#                                      ids. PYTHON defaults to target/ddp-venv/bin/python (a
+#                                      venv with torch); pinring from the wheel in
+#                                      .gpu/python/, or the one scripts/python-tests.sh
+#                                      installed in target/python-venv
 #
 # Windows part. Run 1: torchrun --nproc_per_node=2 train_gpt.py --ddp, one epoch of a
 # learnable synthetic shard, stopped after STOP_AFTER steps (default 300) with model,
@@ -35,6 +45,50 @@
 # set, the log is copied there. PYTHON (default python3) is the interpreter with torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--cpu" ]; then
+    py=${PYTHON:-target/ddp-venv/bin/python}
+    WORK=${DDP_DIR:-/tmp/pinring-ddp-cpu}
+    LOG="$WORK/ddp_cpu.log"
+    rm -rf "$WORK" && mkdir -p "$WORK/site" "$WORK/guard" "$WORK/reshard"
+    if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
+        echo "no torch for $py: make a venv with it (python3 -m venv target/ddp-venv &&"
+        echo "target/ddp-venv/bin/pip install torch numpy), or set PYTHON"
+        exit 2
+    fi
+    if ls .gpu/python/pinring-*.whl >/dev/null 2>&1; then
+        "$py" -m zipfile -e .gpu/python/pinring-*.whl "$WORK/site" || exit 1
+    elif [ -x target/python-venv/bin/python ]; then
+        # The package alone (abi3: any CPython 3.10+ loads it), not that venv's numpy.
+        cp -r "$(target/python-venv/bin/python -c 'import os, pinring; print(os.path.dirname(pinring.__file__))')" "$WORK/site/" || exit 1
+    elif ! "$py" -c 'import pinring' 2>/dev/null; then
+        echo "no pinring: run scripts/python-tests.sh (or scripts/python-gpu.sh --build) first"
+        exit 2
+    fi
+    export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+    run=("$py" -m torch.distributed.run --standalone --nproc_per_node=4 python/examples/ddp_guard_reshard.py)
+    echo "=== many ranks on cpu: $(nproc) core(s), $("$py" -c 'import torch; print("torch", torch.__version__)'), gloo" | tee "$LOG"
+    echo "=== run 1: 4 ranks, rank 2's data ends early: RankGuard names it before a collective hangs" | tee -a "$LOG"
+    start=$(date +%s)
+    timeout 600 "${run[@]}" --guard --work "$WORK/guard" 2>&1 | tee -a "$LOG"
+    rc1=${PIPESTATUS[0]}
+    mid=$(date +%s)
+    echo "=== run 2: 4 ranks, resharded to 3 at a step boundary (rank 3 leaves), ids logged" | tee -a "$LOG"
+    timeout 600 "${run[@]}" --reshard --work "$WORK/reshard" 2>&1 | tee -a "$LOG"
+    rc2=${PIPESTATUS[0]}
+    end=$(date +%s)
+    "$py" python/examples/ddp_guard_reshard.py --verify --work "$WORK/reshard" 2>&1 | tee -a "$LOG"
+    rc3=${PIPESTATUS[0]}
+    {
+        echo "=== summary"
+        grep -E "^(guard|reshard): |RankGuard: |RankError at|resharded to|leaves after|ran out of data" "$LOG"
+        echo "run 1 (guard): exit $rc1, $((mid - start)) s wall; run 2 (reshard): exit $rc2, $((end - mid)) s wall; check: exit $rc3"
+    } | tee "$LOG.summary"
+    cat "$LOG.summary" >>"$LOG"
+    [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/"
+    [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$rc3" -eq 0 ]
+    exit
+fi
 DIR=.gpu/python
 WORK=${DDP_DIR:-/tmp/pinring-ddp}
 LOG="$WORK/ddp_check.log"
@@ -47,7 +101,7 @@ case "${1:-}" in
     --gloo) part=packed gloo=1 ;;
     --one-gpu) part=packed one=1 ;;
     "") ;;
-    *) echo "usage: scripts/ddp-check.sh [--packed | --windows | --gloo | --one-gpu]"; exit 2 ;;
+    *) echo "usage: scripts/ddp-check.sh [--packed | --windows | --gloo | --one-gpu | --cpu]"; exit 2 ;;
 esac
 PACKED_STOP_AFTER=${PACKED_STOP_AFTER:-$([ "$gloo" = 1 ] && echo 60 || echo 300)}
 torchrun=("$py" -m torch.distributed.run --standalone)

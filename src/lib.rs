@@ -101,6 +101,7 @@ mod locate;
 pub mod model_hooks;
 mod park;
 mod pipeline;
+mod rank_guard;
 mod ready_ring;
 mod row;
 mod setters;
@@ -126,13 +127,14 @@ pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;
 pub use batch::{Batch, FieldAt, ReleaseError};
-pub use config::{Config, ConfigBuilder, LastBatch};
+pub use config::{Config, ConfigBuilder, LastBatch, NodeShare};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
 /// and [`Batch::view_on`](crate::Batch) (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
 pub use describe::Describe;
+pub use error::rank::RankError;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;
@@ -141,6 +143,7 @@ pub use loader::states::RunStates;
 pub use loader::{EpochIter, Loader};
 pub use locate::{Locate, Location};
 pub use pipeline::{Pipeline, StopHandle, TryPop};
+pub use rank_guard::{RankGuard, RankRecord, RankReport, RANK_LANES};
 pub use row::{Row, MAX_DIMS};
 pub use slot::stamp::{DeviceState, HostState};
 pub use source::State;

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::NodeShare;
 use crate::slot::stamp::{DeviceState, HostState};
 use crate::source_tally::SourceStats;
 // std's atomics in both builds: statistics order nothing, and models need not explore them.
@@ -35,6 +36,9 @@ pub struct Stats {
     pub decode: StageTimes,
     /// Decode workers in the pool (what `decode.busy` is shared among).
     pub decode_threads: usize,
+    /// The share of its node the pipeline took: of how many local ranks, its decode
+    /// threads and host budget ([`ConfigBuilder::node_share`](crate::ConfigBuilder::node_share)).
+    pub node_share: NodeShare,
     /// The copy thread: enqueueing copies and freeing host slots / waiting, for the next
     /// batch to be filled or for its device slot to be released (the latter part is
     /// [`copy_waited_for_device_slot`](Stats::copy_waited_for_device_slot)).
@@ -124,6 +128,7 @@ impl Stats {
             source: stage(self.source, earlier.source),
             decode: stage(self.decode, earlier.decode),
             decode_threads: self.decode_threads,
+            node_share: self.node_share,
             copy: stage(self.copy, earlier.copy),
             copy_waited_for_device_slot: (self.copy_waited_for_device_slot)
                 .saturating_sub(earlier.copy_waited_for_device_slot),
@@ -329,6 +334,16 @@ impl std::fmt::Display for Stats {
             ms(self.decode.waited),
             thread_count(self.decode_threads)
         )?;
+        let share = self.node_share;
+        if share.local_ranks > 1 {
+            writeln!(
+                f,
+                "node     share of 1 of {} local ranks: {} decode thread(s), {:.2} GiB host budget",
+                share.local_ranks,
+                share.decode_threads,
+                share.host_budget as f64 / (1u64 << 30) as f64
+            )?;
+        }
         writeln!(
             f,
             "copy     busy {:>9.1} ms  waited {:>9.1} ms for filled batches, {:.1} ms for released device slots ({} copies)",
@@ -465,6 +480,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 mod tests {
     use std::time::Duration;
 
+    use crate::config::NodeShare;
     use crate::stats::{Bottleneck, StageTimes, Stats};
 
     /// Stats over one second: `stalled`, `source`, `decode` (summed over 4 threads),
@@ -484,6 +500,11 @@ mod tests {
                 waited: ms(4000 - decode),
             },
             decode_threads: 4,
+            node_share: NodeShare {
+                local_ranks: 1,
+                decode_threads: 4,
+                host_budget: 16 << 30,
+            },
             copy: StageTimes {
                 busy: ms(copy),
                 waited: ms(1000 - copy),

@@ -89,6 +89,19 @@ impl AnyLoader {
         on_backend!(self, l => l.reshard(rank, world_size))
     }
 
+    /// [`Loader::popped`].
+    pub(crate) fn popped(&self) -> u64 {
+        on_backend!(self, l => l.popped())
+    }
+
+    /// [`RankGuard::record`](pinring::RankGuard::record) of this loader, and its pops.
+    pub(crate) fn guard_record(
+        &self,
+        guard: &mut pinring::RankGuard,
+    ) -> pinring::Result<(pinring::RankRecord, u64)> {
+        on_backend!(self, l => Ok((guard.record(l)?, l.popped())))
+    }
+
     /// [`Loader::epoch`].
     pub(crate) fn epoch(&mut self) -> u64 {
         on_backend!(self, l => l.epoch())

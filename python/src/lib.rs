@@ -3,7 +3,7 @@
 //! It wraps the core crate's pipeline for PyTorch trainers, one job per module:
 //! - [`loader`]: `Loader`, which forwards to one core `pinring::Loader` over a built-in
 //!   source, and `EpochIterator`; [`holder`] shares the core loader with every batch,
-//!   [`stats`] reads its counters; [`topology`]: `Topology`;
+//!   [`stats`] reads its counters; [`topology`]: `Topology`; [`rank_guard`]: `RankGuard`;
 //! - [`batch`]: `Batch`, a leased slot ([`release`]: its `release()`); [`field`]: `Field`, one named array of a batch of
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
@@ -44,6 +44,7 @@ mod lease;
 mod lineage;
 mod loader;
 mod plain;
+mod rank_guard;
 mod release;
 mod release_forms;
 mod source;
@@ -65,6 +66,7 @@ fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<batch::PyBatch>()?;
     module.add_class::<field::PyField>()?;
     module.add_class::<topology::PyTopology>()?;
+    module.add_class::<rank_guard::PyRankGuard>()?;
     module.add_function(wrap_pyfunction!(state::merge_states, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -55,6 +55,11 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py,
         d.set_item(name, stage)?;
     }
     d.set_item("decode_threads", s.decode_threads)?;
+    let share = PyDict::new(py);
+    share.set_item("local_ranks", s.node_share.local_ranks)?;
+    share.set_item("decode_threads", s.node_share.decode_threads)?;
+    share.set_item("host_budget", s.node_share.host_budget)?;
+    d.set_item("node_share", share)?;
     d.set_item(
         "copy_waited_for_device_slot",
         s.copy_waited_for_device_slot.as_secs_f64(),

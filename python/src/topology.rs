@@ -37,6 +37,11 @@ pub struct PyTopology {
 }
 
 impl PyTopology {
+    /// The processes on this node (a Loader's node share).
+    pub(crate) fn local_world_size_of(&self) -> u64 {
+        self.topology.local_world_size()
+    }
+
     /// The data-parallel rank and size: what batches are sharded by.
     pub(crate) fn data_parallel_place(&self) -> (u64, u64) {
         (self.topology.dp_rank(), self.topology.dp_size())

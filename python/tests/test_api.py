@@ -24,7 +24,7 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     assert defaults == {
         "batch_size": None, "device": None, "host_slots": 4, "device_slots": 2, "decode_threads": None,
         "pop_timeout": None, "drop_last": False, "epochs": None, "state": None,
-        "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": 16 << 30,
+        "start_step": 0, "skip_steps": None, "lease_timeout": 30.0, "host_budget": None,
         "device_budget": 16 << 30, "trace": None, "poison_released": False, "stream": None,
         "fixed_views": None, "topology": None,
     }

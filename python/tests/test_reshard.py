@@ -1,8 +1,9 @@
 """Issue 33: `Loader.reshard(rank, world_size)`, called by every remaining rank after the
 same number of pops, goes on with the same global walk sharded anew from the next pop:
 W 4 -> 3 -> 5 mid-run (one rank leaves, then two join from the merged state), every
-sample exactly once across the changes — windows, packed documents (each document at
-most once, none left out but those the walk drops at a shard's end) and a mixture."""
+sample exactly once across the changes — windows, records, packed documents (each document at
+most once, none left out but those the walk drops at a shard's end), a mixture of windows
+and a mixture of documents."""
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from docs_data import Corpus, write_doc_shards
 def rows(batch):
     """A batch's rows as (source, id) pairs (Documents: its documents)."""
     ids = batch.doc_ids if batch.fields else batch.sample_ids
-    srcs = batch.sources if not batch.fields else np.zeros(len(ids), np.uint16)
+    srcs = batch.sources
     return [(int(s), int(i)) for s, i in zip(srcs, ids)]
 
 
@@ -101,3 +102,29 @@ def test_a_mixture_is_delivered_once_across_reshards(tmp_path):
         alone = pop_rows(loader)
     # The same samples as one rank alone delivers, but for the tail of the last step.
     assert set(got) <= set(alone) and len(alone) - len(got) < 5 * 4
+
+
+def test_records_are_delivered_once_across_reshards(tmp_path):
+    path = tmp_path / "records.bin"
+    path.write_bytes(bytes(range(256)) * 40)  # 1280 records of 8 bytes
+    make = lambda r, w: pinring.FixedRecords(path, record_bytes=8, rank=r, world_size=w)  # noqa: E731
+    got = resharded_run(make, batch_size=3, epochs=1)
+    ids = [i for _, i in got]
+    assert len(ids) == len(set(ids)), "a record came twice"
+    assert set(ids) <= set(range(1280)) and 1280 - len(ids) < 5 * 3, len(ids)
+
+
+def test_a_mixture_of_documents_uses_each_document_once_across_reshards(tmp_path):
+    web = write_doc_shards(tmp_path / "web", [20000, 15000], seed=1, mean=60)
+    code = write_doc_shards(tmp_path / "code", [14000], seed=2, mean=40)
+    make = lambda r, w: pinring.Mixture(  # noqa: E731
+        [pinring.Documents(p, tokens_per_batch=256, max_seq_len=96) for p in (web, code)],
+        weights=[0.7, 0.3], stop="first", rank=r, world_size=w)
+    got = resharded_run(make)
+    assert len(got) == len(set(got)), "a document came twice"
+    with pinring.Loader(make(0, 1), device="cpu") as loader:
+        alone = pop_rows(loader)
+    # Every document is of the mixture's walk; those left out are what the ranks' last
+    # partial steps drop at the run's end (5 ranks' steps of 256 tokens at most).
+    assert set(got) <= set(alone), sorted(set(got) - set(alone))[:5]
+    assert len(set(alone)) - len(got) < 5 * 256 // 20, (len(alone), len(got))

@@ -62,6 +62,21 @@ def test_a_missing_or_bad_variable_is_a_config_error_naming_it(env):
     with pytest.raises(pinring.ConfigError, match="not below") as info:
         pinring.Topology.from_env()
     assert info.value.argument == "RANK"
+    env(**{name: None for name in TORCHRUN})
+    env(SLURM_PROCID=9, SLURM_NTASKS=10, SLURM_LOCALID=1, SLURM_NTASKS_PER_NODE="four")
+    with pytest.raises(pinring.ConfigError, match="not a task count") as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NTASKS_PER_NODE"
+    env(SLURM_NTASKS_PER_NODE="4(x2),2")
+    with pytest.raises(pinring.ConfigError) as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NODEID"
+    env(SLURM_NODEID=2)
+    assert pinring.Topology.from_env().local_world_size == 2
+    env(SLURM_NTASKS="x")
+    with pytest.raises(pinring.ConfigError, match="not a whole number") as info:
+        pinring.Topology.from_env()
+    assert info.value.argument == "SLURM_NTASKS"
     with pytest.raises(pinring.ConfigError) as info:
         pinring.Topology(0, 6, 0, 1).data_parallel(tensor=4)
     assert info.value.argument == "tensor" and "does not divide" in str(info.value)
@@ -107,3 +122,22 @@ def test_sources_and_loaders_are_placed_by_the_data_parallel_rank(tmp_path):
     mix = pinring.Mixture([plain, pinring.TokenWindows(shard, seq_len=9, seed=1, order="shuffled")],
                           topology=topo)
     assert (mix.rank, mix.world_size) == (2, 4)
+
+
+def test_a_loader_of_several_local_ranks_takes_its_nodes_share(tmp_path):
+    """Issue 33: with topology= of 4 local ranks, decode_threads and host_budget left None
+    default to a quarter of the node's cores and of the default budget; stats() shows it;
+    given values stay."""
+    shard = write_shard(tmp_path / "train_000.bin", np.arange(4000))
+    src = pinring.TokenWindows(shard, seq_len=9)
+    with pinring.Loader(src, batch_size=4) as alone:
+        cores = alone.stats()["decode_threads"]  # one per core this process may use
+        assert alone.stats()["node_share"] == {"local_ranks": 1, "decode_threads": cores,
+                                               "host_budget": 16 << 30}
+    topo = pinring.Topology(5, 8, 1, 4)
+    with pinring.Loader(src, batch_size=4, topology=topo) as shared:
+        share = shared.stats()["node_share"]
+        assert share == {"local_ranks": 4, "decode_threads": max(1, cores // 4), "host_budget": 4 << 30}
+        assert shared.stats()["decode_threads"] == share["decode_threads"]
+    with pinring.Loader(src, batch_size=4, topology=topo, decode_threads=3, host_budget=1 << 30) as given:
+        assert given.stats()["node_share"] == {"local_ranks": 4, "decode_threads": 3, "host_budget": 1 << 30}

@@ -77,6 +77,8 @@ pub(crate) struct Settings {
     /// Most bytes of host memory: the ring and the bookkeeping (checked again with the
     /// sample type's size when the pipeline starts).
     pub(crate) host_budget: usize,
+    /// The processes of this node that share its cores and memory (default 1).
+    pub(crate) local_ranks: usize,
     /// Most bytes of device memory: the device slots.
     pub(crate) device_budget: usize,
     pub(crate) trace: usize,
@@ -93,8 +95,23 @@ struct Unresolved {
     bytes_per_sample: Option<usize>,
     batch_bytes: Option<usize>,
     decode_threads: Option<usize>,
+    host_budget: Option<usize>,
     rows_per_batch: Option<usize>,
     fields: Option<Fields>,
+}
+
+/// The share of its node a pipeline takes by default, as one of `local_ranks` processes
+/// on the node ([`ConfigBuilder::node_share`]): the decode threads (the cores this process
+/// may use over `local_ranks`, at least one) and the host budget (the default 16 GiB over
+/// `local_ranks`) it resolved to, each the given value where one was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeShare {
+    /// The processes of the node sharing it (1: the node is this process's).
+    pub local_ranks: usize,
+    /// Decode threads the pipeline runs.
+    pub decode_threads: usize,
+    /// The most bytes its pinned host ring and bookkeeping may take.
+    pub host_budget: usize,
 }
 
 // Written out: a derive would ask the backend type itself to be `Clone`; its options and
@@ -131,6 +148,10 @@ impl Config<Cpu> {
     /// capped rather than left unchecked.
     pub const MAX_DECODE_THREADS: usize = 256;
 
+    /// The host budget's default for a process alone on its node: 16 GiB (a node's share
+    /// of it for one of several local ranks, [`ConfigBuilder::node_share`]).
+    pub const DEFAULT_HOST_BUDGET: usize = 16 << 30;
+
     /// The spin time waits default to: a few tens of µs, about what a park and wake-up
     /// round trip costs (see [`ConfigBuilder::spin`]).
     pub const DEFAULT_SPIN: Duration = Duration::from_micros(30);
@@ -158,7 +179,8 @@ impl Config<Cpu> {
                 pop_timeout: None,
                 lease_timeout: Config::DEFAULT_LEASE_TIMEOUT,
                 shutdown_timeout: Duration::from_secs(5),
-                host_budget: 16 << 30,
+                host_budget: Config::DEFAULT_HOST_BUDGET,
+                local_ranks: 1,
                 device_budget: 16 << 30,
                 trace: 0,
                 poison_released: false,
@@ -207,6 +229,18 @@ impl<B: Backend> Config<B> {
     /// Threads in the decode pool.
     pub fn decode_threads(&self) -> usize {
         self.decode_threads
+    }
+    /// The most bytes the host ring and its bookkeeping may take.
+    pub fn host_budget(&self) -> usize {
+        self.settings.host_budget
+    }
+    /// The share of its node this pipeline takes ([`ConfigBuilder::node_share`]).
+    pub fn node_share(&self) -> NodeShare {
+        NodeShare {
+            local_ranks: self.settings.local_ranks,
+            decode_threads: self.decode_threads,
+            host_budget: self.settings.host_budget,
+        }
     }
     /// The core the copy thread is pinned to, if any.
     pub fn copy_core(&self) -> Option<usize> {
@@ -318,9 +352,16 @@ impl<B: Backend> ConfigBuilder<B> {
         /// Device slots (default 2): how many batches the consumer can hold at once; at most
         /// [`Config::MAX_DEVICE_SLOTS`].
         device_slots(n: usize) => settings.device_slots = n;
-        /// Threads in the decode pool (default: the available parallelism); at most
+        /// Threads in the decode pool (default: the available parallelism, over the
+        /// [`node_share`](Self::node_share)'s local ranks); at most
         /// [`Config::MAX_DECODE_THREADS`].
         decode_threads(n: usize) => unresolved.decode_threads = Some(n);
+        /// This process is one of `local_ranks` on its node (a launcher's
+        /// `LOCAL_WORLD_SIZE`; [`LoaderBuilder::topology`](crate::LoaderBuilder::topology)
+        /// sets it): the decode threads and the host budget not given default to its share,
+        /// the cores and [`Config::DEFAULT_HOST_BUDGET`] split `local_ranks` ways, so that
+        /// the node's loaders together take what one alone would (default 1).
+        node_share(local_ranks: usize) => settings.local_ranks = local_ranks;
         /// Pins the copy thread to this core.
         copy_core(core: usize) => settings.copy_core = Some(core);
         /// Pins decode worker `i` to `cores[i % cores.len()]`.
@@ -359,7 +400,7 @@ impl<B: Backend> ConfigBuilder<B> {
         /// the bookkeeping of its samples (their ids and, once the decoder's sample type is
         /// known at [`Pipeline::new`](crate::Pipeline::new), one cell per sample per host
         /// slot; see [`Config::bookkeeping_bytes`]).
-        host_budget(bytes: usize) => settings.host_budget = bytes;
+        host_budget(bytes: usize) => unresolved.host_budget = Some(bytes);
         /// Most bytes the device slots may take (default 16 GiB).
         device_budget(bytes: usize) => settings.device_budget = bytes;
         /// Records a timeline of the pipeline (per-batch spans of every stage) into a ring of
@@ -445,6 +486,7 @@ impl<B: Backend> ConfigBuilder<B> {
             rows_per_batch,
             fields,
             decode_threads: _,
+            host_budget: _,
         } = layout.unresolved;
         self.unresolved = Unresolved {
             batch_size,
@@ -552,12 +594,15 @@ impl<B: Backend> ConfigBuilder<B> {
                 max: Config::MAX_DEVICE_SLOTS,
             });
         }
+        let share = nonzero(settings.local_ranks, "node_share")?;
         let decode_threads = match unresolved.decode_threads {
             Some(n) => nonzero(n, "decode_threads")?,
-            None => std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(Config::MAX_DECODE_THREADS),
+            None => (std::thread::available_parallelism().map_or(1, |n| n.get()) / share)
+                .clamp(1, Config::MAX_DECODE_THREADS),
         };
+        settings.host_budget = unresolved
+            .host_budget
+            .unwrap_or(Config::DEFAULT_HOST_BUDGET / share);
         if decode_threads > Config::MAX_DECODE_THREADS {
             return Err(ConfigError::TooMany {
                 field: "decode_threads",

@@ -1,5 +1,6 @@
 //! The crate's one error type and its kinds: [`Error`], [`ConfigError`], [`DecodeError`]
-//! and [`Stage`] here; `source.rs`: what can go wrong with a data source, shared by every
+//! and [`Stage`] here; `rank.rs`: [`RankError`], the ranks a `RankGuard` names;
+//! `source.rs`: what can go wrong with a data source, shared by every
 //! format (`SourceError`, `FileProblem`, `ReadProblem`, `SampleAt`, `MixtureProblem`; a
 //! format's own problems live in its folder).
 
@@ -7,9 +8,11 @@ use std::fmt;
 use std::time::Duration;
 
 pub(crate) mod mixture;
+pub(crate) mod rank;
 pub(crate) mod source;
 
 use mixture::MixtureProblem;
+use rank::RankError;
 use source::SourceError;
 
 /// Everything that can go wrong in pinring.
@@ -145,6 +148,11 @@ pub enum Error {
     /// apart), or a sampler was set up wrong; see [`SourceError`].
     #[error(transparent)]
     Source(#[from] SourceError),
+
+    /// A [`RankGuard`](crate::RankGuard) named a rank that would make the ranks' next
+    /// collective hang (or hold every rank back), on every rank at once; see [`RankError`].
+    #[error(transparent)]
+    Rank(#[from] RankError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.

@@ -83,9 +83,14 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
 
     /// The data-parallel rank and world size of `topology` ([`Topology::dp_rank`],
     /// [`Topology::dp_size`]): ranks of one model-parallel group get the same batches.
+    /// With several local ranks, the pipeline takes its node's share
+    /// ([`ConfigBuilder::node_share`]`(local_world_size)`): the decode threads and host
+    /// budget not given default to the cores and the default budget split among them.
     pub fn topology(mut self, topology: &Topology) -> Self {
         self.run.rank = topology.dp_rank();
         self.run.world_size = topology.dp_size();
+        let local = usize::try_from(topology.local_world_size()).unwrap_or(usize::MAX);
+        self.config = self.config.node_share(local);
         self
     }
 
@@ -132,8 +137,12 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
         host_slots(n: usize);
         /// Device slots: batches the consumer may hold at once (default 2).
         device_slots(n: usize);
-        /// The decode pool's threads (default: one per core this process may use).
+        /// The decode pool's threads (default: one per core this process may use, over the
+        /// node share's local ranks).
         decode_threads(n: usize);
+        /// One of `local_ranks` processes on the node: the defaults split its cores and the
+        /// host budget ([`ConfigBuilder::node_share`]; [`topology`](Self::topology) sets it).
+        node_share(local_ranks: usize);
         /// Pins the copy thread to this core.
         copy_core(core: usize);
         /// Pins the decode threads to these cores.
@@ -148,7 +157,8 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
         lease_timeout(timeout: Duration);
         /// How long dropping the loader waits for its threads (default 5 s).
         shutdown_timeout(timeout: Duration);
-        /// The most bytes the pinned host ring may take.
+        /// The most bytes the pinned host ring may take (default 16 GiB, over the node
+        /// share's local ranks).
         host_budget(bytes: usize);
         /// The most bytes the device slots may take.
         device_budget(bytes: usize);

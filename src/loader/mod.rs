@@ -320,6 +320,31 @@ impl<S: Source, B: Backend> Loader<S, B> {
         }
     }
 
+    /// The step at which this run ends, if it ends before step `next_step() + horizon`
+    /// (`None`: it delivers every step up to there, or never ends). Token windows and
+    /// records with an epoch cap: arithmetic. Packed documents with a cap, and mixtures
+    /// with a stop rule: a walk of the run's states up to `horizon` steps ahead (about a
+    /// microsecond a step, nothing read but the index), which the states the trainer
+    /// saves do not walk again. A loader that ended or was closed ends at its next step.
+    /// What a [`RankGuard`](crate::RankGuard) compares across ranks.
+    pub fn ends_within(&self, horizon: u64) -> Result<Option<u64>> {
+        if self.ended() || self.is_closed() {
+            return Ok(Some(self.next_step));
+        }
+        let target = self.next_step.saturating_add(horizon);
+        let end = match (self.epochs, self.source.stop_rule()) {
+            (None, None) => return Ok(None),
+            (Some(epochs), _) if self.source.epoch_batches().is_some() => {
+                self.source.end_step(self.states.from(), epochs)?
+            }
+            _ => {
+                let at = self.states.peek(target)?;
+                (at.step() < target).then_some(at.step())
+            }
+        };
+        Ok(end.filter(|&end| end < target))
+    }
+
     /// Batches handed out so far.
     pub fn popped(&self) -> u64 {
         self.popped

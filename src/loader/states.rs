@@ -72,6 +72,16 @@ impl<S: Source> RunStates<S> {
         Ok(state)
     }
 
+    /// As [`at`](Self::at), without keeping what it computed as the nearest state known: for
+    /// a look ahead of the run (a [`RankGuard`](crate::RankGuard)'s), so that the states
+    /// the trainer saves go on walking from the last one.
+    pub(crate) fn peek(&self, step: u64) -> Result<State> {
+        let near = self.near().clone().filter(|n| n.step() <= step);
+        self.shared
+            .source
+            .state_at(self.shared.from.as_ref(), near.as_ref(), step)
+    }
+
     /// The state the run began at (`None`: a fresh run).
     pub fn from(&self) -> Option<&State> {
         self.shared.from.as_ref()

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::backend::contract::Backend;
 use crate::backend::cpu::Cpu;
 use crate::batch::Batch;
+use crate::config::NodeShare;
 use crate::control::Control;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result, Stage};
@@ -71,6 +72,8 @@ pub struct Pipeline<B: Backend = Cpu> {
     shutdown_timeout: Duration,
     /// Decode workers in the pool (for [`Stats`]).
     decode_threads: usize,
+    /// The node's share the pipeline took (for [`Stats`]).
+    node_share: NodeShare,
     /// The decoder's per-source counters, if it keeps them (for [`Stats::sources`]).
     source_tally: Option<std::sync::Arc<SourceTally>>,
     copy_thread: Option<native::JoinHandle<()>>,
@@ -383,6 +386,7 @@ impl<B: Backend> Pipeline<B> {
             source: c.source.snapshot(),
             decode: c.decode.snapshot(),
             decode_threads: self.decode_threads,
+            node_share: self.node_share,
             copy: c.copy.snapshot(),
             copy_waited_for_device_slot: Duration::from_nanos(c.copy_device_wait.load(relaxed)),
             transfer: self.device.backend.transfer_time(),

@@ -150,6 +150,7 @@ where
         lease_clock: None,
         shutdown_timeout: config.settings.shutdown_timeout,
         decode_threads: config.decode_threads,
+        node_share: config.node_share(),
         source_tally,
         copy_thread: None,
         feeder: None,

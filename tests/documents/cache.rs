@@ -68,11 +68,13 @@ fn set_modified(path: &Path, modified: std::time::SystemTime) {
         .unwrap();
 }
 
-/// The names in `dir`, sorted.
+/// The names of the index files in `dir`, sorted (not the lock files beside them,
+/// `.NAME.lock`, nor temporary files).
 fn names(dir: &Path) -> Vec<String> {
     let mut n: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
         .collect();
     n.sort();
     n

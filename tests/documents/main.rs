@@ -20,6 +20,7 @@ mod helpers;
 mod llama;
 mod locate;
 mod model;
+mod node_lock;
 mod packing;
 mod seek;
 mod sizes;

@@ -7,5 +7,8 @@ mod helpers;
 
 mod documents;
 mod errors;
+mod guard;
 mod mixture;
+mod node_share;
+mod reshard;
 mod windows;

@@ -184,6 +184,20 @@ exception_classes! {
          consumed unequal counts (popped unequal steps), no state was given, or the loader \
          already delivered a batch. Also a ValueError."
         {}
+
+    /// `pinring.RankError`.
+    Rank => "RankError" (Base, "RuntimeError")
+        "A RankGuard named a rank, on every rank at once, before the collective that would          hang: `rank` runs out of data before the others (`kind` \"runs_out\"), waits for          its data far longer than the rest (\"slow_data\"), or is at another step          (\"steps\"); or the guard's collective failed (\"collective\", `rank` None). `step`          is the step checked at. Also a RuntimeError."
+        {
+            "rank": "int | None" = "The rank named (in the guard's group).",
+            "kind": "str" = "\"runs_out\", \"slow_data\", \"steps\", \"versions\", \"collective\" or \"bad_reduction\".",
+            "step": "int | None" = "The step the ranks checked at.",
+        }
+
+    /// `pinring.RankWarning`, what a RankGuard(on_problem="warn") warns with.
+    RankWarning => "RankWarning" ("RuntimeWarning")
+        "What RankGuard(on_problem=\"warn\") warns with instead of raising RankError (a          RuntimeWarning): the message names the rank."
+        {}
 }
 
 /// The classes, made once, in [`KINDS`] order.
@@ -228,6 +242,11 @@ fn make(py: Python<'_>) -> PyResult<Vec<Py<PyType>>> {
 fn class(py: Python<'_>, kind: Kind) -> PyResult<&Bound<'_, PyType>> {
     let classes = CLASSES.get_or_try_init(py, || make(py))?;
     Ok(classes[kind as usize].bind(py))
+}
+
+/// The class of `kind`, for a caller that raises or warns with it itself.
+pub(crate) fn class_of(py: Python<'_>, kind: Kind) -> PyResult<Bound<'_, PyType>> {
+    class(py, kind).cloned()
 }
 
 /// Adds the classes to the module.

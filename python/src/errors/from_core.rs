@@ -1,6 +1,7 @@
 //! The core's [`pinring::Error`] as a Python exception: the class that fits, the attributes a
 //! caller matches on (`seq`, `sample`, `path`, `call`, `code`, `waited`, `behind`,
-//! `leased`), and, where the core's text speaks of Rust, a message in Python's words.
+//! `leased`; a RankError's `rank`, `kind`, `step`), and, where the core's text speaks of
+//! Rust, a message in Python's words.
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,6 +42,7 @@ fn kind_of(e: &pinring::Error) -> Kind {
         E::PopTimeout { .. } => Kind::PopTimeout,
         E::AllSlotsLeased { .. } => Kind::AllSlotsLeased,
         E::Stopped => Kind::Stopped,
+        E::Rank(_) => Kind::Rank,
         _ => Kind::Base,
     }
 }
@@ -212,6 +214,7 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
             ("behind", obj(py, stage_name(Stage::Consumer))),
             ("leased", obj(py, leased.clone())),
         ],
+        E::Rank(r) => rank_attrs(py, r),
         E::Source(SourceError::BadSchedule { .. }) => vec![("argument", obj(py, "schedule"))],
         E::Source(SourceError::OutOfRange { setting, .. }) => {
             vec![("argument", obj(py, *setting))]
@@ -332,4 +335,26 @@ pub(crate) fn to_py_with(py: Python<'_>, e: pinring::Error, context: &str) -> Py
 /// Maps a core error to its Python exception.
 pub(crate) fn to_py(py: Python<'_>, e: pinring::Error) -> PyErr {
     to_py_with(py, e, "")
+}
+
+/// A [`pinring::RankError`]'s attributes: the rank named, the kind of problem, the step.
+pub(crate) fn rank_attrs<'py>(
+    py: Python<'py>,
+    e: &pinring::RankError,
+) -> Vec<(&'static str, Bound<'py, PyAny>)> {
+    use pinring::RankError as R;
+    let (kind, step) = match e {
+        R::RunsOut { step, .. } => ("runs_out", Some(*step)),
+        R::SlowData { step, .. } => ("slow_data", Some(*step)),
+        R::Steps { step, .. } => ("steps", Some(*step)),
+        R::Versions { .. } => ("versions", None),
+        R::Collective(_) => ("collective", None),
+        R::BadReduction(_) => ("bad_reduction", None),
+        _ => ("other", None),
+    };
+    vec![
+        ("rank", obj(py, e.rank())),
+        ("kind", obj(py, kind)),
+        ("step", obj(py, step)),
+    ]
 }

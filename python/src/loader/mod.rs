@@ -72,7 +72,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///         this thread (PyTorch's current device once it touched CUDA), else device 0.
 ///     host_slots: batches decode may run ahead in pinned host memory.
 ///     device_slots: batches you may hold at once (each a device slot).
-///     decode_threads: the decode pool's threads (None: one per core).
+///     decode_threads: the decode pool's threads (None: one per core, or with `topology=`
+///         of several local ranks the node's share: the cores over local_world_size).
 ///     pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
 ///     drop_last: drop each epoch's short last batch (Documents: never short; True is a
 ///         ConfigError).
@@ -105,7 +106,10 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///     lease_timeout: seconds a pop() waits while you hold every device slot before it
 ///         raises AllSlotsLeased naming the batches never released (a pop can never
 ///         succeed then: without this it would hang).
-///     host_budget: most bytes the pinned host ring may take (host_slots × batch bytes).
+///     host_budget: most bytes the pinned host ring may take (host_slots × batch bytes);
+///         None: 16 GiB, or with `topology=` of several local ranks the node's share of it
+///         (16 GiB / local_world_size), as decode_threads=None then takes the node's share
+///         of the cores: the loaders of a node together take what one alone would.
 ///     device_budget: most bytes the device slots may take (device_slots × batch bytes).
 ///     trace: a path: record a timeline of every stage (the latest 2**20 spans) and write
 ///         it there as Chrome trace JSON at close() (open it in https://ui.perfetto.dev);
@@ -128,7 +132,8 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///     topology: a `pinring.Topology`: this loader is its data-parallel rank `dp_rank` of
 ///         `dp_size` (ranks of one model-parallel group get the same batches), instead of
 ///         the source's rank and world_size; a source made with another rank or
-///         world_size is a ConfigError.
+///         world_size is a ConfigError. With several local ranks (`local_world_size`),
+///         decode_threads and host_budget left None default to the node's share.
 ///     fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
 ///         `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
 ///         mode. It is called once per device slot (and field) when a batch first lands
@@ -170,6 +175,28 @@ pub struct Loader {
 }
 
 impl Loader {
+    /// The data-parallel rank and world size of the run.
+    pub(crate) fn place(&self, py: Python<'_>) -> (u64, u64) {
+        let loader = self.holder.lock_attached(py);
+        (loader.run().rank, loader.run().world_size)
+    }
+
+    /// Batches handed out so far.
+    pub(crate) fn popped(&self, py: Python<'_>) -> u64 {
+        self.holder.lock_attached(py).popped()
+    }
+
+    /// `guard`'s record of this loader now, and the pops so far (the loader's lock let go
+    /// before the guard's collective runs).
+    pub(crate) fn guard_record(
+        &self,
+        py: Python<'_>,
+        guard: &mut pinring::RankGuard,
+    ) -> PyResult<(pinring::RankRecord, u64)> {
+        let loader = self.holder.lock_attached(py);
+        loader.guard_record(guard).map_err(|e| to_py(py, e))
+    }
+
     fn stop(&self) {
         if let Some(stop) = &*self.stop.lock().unwrap_or_else(|e| e.into_inner()) {
             stop.stop();
@@ -276,6 +303,10 @@ impl Loader {
     /// `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
     /// times slower per sample than the others (else None), and a decode-bound verdict
     /// names it. (`sources` is empty and `slowest_source` None for a single source.)
+    ///
+    /// `node_share`: the share of its node the loader took, `local_ranks` (the node's
+    /// processes it shares with: `topology=`'s local_world_size, else 1), `decode_threads`
+    /// and `host_budget` (bytes).
     #[gen_stub(override_return_type(type_repr = "dict[str, typing.Any]", imports = ("typing",)))]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.holder.lock_attached(py).stats();

@@ -57,8 +57,11 @@ pub(crate) struct Opening {
     pub(crate) decode_threads: Option<usize>,
     /// `lease_timeout`.
     pub(crate) lease_timeout: Duration,
-    /// `host_budget` and `device_budget` (bytes).
-    pub(crate) budgets: (usize, usize),
+    /// `host_budget` (None: the default, or the node's share of it) and `device_budget`
+    /// (bytes).
+    pub(crate) budgets: (Option<usize>, usize),
+    /// The processes of this node sharing it (`topology=`'s `local_world_size`; 1 without).
+    pub(crate) local_ranks: usize,
     /// Spans of the trace ring (0: no trace).
     pub(crate) trace_spans: usize,
     /// `poison_released`.
@@ -93,7 +96,7 @@ impl Opening {
             .host_slots(self.slots.0)
             .device_slots(self.slots.1)
             .lease_timeout(self.lease_timeout)
-            .host_budget(self.budgets.0)
+            .node_share(self.local_ranks)
             .device_budget(self.budgets.1)
             .trace(self.trace_spans)
             .poison_released(self.poison_released);
@@ -105,6 +108,9 @@ impl Opening {
         }
         if let Some(n) = self.decode_threads {
             b = b.decode_threads(n);
+        }
+        if let Some(bytes) = self.budgets.0 {
+            b = b.host_budget(bytes);
         }
         if let Some(state) = &self.state {
             b = b.resume(state);
@@ -163,7 +169,7 @@ impl OpenError {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = None, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -188,7 +194,7 @@ impl Loader {
         ))]
         skip_steps: Option<&Bound<'_, PyAny>>,
         lease_timeout: f64,
-        host_budget: i128,
+        host_budget: Option<i128>,
         device_budget: i128,
         trace: Option<PathBuf>,
         poison_released: bool,
@@ -236,7 +242,9 @@ impl Loader {
             .transpose()?;
         let lease_timeout = args::seconds(py, "lease_timeout", lease_timeout)?;
         let budgets = (
-            args::bytes(py, "host_budget", host_budget)?,
+            host_budget
+                .map(|b| args::bytes(py, "host_budget", b))
+                .transpose()?,
             args::bytes(py, "device_budget", device_budget)?,
         );
         const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
@@ -276,6 +284,9 @@ impl Loader {
             decode_threads,
             lease_timeout,
             budgets,
+            local_ranks: topology.as_ref().map_or(1, |t| {
+                usize::try_from(t.local_world_size_of()).unwrap_or(usize::MAX)
+            }),
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
             request,

@@ -13,10 +13,18 @@
 //! see either: a rewrite of the shard that keeps its size and modification time and moves
 //! no sampled document start.
 //!
-//! Writes are atomic: the index goes to a temporary file in the folder, renamed over the
-//! final name once complete, so a reader (another rank, another run) sees a whole index or
-//! none. A cache that cannot be read or written is no error: the shard is scanned.
+//! Writes are atomic: the index goes to a temporary file in the folder, flushed to disk
+//! (`fsync`) and renamed over the final name once complete (the folder then flushed too),
+//! so a reader (another rank, another run) sees a whole index or none, also after a crash
+//! or a kill mid-build: what is left then is a temporary file no reader opens.
+//!
+//! One build per node: a shard's index is built under an exclusive lock on a lock file
+//! beside it (`.NAME.lock`, an OS file lock, released by the OS when its holder dies), so
+//! that of the ranks of a node sharing the folder the first builds and writes it while the
+//! others wait on the lock, then load what it wrote ([`IndexCache::load_or_build`]). A
+//! cache that cannot be read, written or locked is no error: the shard is scanned.
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -106,6 +114,48 @@ impl IndexCache {
         sampled_are_bos(shard, bos, &positions).then_some(positions)
     }
 
+    /// `shard`'s index for `bos` from the folder, or built by `build` and stored, under
+    /// the folder's lock for it: of the processes that share the folder (a node's ranks)
+    /// one builds while the others wait, then load its index. The positions, and whether
+    /// they came from the folder. Without a lock to take (a folder that cannot be made or
+    /// written), `build` runs unlocked.
+    pub(super) fn load_or_build<E>(
+        &self,
+        shard: &TokenShard,
+        bos: u32,
+        build: impl FnOnce() -> Result<Vec<u32>, E>,
+    ) -> Result<(Vec<u32>, bool), E> {
+        if let Some(positions) = self.load(shard, bos) {
+            return Ok((positions, true));
+        }
+        let lock = Key::of(shard, bos).and_then(|key| self.lock(&key));
+        if lock.is_some() {
+            // Another process may have built it while this one waited.
+            if let Some(positions) = self.load(shard, bos) {
+                return Ok((positions, true));
+            }
+        }
+        let positions = build()?;
+        self.store(shard, bos, &positions);
+        drop(lock);
+        Ok((positions, false))
+    }
+
+    /// The exclusive lock on `key`'s lock file, waited for; `None` when the folder holds
+    /// none (it cannot be made or written, or the file system has no locks).
+    fn lock(&self, key: &Key) -> Option<File> {
+        std::fs::create_dir_all(&self.dir).ok()?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join(format!(".{}.lock", key.file_name())))
+            .ok()?;
+        // fs4's, not std's `File::lock` (Rust 1.89; the crate's rust-version is 1.85).
+        fs4::FileExt::lock(&file).ok()?;
+        Some(file)
+    }
+
     /// Removes `shard`'s index for `bos` from the folder (found wrong for the shard as it
     /// is now), so that the next build scans the shard; the file it was, if there was one.
     pub(super) fn forget(&self, shard: &TokenShard, bos: u32) -> Option<PathBuf> {
@@ -135,11 +185,17 @@ impl IndexCache {
             fnv1a(&sum.to_le_bytes()) ^ u64::from(key.nanos)
         ));
         let written = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| std::fs::File::create(&tmp))
-            .and_then(|mut f| f.write_all(&bytes))
+            .and_then(|()| File::create(&tmp))
+            .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
             .and_then(|()| std::fs::rename(&tmp, self.dir.join(&name)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        match written {
+            // The rename on disk too (where a folder can be opened to be flushed).
+            Ok(()) => {
+                let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+            }
         }
     }
 }

@@ -207,27 +207,23 @@ impl BosIndex {
             return Ok(b);
         }
         let shard = &self.shards[s];
-        let cached = self.cache.as_ref().and_then(|c| c.load(shard, self.bos));
-        let from_cache = cached.is_some();
-        let positions = match cached {
-            Some(positions) => {
-                self.cached.fetch_add(1, Ordering::Relaxed);
-                positions
+        let scan = || {
+            let positions = bos_positions(shard, self.bos)?;
+            if positions.is_empty() {
+                return Err(SourceError::file(
+                    shard.path(),
+                    DocumentProblem::NoBos { bos: self.bos },
+                ));
             }
-            None => {
-                let positions = bos_positions(shard, self.bos)?;
-                if positions.is_empty() {
-                    return Err(SourceError::file(
-                        shard.path(),
-                        DocumentProblem::NoBos { bos: self.bos },
-                    ));
-                }
-                if let Some(cache) = &self.cache {
-                    cache.store(shard, self.bos, &positions);
-                }
-                positions
-            }
+            Ok(positions)
         };
+        let (positions, from_cache) = match &self.cache {
+            Some(cache) => cache.load_or_build(shard, self.bos, scan)?,
+            None => (scan()?, false),
+        };
+        if from_cache {
+            self.cached.fetch_add(1, Ordering::Relaxed);
+        }
         let built = self.built[s].get_or_init(|| Built {
             positions: positions.into_boxed_slice(),
             from_cache,
