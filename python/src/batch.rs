@@ -426,6 +426,13 @@ impl PyBatch {
         self.facts.step
     }
 
+    /// The pop within its optimizer step, `0..grad_accum_steps`, for a `Documents` step
+    /// (0 without gradient accumulation); None where the source numbers no steps.
+    #[getter]
+    fn micro_step(&self) -> Option<u64> {
+        self.facts.step.map(|_| self.facts.dims[3])
+    }
+
     /// Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
     #[getter]
     fn samples(&self) -> usize {

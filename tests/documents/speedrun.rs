@@ -616,3 +616,65 @@ fn bad_speedrun_settings_say_what_to_do() {
     // The largest bigram vocabulary that fits is taken.
     base().bigram_vocab_size(1 << 31).build().unwrap();
 }
+
+#[test]
+fn host_fields_keep_their_bytes_from_pop_until_release_while_host_slots_are_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let data = dataset();
+    let docs = speedrun(&paths, 0, 1)
+        .tokens_per_batch(41)
+        .max_seq_len(30)
+        .build()
+        .unwrap();
+    let config = docs
+        .config()
+        .decode_threads(1)
+        .host_slots(2)
+        .device_slots(6)
+        .host_fields(vec!["bigram_inputs".to_owned(), "targets".to_owned()])
+        .build()
+        .unwrap();
+    let want = master(
+        &data,
+        true,
+        1,
+        0,
+        6,
+        |_| (41, 30),
+        |n| modded_max_docs(n as u64) as usize,
+        M,
+        None,
+    );
+    let mut p = Pipeline::new(config, docs.decoder(), docs.iter().take(6)).unwrap();
+    // Six batches held at once: host slots 0 and 1 were refilled twice under the first.
+    let held: Vec<Batch> = (0..6).map(|_| p.pop().unwrap().unwrap()).collect();
+    for (k, batch) in held.iter().enumerate() {
+        let host = batch.host_field_bytes("bigram_inputs").unwrap();
+        let as_i64: Vec<i64> = host
+            .chunks_exact(4)
+            .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        assert_eq!(as_i64, want[k].bigram, "batch {k}");
+        assert_eq!(
+            host,
+            batch.field_bytes("bigram_inputs").unwrap(),
+            "batch {k}"
+        );
+        let t = batch.host_field_bytes("targets").unwrap();
+        assert_eq!(t, batch.field_bytes("targets").unwrap(), "batch {k}");
+        assert!(batch.host_field_bytes("inputs").is_none(), "not kept");
+    }
+    for b in held {
+        b.release(Fence::Sync).unwrap();
+    }
+    let unknown = docs
+        .config()
+        .host_fields(vec!["bigram".to_owned()])
+        .build()
+        .unwrap_err();
+    assert!(
+        unknown.to_string().contains("host_fields names \"bigram\""),
+        "{unknown}"
+    );
+}
