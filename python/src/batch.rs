@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use pinring::{FieldAt, Fields, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
+use pyo3::types::{IntoPyDict, PyBytes, PyList, PySlice, PyTuple};
 
 use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
@@ -289,6 +289,62 @@ impl PyBatch {
             at,
             batch.field_view(&at),
         ))
+    }
+
+    /// A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
+    /// until release: the bytes the device slot holds, kept on the host for this batch by
+    /// the loader's `host_fields=[...]` (modded-nanogpt's `bigram_cpu`). After the release
+    /// the view may show another batch's bytes.
+    ///
+    /// Raises:
+    ///     KeyError: no such field.
+    ///     ConfigError: the loader does not keep this field's host bytes (add it to
+    ///         `Loader(host_fields=[...])`).
+    ///     BufferError: the batch was released.
+    fn host<'py>(slf: Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let batch = slf.get();
+        let Some((_, _, at)) = batch.field(name) else {
+            return Err(batch.no_such_field(name));
+        };
+        let found = {
+            let lease = batch.cell.lock_attached(py);
+            match lease.as_ref() {
+                None => return Err(released_error(batch.facts.seq)),
+                Some(leased) => leased.batch.host_field(name),
+            }
+        };
+        let Some((ptr, len)) = found else {
+            return Err(config(
+                py,
+                "host_fields",
+                format!(
+                    "the loader keeps no host bytes of {name:?}: pass \
+                     Loader(..., host_fields=[{name:?}]) to read it with batch.host()"
+                ),
+            ));
+        };
+        let producer = HostField {
+            cell: batch.cell.clone(),
+            view: SlotView {
+                seq: batch.facts.seq,
+                ptr: ptr as u64,
+                shape: Shape::Flat {
+                    len: len / at.dtype.size(),
+                },
+                dtype: at.dtype,
+                device: Device::Cpu,
+            },
+        };
+        let numpy = py.import("numpy").map_err(|e| {
+            PyImportError::new_err(format!(
+                "batch.host() is a numpy array: install numpy ({e})"
+            ))
+        })?;
+        let array = numpy.call_method1("from_dlpack", (Bound::new(py, producer)?,))?;
+        let kwargs = [("write", false)].into_py_dict(py)?;
+        array.call_method("setflags", (), Some(&kwargs))?;
+        Ok(array)
     }
 
     /// Whether `name` is one of the batch's fields.
@@ -585,6 +641,41 @@ impl PyBatch {
             self.row.dtype.name(),
             self.device.name(),
             released
+        )
+    }
+}
+
+/// A kept field's host bytes as a DLPack producer on the cpu (what `Batch.host` hands
+/// `numpy.from_dlpack`): its capsule shares the batch's lease, as a field's does.
+#[pyclass(module = "pinring", frozen)]
+struct HostField {
+    cell: Arc<BatchCell>,
+    view: SlotView,
+}
+
+#[pymethods]
+impl HostField {
+    fn __dlpack_device__(&self) -> (u32, i32) {
+        Device::Cpu.dlpack()
+    }
+
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        export(
+            py,
+            Owner::Host(&self.cell),
+            self.view,
+            stream,
+            max_version,
+            dl_device,
+            copy,
         )
     }
 }

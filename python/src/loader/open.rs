@@ -63,6 +63,8 @@ pub(crate) struct Opening {
     pub(crate) trace_spans: usize,
     /// `poison_released`.
     pub(crate) poison_released: bool,
+    /// `host_fields`.
+    pub(crate) host_fields: Vec<String>,
     /// The device asked for.
     pub(crate) request: DeviceRequest,
     /// The raw `CUstream` of `stream=` (cuda only), declared to the core as the consumer
@@ -96,7 +98,8 @@ impl Opening {
             .host_budget(self.budgets.0)
             .device_budget(self.budgets.1)
             .trace(self.trace_spans)
-            .poison_released(self.poison_released);
+            .poison_released(self.poison_released)
+            .host_fields(self.host_fields.clone());
         if let Some(n) = self.batch_size {
             b = b.batch_size(n);
         }
@@ -163,7 +166,7 @@ impl OpenError {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None, host_fields = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -200,6 +203,7 @@ impl Loader {
         ))]
         fixed_views: Option<&Bound<'_, PyAny>>,
         topology: Option<PyRef<'_, PyTopology>>,
+        host_fields: Option<Vec<String>>,
     ) -> PyResult<Self> {
         // References a loader's last holder left where the GIL was let go go now.
         release_pending(py);
@@ -278,6 +282,7 @@ impl Loader {
             budgets,
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
+            host_fields: host_fields.unwrap_or_default(),
             request,
             consumer_stream: declared.as_ref().map(|d| d.raw),
         };
