@@ -136,6 +136,12 @@ class Batch:
         `Documents` step); None otherwise.
         """
     @property
+    def micro_step(self) -> typing.Optional[builtins.int]:
+        r"""
+        The pop within its optimizer step, `0..grad_accum_steps`, for a `Documents` step
+        (0 without gradient accumulation); None where the source numbers no steps.
+        """
+    @property
     def samples(self) -> builtins.int:
         r"""
         Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
@@ -190,6 +196,19 @@ class Batch:
         
         Raises:
             KeyError: the batch has no field of that name (the message lists its fields).
+        """
+    def host(self, name: builtins.str) -> typing.Any:
+        r"""
+        A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
+        until release: the bytes the device slot holds, kept on the host for this batch by
+        the loader's `host_fields=[...]` (modded-nanogpt's `bigram_cpu`). After the release
+        the view may show another batch's bytes.
+        
+        Raises:
+            KeyError: no such field.
+            ConfigError: the loader does not keep this field's host bytes (add it to
+                `Loader(host_fields=[...])`).
+            BufferError: the batch was released.
         """
     def __contains__(self, name: builtins.str) -> builtins.bool:
         r"""
@@ -378,7 +397,15 @@ class Documents:
       (`N` each, views of it: int64 targets are `targets.long()` on the device);
     - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
       document ending at `N`, padded with `N`;
-    - `positions` (int32, `N`, with positions=True): each input's position in its document.
+    - `positions` (int32, `N`, with positions=True): each input's position in its document;
+    - with targets_dtype="int64", `targets` is an int64 field of its own (`N`), as
+      modded-nanogpt hands it to its loss, not a view;
+    - `bigram_inputs` (int32, `N`, with bigram_vocab_size=V): modded-nanogpt's
+      `get_bigram_hash(inputs)`, computed by the decode workers into the slot.
+    
+    `batch.host(name)` is a numpy view of a field's host bytes, readable from pop until
+    release (modded-nanogpt's `bigram_cpu`); `batch.micro_step` the pop within its
+    optimizer step (`0..grad_accum_steps`).
     
     `batch.max_seqlen` is the step's longest document (what varlen attention takes),
     `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
@@ -402,13 +429,15 @@ class Documents:
         max_docs: the length of `cu_seqlens` in every step (a step holds at most
             `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
             (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
-            of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+            of `tokens_per_batch // 300`, at least 128); "formula": that formula alone, no
+            table (the medium track's `train_gpt_medium.py`). A step that needs more documents is
             a ConfigError from `pop()` at that step, naming it and the count it needed.
         schedule: changes of the step sizes, known up front: a list of `(from_step,
             tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
             uses the last entry with `from_step <= k` (the sizes above before the first; an
             entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
-            Slots are sized for the largest step; each batch has its own step's shape.
+            Sizes may go down (a taper). Slots are sized for the largest step; each batch
+            has its own step's shape. With grad_accum_steps, steps are optimizer steps.
         order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
             permutation of every document of every shard, from `seed`; only an epoch's last
             partial step is dropped).
@@ -423,6 +452,26 @@ class Documents:
             modification time) and bos, else the shard is scanned again. None: no cache.
         topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
             rank and size (`topo.dp_rank`, `topo.dp_size`).
+        align_to_bos: True: whole documents from their `bos` (above). False:
+            modded-nanogpt's validation walk — contiguous windows, rank `r` the
+            `tokens_per_batch + 1` tokens from `pos + r * tokens_per_batch`, `pos` moving on
+            `world_size * tokens_per_batch` a step, the next shard when `pos + world_size *
+            tokens_per_batch + 1` reaches the shard's end; `cu_seqlens` the positions of `bos`
+            in the inputs, padded with `N` (order="sequential" only).
+        grad_accum_steps: `G`, pops per optimizer step, each of `tokens_per_batch` tokens
+            per rank (modded-nanogpt's `num_tokens // (world_size * G)`). `batch.step` is the
+            optimizer step (what schedule, start_step, skip_steps and states count),
+            `batch.micro_step` its pop `0..G`. A state saved mid-step stands after the whole
+            step.
+        targets_dtype: "int64": `targets` an int64 field of its own; None or "int32": a view
+            of `tokens`.
+        bigram_vocab_size: `V`: adds `bigram_inputs` (int32), modded-nanogpt's hash of the
+            inputs with `M = V - 1`: `out[0] = M`, `out[i] = ((36313 * x[i]) ^ (27191 *
+            prev)) % M`, `prev` = `M` at `i = 1`, `x[i - 1]` after (int32 products wrapping).
+            2 to 2**31.
+        seq_cap: `C`: every `cu_seqlens` segment longer than `C` split from its start into
+            pieces of `C` (the last shorter; the tokens unchanged; the pieces must fit
+            max_docs).
     
     Raises:
         SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
@@ -431,7 +480,9 @@ class Documents:
         ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
             max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
             entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
-            order or dtype, a dtype too narrow for the shards.
+            order or dtype, a dtype too narrow for the shards; grad_accum_steps or seq_cap
+            below 1, bigram_vocab_size outside 2..2**31, a targets_dtype other than int32 /
+            int64, align_to_bos=False with order="shuffled".
     """
     @property
     def files(self) -> builtins.list[builtins.str]:
@@ -442,6 +493,32 @@ class Documents:
     def tokens(self) -> builtins.int:
         r"""
         Tokens in all shards.
+        """
+    @property
+    def align_to_bos(self) -> builtins.bool:
+        r"""
+        Whether the walk packs whole documents from their `bos` (True), or contiguous
+        windows (False: modded-nanogpt's validation walk).
+        """
+    @property
+    def grad_accum_steps(self) -> builtins.int:
+        r"""
+        Pops per optimizer step (`G`).
+        """
+    @property
+    def targets_dtype(self) -> typing.Optional[builtins.str]:
+        r"""
+        "int64" when `targets` is an int64 field of its own; None: a view of `tokens`.
+        """
+    @property
+    def bigram_vocab_size(self) -> typing.Optional[builtins.int]:
+        r"""
+        `V` of `bigram_inputs`; None without that field.
+        """
+    @property
+    def seq_cap(self) -> typing.Optional[builtins.int]:
+        r"""
+        The cap every `cu_seqlens` segment is split at; None: no cap.
         """
     @property
     def bos(self) -> builtins.int:
@@ -510,7 +587,7 @@ class Documents:
         Documents in all shards, when counted up front (order="shuffled" indexes every
         shard here); None with order="sequential".
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None) -> Documents: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: int | str | None = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, align_to_bos: builtins.bool = True, grad_accum_steps: builtins.int = 1, targets_dtype: typing.Optional[builtins.str] = None, bigram_vocab_size: typing.Optional[builtins.int] = None, seq_cap: typing.Optional[builtins.int] = None) -> Documents: ...
     def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
         r"""
         `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
@@ -821,6 +898,13 @@ class Loader:
             comes round: the same object at the same address, so a graph captured over
             `batch.view()` replays on every batch of `batch.slot`. cuda: needs `stream=`
             (the views are read on it; each pop orders its batch there).
+        host_fields: names of fields (of a `Documents` step) whose host bytes every batch
+            keeps from pop until release, for `batch.host(name)` (modded-nanogpt reads its
+            bigram hash on the host). A host slot is reused as soon as its copy completes,
+            before the release, so the copy thread copies these fields out of it into a
+            buffer of the batch's device slot: device_slots × the fields' bytes of host
+            memory and one memcpy of the fields a batch (192 KiB for `bigram_inputs` at
+            49,152 tokens). A name that is no field is a ConfigError.
     
     Raises:
         ConfigError: an argument is out of range (`e.argument` names it), or a batch does
@@ -918,6 +1002,16 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
+    def __iter__(self) -> EpochIterator:
+        r"""
+        The batches from the next one to the end of its epoch; the next `iter()` goes on
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
+        
+        Raises:
+            StoppedError: every epoch of `epochs` was delivered.
+        """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
         The next batch, in order, across epochs; None once every batch of `epochs` was
@@ -989,16 +1083,6 @@ class Loader:
         Always True (a loader is not falsy when an epoch is empty, nor an error for
         Documents, which has no len()).
         """
-    def __iter__(self) -> EpochIterator:
-        r"""
-        The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents, an epoch of the walk: it ends where the next
-        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
-        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
-        
-        Raises:
-            StoppedError: every epoch of `epochs` was delivered.
-        """
     def __enter__(self) -> Loader:
         r"""
         Returns the loader itself; leaving the block closes it.
@@ -1014,7 +1098,7 @@ class Loader:
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None, host_fields: typing.Optional[typing.Sequence[builtins.str]] = None) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for
