@@ -16,8 +16,9 @@ use crate::sync::native::Arc;
 
 /// The kept bytes of every device slot, and where they come from in a slot.
 pub(crate) struct HostKept {
-    /// `(name, offset in a slot, bytes)` of each kept field, in the order given.
-    ranges: Vec<(String, usize, usize)>,
+    /// `(offset in a slot, bytes)` of each kept array (a view's array, for a view), in
+    /// the order given, each once.
+    ranges: Vec<(usize, usize)>,
     /// Bytes kept per device slot: the fields' bytes, one after the other.
     per_slot: usize,
     /// `device_slots × per_slot` bytes.
@@ -53,14 +54,24 @@ impl HostKept {
         ring: Arc<HostRing>,
     ) -> Option<Self> {
         let fields = fields?;
-        let ranges: Vec<(String, usize, usize)> = names
-            .iter()
-            .filter_map(|n| fields.get(n).map(|f| (n.clone(), f.offset, f.max_bytes())))
-            .collect();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for name in names {
+            // A view's bytes are its array's: keep the array.
+            let Some(mut f) = fields.get(name) else {
+                continue;
+            };
+            while let Some(of) = f.view_of.as_deref().and_then(|of| fields.get(of)) {
+                f = of;
+            }
+            let range = (f.offset, f.max_bytes());
+            if !ranges.contains(&range) {
+                ranges.push(range);
+            }
+        }
         if ranges.is_empty() {
             return None;
         }
-        let per_slot = ranges.iter().map(|r| r.2).sum();
+        let per_slot = ranges.iter().map(|r| r.1).sum();
         let buf = (0..per_slot * device_slots)
             .map(|_| UnsafeCell::new(0))
             .collect();
@@ -80,7 +91,7 @@ impl HostKept {
     pub(crate) unsafe fn keep(&self, h: usize, d: usize) {
         let from = self.ring.slot_ptr(h);
         let mut at = d * self.per_slot;
-        for &(_, offset, len) in &self.ranges {
+        for &(offset, len) in &self.ranges {
             let to = UnsafeCell::raw_get(self.buf[at..at + len].as_ptr());
             // SAFETY: `offset + len` lies inside a host slot (the layout fits the slot), the
             // host slot is not written meanwhile and the buffer's range is this device slot's,
@@ -90,20 +101,22 @@ impl HostKept {
         }
     }
 
-    /// The kept bytes of field `name` of device slot `d`, `None` when it is not kept.
+    /// The kept bytes `offset..offset + len` of a slot (a field's, in this batch) of
+    /// device slot `d`; `None` when no kept array holds them.
     ///
     /// # Safety
     /// The caller holds device slot `d`'s lease, and the bytes are not used past it.
-    pub(crate) unsafe fn get(&self, d: usize, name: &str) -> Option<&[u8]> {
+    pub(crate) unsafe fn get(&self, d: usize, offset: usize, len: usize) -> Option<&[u8]> {
         let mut at = d * self.per_slot;
-        for (n, _, len) in &self.ranges {
-            if n == name {
-                let start = UnsafeCell::raw_get(self.buf[at..at + len].as_ptr());
-                // SAFETY: the range is device slot `d`'s, written before its lease began and
-                // not again until it ends (the caller's contract).
-                return Some(unsafe { std::slice::from_raw_parts(start, *len) });
+        for &(from, bytes) in &self.ranges {
+            if offset >= from && offset + len <= from + bytes {
+                let skip = at + (offset - from);
+                let start = UnsafeCell::raw_get(self.buf[skip..skip + len].as_ptr());
+                // SAFETY: the range lies in device slot `d`'s buffer, written before its
+                // lease began and not again until it ends (the caller's contract).
+                return Some(unsafe { std::slice::from_raw_parts(start, len) });
             }
-            at += len;
+            at += bytes;
         }
         None
     }

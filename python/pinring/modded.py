@@ -107,7 +107,6 @@ def distributed_data_generator(
     rank, world_size = _place(torch, rank, world_size)
     source_settings = {k: v for k, v in loader_settings.items() if k in _SOURCE_SETTINGS}
     loader_args = {k: v for k, v in loader_settings.items() if k not in _SOURCE_SETTINGS}
-    host_fields = list(loader_args.pop("host_fields", None) or []) + ["bigram_inputs"]
     cuda = str(device).startswith("cuda")
 
     def open_loader(tokens, seq_len, state):
@@ -123,7 +122,7 @@ def distributed_data_generator(
             bigram_vocab_size=bigram_vocab_size,
             **source_settings,
         )
-        loader = Loader(src, device=device, host_fields=host_fields, state=state, **loader_args)
+        loader = Loader(src, device=device, state=state, **loader_args)
         return src, loader
 
     tokens = _per_rank(num_tokens, world_size, grad_accum_steps, "distributed_data_generator")

@@ -85,7 +85,7 @@ def documents(pattern, w, r, g, stages=STAGES, align=True, **kw):
 
 def pinring_pops(src, n):
     out = []
-    with pinring.Loader(src, device="cpu", host_fields=["bigram_inputs"]) as loader:
+    with pinring.Loader(src, device="cpu") as loader:
         for _ in range(n):
             b = loader.pop(timeout=BOUND)
             host = b.host("bigram_inputs")
@@ -224,15 +224,19 @@ def test_the_drop_in_refuses_sizes_that_do_not_divide(pattern, torch_or_numpy):
 def test_host_views_stay_valid_until_release_while_host_slots_are_reused(pattern):
     src = documents(pattern, 1, 0, 1)
     want = masters_copy(pattern, 1, 0, 1, steps=6)
-    with pinring.Loader(src, device="cpu", host_slots=2, device_slots=6,
-                        host_fields=["bigram_inputs"]) as loader:
+    with pinring.Loader(src, device="cpu", host_slots=2, device_slots=6) as loader:
         held = [loader.pop(timeout=BOUND) for _ in range(6)]
         views = [b.host("bigram_inputs") for b in held]
         for k, (b, v) in enumerate(zip(held, views)):
             np.testing.assert_array_equal(v, want[k][4], err_msg=f"batch {k}")
             assert not v.flags.writeable
-        with pytest.raises(pinring.ConfigError, match="host_fields"):
-            held[0].host("inputs")
+        # Every field's host bytes are kept, views too.
+        for k, b in enumerate(held):
+            np.testing.assert_array_equal(b.host("inputs"), want[k][0])
+            np.testing.assert_array_equal(b.host("targets"), want[k][1])
+            np.testing.assert_array_equal(b.host("cu_seqlens"), want[k][2])
+        with pytest.raises(KeyError):
+            held[0].host("bigram")
         for b in held:
             b.release()
         with pytest.raises(BufferError):

@@ -240,8 +240,7 @@ impl<B: Backend> Batch<B> {
         let kept = self.device.kept.as_ref()?;
         // SAFETY: this batch holds its device slot's lease while it lives, and the bytes
         // borrow it.
-        let bytes = unsafe { kept.get(self.slot.0, name) }?;
-        bytes.get(..at.bytes())
+        unsafe { kept.get(self.slot.0, at.offset, at.bytes()) }
     }
 
     /// The batch's field layout, where it has one ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).

@@ -137,13 +137,6 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///         comes round: the same object at the same address, so a graph captured over
 ///         `batch.view()` replays on every batch of `batch.slot`. cuda: needs `stream=`
 ///         (the views are read on it; each pop orders its batch there).
-///     host_fields: names of fields (of a `Documents` step) whose host bytes every batch
-///         keeps from pop until release, for `batch.host(name)` (modded-nanogpt reads its
-///         bigram hash on the host). A host slot is reused as soon as its copy completes,
-///         before the release, so the copy thread copies these fields out of it into a
-///         buffer of the batch's device slot: device_slots × the fields' bytes of host
-///         memory and one memcpy of the fields a batch (192 KiB for `bigram_inputs` at
-///         49,152 tokens). A name that is no field is a ConfigError.
 ///
 /// Raises:
 ///     ConfigError: an argument is out of range (`e.argument` names it), or a batch does

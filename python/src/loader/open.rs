@@ -166,7 +166,7 @@ impl OpenError {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None, host_fields = None))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = 17179869184, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -203,7 +203,6 @@ impl Loader {
         ))]
         fixed_views: Option<&Bound<'_, PyAny>>,
         topology: Option<PyRef<'_, PyTopology>>,
-        host_fields: Option<Vec<String>>,
     ) -> PyResult<Self> {
         // References a loader's last holder left where the GIL was let go go now.
         release_pending(py);
@@ -282,7 +281,12 @@ impl Loader {
             budgets,
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
-            host_fields: host_fields.unwrap_or_default(),
+            // `batch.host(name)` works for every field: their host bytes are kept.
+            host_fields: given
+                .layout
+                .as_ref()
+                .map(|(fields, _)| fields.iter().map(|f| f.name.clone()).collect())
+                .unwrap_or_default(),
             request,
             consumer_stream: declared.as_ref().map(|d| d.raw),
         };
