@@ -200,14 +200,19 @@ class Batch:
     def host(self, name: builtins.str) -> typing.Any:
         r"""
         A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
-        until release: the bytes the device slot holds, kept on the host for this batch by
-        the loader's `host_fields=[...]` (modded-nanogpt's `bigram_cpu`). After the release
-        the view may show another batch's bytes.
+        until release: the bytes the device slot holds, kept on the host for this batch
+        (modded-nanogpt's `bigram_cpu`). After the release the view may show another
+        batch's bytes.
+        
+        A host slot is reused as soon as its copy completes, before the release, so the
+        loader keeps a batch of fields' host bytes apart: the copy thread copies the slot's
+        arrays, as it starts the batch's copy, into a buffer of the batch's device slot.
+        Cost: device_slots × the slot's bytes of host memory and one memcpy of them a batch
+        on the copy thread (792 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
+        int64 targets and bigram_inputs), none on the training thread.
         
         Raises:
-            KeyError: no such field.
-            ConfigError: the loader does not keep this field's host bytes (add it to
-                `Loader(host_fields=[...])`).
+            KeyError: no such field (a batch without fields has none).
             BufferError: the batch was released.
         """
     def __contains__(self, name: builtins.str) -> builtins.bool:
@@ -898,13 +903,6 @@ class Loader:
             comes round: the same object at the same address, so a graph captured over
             `batch.view()` replays on every batch of `batch.slot`. cuda: needs `stream=`
             (the views are read on it; each pop orders its batch there).
-        host_fields: names of fields (of a `Documents` step) whose host bytes every batch
-            keeps from pop until release, for `batch.host(name)` (modded-nanogpt reads its
-            bigram hash on the host). A host slot is reused as soon as its copy completes,
-            before the release, so the copy thread copies these fields out of it into a
-            buffer of the batch's device slot: device_slots × the fields' bytes of host
-            memory and one memcpy of the fields a batch (192 KiB for `bigram_inputs` at
-            49,152 tokens). A name that is no field is a ConfigError.
     
     Raises:
         ConfigError: an argument is out of range (`e.argument` names it), or a batch does
@@ -1098,7 +1096,7 @@ class Loader:
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None, host_fields: typing.Optional[typing.Sequence[builtins.str]] = None) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
     def state_dict(self) -> dict[str, typing.Any]:
         r"""
         The loader's position as plain data (ints, strings and lists of them, for

@@ -678,3 +678,54 @@ fn host_fields_keep_their_bytes_from_pop_until_release_while_host_slots_are_reus
         "{unknown}"
     );
 }
+
+#[test]
+fn start_step_skip_steps_and_locate_count_optimizer_steps_in_both_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    for align in [true, false] {
+        let make = || {
+            builder(&paths)
+                .shard(1, 2)
+                .tokens_per_batch(23)
+                .max_seq_len(12)
+                .align_to_bos(align)
+                .grad_accum_steps(3)
+                .max_docs(64)
+        };
+        let whole: Vec<_> = make().build().unwrap().iter().take(3 * 10).collect();
+        let key = |s: &pinring::source::DocStep| {
+            (s.step(), s.micro_step(), s.pieces().map(|p| (p.doc, p.len)).collect::<Vec<_>>())
+        };
+        // Starting at optimizer step 2 and leaving out 4..6: the same pops as the whole
+        // run's, those steps' three pops each left out.
+        let part: Vec<_> = make()
+            .start_step(2)
+            .skip_steps([(4, 6)])
+            .build()
+            .unwrap()
+            .iter()
+            .take(3 * 6)
+            .map(|s| key(&s))
+            .collect();
+        let want: Vec<_> = whole
+            .iter()
+            .filter(|s| s.step() >= 2 && !(4..6).contains(&s.step()))
+            .take(3 * 6)
+            .map(key)
+            .collect();
+        assert_eq!(part, want, "align {align}");
+        // A state after 4 optimizer steps resumes at step 4, micro-step 0.
+        let docs = make().build().unwrap();
+        let state = docs.checkpoint_after(None, 4).unwrap();
+        let resumed: Vec<_> = docs.iter_from(&state).unwrap().take(3).map(|s| key(&s)).collect();
+        assert_eq!(resumed, whole[12..15].iter().map(key).collect::<Vec<_>>(), "align {align}");
+        // Every piece is located in its shard.
+        for s in &whole[..6] {
+            for p in s.pieces() {
+                let at = docs.location(p.doc, p.len - 1).unwrap();
+                assert_eq!((at.path.as_path(), at.offset), (paths[p.shard].as_path(), p.start));
+            }
+        }
+    }
+}
