@@ -1,7 +1,8 @@
 """A faithful, torch-free copy of modded-nanogpt's data generator at master ``f411b3d``
-(``train_gpt.py`` L1697-1875): ``_load_data_shard``, ``Shard.next_batch``,
-``get_bigram_hash`` and ``distributed_data_generator`` in both of its modes, yielding all
-five outputs, with numpy arrays for torch tensors, line for line where the logic lives.
+(``train_gpt.py`` L1697-1875): ``get_bigram_hash`` and ``distributed_data_generator`` in
+both of its modes, yielding all five outputs, with numpy arrays for torch tensors, line for
+line where the logic lives (``_load_data_shard``, ``Shard`` and the ``max_num_docs`` rule are
+``modded_reference.py``'s copies).
 ``test_speedrun.py`` checks it against master's own code (``modded_master_code.py``) and
 runs it beside ``pinring.Documents`` and ``pinring.modded.distributed_data_generator``.
 
@@ -16,59 +17,15 @@ What differs from the original, none of it in what a step holds:
 """
 
 import glob
-import math
 from pathlib import Path
 
 import numpy as np
 
-BOS_ID = 50256
-TRAIN_MAX_NUM_DOCS = {16384: 64, 32768: 96, 49152: 128}
+# The parts modded_reference.py already copies, line for line: the shard reader (u16 shards
+# here), the BOS index and its walk, and the max_num_docs table.
+from modded_reference import BOS_ID, TRAIN_MAX_NUM_DOCS, Shard, _load_data_shard, next_multiple_of_n
+
 BIGRAM_VOCAB_SIZE = 50304 * 15 // 2
-
-
-def next_multiple_of_n(v, *, n):
-    return math.ceil(v / n) * n
-
-
-def _load_data_shard(file: Path):
-    header = np.fromfile(str(file), dtype="<i4", count=256)
-    assert header[0] == 20240520, "magic number mismatch in the data .bin file"
-    assert header[1] == 1, "unsupported version"
-    num_tokens = int(header[2])
-    tokens = np.fromfile(str(file), dtype="<u2", count=num_tokens, offset=256 * 4)
-    assert tokens.size == num_tokens, "number of tokens read does not match header"
-    return tokens
-
-
-class Shard:
-    def __init__(self, tokens, world_size=1):
-        self.tokens = tokens
-        self.size = tokens.size
-        self.world_size = world_size
-        self.i = 0
-        self.bos_idx = np.nonzero(tokens == BOS_ID)[0].astype(np.int64)
-
-    def next_batch(self, num_tokens_local, max_seq_len):
-        n = len(self.bos_idx)
-        starts = [[] for _ in range(self.world_size)]
-        ends = [[] for _ in range(self.world_size)]
-        idx = self.i
-        for r in range(self.world_size):
-            cur_len = 0
-            while cur_len <= num_tokens_local:
-                if idx >= n:
-                    raise StopIteration("Insufficient BOS ahead; hit tail of shard.")
-                cur = int(self.bos_idx[idx])
-                starts[r].append(cur)
-                idx += 1
-                end = min(int(self.bos_idx[idx]) if idx < n else self.size,
-                          cur + max_seq_len,
-                          cur + num_tokens_local - cur_len + 1)
-                ends[r].append(end)
-                cur_len += end - cur
-            assert cur_len == num_tokens_local + 1
-        self.i = idx
-        return starts, ends
 
 
 def get_bigram_hash(x, bigram_vocab_size=BIGRAM_VOCAB_SIZE):
@@ -101,7 +58,7 @@ def distributed_data_generator(filename_pattern, num_tokens, max_seq_len, grad_a
     file_iter = iter(files)
     tokens = _load_data_shard(next(file_iter))
     if align_to_bos:
-        shard = Shard(tokens, world_size)
+        shard = Shard(tokens, world_size, BOS_ID)
     else:
         pos = 0
 
@@ -121,7 +78,7 @@ def distributed_data_generator(filename_pattern, num_tokens, max_seq_len, grad_a
                 nxt = next(file_iter, None)
                 if nxt is None:
                     return
-                shard = Shard(_load_data_shard(nxt), world_size)
+                shard = Shard(_load_data_shard(nxt), world_size, BOS_ID)
                 tokens = shard.tokens
                 continue
 

@@ -258,3 +258,10 @@ def test_bad_speedrun_arguments_are_config_errors(pattern):
         with pytest.raises(pinring.ConfigError) as e:
             pinring.Documents(pattern, **base, **extra)
         assert e.value.argument == argument, (extra, str(e.value))
+
+
+def test_a_mixture_refuses_sources_with_the_speedrun_settings(pattern):
+    plain = pinring.Documents(pattern, tokens_per_batch=320, max_seq_len=512)
+    hashed = pinring.Documents(pattern, tokens_per_batch=320, max_seq_len=512, bigram_vocab_size=V)
+    with pytest.raises(pinring.ConfigError, match="bigram_vocab_size, which a mixture does not take"):
+        pinring.Mixture([plain, hashed], weights=[1, 1])

@@ -695,7 +695,11 @@ fn start_step_skip_steps_and_locate_count_optimizer_steps_in_both_modes() {
         };
         let whole: Vec<_> = make().build().unwrap().iter().take(3 * 10).collect();
         let key = |s: &pinring::source::DocStep| {
-            (s.step(), s.micro_step(), s.pieces().map(|p| (p.doc, p.len)).collect::<Vec<_>>())
+            (
+                s.step(),
+                s.micro_step(),
+                s.pieces().map(|p| (p.doc, p.len)).collect::<Vec<_>>(),
+            )
         };
         // Starting at optimizer step 2 and leaving out 4..6: the same pops as the whole
         // run's, those steps' three pops each left out.
@@ -718,13 +722,25 @@ fn start_step_skip_steps_and_locate_count_optimizer_steps_in_both_modes() {
         // A state after 4 optimizer steps resumes at step 4, micro-step 0.
         let docs = make().build().unwrap();
         let state = docs.checkpoint_after(None, 4).unwrap();
-        let resumed: Vec<_> = docs.iter_from(&state).unwrap().take(3).map(|s| key(&s)).collect();
-        assert_eq!(resumed, whole[12..15].iter().map(key).collect::<Vec<_>>(), "align {align}");
+        let resumed: Vec<_> = docs
+            .iter_from(&state)
+            .unwrap()
+            .take(3)
+            .map(|s| key(&s))
+            .collect();
+        assert_eq!(
+            resumed,
+            whole[12..15].iter().map(key).collect::<Vec<_>>(),
+            "align {align}"
+        );
         // Every piece is located in its shard.
         for s in &whole[..6] {
             for p in s.pieces() {
                 let at = docs.location(p.doc, p.len - 1).unwrap();
-                assert_eq!((at.path.as_path(), at.offset), (paths[p.shard].as_path(), p.start));
+                assert_eq!(
+                    (at.path.as_path(), at.offset),
+                    (paths[p.shard].as_path(), p.start)
+                );
             }
         }
     }

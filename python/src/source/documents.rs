@@ -645,17 +645,10 @@ impl Documents {
     /// its packing settings, its rank and world size, and its tokens' dtype.
     /// The walk and derived fields given, if any is (a mixture refuses them).
     pub(crate) fn modes_given(&self) -> Option<&'static str> {
-        let m = &self.modes;
-        [
-            (m.max_docs_formula.is_some(), "max_docs=\"formula\""),
-            (m.align_to_bos.is_some(), "align_to_bos"),
-            (m.grad_accum_steps.is_some(), "grad_accum_steps"),
-            (m.targets_dtype.is_some(), "targets_dtype"),
-            (m.bigram_vocab_size.is_some(), "bigram_vocab_size"),
-            (m.seq_cap.is_some(), "seq_cap"),
-        ]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
+        self.modes.first_given().map(|name| match name {
+            "max_docs_formula" => "max_docs=\"formula\"",
+            other => other,
+        })
     }
 
     pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64), Dtype) {

@@ -119,8 +119,8 @@ impl StepModes {
         }
     }
 
-    /// The first field given, in the order of the fields; `None` when none is.
-    pub(crate) fn first_given(&self) -> Option<&'static str> {
+    /// The first field given (its name), in the order of the fields; `None` when none is.
+    pub fn first_given(&self) -> Option<&'static str> {
         [
             (self.max_docs_formula.is_some(), "max_docs_formula"),
             (self.align_to_bos.is_some(), "align_to_bos"),
