@@ -93,10 +93,12 @@ impl HostKept {
         let mut at = d * self.per_slot;
         for &(offset, len) in &self.ranges {
             let to = UnsafeCell::raw_get(self.buf[at..at + len].as_ptr());
-            // SAFETY: `offset + len` lies inside a host slot (the layout fits the slot), the
-            // host slot is not written meanwhile and the buffer's range is this device slot's,
-            // which nothing reads meanwhile (the caller's contract).
-            unsafe { std::ptr::copy_nonoverlapping(from.add(offset), to, len) };
+            // SAFETY: `offset + len` lies inside a host slot (the layout fits the slot).
+            let src = unsafe { from.add(offset) };
+            // SAFETY: the host slot is not written meanwhile and the buffer's range is this
+            // device slot's, which nothing reads meanwhile (the caller's contract); the two
+            // do not overlap (one is the ring's mapping, the other this buffer).
+            unsafe { std::ptr::copy_nonoverlapping(src, to, len) };
             at += len;
         }
     }
