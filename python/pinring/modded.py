@@ -110,7 +110,7 @@ def distributed_data_generator(
     cuda = str(device).startswith("cuda")
 
     def open_loader(tokens, seq_len, state):
-        src = Documents(
+        return Loader(Documents(
             filename_pattern,
             tokens_per_batch=tokens,
             max_seq_len=seq_len if align_to_bos else 1,
@@ -121,19 +121,15 @@ def distributed_data_generator(
             targets_dtype="int64",
             bigram_vocab_size=bigram_vocab_size,
             **source_settings,
-        )
-        loader = Loader(src, device=device, state=state, **loader_args)
-        return src, loader
+        ), device=device, state=state, **loader_args)
 
     tokens = _per_rank(num_tokens, world_size, grad_accum_steps, "distributed_data_generator")
     sizes = (tokens, max_seq_len)
-    _, loader = open_loader(tokens, max_seq_len, None)
-    popped = 0
+    loader = open_loader(tokens, max_seq_len, None)
     held = None
     try:
         while True:
             batch = loader.pop()
-            popped += 1
             step = (
                 torch.from_dlpack(batch["inputs"]),
                 torch.from_dlpack(batch["targets"]),
@@ -164,8 +160,7 @@ def distributed_data_generator(
             state["schedule"] = [[0, new_tokens, new_sizes[1] if align_to_bos else 1]]
             state["step"] = 0
             sizes = new_sizes
-            _, loader = open_loader(new_tokens, new_sizes[1], state)
-            popped = 0
+            loader = open_loader(new_tokens, new_sizes[1], state)
     finally:
         if held is not None:
             held.release()
