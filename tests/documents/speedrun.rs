@@ -745,3 +745,26 @@ fn start_step_skip_steps_and_locate_count_optimizer_steps_in_both_modes() {
         }
     }
 }
+
+#[test]
+fn a_window_that_ends_exactly_at_the_shards_end_is_dropped_as_master_drops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // W·N + 1 = 2·10 + 1 = 21 tokens: master's `pos + num_tokens + 1 >= len(tokens)` holds
+    // at pos 0, so it goes on to the next shard; so does pinring.
+    let exact = shard(BOS, 0, &[7, 7, 7]);
+    assert_eq!(exact.len(), 21);
+    let p = write_shards(dir.path(), &[exact, shard(BOS, 0, &[9; 10])], false);
+    let starts: Vec<(usize, u64)> = builder(&p)
+        .shard(0, 2)
+        .tokens_per_batch(10)
+        .max_seq_len(64)
+        .align_to_bos(false)
+        .build()
+        .unwrap()
+        .until_epoch(1)
+        .iter()
+        .map(|s| s.pieces().map(|p| (p.shard, p.start)).next().unwrap())
+        .collect();
+    // Shard 1 (90 tokens): windows at 0, 20, 40, 60 (60 + 21 < 90; 80 + 21 does not fit).
+    assert_eq!(starts, [(1, 0), (1, 20), (1, 40), (1, 60)]);
+}
