@@ -208,7 +208,7 @@ class Batch:
         loader keeps a batch of fields' host bytes apart: the copy thread copies the slot's
         arrays, as it starts the batch's copy, into a buffer of the batch's device slot.
         Cost: device_slots × the slot's bytes of host memory and one memcpy of them a batch
-        on the copy thread (792 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
+        on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
         int64 targets and bigram_inputs), none on the training thread.
         
         Raises:
