@@ -206,6 +206,12 @@ impl<B: Backend> Copier<B> {
             // caller's check for `k`).
             let samples = unsafe { host.start_copy(k + i) };
             counts[i as usize] = samples;
+            if let Some(kept) = &device.kept {
+                // SAFETY: this is the copy thread; batch k + i's host slot is IN_FLIGHT (just
+                // above: no decode writes it) and its device slot COPYING (no lease reads its
+                // kept bytes).
+                unsafe { kept.keep(host.idx(k + i).0, device.slots.idx(k + i).0) };
+            }
             // SAFETY: this is the copy thread; batch k + i's device slot is COPYING (above)
             // and its host slot IN_FLIGHT (just above).
             unsafe { device.slots.copy_info(k + i, host) };

@@ -2,6 +2,7 @@
 //! copy thread, the consumer and every leased batch share it, so it lives until the last
 //! of them is gone.
 
+use crate::host_kept::HostKept;
 use std::fmt;
 
 use crate::backend::contract::{Backend, CopyRole};
@@ -29,6 +30,8 @@ pub(crate) struct DeviceSide<B: Backend> {
     pub(crate) fields: Option<native::Arc<Fields>>,
     /// What places the batches' rows in their files (`ConfigBuilder::locator`).
     pub(crate) locator: Option<native::Arc<dyn Locate>>,
+    /// The host bytes of the fields kept until release (`ConfigBuilder::host_fields`).
+    pub(crate) kept: Option<HostKept>,
 }
 
 impl<B: Backend> Drop for DeviceSide<B> {

@@ -91,6 +91,7 @@ mod error;
 mod feeder;
 mod feeding;
 mod fields;
+mod host_kept;
 mod host_ring;
 mod loader;
 mod locate;

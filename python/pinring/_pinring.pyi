@@ -139,6 +139,12 @@ class Batch:
         `Documents` step); None otherwise.
         """
     @property
+    def micro_step(self) -> typing.Optional[builtins.int]:
+        r"""
+        The pop within its optimizer step, `0..grad_accum_steps`, for a `Documents` step
+        (0 without gradient accumulation); None where the source numbers no steps.
+        """
+    @property
     def samples(self) -> builtins.int:
         r"""
         Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
@@ -193,6 +199,24 @@ class Batch:
         
         Raises:
             KeyError: the batch has no field of that name (the message lists its fields).
+        """
+    def host(self, name: builtins.str) -> typing.Any:
+        r"""
+        A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
+        until release: the bytes the device slot holds, kept on the host for this batch
+        (modded-nanogpt's `bigram_cpu`). After the release the view may show another
+        batch's bytes.
+        
+        A host slot is reused as soon as its copy completes, before the release, so the
+        loader keeps a batch of fields' host bytes apart: the copy thread copies the slot's
+        arrays, as it starts the batch's copy, into a buffer of the batch's device slot.
+        Cost: device_slots × the slot's bytes of host memory and one memcpy of them a batch
+        on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
+        int64 targets and bigram_inputs), none on the training thread.
+        
+        Raises:
+            KeyError: no such field (a batch without fields has none).
+            BufferError: the batch was released.
         """
     def __contains__(self, name: builtins.str) -> builtins.bool:
         r"""
@@ -381,7 +405,15 @@ class Documents:
       (`N` each, views of it: int64 targets are `targets.long()` on the device);
     - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
       document ending at `N`, padded with `N`;
-    - `positions` (int32, `N`, with positions=True): each input's position in its document.
+    - `positions` (int32, `N`, with positions=True): each input's position in its document;
+    - with targets_dtype="int64", `targets` is an int64 field of its own (`N`), as
+      modded-nanogpt hands it to its loss, not a view;
+    - `bigram_inputs` (int32, `N`, with bigram_vocab_size=V): modded-nanogpt's
+      `get_bigram_hash(inputs)`, computed by the decode workers into the slot.
+    
+    `batch.host(name)` is a numpy view of a field's host bytes, readable from pop until
+    release (modded-nanogpt's `bigram_cpu`); `batch.micro_step` the pop within its
+    optimizer step (`0..grad_accum_steps`).
     
     `batch.max_seqlen` is the step's longest document (what varlen attention takes),
     `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
@@ -405,13 +437,15 @@ class Documents:
         max_docs: the length of `cu_seqlens` in every step (a step holds at most
             `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
             (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
-            of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+            of `tokens_per_batch // 300`, at least 128); "formula": that formula alone, no
+            table (the medium track's `train_gpt_medium.py`). A step that needs more documents is
             a ConfigError from `pop()` at that step, naming it and the count it needed.
         schedule: changes of the step sizes, known up front: a list of `(from_step,
             tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
             uses the last entry with `from_step <= k` (the sizes above before the first; an
             entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
-            Slots are sized for the largest step; each batch has its own step's shape.
+            Sizes may go down (a taper). Slots are sized for the largest step; each batch
+            has its own step's shape. With grad_accum_steps, steps are optimizer steps.
         order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
             permutation of every document of every shard, from `seed`; only an epoch's last
             partial step is dropped).
@@ -426,6 +460,26 @@ class Documents:
             modification time) and bos, else the shard is scanned again. None: no cache.
         topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
             rank and size (`topo.dp_rank`, `topo.dp_size`).
+        align_to_bos: True: whole documents from their `bos` (above). False:
+            modded-nanogpt's validation walk — contiguous windows, rank `r` the
+            `tokens_per_batch + 1` tokens from `pos + r * tokens_per_batch`, `pos` moving on
+            `world_size * tokens_per_batch` a step, the next shard when `pos + world_size *
+            tokens_per_batch + 1` reaches the shard's end; `cu_seqlens` the positions of `bos`
+            in the inputs, padded with `N` (order="sequential" only).
+        grad_accum_steps: `G`, pops per optimizer step, each of `tokens_per_batch` tokens
+            per rank (modded-nanogpt's `num_tokens // (world_size * G)`). `batch.step` is the
+            optimizer step (what schedule, start_step, skip_steps and states count),
+            `batch.micro_step` its pop `0..G`. A state saved mid-step stands after the whole
+            step.
+        targets_dtype: "int64": `targets` an int64 field of its own; None or "int32": a view
+            of `tokens`.
+        bigram_vocab_size: `V`: adds `bigram_inputs` (int32), modded-nanogpt's hash of the
+            inputs with `M = V - 1`: `out[0] = M`, `out[i] = ((36313 * x[i]) ^ (27191 *
+            prev)) % M`, `prev` = `M` at `i = 1`, `x[i - 1]` after (int32 products wrapping).
+            2 to 2**31.
+        seq_cap: `C`: every `cu_seqlens` segment longer than `C` split from its start into
+            pieces of `C` (the last shorter; the tokens unchanged; the pieces must fit
+            max_docs).
     
     Raises:
         SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
@@ -434,7 +488,9 @@ class Documents:
         ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
             max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
             entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
-            order or dtype, a dtype too narrow for the shards.
+            order or dtype, a dtype too narrow for the shards; grad_accum_steps or seq_cap
+            below 1, bigram_vocab_size outside 2..2**31, a targets_dtype other than int32 /
+            int64, align_to_bos=False with order="shuffled".
     """
     @property
     def files(self) -> builtins.list[builtins.str]:
@@ -445,6 +501,32 @@ class Documents:
     def tokens(self) -> builtins.int:
         r"""
         Tokens in all shards.
+        """
+    @property
+    def align_to_bos(self) -> builtins.bool:
+        r"""
+        Whether the walk packs whole documents from their `bos` (True), or contiguous
+        windows (False: modded-nanogpt's validation walk).
+        """
+    @property
+    def grad_accum_steps(self) -> builtins.int:
+        r"""
+        Pops per optimizer step (`G`).
+        """
+    @property
+    def targets_dtype(self) -> typing.Optional[builtins.str]:
+        r"""
+        "int64" when `targets` is an int64 field of its own; None: a view of `tokens`.
+        """
+    @property
+    def bigram_vocab_size(self) -> typing.Optional[builtins.int]:
+        r"""
+        `V` of `bigram_inputs`; None without that field.
+        """
+    @property
+    def seq_cap(self) -> typing.Optional[builtins.int]:
+        r"""
+        The cap every `cu_seqlens` segment is split at; None: no cap.
         """
     @property
     def bos(self) -> builtins.int:
@@ -513,7 +595,7 @@ class Documents:
         Documents in all shards, when counted up front (order="shuffled" indexes every
         shard here); None with order="sequential".
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None) -> Documents: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: int | str | None = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, align_to_bos: builtins.bool = True, grad_accum_steps: builtins.int = 1, targets_dtype: typing.Optional[builtins.str] = None, bigram_vocab_size: typing.Optional[builtins.int] = None, seq_cap: typing.Optional[builtins.int] = None) -> Documents: ...
     def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
         r"""
         `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.

@@ -282,6 +282,15 @@ impl AnyBatch {
     }
 
     /// What the Python object shows without touching the lease again.
+    /// The kept host bytes of field `name` (`Config::host_fields`), as (address, bytes).
+    pub(crate) fn host_field(&self, name: &str) -> Option<(usize, usize)> {
+        let bytes = match self {
+            AnyBatch::Cpu(b) => b.host_field_bytes(name),
+            AnyBatch::Cuda(b) => b.host_field_bytes(name),
+        }?;
+        Some((bytes.as_ptr() as usize, bytes.len()))
+    }
+
     pub(crate) fn facts(&self) -> BatchFacts {
         match self {
             AnyBatch::Cpu(b) => facts(b, b.device_ptr().as_ptr() as usize as u64),

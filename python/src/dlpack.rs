@@ -96,6 +96,9 @@ pub(crate) enum Owner<'a> {
     /// slot's memory alive but holds no lease, and the export waits for nothing (it is
     /// made once per slot; each `pop` orders its batch on the declared stream).
     Slot(&'a Arc<PipelineHolder>),
+    /// A batch's kept host bytes (`Batch.host`): the capsule shares the lease; nothing to
+    /// wait for (the copy thread kept them before the batch was handed out).
+    Host(&'a Arc<BatchCell>),
 }
 
 /// One `__dlpack__` call.
@@ -117,6 +120,13 @@ impl Export<'_> {
         let cell = match self.owner {
             // A fixed view: nothing to wait for now, whatever stream the consumer names.
             Owner::Slot(_) => return Ok(()),
+            Owner::Host(cell) => {
+                return if cell.lock_attached(py).is_some() {
+                    Ok(())
+                } else {
+                    Err(released_error(seq))
+                };
+            }
             Owner::Lease(cell) => cell,
         };
         match self.view.device {
@@ -200,7 +210,7 @@ impl Export<'_> {
         let view = self.view;
         let metadata = Fixed::new(shape, strides);
         let mut tensor = match self.owner {
-            Owner::Lease(cell) => metadata.initialize_as::<M>(cell.clone()),
+            Owner::Lease(cell) | Owner::Host(cell) => metadata.initialize_as::<M>(cell.clone()),
             Owner::Slot(holder) => metadata.initialize_as::<M>(holder.clone()),
         }
         .map_err(|e| PyBufferError::new_err(e.to_string()))?;

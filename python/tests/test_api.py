@@ -35,7 +35,8 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
         (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks", "topology"]),
         (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype", "topology"]),
         (pinring.Documents, ["paths", "bos", "tokens_per_batch", "max_seq_len", "max_docs", "schedule",
-                             "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache", "topology"]),
+                             "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache", "topology",
+                             "align_to_bos", "grad_accum_steps", "targets_dtype", "bigram_vocab_size", "seq_cap"]),
         (pinring.Mixture, ["sources", "weights", "seed", "rank", "world_size", "stop", "topology"]),
     ]:
         assert list(inspect.signature(cls).parameters) == args

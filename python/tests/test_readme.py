@@ -43,3 +43,11 @@ def test_the_mixing_and_tracing_examples(tmp_path, monkeypatch, capsys):
     _run("## Tracing a loss spike", scope)
     lines = capsys.readouterr().out.strip().split("\n")
     assert len(lines) == 4 and lines[-1] == "[10, 13, 14]"
+
+
+def test_the_speedrun_example(tmp_path, monkeypatch, capsys):
+    """Issue 31: the speedrun settings' example runs as written."""
+    monkeypatch.chdir(tmp_path)
+    _run("### modded-nanogpt's speedrun")
+    lines = [line.split() for line in capsys.readouterr().out.strip().split("\n")]
+    assert [(int(a), int(b)) for a, b in lines] == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -230,6 +230,19 @@ impl<B: Backend> Batch<B> {
         *unsafe { self.device.slots.leased_head(self.slot) }.dims()
     }
 
+    /// The host bytes of field `name` of this batch (its `len` elements, as
+    /// [`field`](Self::field) says), kept from pop until release where the config keeps
+    /// them ([`ConfigBuilder::host_fields`](crate::ConfigBuilder::host_fields)); `None`
+    /// for a field not kept. The same bytes the device slot holds, on the host, whatever
+    /// the backend.
+    pub fn host_field_bytes(&self, name: &str) -> Option<&[u8]> {
+        let at = self.field(name)?;
+        let kept = self.device.kept.as_ref()?;
+        // SAFETY: this batch holds its device slot's lease while it lives, and the bytes
+        // borrow it.
+        unsafe { kept.get(self.slot.0, at.offset, at.bytes()) }
+    }
+
     /// The batch's field layout, where it has one ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).
     pub fn fields(&self) -> Option<&Fields> {
         self.device.fields.as_deref()

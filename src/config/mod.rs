@@ -85,6 +85,9 @@ pub(crate) struct Settings {
     pub(crate) poison_released: bool,
     /// What places the batches' rows in their files (`ConfigBuilder::locator`).
     pub(crate) locator: Option<std::sync::Arc<dyn Locate>>,
+    /// The fields whose host bytes each batch keeps until its release
+    /// (`ConfigBuilder::host_fields`).
+    pub(crate) host_fields: Vec<String>,
 }
 
 /// The settings a [`ConfigBuilder`] stores that `build` resolves into others: the sizes
@@ -185,6 +188,7 @@ impl Config<Cpu> {
                 trace: 0,
                 poison_released: false,
                 locator: None,
+                host_fields: Vec::new(),
             },
             unresolved: Unresolved::default(),
             consumer_stream: None,
@@ -426,6 +430,18 @@ impl<B: Backend> ConfigBuilder<B> {
         /// a memset of the slot, by the releasing thread for `Fence::Sync`, else by the slot's
         /// own poison thread, one per device slot). Off: one branch per release.
         poison_released(on: bool) => settings.poison_released = on;
+        /// Fields of the layout ([`fields`](Self::fields)) whose host bytes every batch keeps
+        /// from pop until release, for the consumer to read on the host
+        /// ([`Batch::host_field_bytes`](crate::Batch::host_field_bytes); modded-nanogpt reads
+        /// its bigram hash there before the forward pass). A host slot is freed as soon as its
+        /// copy completes, before the release, so these bytes are copied out of it: by the copy
+        /// thread, as it starts the batch's copy, into a buffer of the batch's device slot.
+        ///
+        /// Cost: `device_slots ×` the fields' bytes of host memory, and one `memcpy` of the
+        /// fields' bytes per batch on the copy thread (for modded-nanogpt's `bigram_inputs` at
+        /// 49,152 tokens a rank: 192 KiB a batch). Default: none. A name that is not a field
+        /// is [`ConfigError::Fields`].
+        host_fields(names: Vec<String>) => settings.host_fields = names;
         /// Rows a batch's description holds at most (default: `batch_size`, a row a sample). A
         /// source whose sample packs several rows (the documents of a step) sets it to the
         /// most a batch can hold; rows described past it are not kept.
@@ -529,6 +545,19 @@ impl<B: Backend> ConfigBuilder<B> {
             .batch_size
             .ok_or(ConfigError::Missing("batch_size"))?;
         nonzero(samples, "batch_size")?;
+        for name in &settings.host_fields {
+            if unresolved
+                .fields
+                .as_ref()
+                .and_then(|f| f.get(name))
+                .is_none()
+            {
+                return Err(ConfigError::Fields(format!(
+                    "host_fields names {name:?}, which is not a field of the batches' layout: \
+                     name fields the layout has (ConfigBuilder::fields)"
+                )));
+            }
+        }
         let mut bytes_per_sample = unresolved.bytes_per_sample;
         if let Some(fields) = &unresolved.fields {
             if let Some(problem) = fields.problem() {

@@ -171,6 +171,15 @@ pub enum SourceError {
         /// What is wrong with it.
         why: String,
     },
+    /// A setting of packed documents that cannot be used as given, or with the others
+    /// given: names the setting and says what to do.
+    #[error("`{setting}`: {why}")]
+    BadPacking {
+        /// The setting, as the builder spells it.
+        setting: &'static str,
+        /// What is wrong, and what to do.
+        why: String,
+    },
     /// A source setting is larger than the source supports.
     #[error("`{setting}` is {value}, over the most this source supports ({most}): {why}")]
     OutOfRange {

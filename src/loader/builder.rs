@@ -166,6 +166,9 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
         trace(spans: usize);
         /// Fills a released device slot with a poison pattern (a debug mode).
         poison_released(on: bool);
+        /// Fields whose host bytes each batch keeps from pop until release
+        /// ([`ConfigBuilder::host_fields`]).
+        host_fields(names: Vec<String>);
         /// The stream the consumer's steps run on, declared once (see
         /// [`ConfigBuilder::consumer_stream`]).
         consumer_stream(stream: B::Stream);

@@ -10,6 +10,7 @@ use crate::decode_pool::{self, DecodeWork};
 use crate::device_side::DeviceSide;
 use crate::error::{ConfigError, Error, Result};
 use crate::feeder::Feeder;
+use crate::host_kept::HostKept;
 use crate::host_ring::HostRing;
 use crate::park::ParkSlot;
 use crate::ready_ring::{ready_ring, ready_ring_bytes};
@@ -133,6 +134,12 @@ where
         poison: config.settings.poison_released,
         fields: config.fields.clone(),
         locator: config.settings.locator.clone(),
+        kept: HostKept::new(
+            &config.settings.host_fields,
+            config.fields.as_deref(),
+            device_slots,
+            ring.clone(),
+        ),
     });
     let (sender, receiver) = ready_ring(device_slots);
     let source_tally = decoder.source_tally();

@@ -117,9 +117,9 @@ macro_rules! formats {
 
 formats! {
     documents: {
-        modded_max_docs, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
+        modded_max_docs, modded_max_docs_formula, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
         DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Packing, Piece, Schedule,
-        StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
+        StepModes, StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
         MAX_TOKENS_PER_BATCH,
     },
     raw: {RawProblem, RawTokens},

@@ -25,4 +25,5 @@ mod packing;
 mod seek;
 mod sizes;
 mod skips;
+mod speedrun;
 mod walk;

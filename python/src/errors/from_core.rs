@@ -32,6 +32,7 @@ fn kind_of(e: &pinring::Error) -> Kind {
         E::Source(
             SourceError::BadSchedule { .. }
             | SourceError::OutOfRange { .. }
+            | SourceError::BadPacking { .. }
             | SourceError::TooManyDocuments { .. }
             | SourceError::BadSkip { .. }
             | SourceError::StepsNeedBatchSize(_),
@@ -216,7 +217,9 @@ fn attrs<'py>(py: Python<'py>, e: &pinring::Error) -> Vec<(&'static str, Bound<'
         ],
         E::Rank(r) => rank_attrs(py, r),
         E::Source(SourceError::BadSchedule { .. }) => vec![("argument", obj(py, "schedule"))],
-        E::Source(SourceError::OutOfRange { setting, .. }) => {
+        E::Source(
+            SourceError::OutOfRange { setting, .. } | SourceError::BadPacking { setting, .. },
+        ) => {
             vec![("argument", obj(py, *setting))]
         }
         E::Source(SourceError::TooManyDocuments { .. }) => {

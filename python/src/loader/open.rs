@@ -66,6 +66,8 @@ pub(crate) struct Opening {
     pub(crate) trace_spans: usize,
     /// `poison_released`.
     pub(crate) poison_released: bool,
+    /// `host_fields`.
+    pub(crate) host_fields: Vec<String>,
     /// The device asked for.
     pub(crate) request: DeviceRequest,
     /// The raw `CUstream` of `stream=` (cuda only), declared to the core as the consumer
@@ -99,7 +101,8 @@ impl Opening {
             .node_share(self.local_ranks)
             .device_budget(self.budgets.1)
             .trace(self.trace_spans)
-            .poison_released(self.poison_released);
+            .poison_released(self.poison_released)
+            .host_fields(self.host_fields.clone());
         if let Some(n) = self.batch_size {
             b = b.batch_size(n);
         }
@@ -289,6 +292,12 @@ impl Loader {
             }),
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
+            // `batch.host(name)` works for every field: their host bytes are kept.
+            host_fields: given
+                .layout
+                .as_ref()
+                .map(|(fields, _)| fields.iter().map(|f| f.name.clone()).collect())
+                .unwrap_or_default(),
             request,
             consumer_stream: declared.as_ref().map(|d| d.raw),
         };

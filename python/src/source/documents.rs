@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 
 use pinring::source::{
-    self, AnySource, DocOrder, DocumentProblem, Run, Source, SourceError, TokenType,
+    self, AnySource, DocOrder, DocumentProblem, Run, Source, SourceError, StepModes, TokenType,
     MAX_TOKENS_PER_BATCH,
 };
 use pinring::Dtype;
@@ -42,7 +42,15 @@ use crate::topology::PyTopology;
 ///   (`N` each, views of it: int64 targets are `targets.long()` on the device);
 /// - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
 ///   document ending at `N`, padded with `N`;
-/// - `positions` (int32, `N`, with positions=True): each input's position in its document.
+/// - `positions` (int32, `N`, with positions=True): each input's position in its document;
+/// - with targets_dtype="int64", `targets` is an int64 field of its own (`N`), as
+///   modded-nanogpt hands it to its loss, not a view;
+/// - `bigram_inputs` (int32, `N`, with bigram_vocab_size=V): modded-nanogpt's
+///   `get_bigram_hash(inputs)`, computed by the decode workers into the slot.
+///
+/// `batch.host(name)` is a numpy view of a field's host bytes, readable from pop until
+/// release (modded-nanogpt's `bigram_cpu`); `batch.micro_step` the pop within its
+/// optimizer step (`0..grad_accum_steps`).
 ///
 /// `batch.max_seqlen` is the step's longest document (what varlen attention takes),
 /// `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
@@ -66,13 +74,15 @@ use crate::topology::PyTopology;
 ///     max_docs: the length of `cu_seqlens` in every step (a step holds at most
 ///         `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
 ///         (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
-///         of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+///         of `tokens_per_batch // 300`, at least 128); "formula": that formula alone, no
+///         table (the medium track's `train_gpt_medium.py`). A step that needs more documents is
 ///         a ConfigError from `pop()` at that step, naming it and the count it needed.
 ///     schedule: changes of the step sizes, known up front: a list of `(from_step,
 ///         tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
 ///         uses the last entry with `from_step <= k` (the sizes above before the first; an
 ///         entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
-///         Slots are sized for the largest step; each batch has its own step's shape.
+///         Sizes may go down (a taper). Slots are sized for the largest step; each batch
+///         has its own step's shape. With grad_accum_steps, steps are optimizer steps.
 ///     order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
 ///         permutation of every document of every shard, from `seed`; only an epoch's last
 ///         partial step is dropped).
@@ -87,6 +97,26 @@ use crate::topology::PyTopology;
 ///         modification time) and bos, else the shard is scanned again. None: no cache.
 ///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
 ///         rank and size (`topo.dp_rank`, `topo.dp_size`).
+///     align_to_bos: True: whole documents from their `bos` (above). False:
+///         modded-nanogpt's validation walk — contiguous windows, rank `r` the
+///         `tokens_per_batch + 1` tokens from `pos + r * tokens_per_batch`, `pos` moving on
+///         `world_size * tokens_per_batch` a step, the next shard when `pos + world_size *
+///         tokens_per_batch + 1` reaches the shard's end; `cu_seqlens` the positions of `bos`
+///         in the inputs, padded with `N` (order="sequential" only).
+///     grad_accum_steps: `G`, pops per optimizer step, each of `tokens_per_batch` tokens
+///         per rank (modded-nanogpt's `num_tokens // (world_size * G)`). `batch.step` is the
+///         optimizer step (what schedule, start_step, skip_steps and states count),
+///         `batch.micro_step` its pop `0..G`. A state saved mid-step stands after the whole
+///         step.
+///     targets_dtype: "int64": `targets` an int64 field of its own; None or "int32": a view
+///         of `tokens`.
+///     bigram_vocab_size: `V`: adds `bigram_inputs` (int32), modded-nanogpt's hash of the
+///         inputs with `M = V - 1`: `out[0] = M`, `out[i] = ((36313 * x[i]) ^ (27191 *
+///         prev)) % M`, `prev` = `M` at `i = 1`, `x[i - 1]` after (int32 products wrapping).
+///         2 to 2**31.
+///     seq_cap: `C`: every `cu_seqlens` segment longer than `C` split from its start into
+///         pieces of `C` (the last shorter; the tokens unchanged; the pieces must fit
+///         max_docs).
 ///
 /// Raises:
 ///     SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
@@ -95,7 +125,9 @@ use crate::topology::PyTopology;
 ///     ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
 ///         max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
 ///         entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
-///         order or dtype, a dtype too narrow for the shards.
+///         order or dtype, a dtype too narrow for the shards; grad_accum_steps or seq_cap
+///         below 1, bigram_vocab_size outside 2..2**31, a targets_dtype other than int32 /
+///         int64, align_to_bos=False with order="shuffled".
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
@@ -109,6 +141,8 @@ pub struct Documents {
     member: source::DocumentsBuilder,
     /// The packing settings, as given (a mixture takes them from its sources).
     packing: Packing,
+    /// The walk and the derived fields, as given (a mixture takes none).
+    modes: StepModes,
     dtype: Dtype,
     /// The shard files, in the order they are walked.
     #[pyo3(get)]
@@ -206,6 +240,51 @@ fn schedule_arg(py: Python<'_>, schedule: &Bound<'_, PyAny>) -> PyResult<Vec<(u6
     Ok(out)
 }
 
+/// The `max_docs` argument: an int (at least 1), "formula" (modded-nanogpt's formula
+/// alone), or None (its rule): `(max_docs, formula)`.
+fn max_docs_arg(
+    py: Python<'_>,
+    max_docs: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Option<u64>, bool)> {
+    let Some(m) = max_docs.filter(|m| !m.is_none()) else {
+        return Ok((None, false));
+    };
+    if let Ok(name) = m.extract::<String>() {
+        if name == "formula" {
+            return Ok((None, true));
+        }
+        return Err(config(
+            py,
+            "max_docs",
+            format!("max_docs must be an int, \"formula\" or None, got {name:?}"),
+        ));
+    }
+    let n: i128 = m.extract().map_err(|_| {
+        config(
+            py,
+            "max_docs",
+            "max_docs must be an int, \"formula\" or None".to_owned(),
+        )
+    })?;
+    Ok((Some(args::at_least_one(py, "max_docs", n)?), false))
+}
+
+/// The `targets_dtype` argument: None or "int32" (a view of tokens), or "int64".
+fn targets_dtype_arg(py: Python<'_>, ty: Option<&str>) -> PyResult<Option<TokenType>> {
+    match ty.map(|t| t.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("int32") => Ok(None),
+        Some("int64") => Ok(Some(TokenType::I64)),
+        Some(other) => Err(config(
+            py,
+            "targets_dtype",
+            format!(
+                "targets_dtype {other:?} is not supported: give \"int64\" (an int64 field of \
+                 its own, modded-nanogpt's) or None / \"int32\" (a view of tokens)"
+            ),
+        )),
+    }
+}
+
 /// The `order` argument.
 fn order_arg(py: Python<'_>, order: &str, seed: u64) -> PyResult<DocOrder> {
     let name = order.trim().to_ascii_lowercase();
@@ -245,7 +324,7 @@ fn build_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
 #[pymethods]
 impl Documents {
     #[new]
-    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None, topology = None))]
+    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None, topology = None, align_to_bos = true, grad_accum_steps = 1, targets_dtype = None, bigram_vocab_size = None, seq_cap = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -253,7 +332,9 @@ impl Documents {
         bos: Option<i128>,
         tokens_per_batch: i128,
         max_seq_len: i128,
-        max_docs: Option<i128>,
+        #[gen_stub(override_type(type_repr = "int | str | None"))] max_docs: Option<
+            &Bound<'_, PyAny>,
+        >,
         #[gen_stub(override_type(
             type_repr = "typing.Sequence[tuple[int, int, int]] | None",
             imports = ("typing",)
@@ -267,6 +348,11 @@ impl Documents {
         positions: bool,
         index_cache: Option<PathBuf>,
         topology: Option<PyRef<'_, PyTopology>>,
+        align_to_bos: bool,
+        grad_accum_steps: i128,
+        targets_dtype: Option<&str>,
+        bigram_vocab_size: Option<i128>,
+        seq_cap: Option<i128>,
     ) -> PyResult<Self> {
         let bos = bos
             .map(|b| {
@@ -291,9 +377,32 @@ impl Documents {
             ));
         }
         let max_seq_len = args::at_least_one(py, "max_seq_len", max_seq_len)?;
-        let max_docs = max_docs
-            .map(|m| args::at_least_one(py, "max_docs", m))
-            .transpose()?;
+        let (max_docs, max_docs_formula) = max_docs_arg(py, max_docs)?;
+        let modes = StepModes {
+            max_docs_formula: max_docs_formula.then_some(true),
+            align_to_bos: (!align_to_bos).then_some(false),
+            grad_accum_steps: Some(args::at_least_one(
+                py,
+                "grad_accum_steps",
+                grad_accum_steps,
+            )?)
+            .filter(|&g| g != 1),
+            targets_dtype: targets_dtype_arg(py, targets_dtype)?,
+            bigram_vocab_size: bigram_vocab_size
+                .map(|v| {
+                    u64::try_from(v).map_err(|_| {
+                        config(
+                            py,
+                            "bigram_vocab_size",
+                            format!("bigram_vocab_size must be 2 to 2**31, got {v}"),
+                        )
+                    })
+                })
+                .transpose()?,
+            seq_cap: seq_cap
+                .map(|c| args::at_least_one(py, "seq_cap", c))
+                .transpose()?,
+        };
         let schedule = schedule
             .filter(|s| !s.is_none())
             .map(|s| schedule_arg(py, s))
@@ -329,7 +438,8 @@ impl Documents {
                 .max_seq_len(packing.max_seq_len)
                 .schedule(packing.schedule.clone())
                 .token_type(ty)
-                .positions(positions);
+                .positions(positions)
+                .modes(modes.clone());
             if let Some(m) = max_docs {
                 builder = builder.max_docs(m);
             }
@@ -362,10 +472,42 @@ impl Documents {
             docs,
             member,
             packing,
+            modes,
             dtype,
             files,
             tokens,
         })
+    }
+
+    /// Whether the walk packs whole documents from their `bos` (True), or contiguous
+    /// windows (False: modded-nanogpt's validation walk).
+    #[getter]
+    fn align_to_bos(&self) -> bool {
+        self.docs.schedule().align_to_bos()
+    }
+
+    /// Pops per optimizer step (`G`).
+    #[getter]
+    fn grad_accum_steps(&self) -> u64 {
+        self.docs.schedule().grad_accum_steps()
+    }
+
+    /// "int64" when `targets` is an int64 field of its own; None: a view of `tokens`.
+    #[getter]
+    fn targets_dtype(&self) -> Option<&'static str> {
+        self.modes.targets_dtype.map(|_| "int64")
+    }
+
+    /// `V` of `bigram_inputs`; None without that field.
+    #[getter]
+    fn bigram_vocab_size(&self) -> Option<u64> {
+        self.modes.bigram_vocab_size
+    }
+
+    /// The cap every `cu_seqlens` segment is split at; None: no cap.
+    #[getter]
+    fn seq_cap(&self) -> Option<u64> {
+        self.modes.seq_cap
     }
 
     /// The token that starts a document.
@@ -501,6 +643,14 @@ impl Documents {
 impl Documents {
     /// What a mixture of this source builds on: its own settings (no packing, no ranks),
     /// its packing settings, its rank and world size, and its tokens' dtype.
+    /// The walk and derived fields given, if any is (a mixture refuses them).
+    pub(crate) fn modes_given(&self) -> Option<&'static str> {
+        self.modes.first_given().map(|name| match name {
+            "max_docs_formula" => "max_docs=\"formula\"",
+            other => other,
+        })
+    }
+
     pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64), Dtype) {
         (
             self.member.clone(),

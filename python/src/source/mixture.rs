@@ -157,6 +157,17 @@ fn documents_mixed(
             let here = read::single(src).map_or("another object", |g| g.class);
             kinds(py, index, "Documents", here)
         })?;
+        if let Some(setting) = docs.get().modes_given() {
+            return Err(config(
+                py,
+                "sources",
+                format!(
+                    "invalid Mixture: source {index} was given {setting}, which a mixture does \
+                     not take (it packs whole documents, one pop a step, with inputs, targets \
+                     and cu_seqlens): leave it out, or use one Documents source"
+                ),
+            ));
+        }
         let (member, packing, _, dtype) = docs.get().member();
         match &first {
             Some((p, _)) => {

@@ -14,6 +14,7 @@ use super::packed::Documents;
 use super::index::{BosIndex, BuiltBy};
 use super::layout::Layout;
 use super::order::DocOrder;
+use super::modes::{step_mode_setters, StepModes};
 use super::packing::{packing_setters, Packing};
 use super::permutation::Permutation;
 use super::schedule::Schedule;
@@ -62,6 +63,7 @@ pub struct DocumentsBuilder {
     bos: Option<u32>,
     /// The sizes of the steps, the token type and `positions`.
     packing: Packing,
+    modes: StepModes,
     order: DocOrder,
     /// The rank and world size, start step and skipped steps (no batch size: a step is a
     /// batch).
@@ -78,6 +80,7 @@ impl DocumentsBuilder {
             shards,
             bos: None,
             packing: Packing::default(),
+            modes: StepModes::default(),
             order: DocOrder::Sequential,
             run: Run::default(),
             index_cache: None,
@@ -98,6 +101,8 @@ impl DocumentsBuilder {
     }
 
     packing_setters!();
+
+    step_mode_setters!();
 
     /// Keeps each shard's index in `dir` across runs (made if missing), so that a later run
     /// loads it instead of scanning the shard again (in shuffled order, every shard is
@@ -205,7 +210,16 @@ impl DocumentsBuilder {
     /// ends before it starts ([`SourceError::BadSkip`]).
     pub fn build(self) -> Result<Documents> {
         let run = self.run.check_own_steps()?;
-        let (schedule, layout) = self.packing.check()?;
+        let (schedule, layout) = self.packing.check_with(&self.modes)?;
+        if !schedule.align_to_bos() && self.order != DocOrder::Sequential {
+            return Err(SourceError::BadPacking {
+                setting: "align_to_bos",
+                why: "contiguous windows (align_to_bos=false) walk the shards in order: use \
+                      order sequential, or align_to_bos=true for shuffled documents"
+                    .to_owned(),
+            }
+            .into());
+        }
         let inner = self.assemble(schedule, layout, run.rank, run.world, false)?;
         // The first step, found now: its shards are indexed here, and a dataset where no
         // step fits is refused now rather than at the first pop.
@@ -228,6 +242,7 @@ impl DocumentsBuilder {
         (run.rank != 0 || run.world_size != 1)
             .then_some("rank/world_size")
             .or_else(|| self.packing.first_given())
+            .or_else(|| self.modes.first_given())
             .or_else(|| (run.start_step > 0).then_some("start_step"))
             .or_else(|| (!run.skip_steps.is_empty()).then_some("skip_steps"))
     }
@@ -301,6 +316,8 @@ impl DocumentsBuilder {
                 (first_doc, Some(epoch0), None)
             }
             DocOrder::Sequential if index_every_shard => (index_all(&index)?, None, None),
+            // Contiguous windows need no index: where they lie is arithmetic.
+            DocOrder::Sequential if !schedule.align_to_bos() => (Box::default(), None, None),
             DocOrder::Sequential => {
                 #[cfg(test)]
                 let gated = self.gated;

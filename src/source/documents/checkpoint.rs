@@ -20,7 +20,11 @@ use super::walk::Cursor;
 ///
 /// Version 2 added `skip` (the skipped steps, issue 22); version 3 `contents`, each
 /// file's content fingerprint ([`Fingerprint::contents`]), so that a state resumes only on
-/// the data it was saved on.
+/// the data it was saved on. Issue 31 added two keys within version 3, written only when
+/// not at their default — `align_to_bos: false` (contiguous windows, whose cursor `doc` is
+/// a token) and `max_docs_formula: true` — so that every text written before them reads
+/// and means the same, and a build before them refuses a text that has them (an unknown
+/// key).
 pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 3;
 
 /// Where a packed-documents run stands, independent of rank and world size: the walk's
@@ -42,8 +46,9 @@ pub const DOCUMENTS_CHECKPOINT_VERSION: u32 = 3;
 /// Plain data. Through serde it is one flat record of the keys `version`, `format`,
 /// `files`, `sizes`, `contents` (the dataset's [`Fingerprint`]), `bos`, `order`, `seed`, `schedule`
 /// (a list of `[from_step, tokens_per_batch, max_seq_len]`, the first from step 0),
-/// `max_docs` (0: modded-nanogpt's rule), `epoch`, `shard`, `doc`, `step`, `world_size`
-/// and `skip` (a list of `[start, end]`), read back strictly (no key missing, none
+/// `max_docs` (0: modded-nanogpt's rule), `max_docs_formula` and `align_to_bos` (each only
+/// when not at its default: `false`, `true`), `epoch`, `shard`, `doc`, `step`, `world_size`
+/// and `skip` (a list of `[start, end]`), read back strictly (no key missing but those two, none
 /// unknown);
 /// [`to_text`](Self::to_text) and [`from_text`](Self::from_text) give it as JSON.
 ///
@@ -84,14 +89,21 @@ pub struct DocumentsCheckpoint {
     pub schedule: Vec<(u64, u64, u64)>,
     /// The `max_docs` given; 0 when each step's is modded-nanogpt's rule.
     pub max_docs: u64,
+    /// With `max_docs` 0: whether the rule is modded-nanogpt's formula alone (no table).
+    pub max_docs_formula: bool,
+    /// The walk: whole documents from their `bos` (`true`), or contiguous windows
+    /// (`false`: `doc` is then the next window's first token in `shard`).
+    pub align_to_bos: bool,
     /// The walk's epoch.
     pub epoch: u64,
     /// The walk's shard (sequential order; 0 in shuffled order).
     pub shard: u64,
     /// The walk's cursor: the next document of `shard` (sequential order), or the next
-    /// position of the epoch's permutation (shuffled order).
+    /// position of the epoch's permutation (shuffled order), or the next window's first
+    /// token in `shard` (contiguous windows).
     pub doc: u64,
-    /// Steps done: the next step's number.
+    /// Steps done: the next step's number (optimizer steps: with `grad_accum_steps` `G`
+    /// each is `G` pops; a resume may use another `G`).
     pub step: u64,
     /// The world size it was saved at (informative: a resume may use another).
     pub world_size: u64,
@@ -179,9 +191,10 @@ impl DocumentsCheckpoint {
             .debug("the schedule", &self.schedule, &other.schedule)
             .shown(
                 "max_docs",
-                max_docs_text(self.max_docs),
-                max_docs_text(other.max_docs),
+                max_docs_text(self.max_docs, self.max_docs_formula),
+                max_docs_text(other.max_docs, other.max_docs_formula),
             )
+            .shown("align_to_bos", self.align_to_bos, other.align_to_bos)
             .first()
     }
 
@@ -232,8 +245,10 @@ pub(super) fn cursor_text(c: Cursor) -> String {
     format!("epoch {}, shard {}, document {}", c.epoch, c.shard, c.doc)
 }
 
-fn max_docs_text(max_docs: u64) -> String {
-    if max_docs == 0 {
+fn max_docs_text(max_docs: u64, formula: bool) -> String {
+    if max_docs == 0 && formula {
+        "modded-nanogpt's formula (0, max_docs_formula)".to_owned()
+    } else if max_docs == 0 {
         "modded-nanogpt's rule (0)".to_owned()
     } else {
         max_docs.to_string()
@@ -242,6 +257,18 @@ fn max_docs_text(max_docs: u64) -> String {
 
 fn unknown_order(name: &str) -> String {
     format!("unknown order {name:?}: expected \"sequential\" or \"shuffled\"")
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A [`DocumentsCheckpoint`]'s serde form: one flat record of plain values, read strictly.
@@ -258,6 +285,10 @@ struct Record {
     seed: u64,
     schedule: Vec<(u64, u64, u64)>,
     max_docs: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    max_docs_formula: bool,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    align_to_bos: bool,
     epoch: u64,
     shard: u64,
     doc: u64,
@@ -279,6 +310,8 @@ impl From<DocumentsCheckpoint> for Record {
             seed: c.seed,
             schedule: c.schedule,
             max_docs: c.max_docs,
+            max_docs_formula: c.max_docs_formula,
+            align_to_bos: c.align_to_bos,
             epoch: c.epoch,
             shard: c.shard,
             doc: c.doc,
@@ -305,6 +338,8 @@ impl TryFrom<Record> for DocumentsCheckpoint {
             seed: r.seed,
             schedule: r.schedule,
             max_docs: r.max_docs,
+            max_docs_formula: r.max_docs_formula,
+            align_to_bos: r.align_to_bos,
             epoch: r.epoch,
             shard: r.shard,
             doc: r.doc,

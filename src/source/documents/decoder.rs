@@ -54,7 +54,8 @@ impl Decode for PackDocuments {
             out.batch_size(1);
             return;
         }
-        describe_pieces(step.step, step.sizes, step.pieces().map(|p| (0, p)), out);
+        let pieces = step.pieces().map(|p| (0, p));
+        describe_pieces(step.step, step.micro, step.sizes, pieces, out);
     }
 
     fn decode(&self, step: DocStep, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -63,6 +64,7 @@ impl Decode for PackDocuments {
         }
         let index = &*step.inner.index;
         let pieces = step.pieces().map(|piece| ShardPiece { index, piece });
-        pack(&step.inner.layout, step.step, step.sizes, pieces, out)
+        let at = (step.step, step.inner.rank);
+        pack(&step.inner.layout, at, step.sizes, pieces, out)
     }
 }

@@ -77,6 +77,8 @@ impl Inner {
             seed: self.order.seed(),
             schedule: self.schedule.triples(),
             max_docs: self.schedule.max_docs().unwrap_or(0),
+            max_docs_formula: self.schedule.formula_only(),
+            align_to_bos: self.schedule.align_to_bos(),
             epoch: cursor.epoch,
             shard: cursor.shard,
             doc: cursor.doc,

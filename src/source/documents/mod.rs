@@ -21,7 +21,9 @@
 //!   documents by count (the `n`-th of its order across epochs) — what a mixture of
 //!   documents walks and packs;
 //! - `packing.rs`: the public [`Packing`], how steps are sized and laid out (one value a
-//!   source's builder or a mixture's holds);
+//!   source's builder or a mixture's holds); `modes.rs`: the public [`StepModes`], how a
+//!   source's steps are walked (whole documents or contiguous windows, pops per optimizer
+//!   step) and what is derived into them (int64 `targets`, `bigram_inputs`, the cap);
 //! - `checkpoint.rs`: the rank-agnostic state, and resuming from it; `as_source.rs`:
 //!   `Documents` as a `Source` (a batch a step, its state the walk's checkpoint);
 //! - `located.rs`: a row's place from its document id; `problem.rs`: what is wrong with a
@@ -41,6 +43,7 @@ pub(crate) mod index;
 mod inner;
 pub(crate) mod layout;
 mod located;
+pub(crate) mod modes;
 pub(crate) mod order;
 pub(crate) mod pack;
 pub(crate) mod packed;
@@ -59,10 +62,11 @@ pub use checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
 pub use decoder::PackDocuments;
 pub use packed::Documents;
 pub use packing::Packing;
+pub use modes::StepModes;
 pub use index::IndexStats;
 pub use order::DocOrder;
 pub use problem::DocumentProblem;
-pub use schedule::{modded_max_docs, Schedule, StepSizes, MAX_TOKENS_PER_BATCH};
+pub use schedule::{modded_max_docs, modded_max_docs_formula, Schedule, StepSizes, MAX_TOKENS_PER_BATCH};
 pub use step::DocStep;
 pub use steps::Steps;
 pub use walk::{Cursor, Piece};

@@ -9,6 +9,7 @@ use super::decoder::PackDocuments;
 use super::index::{BosIndex, BuiltBy, IndexStats};
 use super::inner::Inner;
 use super::order::DocOrder;
+use super::modes::StepModes;
 use super::packing::Packing;
 use super::schedule::Schedule;
 use super::steps::Steps;
@@ -202,16 +203,20 @@ impl Documents {
         let target = skip.after_kept(first, steps);
         let mut walker = Walker::new(&self.inner, BuiltBy::Start, self.inner.epoch0.clone());
         let past_end = |cursor: Cursor| self.end_epoch.is_some_and(|end| cursor.epoch >= end);
-        while step < target && !past_end(cursor) {
-            let located = walker.locate(cursor, step)?;
-            if past_end(located.start) {
-                cursor = located.start;
-                break;
+        let pops = self.inner.schedule.grad_accum_steps();
+        'steps: while step < target && !past_end(cursor) {
+            // Each of the step's micro-steps (its pops) walked.
+            for _ in 0..pops {
+                let located = walker.locate(cursor, step)?;
+                if past_end(located.start) {
+                    cursor = located.start;
+                    break 'steps;
+                }
+                if skip.delivers(first, step) {
+                    self.inner.schedule.at(step).check_pieces(step, located.walk.most_pieces)?;
+                }
+                cursor = located.after();
             }
-            if skip.delivers(first, step) {
-                self.inner.schedule.at(step).check_pieces(step, located.walk.most_pieces)?;
-            }
-            cursor = located.after();
             step += 1;
         }
         // The run's end, where it falls right after the steps walked: say so in the cursor.
@@ -367,6 +372,20 @@ impl Documents {
             .into())
         };
         match inner.order {
+            DocOrder::Sequential if !inner.schedule.align_to_bos() => {
+                let shards = inner.index.shards() as u64;
+                if cursor.shard >= shards {
+                    return outside(format!("past the last of {shards} shards"));
+                }
+                let tokens = inner.index.tokens(cursor.shard as usize);
+                if cursor.doc > tokens {
+                    return outside(format!(
+                        "past the last of the {tokens} tokens of shard {} (a contiguous walk's \
+                         cursor is a token)",
+                        cursor.shard
+                    ));
+                }
+            }
             DocOrder::Sequential => {
                 let shards = inner.index.shards() as u64;
                 if cursor.shard >= shards {
@@ -406,6 +425,13 @@ impl Documents {
     /// The packing it was built with, every field given (the defaults filled in).
     pub fn packing(&self) -> Packing {
         Packing::of(&self.inner.schedule, &self.inner.layout)
+    }
+
+    /// The walk and derived fields it was built with
+    /// ([`DocumentsBuilder::modes`](crate::source::DocumentsBuilder::modes)), each `None`
+    /// where at its default.
+    pub fn modes(&self) -> StepModes {
+        StepModes::of(&self.inner.schedule, &self.inner.layout)
     }
 
     /// How the shards were indexed so far: up front, ahead of the walk, or by the walk

@@ -3,8 +3,9 @@
 //! `positions` — as one public value that a builder of one source or of a mixture holds
 //! whole, and its check into a [`Schedule`] and a [`Layout`].
 
-use super::layout::Layout;
-use super::schedule::Schedule;
+use super::layout::{Derived, Layout};
+use super::modes::StepModes;
+use super::schedule::{MaxDocsRule, Schedule};
 use crate::error::source::SourceError;
 use crate::source::tokens::TokenType;
 
@@ -98,7 +99,7 @@ pub(crate) use packing_setters;
 
 impl Packing {
     /// The packing `schedule` and `layout` were checked from, every field given, so that
-    /// checking it again gives the same.
+    /// checking it again (with [`StepModes::of`] them) gives the same.
     pub(crate) fn of(schedule: &Schedule, layout: &Layout) -> Self {
         let entries = schedule.triples();
         let (_, tokens_per_batch, max_seq_len) = entries[0];
@@ -108,22 +109,85 @@ impl Packing {
             max_docs: schedule.max_docs(),
             schedule: entries[1..].to_vec(),
             token_type: Some(layout.token_type),
-            positions: Some(layout.positions.is_some()),
+            positions: Some(layout.derived.positions),
         }
     }
 
-    /// Checks the sizes ([`Schedule::new`]'s errors) and lays out the largest step.
+    /// Checks the sizes ([`Schedule::new`]'s errors) and the walk's and derived fields'
+    /// settings ([`SourceError::BadPacking`] naming the setting), and lays out the largest
+    /// step.
     pub(crate) fn check(&self) -> Result<(Schedule, Layout), SourceError> {
-        let schedule = Schedule::new(
+        self.check_with(&StepModes::default())
+    }
+
+    /// As [`check`](Self::check), the steps walked and their derived fields as `modes`
+    /// say.
+    pub(crate) fn check_with(&self, modes: &StepModes) -> Result<(Schedule, Layout), SourceError> {
+        let bad = |setting: &'static str, why: String| SourceError::BadPacking { setting, why };
+        if self.max_docs.is_some() && modes.max_docs_formula == Some(true) {
+            return Err(bad(
+                "max_docs_formula",
+                "max_docs is given too: give a number of max_docs or the formula, not both"
+                    .to_owned(),
+            ));
+        }
+        let grad_accum = modes.grad_accum_steps.unwrap_or(1);
+        if grad_accum == 0 {
+            return Err(bad(
+                "grad_accum_steps",
+                "it is 0: give the pops per optimizer step, 1 or more".to_owned(),
+            ));
+        }
+        if modes.seq_cap == Some(0) {
+            return Err(bad(
+                "seq_cap",
+                "it is 0: give the longest cu_seqlens segment, 1 or more tokens (or no cap)"
+                    .to_owned(),
+            ));
+        }
+        let targets_i64 = match modes.targets_dtype {
+            None | Some(TokenType::I32) => false,
+            Some(TokenType::I64) => true,
+            Some(other) => {
+                return Err(bad(
+                    "targets_dtype",
+                    format!("{other} is not supported: give int32 (a view of tokens) or int64"),
+                ))
+            }
+        };
+        let most = i32::MAX as u64 + 1;
+        let bigram_modulus = match modes.bigram_vocab_size {
+            None => None,
+            Some(v) if (2..=most).contains(&v) => Some((v - 1) as i32),
+            Some(v) => {
+                return Err(bad(
+                    "bigram_vocab_size",
+                    format!(
+                        "it is {v}: give 2 to {most} (the hash is taken mod V - 1, an int32 \
+                         above 0)"
+                    ),
+                ))
+            }
+        };
+        let align_to_bos = modes.align_to_bos.unwrap_or(true);
+        let schedule = Schedule::with_rule(
             self.tokens_per_batch,
             self.max_seq_len,
             &self.schedule,
-            self.max_docs,
-        )?;
+            MaxDocsRule::of(self.max_docs, modes.max_docs_formula == Some(true)),
+        )?
+        .walked(grad_accum, align_to_bos);
+        let derived = Derived {
+            positions: self.positions.unwrap_or(false),
+            targets_i64,
+            bigram_modulus,
+            seq_cap: modes.seq_cap,
+            align_to_bos,
+        };
         let layout = Layout::new(
             schedule.largest(),
             self.token_type.unwrap_or(TokenType::I32),
-            self.positions.unwrap_or(false),
+            derived,
         );
         Ok((schedule, layout))
     }

@@ -58,20 +58,64 @@ pub const fn modded_max_docs(tokens: u64) -> u64 {
         16384 => 64,
         32768 => 96,
         49152 => 128,
-        t => {
-            let m = (t / 300).div_ceil(128) * 128;
-            if m < 128 {
-                128
-            } else {
-                m
-            }
+        t => modded_max_docs_formula(t),
+    }
+}
+
+/// modded-nanogpt's formula for `max_num_docs` alone, without the table: the next multiple
+/// of 128 of `tokens / 300`, at least 128 — what the medium track (`train_gpt_medium.py`)
+/// uses (128, 128, 256, 256 at its sizes).
+///
+/// ```
+/// use pinring::source::modded_max_docs_formula;
+/// assert_eq!(modded_max_docs_formula(49152), 256); // the table says 128
+/// assert_eq!(modded_max_docs_formula(16384), 128);
+/// ```
+pub const fn modded_max_docs_formula(tokens: u64) -> u64 {
+    let m = (tokens / 300).div_ceil(128) * 128;
+    if m < 128 {
+        128
+    } else {
+        m
+    }
+}
+
+/// How the length of `cu_seqlens` is chosen for each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum MaxDocsRule {
+    /// modded-nanogpt's rule: its table, else the formula ([`modded_max_docs`]).
+    Modded,
+    /// The formula alone ([`modded_max_docs_formula`]).
+    Formula,
+    /// The same every step.
+    Fixed(u64),
+}
+
+impl MaxDocsRule {
+    /// The rule for `max_docs` given (`None`: modded-nanogpt's, or the formula alone when
+    /// `formula`).
+    pub(crate) fn of(max_docs: Option<u64>, formula: bool) -> Self {
+        match (max_docs, formula) {
+            (Some(n), _) => MaxDocsRule::Fixed(n),
+            (None, false) => MaxDocsRule::Modded,
+            (None, true) => MaxDocsRule::Formula,
+        }
+    }
+
+    fn for_tokens(self, tokens: u64) -> u64 {
+        match self {
+            MaxDocsRule::Modded => modded_max_docs(tokens),
+            MaxDocsRule::Formula => modded_max_docs_formula(tokens),
+            MaxDocsRule::Fixed(n) => n,
         }
     }
 }
 
 /// Step sizes for every step of a run: the base sizes from step 0, then each entry's from
 /// its step on, as modded-nanogpt's training loop `.send()`s new sizes to its generator
-/// (the sizes sent at step `k` are step `k`'s).
+/// (the sizes sent at step `k` are step `k`'s). Sizes may go up or down (a taper). A step
+/// is an optimizer step: with `grad_accum_steps` `G` ([`grad_accum_steps`](Self::grad_accum_steps))
+/// each step is `G` pops of these sizes.
 ///
 /// ```
 /// use pinring::source::Schedule;
@@ -85,8 +129,13 @@ pub const fn modded_max_docs(tokens: u64) -> u64 {
 pub struct Schedule {
     /// `(from_step, sizes)`, the first from step 0, strictly increasing.
     entries: Vec<(u64, StepSizes)>,
-    /// The `max_docs` given, if any (else each step's is modded-nanogpt's for its tokens).
-    max_docs: Option<u64>,
+    /// How each step's `max_docs` is chosen.
+    rule: MaxDocsRule,
+    /// Pops per step (`G`, at least 1).
+    grad_accum: u64,
+    /// Whether the walk packs whole documents (`align_to_bos`), or contiguous windows
+    /// (modded-nanogpt's validation walk).
+    align_to_bos: bool,
 }
 
 impl Schedule {
@@ -106,13 +155,23 @@ impl Schedule {
         changes: &[(u64, u64, u64)],
         max_docs: Option<u64>,
     ) -> Result<Self, SourceError> {
-        if max_docs == Some(0) {
+        Self::with_rule(tokens, max_seq_len, changes, MaxDocsRule::of(max_docs, false))
+    }
+
+    /// As [`new`](Self::new), each step's `max_docs` by `rule`.
+    pub(crate) fn with_rule(
+        tokens: u64,
+        max_seq_len: u64,
+        changes: &[(u64, u64, u64)],
+        rule: MaxDocsRule,
+    ) -> Result<Self, SourceError> {
+        if rule == MaxDocsRule::Fixed(0) {
             return Err(SourceError::Zero("max_docs"));
         }
         let sizes = |tokens: u64, max_seq_len: u64| StepSizes {
             tokens,
             max_seq_len,
-            max_docs: max_docs.unwrap_or_else(|| modded_max_docs(tokens)),
+            max_docs: rule.for_tokens(tokens),
         };
         let mut entries = Vec::with_capacity(changes.len() + 1);
         if changes.first().is_none_or(|&(from, _, _)| from > 0) {
@@ -153,7 +212,37 @@ impl Schedule {
             }
             entries.push((from_step, sizes(t, m)));
         }
-        Ok(Schedule { entries, max_docs })
+        Ok(Schedule {
+            entries,
+            rule,
+            grad_accum: 1,
+            align_to_bos: true,
+        })
+    }
+
+    /// This schedule walked with `grad_accum_steps` pops per step (at least 1), packing
+    /// whole documents (`align_to_bos`) or contiguous windows.
+    pub(crate) fn walked(mut self, grad_accum_steps: u64, align_to_bos: bool) -> Self {
+        self.grad_accum = grad_accum_steps.max(1);
+        self.align_to_bos = align_to_bos;
+        self
+    }
+
+    /// Pops per (optimizer) step: `G`, each of [`at`](Self::at)'s sizes.
+    pub fn grad_accum_steps(&self) -> u64 {
+        self.grad_accum
+    }
+
+    /// Whether the walk packs whole documents, each from its `bos` (modded-nanogpt's
+    /// `align_to_bos=True`), or contiguous windows of the shards (`False`, its validation
+    /// walk).
+    pub fn align_to_bos(&self) -> bool {
+        self.align_to_bos
+    }
+
+    /// Whether each step's `max_docs` is modded-nanogpt's formula alone (no table).
+    pub(crate) fn formula_only(&self) -> bool {
+        self.rule == MaxDocsRule::Formula
     }
 
     /// The sizes of step `step`: the last entry's with `from_step <= step`.
@@ -189,7 +278,10 @@ impl Schedule {
 
     /// The `max_docs` given, if any (`None`: modded-nanogpt's rule, step by step).
     pub fn max_docs(&self) -> Option<u64> {
-        self.max_docs
+        match self.rule {
+            MaxDocsRule::Fixed(n) => Some(n),
+            MaxDocsRule::Modded | MaxDocsRule::Formula => None,
+        }
     }
 }
 

@@ -25,6 +25,8 @@ use crate::error::source::SourceError;
 pub struct DocStep {
     pub(super) inner: Arc<Inner>,
     pub(super) step: u64,
+    /// The micro-step within the (optimizer) step: `0..grad_accum_steps`.
+    pub(super) micro: u64,
     pub(super) epoch: u64,
     pub(super) sizes: StepSizes,
     pub(super) outcome: Result<Located, Box<SourceError>>,
@@ -36,6 +38,7 @@ impl fmt::Debug for DocStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("DocStep");
         d.field("step", &self.step)
+            .field("micro_step", &self.micro)
             .field("epoch", &self.epoch)
             .field("sizes", &self.sizes);
         match &self.outcome {
@@ -53,6 +56,11 @@ impl DocStep {
     /// The step's number, from 0 ([`Batch::step`](crate::Batch::step)).
     pub fn step(&self) -> u64 {
         self.step
+    }
+
+    /// The micro-step within the step: `0..grad_accum_steps` (a batch's `dims()[3]`).
+    pub fn micro_step(&self) -> u64 {
+        self.micro
     }
 
     /// The walk's epoch ([`Batch::epoch`](crate::Batch::epoch)).
@@ -93,6 +101,20 @@ impl DocStep {
     /// could not be made.
     pub fn pieces(&self) -> impl Iterator<Item = Piece> + Clone + '_ {
         let inner = &*self.inner;
+        if !inner.schedule.align_to_bos() {
+            // A contiguous window: one piece of N + 1 tokens from the rank's position.
+            let window = self.outcome.as_ref().ok().and_then(|located| {
+                let s = usize::try_from(located.start.shard).ok()?;
+                let start = located.walk.rank_doc;
+                Some(Piece {
+                    doc: inner.index.first_token(s) + start,
+                    shard: s,
+                    start,
+                    len: self.sizes.tokens + 1,
+                })
+            });
+            return Pieces::Window(window.into_iter());
+        }
         let walked = self.outcome.as_ref().ok().and_then(|located| {
             let docs = match &self.perm {
                 Some(perm) => StepDocs::Epoch {
@@ -111,6 +133,24 @@ impl DocStep {
             };
             Some(RankPieces::new(docs, located.walk.rank_doc, self.sizes))
         });
-        walked.into_iter().flatten()
+        Pieces::Documents(walked.into_iter().flatten())
+    }
+}
+
+/// A step's pieces: documents walked from where the rank's start, or one window.
+#[derive(Clone)]
+enum Pieces<D, W> {
+    Documents(D),
+    Window(W),
+}
+
+impl<D: Iterator<Item = Piece>, W: Iterator<Item = Piece>> Iterator for Pieces<D, W> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        match self {
+            Pieces::Documents(d) => d.next(),
+            Pieces::Window(w) => w.next(),
+        }
     }
 }

@@ -41,8 +41,10 @@ pub struct Steps {
     inner: Arc<Inner>,
     /// Where the walk stands: after the last step walked.
     cursor: Cursor,
-    /// The next step walked's number.
+    /// The next step walked's number (an optimizer step).
     step: u64,
+    /// The next micro-step of `step` walked: `0..grad_accum_steps`.
+    micro: u64,
     /// The first step yielded, at the earliest (the start step).
     first: u64,
     /// The steps walked over, not yielded.
@@ -59,6 +61,7 @@ impl fmt::Debug for Steps {
         f.debug_struct("Steps")
             .field("cursor", &self.cursor)
             .field("step", &self.step)
+            .field("micro", &self.micro)
             .field("first", &self.first)
             .field("skip", &self.skip.ranges())
             .field("end", &self.end)
@@ -84,6 +87,7 @@ impl Steps {
             inner,
             cursor,
             step,
+            micro: 0,
             first,
             skip,
             end,
@@ -108,6 +112,9 @@ impl Steps {
     /// The number of the next step it yields (if the run goes on that far): past the
     /// start step and the skipped steps.
     pub fn next_step(&self) -> u64 {
+        if self.micro > 0 {
+            return self.step;
+        }
         self.skip.next_kept(self.step.max(self.first))
     }
 
@@ -129,28 +136,30 @@ impl Iterator for Steps {
             return None;
         }
         let mut walker = Walker::new(&self.inner, BuiltBy::Walk, self.perm.take());
-        // The steps walked over: their documents used up, nothing yielded.
+        let pops = self.inner.schedule.grad_accum_steps();
+        // The steps walked over: their documents used up, nothing yielded (each of its
+        // `G` micro-steps walked).
         let mut walked_over = Ok(());
-        while !self.skip.delivers(self.first, self.step) {
+        'over: while self.micro == 0 && !self.skip.delivers(self.first, self.step) {
             if feeder_stopped() {
                 let cursor = self.cursor;
                 return self.end_at(cursor, walker.into_perm());
             }
-            match walker.locate(self.cursor, self.step) {
-                Ok(located) if self.past_end(&located) => {
-                    return self.end_at(located.start, walker.into_perm());
-                }
-                Ok(located) => {
-                    self.cursor = located.after();
-                    self.step += 1;
-                }
-                Err(e) => {
-                    walked_over = Err(e);
-                    break;
+            for _ in 0..pops {
+                match walker.locate(self.cursor, self.step) {
+                    Ok(located) if self.past_end(&located) => {
+                        return self.end_at(located.start, walker.into_perm());
+                    }
+                    Ok(located) => self.cursor = located.after(),
+                    Err(e) => {
+                        walked_over = Err(e);
+                        break 'over;
+                    }
                 }
             }
+            self.step += 1;
         }
-        let step = self.step;
+        let (step, micro) = (self.step, self.micro);
         let sizes = self.inner.schedule.at(step);
         let located = walked_over.and_then(|()| walker.locate(self.cursor, step));
         if let Ok(located) = &located {
@@ -171,13 +180,18 @@ impl Iterator for Steps {
         match &outcome {
             Ok(located) => {
                 self.cursor = located.after();
-                self.step += 1;
+                self.micro += 1;
+                if self.micro == pops {
+                    self.micro = 0;
+                    self.step += 1;
+                }
             }
             Err(_) => self.done = true,
         }
         Some(DocStep {
             inner: self.inner.clone(),
             step,
+            micro,
             epoch,
             sizes,
             outcome: outcome.map_err(Box::new),

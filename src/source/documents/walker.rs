@@ -31,6 +31,23 @@ impl Located {
     }
 }
 
+/// modded-nanogpt's validation walk (`align_to_bos=False`): the step of `tokens` tokens a
+/// rank from token `pos` of shard `s`, rank `r`'s window the `tokens + 1` from
+/// `pos + r · tokens`; `None` when `pos + W · tokens + 1` reaches the shard's end (master's
+/// `pos + num_tokens + 1 >= len(tokens)`: the next shard). A cursor's `doc` is `pos`.
+fn window_step(inner: &Inner, s: usize, pos: u64, tokens: u64) -> Option<StepWalk> {
+    let span = tokens.checked_mul(inner.world)?;
+    let end = pos.checked_add(span)?.checked_add(1)?;
+    (end < inner.index.tokens(s)).then_some(StepWalk {
+        rank_doc: pos + inner.rank * tokens,
+        rank_pieces: 1,
+        // How many documents a window holds is known once its tokens are read: the
+        // decoder checks that they fit `cu_seqlens`.
+        most_pieces: (0, 0),
+        after: pos + span,
+    })
+}
+
 /// Walks steps over a source's index: who builds the shards it reaches (`by`), and the
 /// permutation of the epoch it is in (shuffled order).
 pub(super) struct Walker<'a> {
@@ -62,6 +79,11 @@ impl<'a> Walker<'a> {
         let mut cursor = from;
         loop {
             let fits = match inner.order {
+                _ if !inner.schedule.align_to_bos() => {
+                    (cursor.shard < shards).then_some(()).and_then(|()| {
+                        window_step(inner, cursor.shard as usize, cursor.doc, sizes.tokens)
+                    })
+                }
                 DocOrder::Sequential if cursor.shard < shards => {
                     let s = cursor.shard as usize;
                     let bos = inner.index.ensure(s, self.by)?;

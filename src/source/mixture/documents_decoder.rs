@@ -62,7 +62,7 @@ impl Decode for PackMixedDocuments {
             return;
         }
         let pieces = step.pieces().iter().map(|p| (p.source, p.piece));
-        describe_pieces(step.step, step.sizes, pieces, out);
+        describe_pieces(step.step, 0, step.sizes, pieces, out);
     }
 
     fn decode(&self, mut step: MixedDocStep, out: &mut [u8]) -> Result<(), DecodeError> {
@@ -80,7 +80,7 @@ impl Decode for PackMixedDocuments {
         });
         let packed = pack(
             &step.inner.packing.layout,
-            step.step,
+            (step.step, step.inner.settings.run.rank),
             step.sizes,
             pieces,
             out,
