@@ -79,7 +79,7 @@ macro_rules! step_mode_setters {
             /// How steps are walked and what is derived into them, every field at once (see
             /// [`StepModes`](crate::source::StepModes); the setters that follow each set one
             /// of its fields, and the last one given wins).
-            modes(modes: $crate::source::StepModes) => modes = modes;
+            modes(modes: $crate::source::documents::StepModes) => modes = modes;
             /// `max_docs` by modded-nanogpt's formula alone:
             /// [`StepModes::max_docs_formula`](crate::source::StepModes::max_docs_formula).
             max_docs_formula(on: bool) => modes.max_docs_formula = Some(on);
@@ -91,7 +91,7 @@ macro_rules! step_mode_setters {
             grad_accum_steps(g: u64) => modes.grad_accum_steps = Some(g);
             /// `targets` as an array of its own in this type:
             /// [`StepModes::targets_dtype`](crate::source::StepModes::targets_dtype).
-            targets_dtype(ty: $crate::source::TokenType) => modes.targets_dtype = Some(ty);
+            targets_dtype(ty: $crate::source::tokens::TokenType) => modes.targets_dtype = Some(ty);
             /// Adds `bigram_inputs`:
             /// [`StepModes::bigram_vocab_size`](crate::source::StepModes::bigram_vocab_size).
             bigram_vocab_size(v: u64) => modes.bigram_vocab_size = Some(v);
