@@ -6,6 +6,7 @@
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod view;
 
 use std::fmt;
 
@@ -228,6 +229,14 @@ impl<B: Backend> Batch<B> {
     pub fn dims(&self) -> [u64; MAX_DIMS] {
         // SAFETY: as in `sample_ids`.
         *unsafe { self.device.slots.leased_head(self.slot) }.dims()
+    }
+
+    /// The tokens this step's model input holds, `N`, for a batch of packed documents
+    /// (of one source or a mixture): the length of its `inputs` field in this batch (what
+    /// `batch.dims()[2]` is for documents). `None` for a batch without an `inputs` field
+    /// (token windows: their tokens are samples × `T`).
+    pub fn step_tokens(&self) -> Option<usize> {
+        self.field("inputs").map(|f| f.len)
     }
 
     /// The batch's field layout, where it has one ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).

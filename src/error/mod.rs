@@ -143,6 +143,11 @@ pub enum Error {
     /// apart), or a sampler was set up wrong; see [`SourceError`].
     #[error(transparent)]
     Source(#[from] SourceError),
+
+    /// A typed view of a batch was refused: no such field, another element type, or
+    /// bytes that are not whole aligned elements ([`ViewError`](crate::ViewError)).
+    #[error("typed view refused: {0}")]
+    View(#[from] crate::batch::view::ViewError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.
