@@ -1,8 +1,11 @@
 //! A leased batch: a device slot the consumer holds until it releases it. The generic
 //! part is here; each backend's own accessors are in a file of their own (`cpu.rs`,
 //! `cuda.rs`), beside each other rather than inside the backends, which sit below the
-//! batch and do not know it.
+//! batch and do not know it. `candle.rs` (feature `candle`): a batch's fields as candle
+//! tensors; `view.rs`: typed views' element types and errors.
 
+#[cfg(feature = "candle")]
+mod candle;
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
