@@ -361,7 +361,10 @@ class Documents:
     step of this rank, for variable-length (document-masked) attention.
     
     A document starts at a `bos` token and runs to the next one (or its shard's end);
-    tokens before a shard's first `bos` are never used. Each step of each rank packs
+    tokens before a shard's first `bos` are never used. Files that keep an index of their
+    documents (format="megatron": the `.idx`'s document indices; format="datatrove": the
+    `.ds.index`'s document ends) give the documents from it when `bos` is None; with `bos`
+    given, every file is scanned for it as for llm.c shards. Each step of each rank packs
     `tokens_per_batch + 1` tokens of whole documents, each cut at `max_seq_len`, the last
     one cut to fill the step. With order="sequential", rank `r` of `world_size` at step `k`
     gets exactly what modded-nanogpt's `distributed_data_generator(pattern, num_tokens =
@@ -394,8 +397,10 @@ class Documents:
             (str or os.PathLike), read in that order (a glob's matches sorted, as
             modded-nanogpt sorts them). Shards of u16 tokens (GPT-2) and of u32 tokens
             (LLaMA-3) are read.
-        bos: the token that starts a document; None: 50256 (GPT-2's `<|endoftext|>`) for
-            u16 shards, 128000 (LLaMA-3's `<|begin_of_text|>`) for u32 shards.
+        bos: the token that starts a document; None: the files' own index of their
+            documents where their format keeps one (megatron, datatrove), else 50256
+            (GPT-2's `<|endoftext|>`) for 16-bit tokens, 128000 (LLaMA-3's
+            `<|begin_of_text|>`) for 32-bit tokens.
         tokens_per_batch: tokens of inputs per rank per step (`N`; modded-nanogpt's
             `num_tokens` is this times world_size).
         max_seq_len: documents are cut at this many tokens (their tails are dropped).
@@ -415,18 +420,24 @@ class Documents:
         seed: the seed of "shuffled".
         rank: this process's rank.
         world_size: how many ranks share each step's documents.
-        dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64", or
-            "uint16" (u16 shards only).
+        dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64",
+            "uint32", or "uint16" (16-bit tokens only).
         positions: add the `positions` field.
         index_cache: a folder where each shard's document index is kept across runs (made
             if missing); an index is used only if made for this very shard (path, size,
             modification time) and bos, else the shard is scanned again. None: no cache.
         topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
             rank and size (`topo.dp_rank`, `topo.dp_size`).
+        format: the files' format, as for `TokenWindows`: "llmc", "megatron", "datatrove",
+            "npy" or "raw".
+        token_type: the files' token type, as for `TokenWindows`: "uint16" or "uint32"
+            (required for format="raw", checked against the files otherwise).
     
     Raises:
-        SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
-            a shard holds no `bos` token; no step fits in a whole epoch. `e.path` names the
+        SourceError: a file is missing (SourceFileNotFoundError), a directory or not what
+            its format says (its document index too, read when the documents are); a shard
+            holds no `bos` token; files with and without an index of their documents mixed
+            without `bos`; no step fits in a whole epoch. `e.path` names the
             file.
         ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
             max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
@@ -444,9 +455,15 @@ class Documents:
         Tokens in all shards.
         """
     @property
-    def bos(self) -> builtins.int:
+    def bos(self) -> typing.Optional[builtins.int]:
         r"""
-        The token that starts a document.
+        The token that starts a document; None when the documents come from the files' own
+        index (format="megatron" or "datatrove" without `bos`).
+        """
+    @property
+    def format(self) -> builtins.str:
+        r"""
+        The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
         """
     @property
     def tokens_per_batch(self) -> builtins.int:
@@ -510,7 +527,7 @@ class Documents:
         Documents in all shards, when counted up front (order="shuffled" indexes every
         shard here); None with order="sequential".
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None) -> Documents: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> Documents: ...
     def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
         r"""
         `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
@@ -918,6 +935,16 @@ class Loader:
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
         """
+    def __iter__(self) -> EpochIterator:
+        r"""
+        The batches from the next one to the end of its epoch; the next `iter()` goes on
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
+        
+        Raises:
+            StoppedError: every epoch of `epochs` was delivered.
+        """
     def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
         r"""
         The next batch, in order, across epochs; None once every batch of `epochs` was
@@ -988,16 +1015,6 @@ class Loader:
         r"""
         Always True (a loader is not falsy when an epoch is empty, nor an error for
         Documents, which has no len()).
-        """
-    def __iter__(self) -> EpochIterator:
-        r"""
-        The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents, an epoch of the walk: it ends where the next
-        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
-        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
-        
-        Raises:
-            StoppedError: every epoch of `epochs` was delivered.
         """
     def __enter__(self) -> Loader:
         r"""
@@ -1258,11 +1275,12 @@ class TokenWindows:
     memory-mapped here; errors name the file.
     
     Args:
-        paths: a shard's path, a glob with `*` / `?` in the file name, or a list of either
-            (str or os.PathLike). Shards of u16 tokens (GPT-2) and of u32 tokens (LLaMA-3)
-            are read.
+        paths: a file's path, a glob with `*` / `?` in the file name, or a list of either
+            (str or os.PathLike), of the `format` given. llm.c shards of u16 tokens (GPT-2)
+            and of u32 tokens (LLaMA-3) are read.
         seq_len: tokens of input per sample; each sample holds `seq_len + 1` tokens.
-        dtype: the batches' element type: "uint16" (u16 shards only), "int32" or "int64".
+        dtype: the batches' element type: "uint16" (16-bit tokens only), "uint32" (what
+            candle's index_select takes), "int32" or "int64".
         order: "sequential"; "shuffled" (a fresh permutation of the windows each epoch, from
             `seed`); "random" (windows drawn at any offset, from `seed`).
         seed: the seed of "shuffled" and "random".
@@ -1272,11 +1290,22 @@ class TokenWindows:
             same count (a Loader always gives every rank the same number of batches).
         topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
             rank and size (`topo.dp_rank`, `topo.dp_size`).
+        format: the files' format: "llmc" (llm.c / modded-nanogpt `.bin` shards), "megatron"
+            (Megatron-LM's and NeMo's `.bin` + `.idx`: a path names the pair by its `.bin`,
+            its `.idx` or its prefix), "datatrove" (datatrove's `.ds` + `.ds.index`), "npy"
+            (numpy's `.npy`, one 1-D array of '<u2', '<u4' or '<i4') or "raw" (headerless
+            little-endian tokens, as numpy's `tofile` writes them: llama2.c's, candle's,
+            OLMo's, MaxText's).
+        token_type: the files' token type: "uint16" or "uint32" ("int32" for 4-byte signed
+            tokens, read as their bits). Required for format="raw" (nothing in the file says
+            it); for the others the files say it, and a value given is checked against them.
     
     Raises:
-        SourceError: a file is missing (SourceFileNotFoundError), a directory, malformed,
-            or shorter than one window; `e.path` names it.
-        ConfigError: an argument is out of range, or `dtype` cannot hold a shard's tokens.
+        SourceError: a file is missing (SourceFileNotFoundError), a directory, not what its
+            format says (its header, its index, its size), or shorter than one window;
+            `e.path` names it.
+        ConfigError: an argument is out of range, `dtype` cannot hold a file's tokens, or a
+            file's tokens are not the `token_type` said.
     """
     @property
     def seq_len(self) -> builtins.int:
@@ -1294,9 +1323,14 @@ class TokenWindows:
         Tokens in all shards.
         """
     @property
+    def format(self) -> builtins.str:
+        r"""
+        The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
+        """
+    @property
     def dtype(self) -> builtins.str:
         r"""
-        The decoded element type: "uint16", "int32" or "int64".
+        The decoded element type: "uint16", "uint32", "int32" or "int64".
         """
     @property
     def order(self) -> builtins.str:
@@ -1329,7 +1363,7 @@ class TokenWindows:
         r"""
         Samples per epoch for this rank.
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None) -> TokenWindows: ...
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> TokenWindows: ...
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
