@@ -252,10 +252,10 @@ impl DocumentsBuilder {
     }
 
     /// The `bos` given; without one, [`FILE_INDEX_BOS`] when the files' own indexes give
-    /// the documents ([`from_file_index`](Self::from_file_index)), else the default for the
+    /// the documents ([`uses_file_index`](Self::uses_file_index)), else the default for the
     /// shards' format.
     pub(crate) fn resolved_bos(&self) -> u32 {
-        if self.from_file_index() {
+        if self.uses_file_index() {
             return FILE_INDEX_BOS;
         }
         self.bos.unwrap_or(match self.shards.format() {
@@ -266,7 +266,7 @@ impl DocumentsBuilder {
 
     /// Whether the documents come from the files' own indexes: no `bos` given, and some
     /// file keeps one (every file must then: `assemble` checks).
-    pub(crate) fn from_file_index(&self) -> bool {
+    pub(crate) fn uses_file_index(&self) -> bool {
         self.bos.is_none() && self.shards.shards().iter().any(|s| s.has_document_index())
     }
 
@@ -311,7 +311,7 @@ impl DocumentsBuilder {
     ) -> Result<Inner> {
         self.shards.check_token_type(layout.token_type)?;
         let bos = self.resolved_bos();
-        let from_files = self.from_file_index();
+        let from_files = self.uses_file_index();
         if let Some(s) = self.shards.shards().iter().find(|s| from_files && !s.has_document_index()) {
             return Err(SourceError::file(s.path(), DocumentProblem::NoDocumentIndex).into());
         }

@@ -180,7 +180,7 @@ impl BosIndex {
 
     /// Whether the documents come from the shards' own index files, so that no token
     /// marks their starts (a piece's first token is not checked against `bos`).
-    pub(crate) fn from_files(&self) -> bool {
+    pub(crate) fn uses_file_indexes(&self) -> bool {
         self.from_files
     }
 
