@@ -711,3 +711,43 @@ fn npy_files_that_are_not_a_1d_integer_token_array_are_named() {
     npy(&path, "<u2", "(8,)", 1, &data);
     assert!(TokenShards::open_as([&path], RawTokens::U16).is_err());
 }
+
+#[test]
+fn a_mixture_of_documents_from_megatron_and_datatrove_indexes_packs_their_documents() {
+    let dir = TempDir::new().unwrap();
+    let (a, b) = (documents(80, 13, 60_000), documents(80, 14, 60_000));
+    let m = TokenShards::open_as([megatron(&dir.path().join("m"), &a, 8, 2)], Megatron).unwrap();
+    let d = TokenShards::open_as([datatrove(&dir.path().join("d.ds"), &b, 2)], Datatrove).unwrap();
+    let mix = pinring::source::Mixture::documents([Documents::builder(m), Documents::builder(d)])
+        .weights([1.0, 1.0])
+        .tokens_per_batch(255)
+        .max_seq_len(128)
+        .build()
+        .unwrap();
+    let mut loader = Loader::builder(mix).build().unwrap();
+    let lens: std::collections::HashSet<usize> =
+        a.iter().chain(&b).map(|doc| doc.len().min(128)).collect();
+    for _ in 0..5 {
+        let batch = loader.pop().unwrap().unwrap();
+        let cu = batch.field_as::<i32>("cu_seqlens").unwrap();
+        let inputs = batch.field_as::<i32>("inputs").unwrap();
+        let n = batch.step_tokens().unwrap();
+        assert_eq!(n, 255);
+        // Every document but the step's last (cut to fill it) is one of the files' own
+        // documents, whole up to max_seq_len, starting at its bos.
+        let ends: Vec<usize> = cu
+            .iter()
+            .map(|&e| e as usize)
+            .take_while(|&e| e < n)
+            .collect();
+        for w in ends.windows(2) {
+            assert_eq!(inputs[w[0]], BOS as i32);
+            assert!(
+                lens.contains(&(w[1] - w[0])),
+                "a document of {} tokens",
+                w[1] - w[0]
+            );
+        }
+        batch.release(Fence::Sync).unwrap();
+    }
+}
