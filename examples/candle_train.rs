@@ -31,7 +31,7 @@ use clap::Parser;
 use pinring::source::{Order, SplitMix64, TokenType};
 use pinring::{Dtype, Loader, State};
 use pinring_examples::args::{at_least_one, at_least_one_usize};
-use pinring_examples::{exit, say, shards};
+use pinring_examples::{exit, ids_log, say, shards};
 
 /// Trains a one-block causal transformer with candle on token windows popped from
 /// pinring::Loader; saves model, AdamW and loader state together; --resume continues exactly.
@@ -309,16 +309,7 @@ fn run(args: Args) -> R<()> {
         say!("resumed at step {}", state.step());
     }
     let mut loader = builder.build().map_err(|e| e.to_string())?;
-    let mut ids = match &args.ids {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("{}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
+    let mut ids = ids_log::open(args.ids.as_deref())?;
     let shape = [args.batch_size as usize, args.seq_len + 1];
     let mut step = adam.step;
     while step < args.steps {
