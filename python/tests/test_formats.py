@@ -7,8 +7,9 @@ batches as llm.c shards of the same tokens, documents from the files' own indexe
 The Megatron and datatrove files are written by writers that follow their projects'
 source line by line (megatron/core/datasets/indexed_dataset.py's `_IndexWriter` and
 `IndexedDatasetBuilder`; datatrove/pipeline/tokens/tokenizer.py's `TokenizedFile`):
-Megatron-LM's own writer imports torch at module level, and datatrove's is used too where
-it is installed (`test_datatrove_own_writer`)."""
+Megatron-LM's own writer imports torch at module level (so it is not installed here);
+datatrove's own writers of both formats (`TokenizedFile`, `MegatronTokenizedFile`) are
+used too where datatrove is installed, and write the same bytes."""
 
 import struct
 
@@ -234,3 +235,23 @@ def test_datatrove_own_writer(tmp_path):
     src = pinring.Documents(path, format="datatrove", tokens_per_batch=127, max_seq_len=64)
     first = steps(src, 1)[0]
     assert first[1][1] == min(len(docs[0]), 64)  # the first document, cut at max_seq_len
+
+
+@pytest.mark.parametrize("token_size", [2, 4])
+def test_datatrove_own_megatron_writer(tmp_path, token_size):
+    """datatrove's MegatronTokenizedFile (its writer of Megatron's .bin/.idx), where
+    datatrove is installed: the same bytes as the writer above, and its documents."""
+    megatron = pytest.importorskip("datatrove.pipeline.tokens.megatron_tokenizer")
+    docs = documents(40, 10, 60_000 if token_size == 2 else 1 << 30)
+    f = megatron.MegatronTokenizedFile(str(tmp_path), "theirs", token_size=token_size)
+    for doc in docs:
+        f.write([int(t) for t in doc])
+    f.close()
+    ours = write_megatron(tmp_path / "ours", docs, np.uint16 if token_size == 2 else np.int32)
+    for ext in ["bin", "idx"]:
+        assert (tmp_path / f"theirs.{ext}").read_bytes() == (tmp_path / f"ours.{ext}").read_bytes(), ext
+    src = pinring.Documents(str(tmp_path / "theirs"), format="megatron", tokens_per_batch=127,
+                            max_seq_len=64, dtype="int64")
+    inputs, cu, _ = steps(src, 1)[0]
+    assert cu[1] == min(len(docs[0]), 64)
+    assert np.array_equal(inputs[: cu[1]], docs[0][: cu[1]])
