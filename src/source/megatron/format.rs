@@ -29,7 +29,9 @@ use crate::source::tokens::{TokenFileFormat, TokenLayout, TokenShard};
 /// 65,500 and `i32` (code 4) above; those are the two this reads (an `i32` token's bits
 /// read as `u32`: ids are never negative). A path names the pair by its `.bin`, its `.idx`
 /// or the prefix Megatron's `--data-path` takes (`corpus_text_document` for
-/// `corpus_text_document.bin` and `.idx`). A checkpoint names the format `"megatron-u16"`
+/// `corpus_text_document.bin` and `.idx`); name each pair once (a glob of the `.bin`s,
+/// `data/*_text_document.bin`: a pattern that matches both files of a pair opens the pair
+/// twice). A checkpoint names the format `"megatron-u16"`
 /// or `"megatron-i32"`; the content fingerprint covers both files.
 ///
 /// Opening checks the `.idx` header against that description (magic, version, dtype
