@@ -67,8 +67,8 @@ impl TokenFileFormat for Datatrove {
         index.read_exact_at(len - 8, &mut last)?;
         let tokens = u64::from_le_bytes(last);
         let format = match (ds.len(), tokens) {
-            (bytes, t) if t > 0 && bytes == 2 * t => ShardFormat::U16,
-            (bytes, t) if t > 0 && bytes == 4 * t => ShardFormat::U32,
+            (bytes, t) if t > 0 && Some(bytes) == t.checked_mul(2) => ShardFormat::U16,
+            (bytes, t) if t > 0 && Some(bytes) == t.checked_mul(4) => ShardFormat::U32,
             (bytes, _) => {
                 return Err(SourceError::file(
                     ds.path(),

@@ -203,7 +203,8 @@ impl DocumentIndex for MegatronIndex {
         let mut at = 0u64;
         for (sequence, (length, pointer)) in lengths.iter().zip(&pointers).enumerate() {
             let (length, pointer) = (i32::from_le_bytes(*length), i64::from_le_bytes(*pointer));
-            let expected = at as i64 * width;
+            // Saturating: a crafted index of absurd lengths is refused, not an overflow.
+            let expected = (at as i64).saturating_mul(width);
             if pointer != expected {
                 let sequence = sequence as u64;
                 return Err(self.fail(MegatronProblem::Pointer { sequence, found: pointer, expected }));
@@ -213,7 +214,7 @@ impl DocumentIndex for MegatronIndex {
                 return Err(self.fail(MegatronProblem::NegativeLength { sequence, length }));
             }
             first_token.push(at);
-            at += length as u64;
+            at = at.saturating_add(length as u64);
         }
         first_token.push(at);
         let indices = self.words::<8>(self.documents_at(), self.documents)?;
