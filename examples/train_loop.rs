@@ -24,7 +24,7 @@ use clap::Parser;
 use pinring::source::{Order, TokenType};
 use pinring::{Fence, Loader, State};
 use pinring_examples::args::at_least_one;
-use pinring_examples::{exit, say, shards};
+use pinring_examples::{exit, ids_log, say, shards};
 
 /// Trains a bigram model on token windows through pinring::Loader, saving the weights and
 /// the loader's state together; --resume continues from the save on any --world.
@@ -199,16 +199,7 @@ fn run(args: Args) -> Result<(), String> {
             saved.state.world_size()
         );
     }
-    let mut ids = match &args.ids {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("{}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
+    let mut ids = ids_log::open(args.ids.as_deref())?;
     let per_rank = (args.batch_size * args.seq_len) as f32;
     let scale = 1.0 / (per_rank * args.world as f32);
     'steps: while step < args.steps {

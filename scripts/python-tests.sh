@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's tests (python/tests, cpu backend; the GPU tests skip without torch
 # and CUDA). Needs only Rust, gcc and python3 (3.10+) with pip and venv: it makes its own
-# virtual environment, installs maturin, pytest, numpy and mfusepy from PyPI, builds and
+# virtual environment, installs maturin, pytest, numpy, mfusepy and datatrove from PyPI, builds and
 # installs the package with `pip install ./python`, checks the type stubs against the code,
 # and runs pytest.
 #
@@ -27,6 +27,10 @@ export PATH="$VENV/bin:$PATH"
 # /dev/fuse, and its tests skip with the reason without them).
 "$PY" -m pip install --quiet --disable-pip-version-check "mfusepy>=3,<4" \
     || echo "mfusepy could not be installed: the tests of reads that fail will skip" >&2
+# datatrove's own writer of `.ds` files (python/tests/test_formats.py checks pinring reads
+# what it writes; torch-free: datatrove's core, tokenizers and huggingface-hub wheels).
+"$PY" -m pip install --quiet --disable-pip-version-check "datatrove>=0.4" tokenizers \
+    || echo "datatrove could not be installed: the test of its own writer will skip" >&2
 # The build uses the environment's maturin (no isolated build env to download again).
 "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
     --config-settings=build-args="--profile $PROFILE" ./python

@@ -127,6 +127,7 @@ pub use backend::cuda::options::{CopyCalls, CudaDevice, CudaOptions};
 pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;
+pub use batch::view::{Element, ViewError};
 pub use batch::{Batch, FieldAt, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch, NodeShare};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions

@@ -32,11 +32,13 @@ def test_help_shows_the_real_defaults_and_documents_every_parameter():
     for name in LOADER_ARGS:
         assert f"    {name}: " in doc, name
     for cls, args in [
-        (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks", "topology"]),
+        (pinring.TokenWindows, ["paths", "seq_len", "dtype", "order", "seed", "rank", "world_size", "even_ranks", "topology",
+                                "format", "token_type"]),
         (pinring.FixedRecords, ["paths", "record_bytes", "order", "seed", "rank", "world_size", "even_ranks", "dtype", "topology"]),
         (pinring.Documents, ["paths", "bos", "tokens_per_batch", "max_seq_len", "max_docs", "schedule",
                              "order", "seed", "rank", "world_size", "dtype", "positions", "index_cache", "topology",
-                             "align_to_bos", "grad_accum_steps", "targets_dtype", "bigram_vocab_size", "seq_cap"]),
+                             "align_to_bos", "grad_accum_steps", "targets_dtype", "bigram_vocab_size", "seq_cap",
+                             "format", "token_type"]),
         (pinring.Mixture, ["sources", "weights", "seed", "rank", "world_size", "stop", "topology"]),
     ]:
         assert list(inspect.signature(cls).parameters) == args

@@ -1,11 +1,15 @@
 //! A leased batch: a device slot the consumer holds until it releases it. The generic
 //! part is here; each backend's own accessors are in a file of their own (`cpu.rs`,
 //! `cuda.rs`), beside each other rather than inside the backends, which sit below the
-//! batch and do not know it.
+//! batch and do not know it. `candle.rs` (feature `candle`): a batch's fields as candle
+//! tensors; `view.rs`: typed views' element types and errors.
 
+#[cfg(feature = "candle")]
+mod candle;
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod view;
 
 use std::fmt;
 
@@ -241,6 +245,14 @@ impl<B: Backend> Batch<B> {
         // SAFETY: this batch holds its device slot's lease while it lives, and the bytes
         // borrow it.
         unsafe { kept.get(self.slot.0, at.offset, at.bytes()) }
+    }
+
+    /// The tokens this step's model input holds, `N`, for a batch of packed documents
+    /// (of one source or a mixture): the length of its `inputs` field in this batch (what
+    /// `batch.dims()[2]` is for documents). `None` for a batch without an `inputs` field
+    /// (token windows: their tokens are samples × `T`).
+    pub fn step_tokens(&self) -> Option<usize> {
+        self.field("inputs").map(|f| f.len)
     }
 
     /// The batch's field layout, where it has one ([`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).

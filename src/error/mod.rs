@@ -153,6 +153,10 @@ pub enum Error {
     /// collective hang (or hold every rank back), on every rank at once; see [`RankError`].
     #[error(transparent)]
     Rank(#[from] RankError),
+    /// A typed view of a batch was refused: no such field, another element type, or
+    /// bytes that are not whole aligned elements ([`ViewError`](crate::ViewError)).
+    #[error("typed view refused: {0}")]
+    View(#[from] crate::batch::view::ViewError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.

@@ -7,7 +7,11 @@
 //! [`TokenShards::open`] opens), of `u16` tokens (its GPT-2 format) or `u32` tokens (its
 //! LLaMA-3 format), [`ShardFormat`] saying which; and raw headerless files of `u16` or
 //! `u32` tokens as numpy's `tofile` writes them ([`RawTokens`], through
-//! [`TokenShards::open_as`]: llama2.c's and candle's, OLMo's and MaxText's). Every format
+//! [`TokenShards::open_as`]: llama2.c's and candle's, OLMo's and MaxText's); Megatron-LM's
+//! and NeMo's `.bin`/`.idx` ([`Megatron`]); datatrove's `.ds` with its `.ds.index`
+//! ([`Datatrove`]); and numpy's `.npy` 1-D token arrays ([`Npy`]). Megatron's and
+//! datatrove's files say where their documents end, which [`Documents`] built without a
+//! `bos` use instead of a `bos` scan. Every format
 //! opens into a [`TokenShard`], and from there everything reads alike: windows,
 //! [`Documents`], mixtures, the decoders (to any [`TokenType`]). Token files and files of
 //! fixed-size records are [`FileSet`]s, whose sampling and checkpoint fingerprint are
@@ -48,7 +52,7 @@
 //!   run of any source stands; `any.rs`: [`AnySource`], the union of the built-in sources;
 //! - each format is a folder that owns what is its own — its file type or opener, its
 //!   problems, its decoders (`tokens/`, which also holds what every token format shares,
-//!   `raw/`, `records/`) — registered by one line of `formats!` below that names
+//!   `raw/`, `megatron/`, `datatrove/`, `npy/`, `records/`) — registered by one line of `formats!` below that names
 //!   everything it exports. A new token format is its folder (a [`TokenFileFormat`] and
 //!   its problem type) and its line;
 //! - what every format uses is shared: `sampling/` (the [`Sampler`], its iterator and
@@ -119,9 +123,12 @@ formats! {
     documents: {
         modded_max_docs, modded_max_docs_formula, Cursor, DocOrder, DocStep, DocumentProblem, Documents,
         DocumentsBuilder, DocumentsCheckpoint, IndexStats, PackDocuments, Packing, Piece, Schedule,
-        StepModes, StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, GPT2_BOS, LLAMA3_BOS,
+        StepModes, StepSizes, Steps, DOCUMENTS_CHECKPOINT_VERSION, FILE_INDEX_BOS, GPT2_BOS, LLAMA3_BOS,
         MAX_TOKENS_PER_BATCH,
     },
+    datatrove: {Datatrove, DatatroveProblem},
+    megatron: {Megatron, MegatronProblem},
+    npy: {Npy, NpyProblem},
     raw: {RawProblem, RawTokens},
     records: {FixedRecords, RecordBytes, RecordFile},
     tokens: {

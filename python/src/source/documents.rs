@@ -17,7 +17,7 @@ use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, path_list, PathsArg};
-use crate::source::shards::{dtype_arg, open_error, open_shards};
+use crate::source::shards::{dtype_arg, open_error, FormatArg};
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 use crate::topology::PyTopology;
 
@@ -25,7 +25,10 @@ use crate::topology::PyTopology;
 /// step of this rank, for variable-length (document-masked) attention.
 ///
 /// A document starts at a `bos` token and runs to the next one (or its shard's end);
-/// tokens before a shard's first `bos` are never used. Each step of each rank packs
+/// tokens before a shard's first `bos` are never used. Files that keep an index of their
+/// documents (format="megatron": the `.idx`'s document indices; format="datatrove": the
+/// `.ds.index`'s document ends) give the documents from it when `bos` is None; with `bos`
+/// given, every file is scanned for it as for llm.c shards. Each step of each rank packs
 /// `tokens_per_batch + 1` tokens of whole documents, each cut at `max_seq_len`, the last
 /// one cut to fill the step. With order="sequential", rank `r` of `world_size` at step `k`
 /// gets exactly what modded-nanogpt's `distributed_data_generator(pattern, num_tokens =
@@ -66,8 +69,10 @@ use crate::topology::PyTopology;
 ///         (str or os.PathLike), read in that order (a glob's matches sorted, as
 ///         modded-nanogpt sorts them). Shards of u16 tokens (GPT-2) and of u32 tokens
 ///         (LLaMA-3) are read.
-///     bos: the token that starts a document; None: 50256 (GPT-2's `<|endoftext|>`) for
-///         u16 shards, 128000 (LLaMA-3's `<|begin_of_text|>`) for u32 shards.
+///     bos: the token that starts a document; None: the files' own index of their
+///         documents where their format keeps one (megatron, datatrove), else 50256
+///         (GPT-2's `<|endoftext|>`) for 16-bit tokens, 128000 (LLaMA-3's
+///         `<|begin_of_text|>`) for 32-bit tokens.
 ///     tokens_per_batch: tokens of inputs per rank per step (`N`; modded-nanogpt's
 ///         `num_tokens` is this times world_size).
 ///     max_seq_len: documents are cut at this many tokens (their tails are dropped).
@@ -89,8 +94,8 @@ use crate::topology::PyTopology;
 ///     seed: the seed of "shuffled".
 ///     rank: this process's rank.
 ///     world_size: how many ranks share each step's documents.
-///     dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64", or
-///         "uint16" (u16 shards only).
+///     dtype: the tokens' element type: "int32" (modded-nanogpt's inputs), "int64",
+///         "uint32", or "uint16" (16-bit tokens only).
 ///     positions: add the `positions` field.
 ///     index_cache: a folder where each shard's document index is kept across runs (made
 ///         if missing); an index is used only if made for this very shard (path, size,
@@ -117,10 +122,16 @@ use crate::topology::PyTopology;
 ///     seq_cap: `C`: every `cu_seqlens` segment longer than `C` split from its start into
 ///         pieces of `C` (the last shorter; the tokens unchanged; the pieces must fit
 ///         max_docs).
+///     format: the files' format, as for `TokenWindows`: "llmc", "megatron", "datatrove",
+///         "npy" or "raw".
+///     token_type: the files' token type, as for `TokenWindows`: "uint16" or "uint32"
+///         (required for format="raw", checked against the files otherwise).
 ///
 /// Raises:
-///     SourceError: a file is missing (SourceFileNotFoundError), a directory or malformed;
-///         a shard holds no `bos` token; no step fits in a whole epoch. `e.path` names the
+///     SourceError: a file is missing (SourceFileNotFoundError), a directory or not what
+///         its format says (its document index too, read when the documents are); a shard
+///         holds no `bos` token; files with and without an index of their documents mixed
+///         without `bos`; no step fits in a whole epoch. `e.path` names the
 ///         file.
 ///     ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
 ///         max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
@@ -150,6 +161,8 @@ pub struct Documents {
     /// Tokens in all shards.
     #[pyo3(get)]
     tokens: u64,
+    /// The files' format, as `format` names it.
+    format: &'static str,
 }
 
 /// How a `Documents` source packs its steps, as given: what a mixture's sources must
@@ -324,7 +337,7 @@ fn build_error(py: Python<'_>, e: pinring::Error, dtype: Dtype) -> PyErr {
 #[pymethods]
 impl Documents {
     #[new]
-    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None, topology = None, align_to_bos = true, grad_accum_steps = 1, targets_dtype = None, bigram_vocab_size = None, seq_cap = None))]
+    #[pyo3(signature = (paths, *, bos = None, tokens_per_batch, max_seq_len, max_docs = None, schedule = None, order = "sequential", seed = 0, rank = 0, world_size = 1, dtype = "int32", positions = false, index_cache = None, topology = None, align_to_bos = true, grad_accum_steps = 1, targets_dtype = None, bigram_vocab_size = None, seq_cap = None, format = "llmc", token_type = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -353,7 +366,10 @@ impl Documents {
         targets_dtype: Option<&str>,
         bigram_vocab_size: Option<i128>,
         seq_cap: Option<i128>,
+        format: &str,
+        token_type: Option<&str>,
     ) -> PyResult<Self> {
+        let format = FormatArg::parse(py, format, token_type)?;
         let bos = bos
             .map(|b| {
                 u32::try_from(b).map_err(|_| {
@@ -421,8 +437,9 @@ impl Documents {
             token_type: ty,
             positions,
         };
+        let opened = format.open(py, &paths)?;
         let built = py.detach(|| -> pinring::Result<_> {
-            let shards = open_shards(&paths)?;
+            let shards = opened?;
             let files = file_names(shards.shards().iter().map(|s| s.path()));
             let tokens = shards.tokens();
             let mut member = source::Documents::builder(shards).order(order);
@@ -476,6 +493,7 @@ impl Documents {
             dtype,
             files,
             tokens,
+            format: format.name,
         })
     }
 
@@ -510,10 +528,17 @@ impl Documents {
         self.modes.seq_cap
     }
 
-    /// The token that starts a document.
+    /// The token that starts a document; None when the documents come from the files' own
+    /// index (format="megatron" or "datatrove" without `bos`).
     #[getter]
-    fn bos(&self) -> u32 {
-        self.docs.bos()
+    fn bos(&self) -> Option<u32> {
+        Some(self.docs.bos()).filter(|&b| b != source::FILE_INDEX_BOS)
+    }
+
+    /// The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.format
     }
 
     /// Tokens of inputs per rank at step 0.
@@ -628,7 +653,10 @@ impl Documents {
              {} schedule change(s), dtype='{}', order='{}', rank={}/{})",
             self.files.len(),
             self.tokens,
-            self.docs.bos(),
+            match self.bos() {
+                Some(b) => b.to_string(),
+                None => "None".to_owned(),
+            },
             s.tokens,
             s.max_seq_len,
             self.docs.schedule().entries().len() - 1,

@@ -10,7 +10,7 @@ use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, path_list, PathsArg};
 use crate::source::sampling::Sampling;
-use crate::source::shards::{dtype_arg, open_error, open_shards};
+use crate::source::shards::{dtype_arg, open_error, FormatArg};
 use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 use crate::topology::PyTopology;
 
@@ -26,11 +26,12 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 /// memory-mapped here; errors name the file.
 ///
 /// Args:
-///     paths: a shard's path, a glob with `*` / `?` in the file name, or a list of either
-///         (str or os.PathLike). Shards of u16 tokens (GPT-2) and of u32 tokens (LLaMA-3)
-///         are read.
+///     paths: a file's path, a glob with `*` / `?` in the file name, or a list of either
+///         (str or os.PathLike), of the `format` given. llm.c shards of u16 tokens (GPT-2)
+///         and of u32 tokens (LLaMA-3) are read.
 ///     seq_len: tokens of input per sample; each sample holds `seq_len + 1` tokens.
-///     dtype: the batches' element type: "uint16" (u16 shards only), "int32" or "int64".
+///     dtype: the batches' element type: "uint16" (16-bit tokens only), "uint32" (what
+///         candle's index_select takes), "int32" or "int64".
 ///     order: "sequential"; "shuffled" (a fresh permutation of the windows each epoch, from
 ///         `seed`); "random" (windows drawn at any offset, from `seed`).
 ///     seed: the seed of "shuffled" and "random".
@@ -40,11 +41,22 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 ///         same count (a Loader always gives every rank the same number of batches).
 ///     topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
 ///         rank and size (`topo.dp_rank`, `topo.dp_size`).
+///     format: the files' format: "llmc" (llm.c / modded-nanogpt `.bin` shards), "megatron"
+///         (Megatron-LM's and NeMo's `.bin` + `.idx`: a path names the pair by its `.bin`,
+///         its `.idx` or its prefix), "datatrove" (datatrove's `.ds` + `.ds.index`), "npy"
+///         (numpy's `.npy`, one 1-D array of '<u2', '<u4' or '<i4') or "raw" (headerless
+///         little-endian tokens, as numpy's `tofile` writes them: llama2.c's, candle's,
+///         OLMo's, MaxText's).
+///     token_type: the files' token type: "uint16" or "uint32" ("int32" for 4-byte signed
+///         tokens, read as their bits). Required for format="raw" (nothing in the file says
+///         it); for the others the files say it, and a value given is checked against them.
 ///
 /// Raises:
-///     SourceError: a file is missing (SourceFileNotFoundError), a directory, malformed,
-///         or shorter than one window; `e.path` names it.
-///     ConfigError: an argument is out of range, or `dtype` cannot hold a shard's tokens.
+///     SourceError: a file is missing (SourceFileNotFoundError), a directory, not what its
+///         format says (its header, its index, its size), or shorter than one window;
+///         `e.path` names it.
+///     ConfigError: an argument is out of range, `dtype` cannot hold a file's tokens, or a
+///         file's tokens are not the `token_type` said.
 #[gen_stub_pyclass(module = "pinring._pinring")]
 #[pyclass(module = "pinring", frozen)]
 #[derive(Debug)]
@@ -63,6 +75,8 @@ pub struct TokenWindows {
     sampling: Sampling,
     /// Samples per epoch for this rank.
     epoch_len: u64,
+    /// The files' format, as `format` names it.
+    format: &'static str,
 }
 
 /// The `seq_len` argument: at least 1, and a window of `seq_len + 1` tokens must fit in a
@@ -114,7 +128,7 @@ fn too_long(py: Python<'_>, shards: &TokenShards, seq_len: u64) -> PyErr {
 #[pymethods]
 impl TokenWindows {
     #[new]
-    #[pyo3(signature = (paths, seq_len, dtype = "int32", order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, *, topology = None))]
+    #[pyo3(signature = (paths, seq_len, dtype = "int32", order = "sequential", seed = 0, rank = 0, world_size = 1, even_ranks = true, *, topology = None, format = "llmc", token_type = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -127,7 +141,10 @@ impl TokenWindows {
         world_size: i128,
         even_ranks: bool,
         topology: Option<PyRef<'_, PyTopology>>,
+        format: &str,
+        token_type: Option<&str>,
     ) -> PyResult<Self> {
+        let format = FormatArg::parse(py, format, token_type)?;
         let seq_len = seq_len_arg(py, seq_len)?;
         let window = seq_len + 1;
         let (ty, dtype) = dtype_arg(py, dtype)?;
@@ -138,9 +155,9 @@ impl TokenWindows {
         let sampling = Sampling::parse(py, order, seed, even_ranks)?;
         let place = placement(py, rank, world_size, topology.as_deref())?;
         let paths = path_list(&paths)?;
-        let shards = py
-            .detach(|| -> pinring::Result<_> {
-                let shards = open_shards(&paths)?;
+        let shards = format
+            .open(py, &paths)?
+            .and_then(|shards| {
                 shards.check_token_type(ty)?;
                 Ok(shards)
             })
@@ -166,10 +183,17 @@ impl TokenWindows {
             tokens,
             sampling,
             epoch_len,
+            format: format.name,
         })
     }
 
-    /// The decoded element type: "uint16", "int32" or "int64".
+    /// The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.format
+    }
+
+    /// The decoded element type: "uint16", "uint32", "int32" or "int64".
     #[getter]
     fn dtype(&self) -> &'static str {
         self.given.row.dtype.name()

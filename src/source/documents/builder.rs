@@ -16,6 +16,7 @@ use super::layout::Layout;
 use super::order::DocOrder;
 use super::modes::{step_mode_setters, StepModes};
 use super::packing::{packing_setters, Packing};
+use super::problem::DocumentProblem;
 use super::permutation::Permutation;
 use super::schedule::Schedule;
 use super::walk::Cursor;
@@ -33,6 +34,11 @@ use crate::source::tokens::{ShardFormat, TokenShards};
 pub const GPT2_BOS: u32 = 50256;
 /// LLaMA-3's `<|begin_of_text|>`: the default `bos` of `u32` shards.
 pub const LLAMA3_BOS: u32 = 128_000;
+
+/// What [`Documents::bos`] (and a state's `bos`) says for documents taken from the files'
+/// own indexes (Megatron's `.idx`, datatrove's `.ds.index`) rather than found by a `bos`
+/// scan: `u32::MAX`, which no tokenizer's `bos` is (and which `bos` refuses).
+pub const FILE_INDEX_BOS: u32 = u32::MAX;
 
 impl Documents {
     /// A builder over `shards` (see [`DocumentsBuilder`] for the settings and defaults).
@@ -91,7 +97,10 @@ impl DocumentsBuilder {
 
     setters! {
         /// The token that starts a document. A shard that never holds it is an error at
-        /// build (or when the walk reaches it, in sequential order).
+        /// build (or when the walk reaches it, in sequential order). Not given, files that
+        /// keep an index of their documents (Megatron's `.idx`, datatrove's `.ds.index`)
+        /// give the documents from it, and other files' `bos` is GPT-2's (`u16` tokens) or
+        /// LLaMA-3's (`u32`); given, every file is scanned for it, whatever its format.
         bos(bos: u32) => bos = Some(bos);
         /// The order of the documents: modded-nanogpt's walk, or shuffled per epoch.
         order(order: DocOrder) => order = order;
@@ -257,12 +266,23 @@ impl DocumentsBuilder {
         self.shards.format()
     }
 
-    /// The `bos` given, or the default for the shards' format.
+    /// The `bos` given; without one, [`FILE_INDEX_BOS`] when the files' own indexes give
+    /// the documents ([`uses_file_index`](Self::uses_file_index)), else the default for the
+    /// shards' format.
     pub(crate) fn resolved_bos(&self) -> u32 {
+        if self.uses_file_index() {
+            return FILE_INDEX_BOS;
+        }
         self.bos.unwrap_or(match self.shards.format() {
             ShardFormat::U16 => GPT2_BOS,
             ShardFormat::U32 => LLAMA3_BOS,
         })
+    }
+
+    /// Whether the documents come from the files' own indexes: no `bos` given, and some
+    /// file keeps one (every file must then: `assemble` checks).
+    pub(crate) fn uses_file_index(&self) -> bool {
+        self.bos.is_none() && self.shards.shards().iter().any(|s| s.has_document_index())
     }
 
     /// Builds the source as a mixture of documents walks it (document by document, by
@@ -306,8 +326,17 @@ impl DocumentsBuilder {
     ) -> Result<Inner> {
         self.shards.check_token_type(layout.token_type)?;
         let bos = self.resolved_bos();
-        let cache = self.index_cache.map(IndexCache::new);
-        let index = Arc::new(BosIndex::new(&self.shards, bos, cache)?);
+        let from_files = self.uses_file_index();
+        if let Some(s) = self.shards.shards().iter().find(|s| from_files && !s.has_document_index()) {
+            return Err(SourceError::file(s.path(), DocumentProblem::NoDocumentIndex).into());
+        }
+        if let (Some(bos), Some(s)) = (self.bos.filter(|&b| b == FILE_INDEX_BOS), self.shards.shards().first()) {
+            return Err(SourceError::file(s.path(), DocumentProblem::ReservedBos { bos }).into());
+        }
+        // Documents from the files' own indexes need no cache: reading the index is the
+        // whole cost.
+        let cache = self.index_cache.filter(|_| !from_files).map(IndexCache::new);
+        let index = Arc::new(BosIndex::new(&self.shards, bos, from_files, cache)?);
         let (first_doc, epoch0, ahead) = match self.order {
             DocOrder::Shuffled { seed } => {
                 let first_doc = index_all(&index)?;

@@ -50,6 +50,10 @@ pub struct IndexStats {
 pub(crate) struct BosIndex {
     shards: Vec<Arc<TokenShard>>,
     bos: u32,
+    /// Whether each shard's document starts come from its own index file (Megatron's
+    /// `.idx`, datatrove's `.ds.index`) rather than a scan for `bos` (then
+    /// [`FILE_INDEX_BOS`](super::builder::FILE_INDEX_BOS)).
+    from_files: bool,
     /// Shard `s`'s first token's offset among all shards' tokens.
     first_token: Box<[u64]>,
     /// Shard `s`'s `bos` positions, once built (never empty: a shard without is an error),
@@ -85,19 +89,21 @@ impl std::fmt::Debug for BosIndex {
 }
 
 impl BosIndex {
-    /// An index of `shards` for `bos`, nothing built yet, kept across runs in `cache` if
-    /// given. A shard whose format cannot hold `bos` is
+    /// An index of `shards` for `bos` (or, `from_files`, from each shard's own index
+    /// file), nothing built yet, kept across runs in `cache` if given. A shard whose format
+    /// cannot hold `bos` (when scanned for it) is
     /// [`DocumentProblem::BosOutOfRange`], one of more tokens than a `u32` position places
     /// [`DocumentProblem::TooManyTokens`], naming it.
     pub(super) fn new(
         shards: &TokenShards,
         bos: u32,
+        from_files: bool,
         cache: Option<IndexCache>,
     ) -> Result<Self, SourceError> {
         let shards = shards.shards().to_vec();
         if let Some(s) = shards
             .iter()
-            .find(|s| u64::from(bos) > largest(s.format()))
+            .find(|s| !from_files && u64::from(bos) > largest(s.format()))
         {
             return Err(SourceError::file(
                 s.path(),
@@ -126,6 +132,7 @@ impl BosIndex {
             building: shards.iter().map(|_| Mutex::new(())).collect(),
             shards,
             bos,
+            from_files,
             first_token: first_token.into(),
             cache,
             counts: Default::default(),
@@ -171,6 +178,12 @@ impl BosIndex {
         self.bos
     }
 
+    /// Whether the documents come from the shards' own index files, so that no token
+    /// marks their starts (a piece's first token is not checked against `bos`).
+    pub(crate) fn uses_file_indexes(&self) -> bool {
+        self.from_files
+    }
+
     /// The error for a piece that the index says starts a document of shard `s` at token
     /// `at`, where the shard holds `found`, not `bos`: the index is wrong for the shard as
     /// it is now. One from the cache is removed from it first, so that the next build scans
@@ -207,19 +220,27 @@ impl BosIndex {
             return Ok(b);
         }
         let shard = &self.shards[s];
-        let scan = || {
-            let positions = bos_positions(shard, self.bos)?;
-            if positions.is_empty() {
-                return Err(SourceError::file(
-                    shard.path(),
-                    DocumentProblem::NoBos { bos: self.bos },
-                ));
+        // A format with an index of its documents (Megatron's, datatrove's) gives their
+        // starts itself: read, never scanned or cached.
+        let own = if self.from_files { shard.document_starts() } else { None };
+        let (positions, from_cache) = match own {
+            Some(starts) => (starts?, false),
+            None => {
+                let scan = || {
+                    let positions = bos_positions(shard, self.bos)?;
+                    if positions.is_empty() {
+                        return Err(SourceError::file(
+                            shard.path(),
+                            DocumentProblem::NoBos { bos: self.bos },
+                        ));
+                    }
+                    Ok(positions)
+                };
+                match &self.cache {
+                    Some(cache) => cache.load_or_build(shard, self.bos, scan)?,
+                    None => (scan()?, false),
+                }
             }
-            Ok(positions)
-        };
-        let (positions, from_cache) = match &self.cache {
-            Some(cache) => cache.load_or_build(shard, self.bos, scan)?,
-            None => (scan()?, false),
         };
         if from_cache {
             self.cached.fetch_add(1, Ordering::Relaxed);

@@ -10,8 +10,8 @@
 //!   one source or of a mixture) holds them, checked; `inner.rs`: what the source, its
 //!   steps and its decoder share; `order.rs`: sequential or shuffled;
 //! - `index.rs`, `scan.rs`, `ahead.rs`, `cache.rs`: where each shard's documents start
-//!   (its `bos` positions), found once per shard off the steps' path, and kept across runs
-//!   if asked (`ahead_tests.rs`: the thread ahead's tests, driven through a gate);
+//!   (its `bos` positions, or its format's own index of them), found once per shard off
+//!   the steps' path, and kept across runs if asked (`ahead_tests.rs`: the thread ahead's tests, driven through a gate);
 //! - `walk.rs`, `walker.rs`, `permutation.rs`, `schedule.rs`: which pieces of which
 //!   documents every rank packs into each step;
 //! - `steps.rs`, `step.rs`, `decoder.rs`, `pack.rs`, `layout.rs`: the steps a pipeline
@@ -57,7 +57,7 @@ mod steps;
 pub(crate) mod walk;
 mod walker;
 
-pub use builder::{DocumentsBuilder, GPT2_BOS, LLAMA3_BOS};
+pub use builder::{DocumentsBuilder, FILE_INDEX_BOS, GPT2_BOS, LLAMA3_BOS};
 pub use checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
 pub use decoder::PackDocuments;
 pub use packed::Documents;

@@ -138,7 +138,7 @@ where
                 }
             })?;
             let found = first.unwrap_or(index.bos());
-            if derived.align_to_bos && found != index.bos() {
+            if derived.align_to_bos && found != index.bos() && !index.uses_file_indexes() {
                 // A shard that changed says so first; one that did not has a wrong index.
                 run.finish().map_err(|failed| failed.error)?;
                 return Err(index.not_a_start(piece.shard, piece.start, found).into());

@@ -440,7 +440,9 @@ impl Documents {
         self.inner.index.stats()
     }
 
-    /// The token that starts a document.
+    /// The token that starts a document; [`FILE_INDEX_BOS`](crate::source::FILE_INDEX_BOS)
+    /// when the documents come from the files' own indexes (Megatron's `.idx`, datatrove's
+    /// `.ds.index`, with no `bos` given).
     pub fn bos(&self) -> u32 {
         self.inner.bos
     }

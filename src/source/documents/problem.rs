@@ -88,6 +88,22 @@ pub enum DocumentProblem {
         /// from one.
         cache: Option<PathBuf>,
     },
+
+    /// Some files of the source keep an index of their documents (Megatron's `.idx`,
+    /// datatrove's `.ds.index`) and this one does not: without a `bos` the others' documents
+    /// come from their indexes, and this file's cannot. Give `bos` to scan every file for it.
+    #[error(
+        "keeps no index of its documents, while other files of the source do: give bos to \
+         find every file's documents by a scan for it"
+    )]
+    NoDocumentIndex,
+    /// `bos` is `u32::MAX`, what a state records for documents taken from the files' own
+    /// indexes ([`FILE_INDEX_BOS`](crate::source::FILE_INDEX_BOS)): no tokenizer's `bos`.
+    #[error("bos {bos} is reserved: a state records it for documents taken from the files' own indexes")]
+    ReservedBos {
+        /// The `bos` given.
+        bos: u32,
+    },
 }
 
 /// The message of [`DocumentProblem::NotADocumentStart`].

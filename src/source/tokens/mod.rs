@@ -6,6 +6,8 @@
 //!
 //! - `file_format.rs`: `TokenFileFormat` and `Llmc`; `format.rs`: `ShardFormat` and the
 //!   header's constants; `problem.rs`: `ShardProblem`, what is wrong with a file as a shard;
+//! - `document_index.rs`: a token file's own index of its documents (`DocumentIndex`),
+//!   and the rule its document ends become starts by;
 //! - `shard.rs`: one file of tokens (`TokenShard`), checked when opened, read by position;
 //!   `shards.rs`: the set (`TokenShards`), a `FileSet` and its `WindowFormat`;
 //! - `window.rs`: what a window of a token file is (`Window<TokenShard>`'s own methods);
@@ -14,6 +16,7 @@
 //! - `writer.rs`: `ShardWriter`, `write_shard`, `write_shard_u32`.
 
 mod decoders;
+pub(crate) mod document_index;
 mod file_format;
 mod format;
 mod problem;

@@ -10,7 +10,9 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
+use super::document_index::DocumentIndex;
 use super::format::{ShardFormat, SHARD_HEADER_BYTES, SHARD_MAGIC};
 use super::problem::ShardProblem;
 use crate::error::source::{FileProblem, SourceError};
@@ -18,6 +20,7 @@ use crate::error::Result;
 use crate::source::files::content::content_of;
 use crate::source::files::source_file::SourceFile;
 use crate::source::sampling::file_set::open_set_file;
+use crate::source::sampling::rng::mix64;
 use crate::source::sampling::window::SegmentFile;
 
 /// Where a file's tokens lie, as its format's opener found them: what a [`TokenShard`] is
@@ -49,8 +52,12 @@ pub(crate) struct TokenLayout {
 pub struct TokenShard {
     file: SourceFile,
     layout: TokenLayout,
-    /// The content fingerprint, sampled when opened.
+    /// The content fingerprint, sampled when opened (the index file's mixed in, where the
+    /// format has one).
     content: u64,
+    /// Where its documents start, as its format's own index file says (Megatron's `.idx`,
+    /// datatrove's `.ds.index`); `None` for a format without one.
+    index: Option<Arc<dyn DocumentIndex>>,
 }
 
 impl fmt::Debug for TokenShard {
@@ -60,6 +67,7 @@ impl fmt::Debug for TokenShard {
             .field("format", &self.layout.name)
             .field("tokens", &self.layout.tokens)
             .field("content", &format_args!("{:#018x}", self.content))
+            .field("index", &self.index.as_ref().map(|i| i.file().path()))
             .finish()
     }
 }
@@ -160,7 +168,44 @@ impl TokenShard {
             file,
             layout,
             content,
+            index: None,
         })
+    }
+
+    /// The file `file`, whose tokens lie as `layout` says, with its format's document
+    /// index `index` (checked by the opener against the token file as far as its header
+    /// goes; [`DocumentIndex::starts`] checks the rest when documents ask for it). The
+    /// content fingerprint is the token file's and the index file's together.
+    pub(crate) fn with_index(
+        file: SourceFile,
+        layout: TokenLayout,
+        index: Arc<dyn DocumentIndex>,
+    ) -> Result<Self> {
+        let content = mix64(content_of(&file)? ^ mix64(content_of(index.file())?));
+        Ok(TokenShard {
+            file,
+            layout,
+            content,
+            index: Some(index),
+        })
+    }
+
+    /// Whether the file's format keeps an index of its documents beside it (Megatron's
+    /// `.idx`, datatrove's `.ds.index`): then [`Documents`](crate::source::Documents) built
+    /// without a `bos` take the documents from it.
+    pub fn has_document_index(&self) -> bool {
+        self.index.is_some()
+    }
+
+    /// The path of the file's document index, where its format has one.
+    pub fn index_path(&self) -> Option<&Path> {
+        self.index.as_ref().map(|i| i.file().path())
+    }
+
+    /// Where the file's documents start, as its own index says (read and checked now);
+    /// `None` for a format without an index.
+    pub(crate) fn document_starts(&self) -> Option<Result<Vec<u32>, SourceError>> {
+        self.index.as_ref().map(|i| i.starts())
     }
 
     /// The file's path.
