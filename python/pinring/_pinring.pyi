@@ -23,6 +23,9 @@ __all__ = [
     "Loader",
     "Mixture",
     "PopTimeout",
+    "RankError",
+    "RankGuard",
+    "RankWarning",
     "SourceError",
     "SourceFileNotFoundError",
     "StoppedError",
@@ -37,11 +40,6 @@ class AllSlotsLeased(PopTimeout):
     pop() waited `lease_timeout` seconds while you held every device slot: batches popped earlier were never released (or their views are still alive), so no batch can come. `leased` lists the held (slot, seq) pairs. A PopTimeout whose `behind` is "consumer".
     """
     @property
-    def waited(self) -> float:
-        r"""
-        Seconds pop() waited.
-        """
-    @property
     def behind(self) -> str:
         r"""
         Always "consumer".
@@ -50,6 +48,11 @@ class AllSlotsLeased(PopTimeout):
     def leased(self) -> list[tuple[int, int]]:
         r"""
         The held device slots and the batch (seq) each holds.
+        """
+    @property
+    def waited(self) -> float:
+        r"""
+        Seconds pop() waited.
         """
 
 @typing.final
@@ -69,15 +72,68 @@ class Batch:
     out-of-range values instead).
     """
     @property
-    def seq(self) -> builtins.int:
+    def device(self) -> builtins.str:
         r"""
-        The batch's sequence number: 0, 1, 2, ... in delivery order.
+        "cpu" or "cuda:N".
+        """
+    @property
+    def doc_ids(self) -> numpy.typing.NDArray[numpy.uint64] | None:
+        r"""
+        Each document's id, one per document piece of the step in `cu_seqlens` order, as a
+        read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
+        token over the shards in order, the same whatever the order, seed, rank or world
+        size. None for a batch without fields (windows, records: see `sample_ids`).
+        
+        Readable after `release()` too, as `sample_ids`.
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The element type's name: "uint8", "uint16", "int32" or "int64" ("uint8" for a batch
+        of fields: each field has its own, `batch[name].dtype`).
         """
     @property
     def epoch(self) -> builtins.int:
         r"""
         The epoch (from 0) every sample of the batch belongs to: a batch never spans two
         epochs.
+        """
+    @property
+    def fields(self) -> tuple[str, ...]:
+        r"""
+        The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
+        "cu_seqlens")` (and `"positions"`) for a `Documents` step; `()` for a batch without
+        fields (TokenWindows, FixedRecords), which is one array.
+        """
+    @property
+    def max_seqlen(self) -> typing.Optional[builtins.int]:
+        r"""
+        The longest row of the batch, as a host int: for a `Documents` step, the longest
+        document piece (the largest difference of `cu_seqlens`), what varlen attention
+        kernels take as `max_seqlen`. None when the batch's rows have no lengths (windows,
+        records).
+        """
+    @property
+    def micro_step(self) -> typing.Optional[builtins.int]:
+        r"""
+        The pop within its optimizer step, `0..grad_accum_steps`, for a `Documents` step
+        (0 without gradient accumulation); None where the source numbers no steps.
+        """
+    @property
+    def nbytes(self) -> builtins.int:
+        r"""
+        Bytes of the batch: samples × cols × itemsize.
+        """
+    @property
+    def ptr(self) -> builtins.int:
+        r"""
+        The slot's address: a host pointer on cpu, a CUdeviceptr on cuda (what
+        `torch.from_dlpack(batch).data_ptr()` returns).
+        """
+    @property
+    def released(self) -> builtins.bool:
+        r"""
+        Whether the batch has been released (its slot may hold another batch now).
         """
     @property
     def sample_ids(self) -> numpy.typing.NDArray[numpy.uint64]:
@@ -97,29 +153,27 @@ class Batch:
         `locate()`), so a loss-spike trace can read them after the step.
         """
     @property
-    def fields(self) -> tuple[str, ...]:
+    def samples(self) -> builtins.int:
         r"""
-        The names of the batch's fields, in layout order: `("tokens", "inputs", "targets",
-        "cu_seqlens")` (and `"positions"`) for a `Documents` step; `()` for a batch without
-        fields (TokenWindows, FixedRecords), which is one array.
+        Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
         """
     @property
-    def max_seqlen(self) -> typing.Optional[builtins.int]:
+    def seq(self) -> builtins.int:
         r"""
-        The longest row of the batch, as a host int: for a `Documents` step, the longest
-        document piece (the largest difference of `cu_seqlens`), what varlen attention
-        kernels take as `max_seqlen`. None when the batch's rows have no lengths (windows,
-        records).
+        The batch's sequence number: 0, 1, 2, ... in delivery order.
         """
     @property
-    def doc_ids(self) -> numpy.typing.NDArray[numpy.uint64] | None:
+    def shape(self) -> tuple[int, int]:
         r"""
-        Each document's id, one per document piece of the step in `cu_seqlens` order, as a
-        read-only numpy uint64 array (needs numpy): the global offset of the document's BOS
-        token over the shards in order, the same whatever the order, seed, rank or world
-        size. None for a batch without fields (windows, records: see `sample_ids`).
-        
-        Readable after `release()` too, as `sample_ids`.
+        `(samples, cols)`: `cols` is `seq_len + 1` for TokenWindows, `record_bytes` for
+        FixedRecords; for a batch of fields, `(1, slot bytes)` of uint8 (its fields' shapes
+        are `batch[name].shape`).
+        """
+    @property
+    def slot(self) -> builtins.int:
+        r"""
+        The device slot the batch occupies (0 to device_slots - 1): with fixed views, which
+        slot's view `view()` returns (a CUDA graph per slot: `graphs[batch.slot].replay()`).
         """
     @property
     def sources(self) -> numpy.typing.NDArray[numpy.uint16]:
@@ -135,50 +189,43 @@ class Batch:
         The step of the run this batch is (from 0), where the source numbers steps (a
         `Documents` step); None otherwise.
         """
-    @property
-    def samples(self) -> builtins.int:
+    def __contains__(self, name: builtins.str) -> builtins.bool:
         r"""
-        Samples (rows) in the batch: batch_size, or fewer for an epoch's short last batch.
+        Whether `name` is one of the batch's fields.
         """
-    @property
-    def shape(self) -> tuple[int, int]:
+    def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
         r"""
-        `(samples, cols)`: `cols` is `seq_len + 1` for TokenWindows, `record_bytes` for
-        FixedRecords; for a batch of fields, `(1, slot bytes)` of uint8 (its fields' shapes
-        are `batch[name].shape`).
+        A DLPack capsule viewing the slot (zero copy), per the Python array API standard.
+        A batch of fields is exported field by field (`batch["inputs"].__dlpack__`, same
+        arguments): it raises BufferError.
+        
+        Args:
+            stream: (cuda) `-1` no synchronization; `None` or `1` the legacy default stream;
+                `2` the per-thread default stream (of the calling thread); any other int a
+                `cudaStream_t`. The stream waits for the batch's copy stream-side
+                (`cuStreamWaitEvent`), never the host. Every stream declared this way while
+                the batch is leased is fenced before the slot is reused: by `release()`
+                without an event, and by the release when the last view goes. On cpu only
+                None or -1 (the call waits for the copy, host-side).
+            max_version: a versioned (1.x) capsule when it allows one, else a legacy one.
+            dl_device: must be the batch's own device, or None.
+            copy: `True` raises BufferError: pinring exports zero-copy only.
+        
+        Raises:
+            BufferError: the batch was released, or a copy or another device was asked for,
+                or the batch has fields.
         """
-    @property
-    def dtype(self) -> builtins.str:
+    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         r"""
-        The element type's name: "uint8", "uint16", "int32" or "int64" ("uint8" for a batch
-        of fields: each field has its own, `batch[name].dtype`).
+        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
         """
-    @property
-    def nbytes(self) -> builtins.int:
+    def __enter__(self) -> Batch:
         r"""
-        Bytes of the batch: samples × cols × itemsize.
+        Returns the batch itself; leaving the block releases it.
         """
-    @property
-    def device(self) -> builtins.str:
+    def __exit__(self, *_args: typing.Any) -> builtins.bool:
         r"""
-        "cpu" or "cuda:N".
-        """
-    @property
-    def ptr(self) -> builtins.int:
-        r"""
-        The slot's address: a host pointer on cpu, a CUdeviceptr on cuda (what
-        `torch.from_dlpack(batch).data_ptr()` returns).
-        """
-    @property
-    def slot(self) -> builtins.int:
-        r"""
-        The device slot the batch occupies (0 to device_slots - 1): with fixed views, which
-        slot's view `view()` returns (a CUDA graph per slot: `graphs[batch.slot].replay()`).
-        """
-    @property
-    def released(self) -> builtins.bool:
-        r"""
-        Whether the batch has been released (its slot may hold another batch now).
+        Releases the batch (as `release()` with no event).
         """
     def __getitem__(self, name: builtins.str) -> Field:
         r"""
@@ -191,9 +238,68 @@ class Batch:
         Raises:
             KeyError: the batch has no field of that name (the message lists its fields).
         """
-    def __contains__(self, name: builtins.str) -> builtins.bool:
+    def __repr__(self) -> builtins.str: ...
+    def host(self, name: builtins.str) -> typing.Any:
         r"""
-        Whether `name` is one of the batch's fields.
+        A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
+        until release: the bytes the device slot holds, kept on the host for this batch
+        (modded-nanogpt's `bigram_cpu`). After the release the view may show another
+        batch's bytes.
+        
+        A host slot is reused as soon as its copy completes, before the release, so the
+        loader keeps a batch of fields' host bytes apart: the copy thread copies the slot's
+        arrays, as it starts the batch's copy, into a buffer of the batch's device slot.
+        Cost: device_slots × the slot's bytes of host memory and one memcpy of them a batch
+        on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
+        int64 targets and bigram_inputs), none on the training thread.
+        
+        Raises:
+            KeyError: no such field (a batch without fields has none).
+            BufferError: the batch was released.
+        """
+    def locate(self) -> list[_lineage.Location]:
+        r"""
+        Where each row came from, in row order (each document piece, for Documents): a list
+        of `pinring.Location` named tuples `(source, path, offset, len)`: the source's
+        index in a Mixture (0 otherwise), the file (as the source opened it), the row's
+        first token in the file (a record's index for FixedRecords; a document's `bos`
+        token for Documents) and its length in tokens (records). A token row's bytes are
+        `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
+        header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
+        on the source's layout: nothing is read. The rows are copied from the leased slot
+        the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
+        at `release()`: it works after `release()`.
+        
+        Raises:
+            SourceError: a row the source cannot place (not expected: the locator is the
+                loader's own source).
+        """
+    def release(self, event: typing.Any | None = None) -> None:
+        r"""
+        Gives the slot back; its reuse waits for the fence, stream-side.
+        
+        Args:
+            event: None: the slot is fenced on every stream the batch is bound to: the
+                Loader's `stream=` (every pop binds its batch to it) and every stream
+                declared to `__dlpack__` (what `torch.from_dlpack` and `cupy.from_dlpack`
+                pass), each from the thread that declared it; bound to none,
+                conservatively (cuda: a context synchronize, with the GIL released). Or an
+                int (a raw CUevent), a torch.cuda.Event, a torch.cuda.Stream, a
+                cupy.cuda.Stream or a cupy.cuda.Event: reuse waits for it as it stands now
+                (and for the bound streams). On the cpu backend only None (the slot is
+                free at once: every read through numpy is done when its call returns).
+        
+        Records events only (no host wait) with the GIL held, when the batch is bound to
+        streams of their own (the Loader's `stream=` a stream object, not 0, 1 or 2);
+        otherwise a release that may block is done with the GIL released.
+        
+        Idempotent; works from any thread and after the loader is closed.
+        
+        Raises:
+            TypeError: `event` is none of the forms above, or a CUDA fence on a cpu batch.
+            ValueError: an event that was never recorded.
+            CudaError: the fence was rejected (a stream of another device); the batch stays
+                leased.
         """
     def view(self, field: typing.Optional[builtins.str] = None) -> typing.Any:
         r"""
@@ -227,85 +333,6 @@ class Batch:
                 "fixed_views").
             BufferError: the batch was released.
             KeyError: no such field, or a batch of fields viewed without naming one.
-        """
-    def locate(self) -> list[_lineage.Location]:
-        r"""
-        Where each row came from, in row order (each document piece, for Documents): a list
-        of `pinring.Location` named tuples `(source, path, offset, len)`: the source's
-        index in a Mixture (0 otherwise), the file (as the source opened it), the row's
-        first token in the file (a record's index for FixedRecords; a document's `bos`
-        token for Documents) and its length in tokens (records). A token row's bytes are
-        `len × token bytes` from `1024 + offset × token bytes` of the shard (its 256-int
-        header first); a record's `record_bytes` from `offset × record_bytes`. Arithmetic
-        on the source's layout: nothing is read. The rows are copied from the leased slot
-        the first time any of `sample_ids`, `doc_ids`, `sources` or `locate()` is called, or
-        at `release()`: it works after `release()`.
-        
-        Raises:
-            SourceError: a row the source cannot place (not expected: the locator is the
-                loader's own source).
-        """
-    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
-        r"""
-        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
-        """
-    def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
-        r"""
-        A DLPack capsule viewing the slot (zero copy), per the Python array API standard.
-        A batch of fields is exported field by field (`batch["inputs"].__dlpack__`, same
-        arguments): it raises BufferError.
-        
-        Args:
-            stream: (cuda) `-1` no synchronization; `None` or `1` the legacy default stream;
-                `2` the per-thread default stream (of the calling thread); any other int a
-                `cudaStream_t`. The stream waits for the batch's copy stream-side
-                (`cuStreamWaitEvent`), never the host. Every stream declared this way while
-                the batch is leased is fenced before the slot is reused: by `release()`
-                without an event, and by the release when the last view goes. On cpu only
-                None or -1 (the call waits for the copy, host-side).
-            max_version: a versioned (1.x) capsule when it allows one, else a legacy one.
-            dl_device: must be the batch's own device, or None.
-            copy: `True` raises BufferError: pinring exports zero-copy only.
-        
-        Raises:
-            BufferError: the batch was released, or a copy or another device was asked for,
-                or the batch has fields.
-        """
-    def __enter__(self) -> Batch:
-        r"""
-        Returns the batch itself; leaving the block releases it.
-        """
-    def __exit__(self, *_args: typing.Any) -> builtins.bool:
-        r"""
-        Releases the batch (as `release()` with no event).
-        """
-    def __repr__(self) -> builtins.str: ...
-    def release(self, event: typing.Any | None = None) -> None:
-        r"""
-        Gives the slot back; its reuse waits for the fence, stream-side.
-        
-        Args:
-            event: None: the slot is fenced on every stream the batch is bound to: the
-                Loader's `stream=` (every pop binds its batch to it) and every stream
-                declared to `__dlpack__` (what `torch.from_dlpack` and `cupy.from_dlpack`
-                pass), each from the thread that declared it; bound to none,
-                conservatively (cuda: a context synchronize, with the GIL released). Or an
-                int (a raw CUevent), a torch.cuda.Event, a torch.cuda.Stream, a
-                cupy.cuda.Stream or a cupy.cuda.Event: reuse waits for it as it stands now
-                (and for the bound streams). On the cpu backend only None (the slot is
-                free at once: every read through numpy is done when its call returns).
-        
-        Records events only (no host wait) with the GIL held, when the batch is bound to
-        streams of their own (the Loader's `stream=` a stream object, not 0, 1 or 2);
-        otherwise a release that may block is done with the GIL released.
-        
-        Idempotent; works from any thread and after the loader is closed.
-        
-        Raises:
-            TypeError: `event` is none of the forms above, or a CUDA fence on a cpu batch.
-            ValueError: an event that was never recorded.
-            CudaError: the fence was rejected (a stream of another device); the batch stays
-                leased.
         """
 
 class CheckpointError(Error, builtins.ValueError):
@@ -344,14 +371,14 @@ class DecodeError(Error, builtins.ValueError):
     Decoding a sample failed; `seq` and `sample` name the batch and the sample within it. Also a ValueError.
     """
     @property
-    def seq(self) -> int:
-        r"""
-        The batch's sequence number.
-        """
-    @property
     def sample(self) -> int:
         r"""
         The sample's index within the batch.
+        """
+    @property
+    def seq(self) -> int:
+        r"""
+        The batch's sequence number.
         """
 
 @typing.final
@@ -381,7 +408,15 @@ class Documents:
       (`N` each, views of it: int64 targets are `targets.long()` on the device);
     - `cu_seqlens` (int32, `max_docs` of the step): `[0, end of each document...]`, the last
       document ending at `N`, padded with `N`;
-    - `positions` (int32, `N`, with positions=True): each input's position in its document.
+    - `positions` (int32, `N`, with positions=True): each input's position in its document;
+    - with targets_dtype="int64", `targets` is an int64 field of its own (`N`), as
+      modded-nanogpt hands it to its loss, not a view;
+    - `bigram_inputs` (int32, `N`, with bigram_vocab_size=V): modded-nanogpt's
+      `get_bigram_hash(inputs)`, computed by the decode workers into the slot.
+    
+    `batch.host(name)` is a numpy view of a field's host bytes, readable from pop until
+    release (modded-nanogpt's `bigram_cpu`); `batch.micro_step` the pop within its
+    optimizer step (`0..grad_accum_steps`).
     
     `batch.max_seqlen` is the step's longest document (what varlen attention takes),
     `batch.doc_ids` each document's id (the global offset of its `bos` token over the shards
@@ -407,13 +442,15 @@ class Documents:
         max_docs: the length of `cu_seqlens` in every step (a step holds at most
             `max_docs - 1` documents per rank); None: modded-nanogpt's rule, step by step
             (64 / 96 / 128 for 16384 / 32768 / 49152 tokens, else the next multiple of 128
-            of `tokens_per_batch // 300`, at least 128). A step that needs more documents is
+            of `tokens_per_batch // 300`, at least 128); "formula": that formula alone, no
+            table (the medium track's `train_gpt_medium.py`). A step that needs more documents is
             a ConfigError from `pop()` at that step, naming it and the count it needed.
         schedule: changes of the step sizes, known up front: a list of `(from_step,
             tokens_per_batch, max_seq_len)`, strictly increasing in `from_step`; step `k`
             uses the last entry with `from_step <= k` (the sizes above before the first; an
             entry at step 0 replaces them). What modded-nanogpt's `.send()` does at step `k`.
-            Slots are sized for the largest step; each batch has its own step's shape.
+            Sizes may go down (a taper). Slots are sized for the largest step; each batch
+            has its own step's shape. With grad_accum_steps, steps are optimizer steps.
         order: "sequential" (modded-nanogpt's walk) or "shuffled" (each epoch a fresh
             permutation of every document of every shard, from `seed`; only an epoch's last
             partial step is dropped).
@@ -428,6 +465,26 @@ class Documents:
             modification time) and bos, else the shard is scanned again. None: no cache.
         topology: a `pinring.Topology`, instead of rank and world_size: its data-parallel
             rank and size (`topo.dp_rank`, `topo.dp_size`).
+        align_to_bos: True: whole documents from their `bos` (above). False:
+            modded-nanogpt's validation walk — contiguous windows, rank `r` the
+            `tokens_per_batch + 1` tokens from `pos + r * tokens_per_batch`, `pos` moving on
+            `world_size * tokens_per_batch` a step, the next shard when `pos + world_size *
+            tokens_per_batch + 1` reaches the shard's end; `cu_seqlens` the positions of `bos`
+            in the inputs, padded with `N` (order="sequential" only).
+        grad_accum_steps: `G`, pops per optimizer step, each of `tokens_per_batch` tokens
+            per rank (modded-nanogpt's `num_tokens // (world_size * G)`). `batch.step` is the
+            optimizer step (what schedule, start_step, skip_steps and states count),
+            `batch.micro_step` its pop `0..G`. A state saved mid-step stands after the whole
+            step.
+        targets_dtype: "int64": `targets` an int64 field of its own; None or "int32": a view
+            of `tokens`.
+        bigram_vocab_size: `V`: adds `bigram_inputs` (int32), modded-nanogpt's hash of the
+            inputs with `M = V - 1`: `out[0] = M`, `out[i] = ((36313 * x[i]) ^ (27191 *
+            prev)) % M`, `prev` = `M` at `i = 1`, `x[i - 1]` after (int32 products wrapping).
+            2 to 2**31.
+        seq_cap: `C`: every `cu_seqlens` segment longer than `C` split from its start into
+            pieces of `C` (the last shorter; the tokens unchanged; the pieces must fit
+            max_docs).
         format: the files' format, as for `TokenWindows`: "llmc", "megatron", "datatrove",
             "npy" or "raw".
         token_type: the files' token type, as for `TokenWindows`: "uint16" or "uint32"
@@ -442,17 +499,20 @@ class Documents:
         ConfigError: an argument is out of range (`e.argument` names it): tokens_per_batch,
             max_seq_len or max_docs of 0, a schedule not increasing in step (naming the
             entry), a bos no shard's tokens can hold (>= 65536 for u16 shards), an unknown
-            order or dtype, a dtype too narrow for the shards.
+            order or dtype, a dtype too narrow for the shards; grad_accum_steps or seq_cap
+            below 1, bigram_vocab_size outside 2..2**31, a targets_dtype other than int32 /
+            int64, align_to_bos=False with order="shuffled".
     """
     @property
-    def files(self) -> builtins.list[builtins.str]:
+    def align_to_bos(self) -> builtins.bool:
         r"""
-        The shard files, in the order they are walked.
+        Whether the walk packs whole documents from their `bos` (True), or contiguous
+        windows (False: modded-nanogpt's validation walk).
         """
     @property
-    def tokens(self) -> builtins.int:
+    def bigram_vocab_size(self) -> typing.Optional[builtins.int]:
         r"""
-        Tokens in all shards.
+        `V` of `bigram_inputs`; None without that field.
         """
     @property
     def bos(self) -> typing.Optional[builtins.int]:
@@ -461,14 +521,40 @@ class Documents:
         index (format="megatron" or "datatrove" without `bos`).
         """
     @property
+    def documents(self) -> typing.Optional[builtins.int]:
+        r"""
+        Documents in all shards, when counted up front (order="shuffled" indexes every
+        shard here); None with order="sequential".
+        """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The tokens' element type: "uint16", "int32" or "int64".
+        """
+    @property
+    def fields(self) -> builtins.list[builtins.str]:
+        r"""
+        The names of a batch's fields, in layout order.
+        """
+    @property
+    def files(self) -> builtins.list[builtins.str]:
+        r"""
+        The shard files, in the order they are walked.
+        """
+    @property
     def format(self) -> builtins.str:
         r"""
         The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
         """
     @property
-    def tokens_per_batch(self) -> builtins.int:
+    def grad_accum_steps(self) -> builtins.int:
         r"""
-        Tokens of inputs per rank at step 0.
+        Pops per optimizer step (`G`).
+        """
+    @property
+    def max_docs(self) -> typing.Optional[builtins.int]:
+        r"""
+        The `max_docs` given; None: modded-nanogpt's rule, step by step.
         """
     @property
     def max_seq_len(self) -> builtins.int:
@@ -476,9 +562,19 @@ class Documents:
         Where documents are cut at step 0.
         """
     @property
-    def max_docs(self) -> typing.Optional[builtins.int]:
+    def order(self) -> builtins.str:
         r"""
-        The `max_docs` given; None: modded-nanogpt's rule, step by step.
+        "sequential" or "shuffled".
+        """
+    @property
+    def positions(self) -> builtins.bool:
+        r"""
+        Whether batches carry `positions`.
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
         """
     @property
     def schedule(self) -> builtins.list[tuple[builtins.int, builtins.int, builtins.int, builtins.int]]:
@@ -487,47 +583,43 @@ class Documents:
         ...]`, the first from step 0.
         """
     @property
-    def order(self) -> builtins.str:
-        r"""
-        "sequential" or "shuffled".
-        """
-    @property
     def seed(self) -> builtins.int:
         r"""
         The seed of "shuffled" (0 for "sequential").
         """
     @property
-    def rank(self) -> builtins.int:
+    def seq_cap(self) -> typing.Optional[builtins.int]:
         r"""
-        This process's rank.
+        The cap every `cu_seqlens` segment is split at; None: no cap.
+        """
+    @property
+    def targets_dtype(self) -> typing.Optional[builtins.str]:
+        r"""
+        "int64" when `targets` is an int64 field of its own; None: a view of `tokens`.
+        """
+    @property
+    def tokens(self) -> builtins.int:
+        r"""
+        Tokens in all shards.
+        """
+    @property
+    def tokens_per_batch(self) -> builtins.int:
+        r"""
+        Tokens of inputs per rank at step 0.
         """
     @property
     def world_size(self) -> builtins.int:
         r"""
         Ranks sharing each step's documents.
         """
-    @property
-    def dtype(self) -> builtins.str:
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: int | str | None = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, align_to_bos: builtins.bool = True, grad_accum_steps: builtins.int = 1, targets_dtype: typing.Optional[builtins.str] = None, bigram_vocab_size: typing.Optional[builtins.int] = None, seq_cap: typing.Optional[builtins.int] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> Documents: ...
+    def __repr__(self) -> builtins.str: ...
+    def index_stats(self) -> dict[str, int]:
         r"""
-        The tokens' element type: "uint16", "int32" or "int64".
+        How the shards were indexed so far, as a dict of counts: `shards`, `indexed`, and of
+        those `at_start` (before any step), `ahead` (by the thread ahead of the walk),
+        `on_walk` (by the walk itself: a step waited; 0 in a healthy run) and `from_cache`.
         """
-    @property
-    def positions(self) -> builtins.bool:
-        r"""
-        Whether batches carry `positions`.
-        """
-    @property
-    def fields(self) -> builtins.list[builtins.str]:
-        r"""
-        The names of a batch's fields, in layout order.
-        """
-    @property
-    def documents(self) -> typing.Optional[builtins.int]:
-        r"""
-        Documents in all shards, when counted up front (order="shuffled" indexes every
-        shard here); None with order="sequential".
-        """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: typing.Optional[builtins.int] = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> Documents: ...
     def sizes_at(self, step: builtins.int) -> tuple[builtins.int, builtins.int, builtins.int]:
         r"""
         `(tokens_per_batch, max_seq_len, max_docs)` of step `step`.
@@ -535,13 +627,6 @@ class Documents:
         Args:
             step: a step number, from 0.
         """
-    def index_stats(self) -> dict[str, int]:
-        r"""
-        How the shards were indexed so far, as a dict of counts: `shards`, `indexed`, and of
-        those `at_start` (before any step), `ahead` (by the thread ahead of the walk),
-        `on_walk` (by the walk itself: a step waited; 0 in a healthy run) and `from_cache`.
-        """
-    def __repr__(self) -> builtins.str: ...
 
 @typing.final
 class EpochIterator:
@@ -586,14 +671,14 @@ class Field:
     declared stream waits for the batch's copy stream-side, and is fenced at the release.
     """
     @property
-    def name(self) -> builtins.str:
+    def batch(self) -> Batch:
         r"""
-        The field's name.
+        The batch this field belongs to.
         """
     @property
-    def shape(self) -> tuple[int]:
+    def device(self) -> builtins.str:
         r"""
-        `(len,)`: its elements in this batch (a step's own length, not the slot's).
+        "cpu" or "cuda:N": the batch's device.
         """
     @property
     def dtype(self) -> builtins.str:
@@ -602,14 +687,14 @@ class Field:
         `Documents` step of dtype="int32"; "uint8", "uint16", "int32", "uint32" or "int64".
         """
     @property
+    def name(self) -> builtins.str:
+        r"""
+        The field's name.
+        """
+    @property
     def nbytes(self) -> builtins.int:
         r"""
         Bytes of the field in this batch: len × itemsize.
-        """
-    @property
-    def device(self) -> builtins.str:
-        r"""
-        "cpu" or "cuda:N": the batch's device.
         """
     @property
     def ptr(self) -> builtins.int:
@@ -618,17 +703,9 @@ class Field:
         `torch.from_dlpack(field).data_ptr()` returns).
         """
     @property
-    def batch(self) -> Batch:
+    def shape(self) -> tuple[int]:
         r"""
-        The batch this field belongs to.
-        """
-    def __len__(self) -> builtins.int:
-        r"""
-        Elements in this batch (as `shape[0]`).
-        """
-    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
-        r"""
-        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
+        `(len,)`: its elements in this batch (a step's own length, not the slot's).
         """
     def __dlpack__(self, *, stream: int | None = None, max_version: typing.Optional[tuple[builtins.int, builtins.int]] = None, dl_device: typing.Optional[tuple[builtins.int, builtins.int]] = None, copy: typing.Optional[builtins.bool] = None) -> typing.Any:
         r"""
@@ -646,6 +723,14 @@ class Field:
         
         Raises:
             BufferError: the batch was released, or a copy or another device was asked for.
+        """
+    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
+        r"""
+        `(device_type, device_id)` per DLPack: `(1, 0)` for cpu, `(2, N)` for cuda:N.
+        """
+    def __len__(self) -> builtins.int:
+        r"""
+        Elements in this batch (as `shape[0]`).
         """
     def __repr__(self) -> builtins.str: ...
 
@@ -676,44 +761,14 @@ class FixedRecords:
         ConfigError: an argument is out of range.
     """
     @property
-    def files(self) -> builtins.list[builtins.str]:
-        r"""
-        The record files, in the order they are read.
-        """
-    @property
-    def records(self) -> builtins.int:
-        r"""
-        Records in all files.
-        """
-    @property
-    def record_bytes(self) -> builtins.int:
-        r"""
-        Bytes per record (per sample).
-        """
-    @property
     def dtype(self) -> builtins.str:
         r"""
         Always "uint8".
         """
     @property
-    def order(self) -> builtins.str:
+    def epoch_len(self) -> builtins.int:
         r"""
-        "sequential", "shuffled" or "random".
-        """
-    @property
-    def seed(self) -> builtins.int:
-        r"""
-        The seed of "shuffled" and "random".
-        """
-    @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks the epoch is split over.
+        Samples per epoch for this rank.
         """
     @property
     def even_ranks(self) -> builtins.bool:
@@ -722,15 +777,45 @@ class FixedRecords:
         every rank the same number of batches, whatever this says.)
         """
     @property
-    def epoch_len(self) -> builtins.int:
+    def files(self) -> builtins.list[builtins.str]:
         r"""
-        Samples per epoch for this rank.
+        The record files, in the order they are read.
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8', *, topology: typing.Optional[Topology] = None) -> FixedRecords: ...
+    @property
+    def order(self) -> builtins.str:
+        r"""
+        "sequential", "shuffled" or "random".
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
+        """
+    @property
+    def record_bytes(self) -> builtins.int:
+        r"""
+        Bytes per record (per sample).
+        """
+    @property
+    def records(self) -> builtins.int:
+        r"""
+        Records in all files.
+        """
+    @property
+    def seed(self) -> builtins.int:
+        r"""
+        The seed of "shuffled" and "random".
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks the epoch is split over.
+        """
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8', *, topology: typing.Optional[Topology] = None) -> FixedRecords: ...
     def __repr__(self) -> builtins.str: ...
 
 @typing.final
@@ -773,7 +858,8 @@ class Loader:
             this thread (PyTorch's current device once it touched CUDA), else device 0.
         host_slots: batches decode may run ahead in pinned host memory.
         device_slots: batches you may hold at once (each a device slot).
-        decode_threads: the decode pool's threads (None: one per core).
+        decode_threads: the decode pool's threads (None: one per core, or with `topology=`
+            of several local ranks the node's share: the cores over local_world_size).
         pop_timeout: seconds a pop() waits by default before PopTimeout (None: no limit).
         drop_last: drop each epoch's short last batch (Documents: never short; True is a
             ConfigError).
@@ -806,7 +892,10 @@ class Loader:
         lease_timeout: seconds a pop() waits while you hold every device slot before it
             raises AllSlotsLeased naming the batches never released (a pop can never
             succeed then: without this it would hang).
-        host_budget: most bytes the pinned host ring may take (host_slots × batch bytes).
+        host_budget: most bytes the pinned host ring may take (host_slots × batch bytes);
+            None: 16 GiB, or with `topology=` of several local ranks the node's share of it
+            (16 GiB / local_world_size), as decode_threads=None then takes the node's share
+            of the cores: the loaders of a node together take what one alone would.
         device_budget: most bytes the device slots may take (device_slots × batch bytes).
         trace: a path: record a timeline of every stage (the latest 2**20 spans) and write
             it there as Chrome trace JSON at close() (open it in https://ui.perfetto.dev);
@@ -829,7 +918,8 @@ class Loader:
         topology: a `pinring.Topology`: this loader is its data-parallel rank `dp_rank` of
             `dp_size` (ranks of one model-parallel group get the same batches), instead of
             the source's rank and world_size; a source made with another rank or
-            world_size is a ConfigError.
+            world_size is a ConfigError. With several local ranks (`local_world_size`),
+            decode_threads and host_budget left None default to the node's share.
         fixed_views: a DLPack consumer (`torch.from_dlpack`, `cupy.from_dlpack`,
             `numpy.from_dlpack`, any callable taking a DLPack producer): the CUDA-graph
             mode. It is called once per device slot (and field) when a batch first lands
@@ -846,46 +936,19 @@ class Loader:
         CheckpointError: `state` is not a state of this source.
     """
     @property
-    def closed(self) -> builtins.bool:
-        r"""
-        Whether close() was called.
-        """
-    @property
     def batch_size(self) -> builtins.int:
         r"""
         Samples per full batch (1 for Documents: a batch is one step).
         """
     @property
-    def start_step(self) -> builtins.int:
+    def closed(self) -> builtins.bool:
         r"""
-        The step the run begins at (`start_step`; 0 from the start).
-        """
-    @property
-    def skip_steps(self) -> builtins.list[tuple[builtins.int, builtins.int]]:
-        r"""
-        The step ranges given as `skip_steps`, as `(start, end)` pairs (half-open). A state
-        resumed from may add its own: `state_dict()["skip"]` holds every range in force.
+        Whether close() was called.
         """
     @property
     def device(self) -> builtins.str:
         r"""
         "cpu" or "cuda:N".
-        """
-    @property
-    def dtype(self) -> builtins.str:
-        r"""
-        The batches' element type.
-        """
-    @property
-    def shape(self) -> tuple[int, int]:
-        r"""
-        `(batch_size, cols)`: a full batch's shape (Documents: `(1, slot bytes)`; its
-        fields have their own shapes).
-        """
-    @property
-    def host_slots(self) -> builtins.int:
-        r"""
-        Host slots in the pinned ring.
         """
     @property
     def device_slots(self) -> builtins.int:
@@ -898,9 +961,9 @@ class Loader:
         Whether a short last batch is dropped.
         """
     @property
-    def epochs(self) -> typing.Optional[builtins.int]:
+    def dtype(self) -> builtins.str:
         r"""
-        Epochs the run delivers, counted from epoch 0 also when resumed (None: no cap).
+        The batches' element type.
         """
     @property
     def epoch(self) -> builtins.int:
@@ -909,6 +972,14 @@ class Loader:
         known before the walk gets there: the epoch of the next step once it was seen (an
         epoch's loop that ended on it keeps it for the next pop), else of the last step
         popped (before any, the epoch of the state it resumed from, else 0).
+        """
+    @property
+    def epoch_batches(self) -> builtins.int:
+        r"""
+        Batches per epoch for this rank: the same on every rank (as `len(loader)`).
+        
+        Raises:
+            TypeError: for Documents (not known up front) and a Mixture (no epochs).
         """
     @property
     def epoch_len(self) -> builtins.int:
@@ -921,12 +992,31 @@ class Loader:
             TypeError: for Documents (not known up front) and a Mixture (no epochs).
         """
     @property
-    def epoch_batches(self) -> builtins.int:
+    def epochs(self) -> typing.Optional[builtins.int]:
         r"""
-        Batches per epoch for this rank: the same on every rank (as `len(loader)`).
-        
-        Raises:
-            TypeError: for Documents (not known up front) and a Mixture (no epochs).
+        Epochs the run delivers, counted from epoch 0 also when resumed (None: no cap).
+        """
+    @property
+    def host_slots(self) -> builtins.int:
+        r"""
+        Host slots in the pinned ring.
+        """
+    @property
+    def shape(self) -> tuple[int, int]:
+        r"""
+        `(batch_size, cols)`: a full batch's shape (Documents: `(1, slot bytes)`; its
+        fields have their own shapes).
+        """
+    @property
+    def skip_steps(self) -> builtins.list[tuple[builtins.int, builtins.int]]:
+        r"""
+        The step ranges given as `skip_steps`, as `(start, end)` pairs (half-open). A state
+        resumed from may add its own: `state_dict()["skip"]` holds every range in force.
+        """
+    @property
+    def start_step(self) -> builtins.int:
+        r"""
+        The step the run begins at (`start_step`; 0 from the start).
         """
     @property
     def total_batches(self) -> typing.Optional[builtins.int]:
@@ -934,82 +1024,6 @@ class Loader:
         Batches this loader delivers in all, from its start (its `start_step`) or the
         state it resumed from, the skipped steps left out; None with epochs=None, and for
         Documents (not known up front) and a Mixture.
-        """
-    def __iter__(self) -> EpochIterator:
-        r"""
-        The batches from the next one to the end of its epoch; the next `iter()` goes on
-        with the next epoch. For Documents, an epoch of the walk: it ends where the next
-        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
-        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
-        
-        Raises:
-            StoppedError: every epoch of `epochs` was delivered.
-        """
-    def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
-        r"""
-        The next batch, in order, across epochs; None once every batch of `epochs` was
-        delivered (never with epochs=None).
-        
-        A batch that is ready is taken at once, with the GIL held (with `stream=`, the
-        declared stream is made to wait for it, one stream-side wait). Otherwise it waits
-        with the GIL released, in slices of 30 ms with a signal check between them (Ctrl-C
-        raises KeyboardInterrupt at once).
-        
-        Args:
-            timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);
-                0 never waits.
-        
-        Raises:
-            PopTimeout: no batch within `timeout`; `e.behind` names the stage behind.
-            AllSlotsLeased: you held every device slot for `lease_timeout` seconds.
-            DecodeError, SourceError: a sample failed, raised once, after every batch
-                before it; then StoppedError. For Documents, a step that needs more
-                documents than max_docs allows is a ConfigError (argument "max_docs") and
-                one that fits nowhere in an epoch (a schedule grown past the data) a
-                SourceError, each naming the step, after the steps before it.
-            StoppedError: the loader is closed or stopped after an error.
-        """
-    def stats(self) -> dict[str, typing.Any]:
-        r"""
-        A snapshot of the pipeline's counters (seconds for times), slot states, and the
-        bottleneck verdict: `bottleneck` ("consumer", "source", "decode", "copy",
-        "device_slots", "cpu", "hand_off" or "not_yet") and `verdict`, a sentence with the
-        figures that say so.
-        
-        Over a Mixture, `sources` lists each source's part, by index: `samples` (decoded:
-        those popped and the few batches in flight), `share` (of all samples decoded),
-        `decode` (seconds its decodes took, summed over the decode threads) and
-        `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
-        times slower per sample than the others (else None), and a decode-bound verdict
-        names it. (`sources` is empty and `slowest_source` None for a single source.)
-        """
-    def write_trace(self, path: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> builtins.int:
-        r"""
-        Writes the timeline recorded so far as Chrome trace JSON (open it in
-        https://ui.perfetto.dev or chrome://tracing) and returns how many spans it holds.
-        
-        Args:
-            path: where to write it (default: the Loader's `trace` path).
-        
-        Raises:
-            ConfigError: the Loader was made without `trace=`.
-            StoppedError: the loader is closed (close() wrote the trace already).
-            OSError: the file could not be written.
-        """
-    def close(self) -> None:
-        r"""
-        Stops the pipeline: a pop blocked in another thread raises StoppedError, and so do
-        later pops. Writes the trace (with `trace=`). Batches still held stay valid and can
-        be released. The pipeline's threads are joined and its memory freed now, or, while
-        batches (or views of them) are alive, when the last goes. Idempotent.
-        """
-    def __len__(self) -> builtins.int:
-        r"""
-        Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
-        
-        Raises:
-            TypeError: for Documents (steps per epoch are not known up front) and a
-                Mixture (no epochs).
         """
     def __bool__(self) -> builtins.bool:
         r"""
@@ -1024,6 +1038,25 @@ class Loader:
         r"""
         Closes the loader.
         """
+    def __iter__(self) -> EpochIterator:
+        r"""
+        The batches from the next one to the end of its epoch; the next `iter()` goes on
+        with the next epoch. For Documents, an epoch of the walk: it ends where the next
+        step is of another epoch (that step is kept, undelivered, for the next `iter()` or
+        `pop()`: nothing is lost). For a Mixture: the mixture's run to its stop.
+        
+        Raises:
+            StoppedError: every epoch of `epochs` was delivered.
+        """
+    def __len__(self) -> builtins.int:
+        r"""
+        Batches per epoch for this rank (`epoch_batches`), as a DataLoader's len() is.
+        
+        Raises:
+            TypeError: for Documents (steps per epoch are not known up front) and a
+                Mixture (no epochs).
+        """
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: typing.Optional[builtins.int] = None, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
     def __repr__(self) -> builtins.str:
         r"""
         Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture
@@ -1031,33 +1064,12 @@ class Loader:
         tokens_per_batch and max_seq_len, and how many schedule changes follow) and the
         fields.
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: builtins.int = 17179869184, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
-    def state_dict(self) -> dict[str, typing.Any]:
+    def close(self) -> None:
         r"""
-        The loader's position as plain data (ints, strings and lists of them, for
-        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
-        window, order, seed, the epoch and how many of its windows all ranks together have
-        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
-        run every rank returns the same state, as long as the ranks popped the same number
-        of batches; `merge_states` checks that.
-        
-        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
-        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
-        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
-        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
-        state_dict(), about a microsecond each.)
-        
-        Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
-        the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
-        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
-        pairs), so that a resumed run numbers its steps on and keeps skipping.
-        
-        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
-        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
-        in force), `consumed` (positions of the global sequence all ranks consumed),
-        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
-        dict at its count, at world size 1). The same on every rank after the same number
-        of batches; resumable at any world size and batch size.
+        Stops the pipeline: a pop blocked in another thread raises StoppedError, and so do
+        later pops. Writes the trace (with `trace=`). Batches still held stay valid and can
+        be released. The pipeline's threads are joined and its memory freed now, or, while
+        batches (or views of them) are alive, when the last goes. Idempotent.
         """
     def load_state_dict(self, state: dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]], weights: typing.Optional[typing.Sequence[float]] = None) -> None:
         r"""
@@ -1090,6 +1102,30 @@ class Loader:
             ConfigError: `weights` for a loader that is not over a Mixture, or weights that
                 are negative, NaN, all 0 or not one per source (`e.argument` is "weights").
         """
+    def pop(self, timeout: typing.Optional[builtins.float] = None) -> typing.Optional[Batch]:
+        r"""
+        The next batch, in order, across epochs; None once every batch of `epochs` was
+        delivered (never with epochs=None).
+        
+        A batch that is ready is taken at once, with the GIL held (with `stream=`, the
+        declared stream is made to wait for it, one stream-side wait). Otherwise it waits
+        with the GIL released, in slices of 30 ms with a signal check between them (Ctrl-C
+        raises KeyboardInterrupt at once).
+        
+        Args:
+            timeout: seconds to wait (default: the loader's `pop_timeout`, else no limit);
+                0 never waits.
+        
+        Raises:
+            PopTimeout: no batch within `timeout`; `e.behind` names the stage behind.
+            AllSlotsLeased: you held every device slot for `lease_timeout` seconds.
+            DecodeError, SourceError: a sample failed, raised once, after every batch
+                before it; then StoppedError. For Documents, a step that needs more
+                documents than max_docs allows is a ConfigError (argument "max_docs") and
+                one that fits nowhere in an epoch (a schedule grown past the data) a
+                SourceError, each naming the step, after the steps before it.
+            StoppedError: the loader is closed or stopped after an error.
+        """
     def reshard(self, rank: builtins.int, world_size: builtins.int) -> None:
         r"""
         Reshards the run in place: from the next pop on, this loader is rank `rank` of
@@ -1110,6 +1146,64 @@ class Loader:
             ConfigError: a world_size of 0, a rank not below it, or a world size the
                 source cannot split (too few samples for every rank).
             StoppedError: the loader is closed.
+        """
+    def state_dict(self) -> dict[str, typing.Any]:
+        r"""
+        The loader's position as plain data (ints, strings and lists of them, for
+        `torch.save` or `json`): dataset fingerprint (format, file names, sizes, contents),
+        window, order, seed, the epoch and how many of its windows all ranks together have
+        consumed (popped; decoded or in-flight batches do not count). In a data-parallel
+        run every rank returns the same state, as long as the ranks popped the same number
+        of batches; `merge_states` checks that.
+        
+        For Documents, the core's `DocumentsCheckpoint` record: dataset fingerprint, bos,
+        order, seed, schedule, max_docs, the walk's cursor (`epoch`, `shard`, `doc`), the
+        steps popped (`step`), `world_size` and the skipped steps (`skip`); the same on
+        every rank after the same number of steps, and resumable at any world size. (It walks the steps popped since the last
+        state_dict(), about a microsecond each.)
+        
+        Every state is one record tagged by `kind` ("windows", "documents" or "mixture"),
+        the core's `pinring::State` as a dict. Every state also holds `step` (the steps all ranks completed: the next batch's
+        `batch.step`) and `skip` (the skipped step ranges in force, as `[start, end]`
+        pairs), so that a resumed run numbers its steps on and keeps skipping.
+        
+        For a Mixture, the core's `MixtureState` record: `version`, `seed`, `stop`,
+        `weights` (the weights' history: a list of `{"from", "weights", "counts"}`, the last
+        in force), `consumed` (positions of the global sequence all ranks consumed),
+        `step`, `skip`, `world_size`, `batch_size` and `sources` (each source's own state
+        dict at its count, at world size 1). The same on every rank after the same number
+        of batches; resumable at any world size and batch size.
+        """
+    def stats(self) -> dict[str, typing.Any]:
+        r"""
+        A snapshot of the pipeline's counters (seconds for times), slot states, and the
+        bottleneck verdict: `bottleneck` ("consumer", "source", "decode", "copy",
+        "device_slots", "cpu", "hand_off" or "not_yet") and `verdict`, a sentence with the
+        figures that say so.
+        
+        Over a Mixture, `sources` lists each source's part, by index: `samples` (decoded:
+        those popped and the few batches in flight), `share` (of all samples decoded),
+        `decode` (seconds its decodes took, summed over the decode threads) and
+        `per_sample`; `slowest_source` is the index of a source that decodes at least 1.5
+        times slower per sample than the others (else None), and a decode-bound verdict
+        names it. (`sources` is empty and `slowest_source` None for a single source.)
+        
+        `node_share`: the share of its node the loader took, `local_ranks` (the node's
+        processes it shares with: `topology=`'s local_world_size, else 1), `decode_threads`
+        and `host_budget` (bytes).
+        """
+    def write_trace(self, path: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None) -> builtins.int:
+        r"""
+        Writes the timeline recorded so far as Chrome trace JSON (open it in
+        https://ui.perfetto.dev or chrome://tracing) and returns how many spans it holds.
+        
+        Args:
+            path: where to write it (default: the Loader's `trace` path).
+        
+        Raises:
+            ConfigError: the Loader was made without `trace=`.
+            StoppedError: the loader is closed (close() wrote the trace already).
+            OSError: the file could not be written.
         """
 
 @typing.final
@@ -1174,19 +1268,9 @@ class Mixture:
         TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
     """
     @property
-    def sources(self) -> list[TokenWindows | FixedRecords | Documents]:
+    def dtype(self) -> builtins.str:
         r"""
-        The sources, as given.
-        """
-    @property
-    def weights(self) -> builtins.list[builtins.float]:
-        r"""
-        The weights, as given (equal ones when none were).
-        """
-    @property
-    def shares(self) -> builtins.list[builtins.float]:
-        r"""
-        Each source's share: the weights over their sum.
+        The samples' element type (the sources'; for Documents, their tokens').
         """
     @property
     def epoch_lens(self) -> builtins.list[typing.Optional[builtins.int]]:
@@ -1195,19 +1279,24 @@ class Mixture:
         where not counted yet, before every shard of the source was indexed).
         """
     @property
-    def seed(self) -> builtins.int:
-        r"""
-        The mixture's seed.
-        """
-    @property
     def rank(self) -> builtins.int:
         r"""
         This process's rank.
         """
     @property
-    def world_size(self) -> builtins.int:
+    def seed(self) -> builtins.int:
         r"""
-        Ranks the global sequence is sharded over.
+        The mixture's seed.
+        """
+    @property
+    def shares(self) -> builtins.list[builtins.float]:
+        r"""
+        Each source's share: the weights over their sum.
+        """
+    @property
+    def sources(self) -> list[TokenWindows | FixedRecords | Documents]:
+        r"""
+        The sources, as given.
         """
     @property
     def stop(self) -> builtins.str:
@@ -1215,9 +1304,14 @@ class Mixture:
         "never", "first" or "all".
         """
     @property
-    def dtype(self) -> builtins.str:
+    def weights(self) -> builtins.list[builtins.float]:
         r"""
-        The samples' element type (the sources'; for Documents, their tokens').
+        The weights, as given (equal ones when none were).
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks the global sequence is sharded over.
         """
     def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Optional[typing.Sequence[float]] = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never', *, topology: typing.Optional[Topology] = None) -> Mixture: ...
     def __repr__(self) -> builtins.str: ...
@@ -1227,15 +1321,120 @@ class PopTimeout(Error, builtins.TimeoutError):
     pop() waited for its timeout and no batch came; `waited` (seconds) and `behind` (the stage that holds up the next batch: "source", "decode", "copy" or "consumer") say more. Also a TimeoutError.
     """
     @property
-    def waited(self) -> float:
-        r"""
-        Seconds pop() waited.
-        """
-    @property
     def behind(self) -> str:
         r"""
         The stage that holds up the next batch.
         """
+    @property
+    def waited(self) -> float:
+        r"""
+        Seconds pop() waited.
+        """
+
+class RankError(Error, builtins.RuntimeError):
+    r"""
+    A RankGuard named a rank, on every rank at once, before the collective that would          hang: `rank` runs out of data before the others (`kind` "runs_out"), waits for          its data far longer than the rest ("slow_data"), or is at another step          ("steps"); or the guard's collective failed ("collective", `rank` None). `step`          is the step checked at. Also a RuntimeError.
+    """
+    @property
+    def kind(self) -> str:
+        r"""
+        "runs_out", "slow_data", "steps", "versions", "collective" or "bad_reduction".
+        """
+    @property
+    def rank(self) -> int | None:
+        r"""
+        The rank named (in the guard's group).
+        """
+    @property
+    def step(self) -> int | None:
+        r"""
+        The step the ranks checked at.
+        """
+
+@typing.final
+class RankGuard:
+    r"""
+    Checks every `every` steps, on every rank at once, that no rank will run out of data
+    before the others (the hang of a rank with fewer batches, then a NCCL timeout) and
+    that no rank waits for its data far longer than the rest — and names the rank
+    *before* the training collective that would hang.
+    
+    Each check reduces a small record of each rank (the step its run ends at within
+    `2 * every` steps, its data wait and source time since the last check, its step) with
+    one all-reduce (MAX over 9 int64 lanes: minima travel negated). Call `step()` once a
+    step, after the pop, on every rank:
+    
+        guard = pinring.RankGuard(loader, every=100)   # over torch.distributed's group
+        for batch in loader:
+            guard.step()          # a collective every 100 pops; RankError names a rank
+            ...
+    
+    Args:
+        loader: the Loader to watch.
+        group: the torch.distributed process group (None: the default one), used when no
+            `collective` is given; torch is imported then, not before.
+        every: pops between checks.
+        collective: instead of torch.distributed, `fn(lanes: list[int]) -> list[int]`: the
+            element-wise maximum of every rank's lanes (every rank calls it at once).
+        rank, world_size: this rank and the ranks of the collective (default with
+            `collective`: the loader's data-parallel rank and world size; with torch:
+            the group's).
+        on_problem: "raise" (RankError) or "warn" (RankWarning; `step()` returns the report).
+        wait_ratio, wait_floor: a rank whose data wait since the last check is above
+            `wait_ratio` times the least-waiting rank's and above `wait_floor` seconds is
+            named as slow.
+    
+    Raises:
+        ConfigError: `every` of 0, a rank not below world_size, an unknown on_problem.
+    """
+    @property
+    def check_time(self) -> builtins.float:
+        r"""
+        Seconds spent in checks so far, the collective included (divide by `checks` for
+        the cost of one).
+        """
+    @property
+    def checks(self) -> builtins.int:
+        r"""
+        Checks made so far.
+        """
+    @property
+    def every(self) -> builtins.int:
+        r"""
+        Pops between checks.
+        """
+    @property
+    def horizon(self) -> builtins.int:
+        r"""
+        How far ahead a check looks for a run's end (2 * every steps).
+        """
+    def __new__(cls, loader: Loader, group: typing.Optional[typing.Any] = None, every: builtins.int = 100, *, collective: typing.Optional[typing.Any] = None, rank: typing.Optional[builtins.int] = None, world_size: typing.Optional[builtins.int] = None, on_problem: builtins.str = 'raise', wait_ratio: builtins.float = 4.0, wait_floor: builtins.float = 1.0) -> RankGuard: ...
+    def check(self) -> dict[str, typing.Any]:
+        r"""
+        Checks now (every rank at once), whatever the pop count: the report, a dict of
+        `step`, `first_end` ((step, rank): the earliest end within the look ahead),
+        `last_end`, `most_wait` ((seconds, rank)), `least_wait`, `most_source_time`
+        ((seconds, rank)), `problem` (the message, or None) and `rank` (the rank named,
+        or None).
+        
+        Raises:
+            RankError: a rank named (on_problem="raise"), or the collective's own error.
+        """
+    def step(self) -> dict[str, typing.Any] | None:
+        r"""
+        Once a step, after the pop, on every rank: a check when the loader's pops are a
+        multiple of `every` (not checked at that count yet), returning its report; None
+        otherwise.
+        
+        Raises:
+            RankError: a rank named (on_problem="raise"), or the collective's own error.
+        """
+
+class RankWarning(builtins.RuntimeWarning):
+    r"""
+    What RankGuard(on_problem="warn") warns with instead of raising RankError (a          RuntimeWarning): the message names the rank.
+    """
+    ...
 
 class SourceError(Error, builtins.OSError):
     r"""
@@ -1308,49 +1507,14 @@ class TokenWindows:
             file's tokens are not the `token_type` said.
     """
     @property
-    def seq_len(self) -> builtins.int:
-        r"""
-        Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
-        """
-    @property
-    def files(self) -> builtins.list[builtins.str]:
-        r"""
-        The shard files, in the order they are read.
-        """
-    @property
-    def tokens(self) -> builtins.int:
-        r"""
-        Tokens in all shards.
-        """
-    @property
-    def format(self) -> builtins.str:
-        r"""
-        The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
-        """
-    @property
     def dtype(self) -> builtins.str:
         r"""
         The decoded element type: "uint16", "uint32", "int32" or "int64".
         """
     @property
-    def order(self) -> builtins.str:
+    def epoch_len(self) -> builtins.int:
         r"""
-        "sequential", "shuffled" or "random".
-        """
-    @property
-    def seed(self) -> builtins.int:
-        r"""
-        The seed of "shuffled" and "random".
-        """
-    @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks the epoch is split over.
+        Samples per epoch for this rank.
         """
     @property
     def even_ranks(self) -> builtins.bool:
@@ -1359,15 +1523,50 @@ class TokenWindows:
         every rank the same number of batches, whatever this says.)
         """
     @property
-    def epoch_len(self) -> builtins.int:
+    def files(self) -> builtins.list[builtins.str]:
         r"""
-        Samples per epoch for this rank.
+        The shard files, in the order they are read.
         """
-    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> TokenWindows: ...
+    @property
+    def format(self) -> builtins.str:
+        r"""
+        The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
+        """
+    @property
+    def order(self) -> builtins.str:
+        r"""
+        "sequential", "shuffled" or "random".
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
+        """
+    @property
+    def seed(self) -> builtins.int:
+        r"""
+        The seed of "shuffled" and "random".
+        """
+    @property
+    def seq_len(self) -> builtins.int:
+        r"""
+        Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
+        """
+    @property
+    def tokens(self) -> builtins.int:
+        r"""
+        Tokens in all shards.
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks the epoch is split over.
+        """
     def __len__(self) -> builtins.int:
         r"""
         Samples per epoch for this rank (as `epoch_len`).
         """
+    def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> TokenWindows: ...
     def __repr__(self) -> builtins.str: ...
 
 @typing.final
@@ -1396,14 +1595,14 @@ class Topology:
         ConfigError: inconsistent values (`e.argument` names the one at fault).
     """
     @property
-    def rank(self) -> builtins.int:
+    def dp_rank(self) -> builtins.int:
         r"""
-        The global rank.
+        The data-parallel rank: what batches are sharded by.
         """
     @property
-    def world_size(self) -> builtins.int:
+    def dp_size(self) -> builtins.int:
         r"""
-        The number of processes.
+        The number of data-parallel ranks.
         """
     @property
     def local_rank(self) -> builtins.int:
@@ -1416,29 +1615,18 @@ class Topology:
         The processes on this node.
         """
     @property
-    def dp_rank(self) -> builtins.int:
+    def rank(self) -> builtins.int:
         r"""
-        The data-parallel rank: what batches are sharded by.
+        The global rank.
         """
     @property
-    def dp_size(self) -> builtins.int:
+    def world_size(self) -> builtins.int:
         r"""
-        The number of data-parallel ranks.
+        The number of processes.
         """
     def __eq__(self, other: builtins.object, /) -> builtins.bool: ...
     def __new__(cls, rank: builtins.int, world_size: builtins.int, local_rank: builtins.int, local_world_size: builtins.int) -> Topology: ...
-    @staticmethod
-    def from_env() -> Topology:
-        r"""
-        The topology the launcher's environment gives: torchrun's `RANK`, `WORLD_SIZE`,
-        `LOCAL_RANK`, `LOCAL_WORLD_SIZE`; else Slurm's `SLURM_PROCID`, `SLURM_NTASKS`,
-        `SLURM_LOCALID`, `SLURM_NTASKS_PER_NODE` (its compressed form, `4(x2),2`, picked by
-        `SLURM_NODEID`). Read from `os.environ` as it is now.
-        
-        Raises:
-            ConfigError: a variable missing, not a number or inconsistent with the others
-                (`e.argument` names it), or neither launcher's variables set.
-        """
+    def __repr__(self) -> builtins.str: ...
     def data_parallel(self, tensor: builtins.int = 1, context: builtins.int = 1, pipeline: builtins.int = 1) -> Topology:
         r"""
         The same processes with model-parallel groups of `tensor` × `context` × `pipeline`
@@ -1453,7 +1641,18 @@ class Topology:
         Raises:
             ConfigError: a size of 0, or sizes whose product does not divide world_size.
         """
-    def __repr__(self) -> builtins.str: ...
+    @staticmethod
+    def from_env() -> Topology:
+        r"""
+        The topology the launcher's environment gives: torchrun's `RANK`, `WORLD_SIZE`,
+        `LOCAL_RANK`, `LOCAL_WORLD_SIZE`; else Slurm's `SLURM_PROCID`, `SLURM_NTASKS`,
+        `SLURM_LOCALID`, `SLURM_NTASKS_PER_NODE` (its compressed form, `4(x2),2`, picked by
+        `SLURM_NODEID`). Read from `os.environ` as it is now.
+        
+        Raises:
+            ConfigError: a variable missing, not a number or inconsistent with the others
+                (`e.argument` names it), or neither launcher's variables set.
+        """
 
 def merge_states(states: typing.Sequence[dict[str, typing.Any]]) -> dict[str, typing.Any]:
     r"""
