@@ -198,7 +198,7 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Parser, Value};
+    use crate::source::npy::header::{Parser, Value};
 
     #[test]
     fn parses_what_numpy_writes() {
