@@ -127,7 +127,7 @@ pub use backend::cuda::options::{CopyCalls, CudaDevice, CudaOptions};
 pub use backend::fence::Fence;
 #[cfg(feature = "cuda")]
 pub use batch::cuda::BatchView;
-pub use batch::view::{Element, ViewError};
+pub use batch::view::Element;
 pub use batch::{Batch, FieldAt, ReleaseError};
 pub use config::{Config, ConfigBuilder, LastBatch, NodeShare};
 /// The cudarc this crate was built with, for the [`CuStream`] / [`CuEvent`] conversions
@@ -137,6 +137,7 @@ pub use cudarc;
 pub use decode::{decode_fn, Decode, DecodeFn};
 pub use describe::Describe;
 pub use error::rank::RankError;
+pub use error::view::ViewError;
 pub use error::{ConfigError, DecodeError, Error, Result, Stage};
 pub use fields::{Dtype, Field, Fields, FIELD_ALIGN};
 pub use host_ring::HugePages;

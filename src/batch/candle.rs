@@ -7,10 +7,10 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::view::ViewError;
 use super::{Batch, FieldAt};
 use crate::backend::cpu::Cpu;
 use crate::backend::fence::Fence;
+use crate::error::view::ViewError;
 use crate::fields::Dtype;
 
 /// The candle dtype a field's elements are, where candle has one (it has no `u16`: decode

@@ -1,9 +1,10 @@
 //! What a batch of the cpu backend offers beside the generic ones: its bytes, and typed
 //! views of them.
 
-use super::view::{view_as, Element, ViewError};
+use super::view::{view_as, Element};
 use super::Batch;
 use crate::backend::cpu::Cpu;
+use crate::error::view::ViewError;
 
 impl Batch<Cpu> {
     /// The batch's bytes. Waits (host-side) until its copy has completed.

@@ -1,8 +1,9 @@
 //! Typed views of a batch's bytes: [`Element`], the integer types a slot holds (each
-//! with its [`Dtype`]), and [`ViewError`], why a view was refused. The views themselves
+//! with its [`Dtype`]); why a view was refused is [`ViewError`] (`src/error/view.rs`). The views themselves
 //! are the cpu backend's ([`Batch<Cpu>::field_as`](crate::Batch::field_as),
 //! [`Batch<Cpu>::bytes_as`](crate::Batch::bytes_as)): one borrow of the slot, no copy.
 
+use crate::error::view::ViewError;
 use crate::fields::Dtype;
 
 mod sealed {
@@ -30,42 +31,6 @@ macro_rules! elements {
 
 elements!(u8 => U8, u16 => U16, i32 => I32, u32 => U32, i64 => I64);
 
-/// Why a typed view of a batch was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ViewError {
-    /// The batch has no field of this name (or no fields at all).
-    #[error("the batch has no field {name:?}")]
-    NoField {
-        /// The name asked for.
-        name: String,
-    },
-    /// The field's elements are of another type.
-    #[error("field {name:?} holds {held}, not {asked}")]
-    Dtype {
-        /// The field.
-        name: String,
-        /// Its element type.
-        held: Dtype,
-        /// The type asked for.
-        asked: Dtype,
-    },
-    /// The bytes are not a whole number of elements of the type asked for, or do not start
-    /// at a multiple of its alignment (a batch's slot is aligned; a view of its bytes as a
-    /// type wider than its samples' may not fit).
-    #[error("{len} bytes at {addr:#x} are not whole {asked} elements aligned to {align}")]
-    Misfit {
-        /// Bytes viewed.
-        len: usize,
-        /// Their address.
-        addr: usize,
-        /// The type asked for.
-        asked: Dtype,
-        /// Its alignment.
-        align: usize,
-    },
-}
-
 /// `bytes` as `&[T]`, when they are whole, aligned elements of `T`.
 pub(crate) fn view_as<T: Element>(bytes: &[u8]) -> Result<&[T], ViewError> {
     // SAFETY: `T` is one of the sealed integer types (plain old data: every bit pattern is
@@ -85,7 +50,8 @@ pub(crate) fn view_as<T: Element>(bytes: &[u8]) -> Result<&[T], ViewError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{view_as, ViewError};
+    use crate::batch::view::view_as;
+    use crate::error::view::ViewError;
 
     #[test]
     fn views_whole_aligned_elements_only() {

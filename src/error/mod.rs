@@ -10,6 +10,7 @@ use std::time::Duration;
 pub(crate) mod mixture;
 pub(crate) mod rank;
 pub(crate) mod source;
+pub(crate) mod view;
 
 use mixture::MixtureProblem;
 use rank::RankError;
@@ -156,7 +157,7 @@ pub enum Error {
     /// A typed view of a batch was refused: no such field, another element type, or
     /// bytes that are not whole aligned elements ([`ViewError`](crate::ViewError)).
     #[error("typed view refused: {0}")]
-    View(#[from] crate::batch::view::ViewError),
+    View(#[from] view::ViewError),
 }
 
 /// Why a [`Config`](crate::Config) was rejected.
