@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use pinring::{FieldAt, Fields, Locate};
 use pyo3::exceptions::{PyBufferError, PyImportError, PyKeyError};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyList, PySlice, PyTuple};
+use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 
 use crate::device::Device;
 use crate::dispatch::{AnyBatch, BatchFacts, RowColumns};
@@ -167,7 +167,7 @@ impl PyBatch {
 
     /// The field `name` of this batch: its place in the layout and where it lies in the
     /// slot, with its length in this batch.
-    fn field(&self, name: &str) -> Option<(usize, &pinring::Field, FieldAt)> {
+    pub(crate) fn field(&self, name: &str) -> Option<(usize, &pinring::Field, FieldAt)> {
         let (i, field) = self
             .layout
             .as_ref()?
@@ -208,7 +208,7 @@ impl PyBatch {
     }
 
     /// The error for a name that is no field of this batch.
-    fn no_such_field(&self, name: &str) -> PyErr {
+    pub(crate) fn no_such_field(&self, name: &str) -> PyErr {
         if !self.has_fields() {
             PyKeyError::new_err(format!(
                 "{name:?}: batch {} has no fields (a TokenWindows or FixedRecords batch is one \
@@ -289,63 +289,6 @@ impl PyBatch {
             at,
             batch.field_view(&at),
         ))
-    }
-
-    /// A numpy view (read-only, no copy) of field `name`'s host bytes, readable from pop
-    /// until release: the bytes the device slot holds, kept on the host for this batch
-    /// (modded-nanogpt's `bigram_cpu`). After the release the view may show another
-    /// batch's bytes.
-    ///
-    /// A host slot is reused as soon as its copy completes, before the release, so the
-    /// loader keeps a batch of fields' host bytes apart: the copy thread copies the slot's
-    /// arrays, as it starts the batch's copy, into a buffer of the batch's device slot.
-    /// Cost: device_slots × the slot's bytes of host memory and one memcpy of them a batch
-    /// on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
-    /// int64 targets and bigram_inputs), none on the training thread.
-    ///
-    /// Raises:
-    ///     KeyError: no such field (a batch without fields has none).
-    ///     BufferError: the batch was released.
-    fn host<'py>(slf: Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let batch = slf.get();
-        let Some((_, _, at)) = batch.field(name) else {
-            return Err(batch.no_such_field(name));
-        };
-        let found = {
-            let lease = batch.cell.lock_attached(py);
-            match lease.as_ref() {
-                None => return Err(released_error(batch.facts.seq)),
-                Some(leased) => leased.batch.host_field(name),
-            }
-        };
-        let Some((ptr, len)) = found else {
-            return Err(PyKeyError::new_err(format!(
-                "the loader keeps no host bytes of {name:?} (a pinring bug: every field's are \
-                 kept)"
-            )));
-        };
-        let producer = HostField {
-            cell: batch.cell.clone(),
-            view: SlotView {
-                seq: batch.facts.seq,
-                ptr: ptr as u64,
-                shape: Shape::Flat {
-                    len: len / at.dtype.size(),
-                },
-                dtype: at.dtype,
-                device: Device::Cpu,
-            },
-        };
-        let numpy = py.import("numpy").map_err(|e| {
-            PyImportError::new_err(format!(
-                "batch.host() is a numpy array: install numpy ({e})"
-            ))
-        })?;
-        let array = numpy.call_method1("from_dlpack", (Bound::new(py, producer)?,))?;
-        let kwargs = [("write", false)].into_py_dict(py)?;
-        array.call_method("setflags", (), Some(&kwargs))?;
-        Ok(array)
     }
 
     /// Whether `name` is one of the batch's fields.
@@ -642,41 +585,6 @@ impl PyBatch {
             self.row.dtype.name(),
             self.device.name(),
             released
-        )
-    }
-}
-
-/// A kept field's host bytes as a DLPack producer on the cpu (what `Batch.host` hands
-/// `numpy.from_dlpack`): its capsule shares the batch's lease, as a field's does.
-#[pyclass(module = "pinring", frozen)]
-struct HostField {
-    cell: Arc<BatchCell>,
-    view: SlotView,
-}
-
-#[pymethods]
-impl HostField {
-    fn __dlpack_device__(&self) -> (u32, i32) {
-        Device::Cpu.dlpack()
-    }
-
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
-        stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(u32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        export(
-            py,
-            Owner::Host(&self.cell),
-            self.view,
-            stream,
-            max_version,
-            dl_device,
-            copy,
         )
     }
 }

@@ -4,7 +4,7 @@
 //! - [`loader`]: `Loader`, which forwards to one core `pinring::Loader` over a built-in
 //!   source, and `EpochIterator`; [`holder`] shares the core loader with every batch,
 //!   [`stats`] reads its counters; [`topology`]: `Topology`; [`rank_guard`]: `RankGuard`;
-//! - [`batch`]: `Batch`, a leased slot ([`release`]: its `release()`); [`field`]: `Field`, one named array of a batch of
+//! - [`batch`]: `Batch`, a leased slot ([`release`]: its `release()`); [`host_field`]: what `Batch.host` exports; [`field`]: `Field`, one named array of a batch of
 //!   several; [`lease`] is the lease a batch shares with its fields and their DLPack
 //!   exports ([`dlpack`]); [`release_forms`] reads the fences `release(event=...)` takes,
 //!   duck-typed from torch or cupy objects, and [`declared_stream`] the stream
@@ -40,6 +40,7 @@ mod field;
 mod fixed_views;
 mod gil;
 mod holder;
+mod host_field;
 mod lease;
 mod lineage;
 mod loader;

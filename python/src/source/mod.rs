@@ -8,6 +8,7 @@
 //! made, and the pipeline's threads never call into Python.
 
 pub(crate) mod documents;
+mod documents_args;
 pub(crate) mod dtype;
 pub(crate) mod fixed_records;
 pub(crate) mod given;
