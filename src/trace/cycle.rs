@@ -145,7 +145,11 @@ impl SlotTimeline {
                 .and_then(|s| self.cycle(s))
                 .and_then(|p| p.take);
             let gates = [c.filled, release, previous];
-            let gate = if c.take.is_none() || gates.iter().any(|g| g.is_none()) && c.seq >= d {
+            // Before batch D the slot was never released (and batch 0 follows none): the
+            // gates it has decide. After it, a gate the ring no longer holds leaves the take
+            // uncounted.
+            let all_held = gates.iter().all(Option::is_some);
+            let gate = if c.take.is_none() || (c.seq >= d && !all_held) {
                 None
             } else {
                 (0..3)
@@ -159,23 +163,23 @@ impl SlotTimeline {
                     None
                 }
             };
+            // The lease's way to the consumer: seen by a consumer waiting in `pop`, or found in
+            // the ring by one that came later.
             let consumer_waited = matches!((c.pop_called, c.lease), (Some(p), Some(l)) if p <= l);
+            let delivered = gap(c.lease, c.popped);
+            let (to_waiting, to_busy) = if consumer_waited {
+                (delivered, None)
+            } else {
+                (None, delivered)
+            };
             let values = [
                 gap(c.gather, c.filled),
                 gated(0),
                 gated(1),
                 gated(2),
                 gap(c.take, c.lease),
-                if consumer_waited {
-                    gap(c.lease, c.popped)
-                } else {
-                    None
-                },
-                if consumer_waited {
-                    None
-                } else {
-                    gap(c.lease, c.popped)
-                },
+                to_waiting,
+                to_busy,
                 gap(c.popped, c.released),
                 gap(c.take, c.host_freed),
                 gap(c.host_freed, host_next.and_then(|n| n.gather)),
@@ -198,17 +202,19 @@ impl SlotTimeline {
             .into_iter()
             .map(|(name, mut v)| {
                 v.sort_unstable();
+                // The value at quantile `q` (nearest rank); 0 for a hand-off never seen.
                 let at = |q: f64| {
-                    v.get(((v.len() - 1) as f64 * q).round() as usize)
+                    let last = v.len().saturating_sub(1);
+                    v.get((last as f64 * q).round() as usize)
                         .copied()
                         .unwrap_or(0)
                 };
                 Handoff {
                     name,
                     count: v.len(),
-                    p50_ns: if v.is_empty() { 0 } else { at(0.5) },
-                    p90_ns: if v.is_empty() { 0 } else { at(0.9) },
-                    max_ns: v.last().copied().unwrap_or(0),
+                    p50_ns: at(0.5),
+                    p90_ns: at(0.9),
+                    max_ns: at(1.0),
                 }
             })
             .collect()
