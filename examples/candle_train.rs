@@ -320,8 +320,10 @@ fn run(args: Args) -> R<()> {
         let windows = batch.to_candle(Dtype::U32, &shape).map_err(c)?;
         if let Some(f) = &mut ids {
             let list: Vec<String> = batch.sample_ids().iter().map(u64::to_string).collect();
-            writeln!(f, "{} {}", batch.step().unwrap_or(step), list.join(" "))
-                .map_err(|e| e.to_string())?;
+            ids_log::append(
+                f,
+                &format!("{} {}", batch.step().unwrap_or(step), list.join(" ")),
+            )?;
         }
         // The tensor owns its copy: the slot goes back to the pipeline before the step.
         drop(batch);

@@ -223,13 +223,8 @@ fn run(args: Args) -> Result<(), String> {
             loss += model.accumulate(&pairs, &mut grad, scale);
             if let Some(f) = &mut ids {
                 let list: Vec<String> = batch.sample_ids().iter().map(u64::to_string).collect();
-                writeln!(
-                    f,
-                    "{} {rank} {}",
-                    batch.step().unwrap_or(step),
-                    list.join(" ")
-                )
-                .map_err(|e| e.to_string())?;
+                let line = format!("{} {rank} {}", batch.step().unwrap_or(step), list.join(" "));
+                ids_log::append(f, &line)?;
             }
             batch.release(Fence::Sync).map_err(|e| e.to_string())?;
         }
