@@ -116,11 +116,11 @@ impl<D: Decode> DecodeWork<D> {
             }
             // A file that changed (or could not be looked at) under an earlier sample of
             // the item names that sample; a failure of its own before it stands.
-            if let Err(checked) = run.finish() {
-                if failure.as_ref().is_none_or(|&(j, _)| checked.sample < j) {
-                    let error = Error::Source(checked.error.at_sample(k, checked.sample));
-                    failure = Some((checked.sample, error));
-                }
+            if let Err(checked) = run.finish()
+                && failure.as_ref().is_none_or(|&(j, _)| checked.sample < j)
+            {
+                let error = Error::Source(checked.error.at_sample(k, checked.sample));
+                failure = Some((checked.sample, error));
             }
             let failure = failure.map(|(_, error)| error);
             control.counters.decode.busy_since(t);

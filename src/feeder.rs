@@ -96,21 +96,21 @@ impl<D: Decode, I: Iterator<Item = D::Sample>> Feeder<D, I> {
                             }
                         },
                     };
-                    if let Some((_, e)) = D::identify(&sample) {
-                        if *epoch.get_or_insert(e) != e {
-                            carried = Some(sample);
-                            break Gathered::EpochEnd;
-                        }
+                    if let Some((_, e)) = D::identify(&sample)
+                        && *epoch.get_or_insert(e) != e
+                    {
+                        carried = Some(sample);
+                        break Gathered::EpochEnd;
                     }
                     let mut describe = fill.describe();
                     D::describe(&sample, &mut describe);
-                    if let Some(source_batch) = describe.said_batch_size() {
-                        if source_batch != per_batch as u64 {
-                            break Gathered::Failed(Error::Config(ConfigError::SourceBatchSize {
-                                source_batch,
-                                config_batch: per_batch,
-                            }));
-                        }
+                    if let Some(source_batch) = describe.said_batch_size()
+                        && source_batch != per_batch as u64
+                    {
+                        break Gathered::Failed(Error::Config(ConfigError::SourceBatchSize {
+                            source_batch,
+                            config_batch: per_batch,
+                        }));
                     }
                     fill.put(n, sample);
                     n += 1;

@@ -124,7 +124,7 @@ impl ParkSlot {
             return spin;
         }
         let n = self.waits.fetch_add(1, native::Ordering::Relaxed);
-        if self.hits.load(native::Ordering::Relaxed) >= SPIN_WHEN || n % PROBE_EVERY == 0 {
+        if self.hits.load(native::Ordering::Relaxed) >= SPIN_WHEN || n.is_multiple_of(PROBE_EVERY) {
             spin
         } else {
             Duration::ZERO
@@ -162,7 +162,7 @@ impl ParkSlot {
                 return Some(Waited::Stopped);
             }
             checks += 1;
-            if checks % CHECKS_PER_CLOCK_READ == 0 {
+            if checks.is_multiple_of(CHECKS_PER_CLOCK_READ) {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return Some(Waited::TimedOut);

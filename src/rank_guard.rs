@@ -228,7 +228,7 @@ impl RankGuard {
 
     /// Whether a check is due after `popped` pops: a multiple of `every` not checked yet.
     pub fn due(&self, popped: u64) -> bool {
-        popped % self.every == 0 && self.checked_at != Some(popped)
+        popped.is_multiple_of(self.every) && self.checked_at != Some(popped)
     }
 
     /// Once a step, after the pop: a [`check`](Self::check) when the loader's pops are a

@@ -255,7 +255,7 @@ impl Topology {
             }
         }
         let model = tensor.saturating_mul(context).saturating_mul(pipeline);
-        if self.world_size % model != 0 {
+        if !self.world_size.is_multiple_of(model) {
             return Err(bad(
                 "tensor",
                 format!(

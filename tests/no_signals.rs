@@ -89,10 +89,8 @@ fn the_library_depends_on_no_crate_that_handles_signals() {
             in_deps = line.ends_with("dependencies]") && !line.contains("dev-dependencies");
             continue;
         }
-        if in_deps {
-            if let Some((name, _)) = line.split_once('=') {
-                deps.push(name.trim().to_owned());
-            }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            deps.push(name.trim().to_owned());
         }
     }
     assert!(

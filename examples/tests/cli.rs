@@ -1292,7 +1292,7 @@ fn learnable_shard(dir: &TempDir) -> String {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            t = if x % 8 == 0 {
+            t = if x.is_multiple_of(8) {
                 (x >> 8) as u16 % 64
             } else {
                 (5 * t + 1) % 64
@@ -1415,7 +1415,7 @@ fn train_loop_killed_after_a_save_resumes_on_another_world_size() {
         .find_map(|l| l.strip_prefix("resumed at step "))
         .and_then(|rest| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no resume line: {run:#?}"));
-    assert!(saved >= 15 && saved % 5 == 0, "{run:#?}");
+    assert!(saved >= 15 && saved.is_multiple_of(5), "{run:#?}");
     assert!(run
         .stdout
         .contains(&format!("resumed at step {saved} on 3 ranks (saved on 2)")));

@@ -472,16 +472,15 @@ fn check_sampler(
         }
         if let (Order::Shuffled { .. }, 1, false) =
             (input.order, input.world_size, input.even_ranks)
+            && starts.len() as u64 == grid
         {
-            if starts.len() as u64 == grid {
-                starts.sort_unstable();
-                if starts
-                    .iter()
-                    .enumerate()
-                    .any(|(g, &s)| s != g as u64 * stride)
-                {
-                    return Err("a shuffled epoch is not a permutation of the grid".into());
-                }
+            starts.sort_unstable();
+            if starts
+                .iter()
+                .enumerate()
+                .any(|(g, &s)| s != g as u64 * stride)
+            {
+                return Err("a shuffled epoch is not a permutation of the grid".into());
             }
         }
     }

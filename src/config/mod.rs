@@ -472,13 +472,13 @@ impl<B: Backend> ConfigBuilder<B> {
                 (batch / samples, batch)
             }
         };
-        if let Some(fields) = &unresolved.fields {
-            if batch_bytes < fields.bytes() {
-                return Err(ConfigError::Fields(format!(
-                    "the fields take {} bytes, past batch_bytes {batch_bytes}",
-                    fields.bytes()
-                )));
-            }
+        if let Some(fields) = &unresolved.fields
+            && batch_bytes < fields.bytes()
+        {
+            return Err(ConfigError::Fields(format!(
+                "the fields take {} bytes, past batch_bytes {batch_bytes}",
+                fields.bytes()
+            )));
         }
         nonzero(settings.host_slots, "host_slots")?;
         nonzero(settings.device_slots, "device_slots")?;

@@ -158,13 +158,13 @@ impl<S: Source, B: Backend> Loader<S, B> {
     /// The next batch (of epoch `epoch`, when given: [`TryPop::End`] at that epoch's end),
     /// waiting as `wait` says: the one pop every public pop is.
     fn next(&mut self, epoch: Option<u64>, wait: Wait) -> Result<TryPop<B>> {
-        if let Some(epoch) = epoch {
-            if let Some(place) = self.place()? {
-                if place.epoch != epoch || place.left == 0 {
-                    return Ok(TryPop::End);
-                }
-                return self.next(None, wait);
+        if let Some(epoch) = epoch
+            && let Some(place) = self.place()?
+        {
+            if place.epoch != epoch || place.left == 0 {
+                return Ok(TryPop::End);
             }
+            return self.next(None, wait);
         }
         let batch = match self.kept.take() {
             Some(batch) => batch,
@@ -276,10 +276,11 @@ impl<S: Source, B: Backend> Loader<S, B> {
         if self.source.epoch_batches().is_none() {
             return Ok(None);
         }
-        if let Some((at, place)) = self.place {
-            if at == self.next_step && place.left > 0 {
-                return Ok(Some(place));
-            }
+        if let Some((at, place)) = self.place
+            && at == self.next_step
+            && place.left > 0
+        {
+            return Ok(Some(place));
         }
         let place = self.source.place(self.states.from(), self.next_step)?;
         self.place = place.map(|p| (self.next_step, p));

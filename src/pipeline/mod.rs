@@ -309,10 +309,10 @@ impl<B: Backend> Pipeline<B> {
     fn behind(&self) -> Stage {
         let k = self.next;
         let d = self.device.slots.idx(k);
-        if let (seq, DeviceState::Leased | DeviceState::Copying) = self.device.slots.state(d) {
-            if seq < k {
-                return Stage::Consumer;
-            }
+        if let (seq, DeviceState::Leased | DeviceState::Copying) = self.device.slots.state(d)
+            && seq < k
+        {
+            return Stage::Consumer;
         }
         match self.host.state(k) {
             (seq, HostState::Decoding) if seq == k => Stage::Decode,
@@ -446,10 +446,10 @@ impl<B: Backend> Drop for Pipeline<B> {
         }
         // As in `pop`: a timeout past what an `Instant` can hold waits without a deadline.
         let deadline = Instant::now().checked_add(self.shutdown_timeout);
-        if self.control.wait_for_exits(deadline) {
-            if let Some(feeder) = self.feeder.take() {
-                let _ = feeder.join();
-            }
+        if self.control.wait_for_exits(deadline)
+            && let Some(feeder) = self.feeder.take()
+        {
+            let _ = feeder.join();
         }
         // Otherwise a thread is still inside user code (a decode or the source's `next`):
         // it ends when that returns, and its handle is detached here.

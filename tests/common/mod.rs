@@ -103,7 +103,7 @@ impl Decode for TestDecoder {
         if !self.always_sleep.is_zero() {
             std::thread::sleep(self.always_sleep);
         }
-        if self.delay_every > 0 && byte(g, 7) as u64 % self.delay_every == 0 {
+        if self.delay_every > 0 && (byte(g, 7) as u64).is_multiple_of(self.delay_every) {
             std::thread::sleep(self.delay);
         }
         match self.fault {

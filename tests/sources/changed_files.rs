@@ -39,10 +39,10 @@ impl<I: Iterator> Iterator for Gated<I> {
     type Item = I::Item;
 
     fn next(&mut self) -> Option<I::Item> {
-        if self.n == self.at {
-            if let Some(gate) = self.gate.take() {
-                let _ = gate.recv();
-            }
+        if self.n == self.at
+            && let Some(gate) = self.gate.take()
+        {
+            let _ = gate.recv();
         }
         self.n += 1;
         self.inner.next()

@@ -344,10 +344,8 @@ fn run(state: &StreamState) {
                 }
             }
         }
-        if signalled {
-            if let Some(waker) = &state.on_signal {
-                waker.wake();
-            }
+        if signalled && let Some(waker) = &state.on_signal {
+            waker.wake();
         }
         queue = lock(&state.queue);
         queue.running = false;

@@ -150,10 +150,10 @@ impl Completion {
     /// the completion thread.
     pub(super) fn completed(&self) -> Result<u64> {
         let shared = &*self.shared;
-        if shared.count.failed() {
-            if let Some(error) = shared.error() {
-                return Err(error);
-            }
+        if shared.count.failed()
+            && let Some(error) = shared.error()
+        {
+            return Err(error);
         }
         // Acquire: pairs with the completion thread's Release store.
         Ok(shared.count.done())
@@ -178,10 +178,10 @@ impl Completion {
     pub(super) fn stop(&mut self, join: bool) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.park.wake();
-        if let Some(thread) = self.thread.take() {
-            if join {
-                let _ = thread.join();
-            }
+        if let Some(thread) = self.thread.take()
+            && join
+        {
+            let _ = thread.join();
         }
     }
 }

@@ -151,8 +151,7 @@ impl IndexCache {
             .write(true)
             .open(self.dir.join(format!(".{}.lock", key.file_name())))
             .ok()?;
-        // fs4's, not std's `File::lock` (Rust 1.89; the crate's rust-version is 1.85).
-        fs4::FileExt::lock(&file).ok()?;
+        file.lock().ok()?;
         Some(file)
     }
 

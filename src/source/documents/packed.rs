@@ -220,13 +220,11 @@ impl Documents {
             step += 1;
         }
         // The run's end, where it falls right after the steps walked: say so in the cursor.
-        if step == target && self.end_epoch.is_some() && !past_end(cursor) {
-            if let Ok(next) = walker.locate(cursor, step) {
-                if past_end(next.start) {
+        if step == target && self.end_epoch.is_some() && !past_end(cursor)
+            && let Ok(next) = walker.locate(cursor, step)
+                && past_end(next.start) {
                     cursor = next.start;
                 }
-            }
-        }
         Ok(self.inner.checkpoint_at(cursor, step, &skip))
     }
 

@@ -162,11 +162,10 @@ impl Iterator for Steps {
         let (step, micro) = (self.step, self.micro);
         let sizes = self.inner.schedule.at(step);
         let located = walked_over.and_then(|()| walker.locate(self.cursor, step));
-        if let Ok(located) = &located {
-            if self.past_end(located) {
+        if let Ok(located) = &located
+            && self.past_end(located) {
                 return self.end_at(located.start, walker.into_perm());
             }
-        }
         self.perm = walker.into_perm();
         let outcome = located.and_then(|located| {
             sizes

@@ -152,10 +152,10 @@ pub(super) fn with<R>(keep: bool, f: impl FnOnce(&mut Chunk) -> R) -> R {
 /// Forgets what this thread's chunk holds (a run ended).
 pub(super) fn clear() {
     CHUNK.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            if let Some(chunk) = slot.as_mut() {
-                chunk.clear();
-            }
+        if let Ok(mut slot) = cell.try_borrow_mut()
+            && let Some(chunk) = slot.as_mut()
+        {
+            chunk.clear();
         }
     });
 }

@@ -176,7 +176,7 @@ impl MegatronIndex {
                 (last as u64).wrapping_add((length as i64 as u64).wrapping_mul(width))
             }
         };
-        if bin.len() != expected || bin.len() % width != 0 {
+        if bin.len() != expected || !bin.len().is_multiple_of(width) {
             return Err(SourceError::file(
                 bin.path(),
                 MegatronProblem::BinSize { len: bin.len(), expected, width: self.width },

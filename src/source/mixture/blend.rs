@@ -145,13 +145,13 @@ pub(crate) fn normalized(
     weights: &[f64],
     sources: Option<usize>,
 ) -> Result<Vec<f64>, MixtureProblem> {
-    if let Some(sources) = sources {
-        if weights.len() != sources {
-            return Err(MixtureProblem::WeightCount {
-                weights: weights.len(),
-                sources,
-            });
-        }
+    if let Some(sources) = sources
+        && weights.len() != sources
+    {
+        return Err(MixtureProblem::WeightCount {
+            weights: weights.len(),
+            sources,
+        });
     }
     if weights.is_empty() {
         return Err(MixtureProblem::NoSources);

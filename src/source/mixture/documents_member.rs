@@ -209,13 +209,13 @@ impl Member for DocMember {
                 let (_, extent) = stream.readers[s].get(n)?;
                 let len = fill.take(extent.tokens());
                 count += 1;
-                if r == rank {
-                    if let Some(list) = keep.as_deref_mut().filter(|l| l.len() < cap) {
-                        list.push(MixedPiece {
-                            source: s as u16,
-                            piece: extent.piece(len),
-                        });
-                    }
+                if r == rank
+                    && let Some(list) = keep.as_deref_mut().filter(|l| l.len() < cap)
+                {
+                    list.push(MixedPiece {
+                        source: s as u16,
+                        piece: extent.piece(len),
+                    });
                 }
             }
             if count > most_pieces.0 {

@@ -75,7 +75,7 @@ fn other_width_hint(len: u64, said: ShardFormat) -> String {
         ShardFormat::U16 => ShardFormat::U32,
         ShardFormat::U32 => ShardFormat::U16,
     };
-    if len % other.token_bytes() as u64 == 0 {
+    if len.is_multiple_of(other.token_bytes() as u64) {
         format!(": it is a whole number of {other} tokens; were they written as {other}?")
     } else {
         String::new()

@@ -201,15 +201,16 @@ impl<S: Segmented> Samples<S> {
         mut len: u64,
         only_epoch: Option<u64>,
     ) -> Self {
-        if pos.index >= len && only_epoch.is_none() {
-            if let Some(next) = pos.epoch.checked_add(1) {
-                pos = Position {
-                    epoch: next,
-                    index: 0,
-                };
-                base = 0;
-                len = inner.len;
-            }
+        if pos.index >= len
+            && only_epoch.is_none()
+            && let Some(next) = pos.epoch.checked_add(1)
+        {
+            pos = Position {
+                epoch: next,
+                index: 0,
+            };
+            base = 0;
+            len = inner.len;
         }
         Samples {
             inner,
@@ -320,12 +321,12 @@ impl<S: Segmented> Iterator for Samples<S> {
     type Item = S::Window;
 
     fn next(&mut self) -> Option<S::Window> {
-        if let Some(clock) = &self.clock {
-            if clock.into == 0 {
-                let kept = clock.skip.next_kept(clock.step);
-                if kept != clock.step {
-                    self.jump(kept);
-                }
+        if let Some(clock) = &self.clock
+            && clock.into == 0
+        {
+            let kept = clock.skip.next_kept(clock.step);
+            if kept != clock.step {
+                self.jump(kept);
             }
         }
         if self.pos.index >= self.len {

@@ -125,7 +125,7 @@ fn version_context(expected: i32) -> String {
 /// The token width the file's data would have if each counted token took the same
 /// number of bytes, when that is a plausible width other than the header's.
 fn other_width(count: u64, data: u64, token_bytes: u64) -> Option<u64> {
-    if count == 0 || data % count != 0 {
+    if count == 0 || !data.is_multiple_of(count) {
         return None;
     }
     let width = data / count;
