@@ -9,8 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::documents::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
-use super::mixture::{MixtureState, MIXTURE_STATE_VERSION};
+use super::documents::checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
+use super::mixture::state::{MixtureState, MIXTURE_STATE_VERSION};
 use super::sampling::checkpoint::{Checkpoint, CHECKPOINT_VERSION};
 use super::sampling::checkpoint_text::read_text;
 use super::sampling::difference::against_rank_0;
