@@ -9,7 +9,8 @@ module `a`, `a/b.rs` module `a::b`). An edge runs from a file to the module each
 that is a module file (`use crate::source::Sampler` names `source/mod.rs` when `Sampler` is
 only re-exported there, so a child importing through its parent's re-export and the
 parent re-exporting the child is a cycle: import from the module that defines the item).
-`use child::X` names the child module `child`; `mod x;` declarations are not edges; comments and string literals are ignored. Prints every
+`use child::X` names the child module `child`; `mod x;` declarations are not edges; comments and string literals are ignored;
+inside an inline `mod name { ... }` (a file's tests) `super::` names the file's own module. Prints every
 cycle (a strongly connected component of more than one file, with one edge path around it)
 and exits 1 if there is any, 0 otherwise.
 """
@@ -101,12 +102,35 @@ def modules(root: Path):
     return mods
 
 
+def inline_mods_lifted(code: str) -> str:
+    """The code with each inline `mod name { ... }` block's paths read from the file's
+    module: inside the block `super::` names the file's own module (`self::`), and
+    `super::super::` its parent (`super::`)."""
+    out, i = [], 0
+    for m in re.finditer(r"\bmod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{", code):
+        if m.start() < i:
+            continue  # nested in a block already lifted
+        depth, j = 1, m.end()
+        while j < len(code) and depth:
+            depth += (code[j] == "{") - (code[j] == "}")
+            j += 1
+        block = re.sub(
+            r"\bsuper\s*::(\s*super\s*::)?",
+            lambda s: "super::" if s.group(1) else "self::",
+            code[m.end() : j],
+        )
+        out.append(code[i : m.end()] + block)
+        i = j
+    out.append(code[i:])
+    return "".join(out)
+
+
 def edges(root: Path):
     mods = modules(root)
     path_of = {f: p for p, f in mods.items()}
     graph = {f: set() for f in mods.values()}
     for f, here in path_of.items():
-        code = strip(f.read_text())
+        code = inline_mods_lifted(strip(f.read_text()))
         texts = list(use_paths(code)) + [m.group(0) for m in PATH.finditer(code)]
         for text in texts:
             segs = [s.strip() for s in text.replace(" ", "").split("::") if s.strip()]

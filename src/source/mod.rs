@@ -141,7 +141,7 @@ formats! {
 pub use any::{AnyDecoder, AnySample, AnySamples, AnySource};
 pub use contract::{EpochPlace, IntoSource, Source};
 pub use run::{Run, StepRanges};
-pub use sampling::as_source::WindowFormat;
+pub use sampling::window_format::WindowFormat;
 pub use state::State;
 
 /// Windows of token shards: the source [`TokenShards::windows`] builds (the Python

@@ -8,7 +8,8 @@ use super::cache::IndexCache;
 use super::problem::{largest, DocumentProblem};
 use super::scan::bos_positions;
 use crate::error::source::SourceError;
-use crate::source::tokens::{TokenShard, TokenShards};
+use crate::source::tokens::shard::TokenShard;
+use crate::source::tokens::shards::TokenShards;
 use crate::sync::native::{AtomicU64, Mutex, OnceLock, Ordering};
 
 /// Who built a shard's index. (Public only as an argument of a mixture's hidden member;

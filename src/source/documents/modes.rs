@@ -79,7 +79,7 @@ macro_rules! step_mode_setters {
             /// How steps are walked and what is derived into them, every field at once (see
             /// [`StepModes`](crate::source::StepModes); the setters that follow each set one
             /// of its fields, and the last one given wins).
-            modes(modes: $crate::source::documents::StepModes) => modes = modes;
+            modes(modes: $crate::source::documents::modes::StepModes) => modes = modes;
             /// `max_docs` by modded-nanogpt's formula alone:
             /// [`StepModes::max_docs_formula`](crate::source::StepModes::max_docs_formula).
             max_docs_formula(on: bool) => modes.max_docs_formula = Some(on);

@@ -72,7 +72,7 @@ macro_rules! packing_setters {
             /// How steps are sized and laid out, every field at once (see
             /// [`Packing`](crate::source::Packing); the setters that follow each set one
             /// of its fields, and the last one given wins).
-            packing(packing: $crate::source::documents::Packing) => packing = packing;
+            packing(packing: $crate::source::documents::packing::Packing) => packing = packing;
             /// Tokens of inputs per rank per step:
             /// [`Packing::tokens_per_batch`](crate::source::Packing::tokens_per_batch).
             tokens_per_batch(n: u64) => packing.tokens_per_batch = n;

@@ -27,7 +27,8 @@ use crate::locate::Locate;
 use crate::source::contract::Source;
 use crate::source::documents::packed::Documents;
 use crate::source::run::Run;
-use crate::source::sampling::as_source::{kept_between, WindowFormat};
+use crate::source::sampling::as_source::kept_between;
+use crate::source::sampling::window_format::WindowFormat;
 use crate::source::state::State;
 
 /// What a mixture's kind gives its [`Source`] impl: its samples, decoder and batches.

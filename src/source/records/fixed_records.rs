@@ -9,7 +9,7 @@ use super::file::RecordFile;
 use crate::error::Result;
 use crate::source::contract::IntoSource;
 use crate::source::files::glob;
-use crate::source::sampling::as_source::WindowFormat;
+use crate::source::sampling::window_format::WindowFormat;
 use crate::source::sampling::file_set::FileSet;
 use crate::source::sampling::sampler::Sampler;
 

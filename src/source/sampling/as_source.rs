@@ -1,35 +1,20 @@
 //! A [`Sampler`] as a [`Source`]: token windows and records, written once for every
-//! [`WindowFormat`] — a [`Segmented`] set that says how its windows decode.
+//! [`WindowFormat`] — a [`Segmented`](super::segmented::Segmented) set that says how its
+//! windows decode.
 
 use std::sync::Arc;
 
 use super::checkpoint::Checkpoint;
 use super::sampler::Sampler;
 use super::samples::Samples;
-use super::segmented::Segmented;
+use super::window_format::WindowFormat;
 use crate::config::{Config, ConfigBuilder};
-use crate::decode::Decode;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::locate::Locate;
 use crate::source::contract::{EpochPlace, Source};
 use crate::source::run::Run;
 use crate::source::state::State;
-
-/// A [`Segmented`] set whose windows a loader can decode: what its windows decode with
-/// and how many bytes a window of `window` units takes in the batch. Token shards decode
-/// to their [`decoded_as`](crate::source::TokenShards::decoded_as) type; records are
-/// copied as they are.
-pub trait WindowFormat: Segmented + Clone {
-    /// The decoder of its windows.
-    type Decoder: Decode<Sample = Self::Window> + Clone;
-
-    /// Its decoder.
-    fn window_decoder(&self) -> Self::Decoder;
-
-    /// Bytes a decoded window of `window` units takes.
-    fn sample_bytes(&self, window: u64) -> usize;
-}
 
 /// The window state in `from`, or a mismatch for a state of another kind.
 pub(crate) fn windows_state(from: Option<&State>) -> Result<Option<&Checkpoint>> {

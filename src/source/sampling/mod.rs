@@ -24,6 +24,7 @@
 //!   `Fingerprint`, reading any state's JSON text, the first field in which two states
 //!   differ (for every mismatch error);
 //! - `located.rs`: a window's place from its id (`Locate`);
+//! - `window_format.rs`: `WindowFormat`, what a format of windows or records implements;
 //! - `as_source.rs`: a `Sampler` as a `Source`, written once for every `WindowFormat`.
 
 pub(crate) mod as_source;
@@ -42,4 +43,5 @@ pub(crate) mod segmented;
 pub(crate) mod skip;
 pub(crate) mod steps;
 pub(crate) mod window;
+pub(crate) mod window_format;
 pub(crate) mod window_sample;

@@ -13,7 +13,7 @@ use super::token_type::TokenType;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::files::glob;
-use crate::source::sampling::as_source::WindowFormat;
+use crate::source::sampling::window_format::WindowFormat;
 use crate::source::sampling::file_set::FileSet;
 use crate::source::sampling::sampler::Sampler;
 use crate::source::sampling::sampler_builder::SamplerBuilder;
