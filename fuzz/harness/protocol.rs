@@ -474,10 +474,10 @@ pub fn run(script: &Script) -> Result<Summary, String> {
         if panic_at == Some(id) {
             panic!("{INJECTED}: source at {id}");
         }
-        if let Some((at, d)) = stall {
-            if at == id {
-                std::thread::sleep(d);
-            }
+        if let Some((at, d)) = stall
+            && at == id
+        {
+            std::thread::sleep(d);
         }
     });
     let pipeline = Pipeline::new(config, decoder, source).map_err(|e| format!("start: {e}"))?;

@@ -12,7 +12,7 @@ impl<B: Backend> Config<B> {
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
-    /// Bytes each sample takes in a slot (what [`ConfigBuilder::bytes_per_sample`] set).
+    /// Bytes each sample takes in a slot (what [`ConfigBuilder::bytes_per_sample`](crate::ConfigBuilder::bytes_per_sample) set).
     pub fn bytes_per_sample(&self) -> usize {
         self.sample_bytes
     }
@@ -48,7 +48,7 @@ impl<B: Backend> Config<B> {
     pub fn host_budget(&self) -> usize {
         self.settings.host_budget
     }
-    /// The share of its node this pipeline takes ([`ConfigBuilder::node_share`]).
+    /// The share of its node this pipeline takes ([`ConfigBuilder::node_share`](crate::ConfigBuilder::node_share)).
     pub fn node_share(&self) -> NodeShare {
         NodeShare {
             local_ranks: self.settings.local_ranks,
@@ -64,7 +64,7 @@ impl<B: Backend> Config<B> {
     pub fn decode_cores(&self) -> &[usize] {
         &self.settings.decode_cores
     }
-    /// How long a waiting thread spins before it parks (see [`ConfigBuilder::spin`]).
+    /// How long a waiting thread spins before it parks (see [`ConfigBuilder::spin`](crate::ConfigBuilder::spin)).
     pub fn spin(&self) -> Duration {
         self.settings.spin
     }
@@ -88,22 +88,22 @@ impl<B: Backend> Config<B> {
     pub fn shutdown_timeout(&self) -> Duration {
         self.settings.shutdown_timeout
     }
-    /// Spans the trace ring holds (0: tracing off; see [`ConfigBuilder::trace`]).
+    /// Spans the trace ring holds (0: tracing off; see [`ConfigBuilder::trace`](crate::ConfigBuilder::trace)).
     pub fn trace_spans(&self) -> usize {
         self.settings.trace
     }
     /// Rows a batch's description holds at most (see
-    /// [`ConfigBuilder::rows_per_batch`]).
+    /// [`ConfigBuilder::rows_per_batch`](crate::ConfigBuilder::rows_per_batch)).
     pub fn rows_per_batch(&self) -> usize {
         self.rows_per_batch
     }
     /// The batch's fields, where it has a layout of named arrays (see
-    /// [`ConfigBuilder::fields`]).
+    /// [`ConfigBuilder::fields`](crate::ConfigBuilder::fields)).
     pub fn fields(&self) -> Option<&Fields> {
         self.fields.as_deref()
     }
     /// What places the batches' rows in their files, if set (see
-    /// [`ConfigBuilder::locator`]).
+    /// [`ConfigBuilder::locator`](crate::ConfigBuilder::locator)).
     pub fn locator(&self) -> Option<&std::sync::Arc<dyn Locate>> {
         self.settings.locator.as_ref()
     }
@@ -127,12 +127,12 @@ impl<B: Backend> Config<B> {
         self.device_stride * self.settings.device_slots
     }
     /// Whether released device slots are filled with a poison pattern (see
-    /// [`ConfigBuilder::poison_released`]; also on when `PINRING_POISON_RELEASED=1` was set
+    /// [`ConfigBuilder::poison_released`](crate::ConfigBuilder::poison_released); also on when `PINRING_POISON_RELEASED=1` was set
     /// when the config was built).
     pub fn poison_released(&self) -> bool {
         self.settings.poison_released
     }
-    /// The declared consumer stream, if any (see [`ConfigBuilder::consumer_stream`]).
+    /// The declared consumer stream, if any (see [`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)).
     pub fn consumer_stream(&self) -> Option<&B::Stream> {
         self.consumer_stream.as_ref()
     }

@@ -238,7 +238,7 @@ impl<S: Source, B: Backend> Loader<S, B> {
     }
 
     /// The state of the run once every batch handed out was consumed: save it with the
-    /// trainer's weights; [`LoaderBuilder::resume`] continues from it, on any world size.
+    /// trainer's weights; [`LoaderBuilder::resume`](crate::LoaderBuilder::resume) continues from it, on any world size.
     /// The same on every rank after the same number of pops ([`State::merge`] checks).
     /// Arithmetic on what was popped (packed documents walk the steps popped since the
     /// last state on their index, about a microsecond a step).

@@ -95,8 +95,8 @@ impl MixtureBuilder<Documents> {
     /// type too narrow for its shards) is its error, naming the file.
     ///
     /// [`ConfigError::Mixture`]: crate::ConfigError::Mixture
-    /// [`MixtureProblem::SourceSetting`]: crate::error::source::MixtureProblem::SourceSetting
-    /// [`MixtureProblem::Shape`]: crate::error::source::MixtureProblem::Shape
+    /// [`MixtureProblem::SourceSetting`]: crate::error::mixture::MixtureProblem::SourceSetting
+    /// [`MixtureProblem::Shape`]: crate::error::mixture::MixtureProblem::Shape
     /// [`SourceError::Zero`]: crate::error::source::SourceError::Zero
     /// [`SourceError::BadRank`]: crate::error::source::SourceError::BadRank
     /// [`SourceError::BadSkip`]: crate::error::source::SourceError::BadSkip

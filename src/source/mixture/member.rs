@@ -21,7 +21,7 @@ use crate::source::sampling::rng::mix64;
 use crate::source::state::State;
 
 /// How a source's items differ from source 0's: what differs, source 0's value and the
-/// source's (a [`MixtureProblem::Shape`](crate::error::source::MixtureProblem::Shape)).
+/// source's (a [`MixtureProblem::Shape`](crate::error::mixture::MixtureProblem::Shape)).
 pub(crate) type ShapeDifference = (&'static str, u64, u64);
 
 /// One source of a mixture of some kind, and what that kind does differently. (Public
