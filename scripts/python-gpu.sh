@@ -12,8 +12,10 @@
 #                                   python/benches/bench_documents.py,
 #                                   python/examples/train_gpt.py --synthetic --check and
 #                                   its --packed run against --reference (the losses step
-#                                   for step), python/examples/cuda_graphs.py (a CUDA graph
-#                                   per device slot against static.copy_, checked on the
+#                                   for step), the same pair with --bigram (a bigram
+#                                   embedding fed by bigram_inputs),
+#                                   python/examples/cuda_graphs.py (a CUDA graph per
+#                                   device slot against static.copy_, checked on the
 #                                   device); the summary table last.
 #
 # PYTHON (default python3) is the interpreter whose site-packages hold torch (and cupy).
@@ -79,6 +81,15 @@ run() {
     timeout 600 "$py" python/examples/train_gpt.py --packed --synthetic /tmp/pinring-gpt-docs --steps 300 \
         --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-packed.npy 2>&1 | tee -a "$LOG"
     [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
+    # The same pair with a bigram embedding (issue 31): pinring's bigram_inputs field against
+    # master's get_bigram_hash of the generator's inputs, the losses step for step.
+    rm -f /tmp/pinring-gpt-bigram.npy
+    timeout 600 "$py" python/examples/train_gpt.py --packed --bigram --synthetic /tmp/pinring-gpt-docs --steps 300 \
+        --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --check --losses-out /tmp/pinring-gpt-bigram.npy 2>&1 | tee -a "$LOG"
+    [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
+    timeout 600 "$py" python/examples/train_gpt.py --packed --bigram --synthetic /tmp/pinring-gpt-docs --steps 300 \
+        --tokens-per-batch 4096 --max-seq-len 512 --schedule 150:8192:1024 --reference --compare /tmp/pinring-gpt-bigram.npy 2>&1 | tee -a "$LOG"
+    [ "$rc_packed" = 0 ] && rc_packed=${PIPESTATUS[0]}
     # CUDA graphs over the fixed device slots (issue 23): RESULT and ROW lines.
     timeout 600 "$py" python/examples/cuda_graphs.py 2>&1 | tee -a "$LOG"
     rc_graphs=${PIPESTATUS[0]}
@@ -94,8 +105,8 @@ run() {
         echo "benchmark:"
         awk -F'\t' '$1=="ROW" { printf "  %-42s %-10s %-70s %-34s %s\n", $2, $3, $4, $5, $6 }' "$LOG"
     fi
-    grep -E '^loss ' "$LOG" | tail -3
-    grep -E '^compared with ' "$LOG" | tail -1
+    grep -E '^loss ' "$LOG" | tail -5
+    grep -E '^compared with ' "$LOG" | tail -2
     grep -E $'^RESULT\tcuda_graphs\t' "$LOG" | tail -1
     echo "exit status: tests $rc_tests, benchmark $rc_bench, documents benchmark $rc_docbench, example $rc_example, packed example $rc_packed, cuda graphs $rc_graphs"
     [ "$rc_tests" = 0 ] && [ "$rc_example" = 0 ] && [ "$rc_packed" = 0 ] && [ "$rc_graphs" = 0 ]

@@ -49,6 +49,18 @@ non_blocking copies: both print every step's loss, which must match to rounding.
     python3 python/examples/train_gpt.py --packed --synthetic /tmp/gpt-docs --steps 60 \
         --reference --compare /tmp/pinring.npy
 
+With --bigram both runs add modded-nanogpt's bigram embedding: an nn.Embedding of
+--bigram-vocab rows (default 8192, small for a small model; master's is 50304 * 15 // 2)
+added to the token embedding, indexed by each step's bigram hash of its inputs -- pinring's
+`bigram_inputs` field (Documents(bigram_vocab_size=...), hashed by the decode workers), and
+for --reference master's get_bigram_hash of the generator's inputs (the numpy copy in
+python/tests/modded_master.py, checked against master's own code there):
+
+    python3 python/examples/train_gpt.py --packed --bigram --synthetic /tmp/gpt-docs --steps 60 \
+        --losses-out /tmp/pinring-bigram.npy
+    python3 python/examples/train_gpt.py --packed --bigram --synthetic /tmp/gpt-docs --steps 60 \
+        --reference --compare /tmp/pinring-bigram.npy
+
 --synthetic with --packed writes four shards of BOS-delimited learnable documents (each a
 run of token + 1..4 mod 1024 from a random start, some longer than --max-seq-len), so the
 steps cross shard boundaries.
@@ -189,7 +201,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, seq_len, layers=4, heads=4, d=256):
+    def __init__(self, seq_len, layers=4, heads=4, d=256, bigram_vocab=None):
+        """`bigram_vocab`: None, or the rows of a bigram embedding (modded-nanogpt's), added
+        to the token embedding of packed steps and indexed by their bigram hash (initialized
+        as the other embeddings, after them: the rest of the model starts as without it)."""
         super().__init__()
         self.tok, self.pos = nn.Embedding(VOCAB, d), nn.Embedding(seq_len, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
@@ -197,6 +212,10 @@ class GPT(nn.Module):
         self.head = nn.Linear(d, VOCAB, bias=False)
         self.head.weight = self.tok.weight
         self.apply(self._init)
+        self.bigram = None
+        if bigram_vocab is not None:
+            self.bigram = nn.Embedding(bigram_vocab, d)
+            self._init(self.bigram)
 
     @staticmethod
     def _init(m):
@@ -205,9 +224,9 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, idx, targets, cu_seqlens=None, attn="mask", packed=False):
+    def forward(self, idx, targets, cu_seqlens=None, attn="mask", packed=False, bigram_inputs=None):
         if packed:
-            return self.forward_packed(idx, targets, cu_seqlens, attn=attn)
+            return self.forward_packed(idx, targets, cu_seqlens, attn=attn, bigram_inputs=bigram_inputs)
         t = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for block in self.blocks:
@@ -215,15 +234,21 @@ class GPT(nn.Module):
         logits = self.head(self.ln(x))
         return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
 
-    def forward_packed(self, inputs, targets, cu_seqlens, attn="mask"):
+    def forward_packed(self, inputs, targets, cu_seqlens, attn="mask", bigram_inputs=None):
         """One packed step: `inputs` (N,) int, `targets` (N,) int64, `cu_seqlens` (max_docs,)
-        int32, padded with N. Positions restart at each document; attention stays inside it."""
+        int32, padded with N; `bigram_inputs` (N,) int, the step's bigram hash, for a model
+        with a bigram embedding. Positions restart at each document; attention stays inside
+        it."""
         n = inputs.shape[0]
         idx = torch.arange(n, device=inputs.device)
         cu = cu_seqlens.long()
         doc = torch.searchsorted(cu[1:].contiguous(), idx, right=True)  # each token's document
         pos = idx - cu[doc]
         x = self.tok(inputs.long())[None] + self.pos(pos)[None]
+        if self.bigram is not None:
+            if bigram_inputs is None:
+                raise ValueError("a model with a bigram embedding needs each step's bigram_inputs")
+            x = x + self.bigram(bigram_inputs.long())[None]
         attend = document_attention(doc, attn)
         for block in self.blocks:
             x = block(x, attend)
@@ -313,11 +338,13 @@ def parse_schedule(text):
 
 
 def pinring_packed(args, device):
-    """(inputs, targets, cu_seqlens, max_seqlen, done) per step from pinring.Documents:
-    views of the device slot (targets widened to int64 on the device); done() releases the
-    step fenced on the current stream."""
+    """(inputs, targets, cu_seqlens, bigram_inputs, max_seqlen, done) per step from
+    pinring.Documents: views of the device slot (targets widened to int64 on the device;
+    bigram_inputs, hashed by the decode workers, with --bigram, else None); done() releases
+    the step fenced on the current stream."""
+    bigram = {"bigram_vocab_size": args.bigram_vocab} if args.bigram else {}
     src = pinring.Documents(args.data, tokens_per_batch=args.tokens_per_batch, max_seq_len=args.max_seq_len,
-                            schedule=args.schedule)
+                            schedule=args.schedule, **bigram)
     print(f"pinring: {src}")
     # One epoch: the walk ends where the data does, as modded-nanogpt's generator's does
     # (so that --compare sees the same steps from both).
@@ -331,11 +358,12 @@ def pinring_packed(args, device):
             inputs = torch.from_dlpack(batch["inputs"])  # int32, zero copy
             targets = torch.from_dlpack(batch["targets"]).long()  # int64, on the device
             cu = torch.from_dlpack(batch["cu_seqlens"])
+            bigram_inputs = torch.from_dlpack(batch["bigram_inputs"]) if args.bigram else None
 
             def done(batch=batch):
                 batch.release(event=torch.cuda.current_stream() if cuda else None)
 
-            yield inputs, targets, cu, batch.max_seqlen, done
+            yield inputs, targets, cu, bigram_inputs, batch.max_seqlen, done
     finally:
         print(f"pinring stats: {loader.stats()['verdict']}")
         loader.close()
@@ -343,8 +371,10 @@ def pinring_packed(args, device):
 
 def reference_packed(args, device):
     """The same steps from the faithful copy of modded-nanogpt's generator, copied to the
-    device as modded-nanogpt does: pinned host tensors, non_blocking copies."""
+    device as modded-nanogpt does: pinned host tensors, non_blocking copies; with --bigram,
+    each step's bigram inputs by master's get_bigram_hash of its inputs (int32)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import modded_master
     import modded_reference
 
     cuda = device.type == "cuda"
@@ -355,7 +385,8 @@ def reference_packed(args, device):
             t = torch.from_numpy(a)
             return t.pin_memory().to(device, non_blocking=True) if cuda else t
 
-        yield to(inputs), to(targets), to(cu), int(np.diff(cu).max()), (lambda: None)
+        bigram_inputs = to(modded_master.get_bigram_hash(inputs, args.bigram_vocab)) if args.bigram else None
+        yield to(inputs), to(targets), to(cu), bigram_inputs, int(np.diff(cu).max()), (lambda: None)
 
 
 def two_corpora(args):
@@ -525,14 +556,15 @@ def train_packed(args, device):
                     getattr(torch.backends.cuda, backend)(False)
     longest = max([args.max_seq_len] + [m for _, _, m in args.schedule])
     torch.manual_seed(args.seed)
-    model = GPT(longest).to(device)
+    model = GPT(longest, bigram_vocab=args.bigram_vocab if args.bigram else None).to(device)
     opt = optimizer(model, args)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     feed = "modded-nanogpt's generator (reference)" if args.reference else "pinring.Documents"
     steps = (reference_packed if args.reference else pinring_packed)(args, device)
     print(f"{feed} feeding {device}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters, "
           f"{args.tokens_per_batch} tokens a step, documents cut at {args.max_seq_len}, schedule {args.schedule}, "
-          f"attention {args.attn}, {args.steps} steps")
+          f"attention {args.attn}, {args.steps} steps"
+          f"{f', a bigram embedding of {args.bigram_vocab} rows' if args.bigram else ''}")
     losses, t0 = [], time.perf_counter()
     for step in range(args.steps):
         for g in opt.param_groups:
@@ -541,16 +573,16 @@ def train_packed(args, device):
         if got is None:
             print(f"the data ended after {step} steps")
             break
-        inputs, targets, cu, max_seqlen, done = got
+        inputs, targets, cu, bigram_inputs, max_seqlen, done = got
         n = inputs.shape[0]
         with autocast:
-            loss = model.forward_packed(inputs, targets, cu, attn=args.attn)
+            loss = model.forward_packed(inputs, targets, cu, attn=args.attn, bigram_inputs=bigram_inputs)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         done()
-        del inputs, targets, cu
+        del inputs, targets, cu, bigram_inputs
         losses.append(loss.item())
         print(f"packed step {step:5d}  loss {losses[-1]:.6f}  tokens {n}  max_seqlen {max_seqlen}")
     steps.close()
@@ -633,6 +665,11 @@ def main():
     packed.add_argument("--tokens-per-batch", type=int, default=1024, help="tokens of inputs per step (tokens_per_batch)")
     packed.add_argument("--max-seq-len", type=int, default=256, help="documents are cut at this length")
     packed.add_argument("--schedule", default="", metavar="FROM:TOKENS:MAX_SEQ_LEN,...", help="step size changes")
+    packed.add_argument("--bigram", action="store_true",
+                        help="add modded-nanogpt's bigram embedding, fed by each step's bigram_inputs (with --reference: "
+                             "master's get_bigram_hash)")
+    packed.add_argument("--bigram-vocab", type=int, default=8192, metavar="V",
+                        help="--bigram: the embedding's rows, the hash's bigram_vocab_size (M = V - 1)")
     packed.add_argument("--attn", choices=["mask", "flex"], default="mask",
                         help="mask: a block-diagonal causal mask for scaled_dot_product_attention; flex: FlexAttention")
     packed.add_argument("--nondeterministic", action="store_true",
@@ -654,9 +691,16 @@ def main():
     args = ap.parse_args()
     if args.packed and not args.nondeterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+    if args.bigram and not args.packed:
+        raise SystemExit("--bigram goes with --packed")
+    if args.bigram and not 2 <= args.bigram_vocab <= 2**31 - 1:
+        raise SystemExit(f"--bigram-vocab {args.bigram_vocab}: the hash needs 2 <= V <= 2**31 - 1 (M = V - 1 >= 1, int32)")
     if args.packed and args.ddp:
         if args.loader != "pinring" or args.reference:
             raise SystemExit("--ddp --packed runs with pinring")
+        if args.bigram:
+            raise SystemExit("--bigram runs with --packed on one process (--ddp --packed feeds a Mixture, which "
+                             "takes no bigram_vocab_size)")
         return train_packed_ddp(args, torch.device(args.device))
     if args.packed:
         if args.loader != "pinring":

@@ -15,13 +15,19 @@ Skipped unless torch is importable and sees a CUDA device. What they show:
 - packed documents (issue 21): every field of every step, read on the device, equals the
   faithful modded-nanogpt generator's; a 10,000-step soak (a kernel holding each slot, a
   device-side comparison with the generator's values, a schedule change at step 5,000)
-  has 0 wrong; and the same comparison sees a release that does not cover the reads.
+  has 0 wrong; and the same comparison sees a release that does not cover the reads;
+- modded-nanogpt's drop-in (issue 31, pinring.modded.distributed_data_generator): a
+  3,000-send soak (G=2, then a change of every size by .send()) and 1,000 sends of
+  validation's walk, a kernel holding each step, all five outputs equal to master's own
+  generator code's (four compared on the device, the numpy host view on the host), 0
+  wrong; and the same comparison sees steps one send off.
 
 Every check of data runs on the device and is read back once, at the end of a run.
 """
 
 import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -882,3 +888,72 @@ def test_the_declared_stream_object_is_released_with_the_gil_also_by_a_deleter_w
     run = subprocess.run([sys.executable, str(script), shard], capture_output=True, text=True, timeout=BOUND * 4)
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     assert run.stdout.strip() == "kept True then released True"
+
+
+# Issue 31: modded-nanogpt's drop-in (pinring.modded.distributed_data_generator) on the
+# device, all five outputs against master's own generator code (dropin_soak).
+
+import dropin_soak  # noqa: E402
+import pinring.modded  # noqa: E402
+
+# (optimizer steps, num_tokens, max_seq_len, grad_accum_steps), rank 1 of 2: the short
+# track's sizes scaled down 32 times (512 then 1,024 tokens a rank a send); G=2 for the
+# first half, then a .send() changes every size (G to 1) in the middle: 3,000 sends. And
+# validation's walk (align_to_bos=False, master passes max_seq_len -1): 1,000 sends.
+DROPIN_TRAIN = [(1000, 2 * 2 * 512, 256, 2), (1000, 2 * 1024, 512, 1)]
+DROPIN_VALIDATION = [(500, 2 * 2 * 1024, -1, 2)]
+
+TORCH_ON_DEVICE = types.SimpleNamespace(
+    stage=lambda a: torch.from_numpy(a).to(DEV),
+    wide=lambda x: x.long(),
+    zero=lambda: torch.zeros((), dtype=torch.int64, device=DEV),
+    on_device=lambda x: x.device == DEV,
+)
+
+
+@pytest.fixture(scope="module")
+def speedrun_shards(tmp_path_factory):
+    """Five shards, 9 M tokens of documents over the GPT-2 vocabulary (so the bigram hash's
+    products wrap): the soak's sends fit in them, and shard ends fall mid-step."""
+    sizes = [2_100_000, 1_500_000, 2_400_000, 1_800_000, 1_200_000]
+    return write_doc_shards(tmp_path_factory.mktemp("gpu-speedrun"), sizes, seed=31, vocab=GPT2_BOS)
+
+
+def dropin_on_device(pattern, phases, align, expected, hold, sends=None):
+    gen = pinring.modded.distributed_data_generator(pattern, *dropin_soak.start_args(phases), align, rank=1,
+                                                    world_size=2, device="cuda:0")
+    got = dropin_soak.compare(gen, dropin_soak.plan(phases) if sends is None else sends, expected,
+                              TORCH_ON_DEVICE, hold=hold)
+    torch.cuda.synchronize()
+    return got
+
+
+@pytest.mark.parametrize("align,phases", [(True, DROPIN_TRAIN), (False, DROPIN_VALIDATION)],
+                         ids=["train", "validation"])
+def test_drop_in_soak_five_outputs_checked_on_the_device(speedrun_shards, cycles_per_ms, align, phases):
+    """The drop-in on cuda, driven as master's loop drives its generator (G=2, a change of
+    sizes by .send() in the middle; validation's walk): every send's inputs, targets,
+    cu_seqlens and bigram_inputs compared on the device with master's own code's (run on
+    the cpu, staged on the device once), a kernel holding each step first (50 us), and
+    the numpy host view compared on the host: 0 wrong."""
+    steps = dropin_soak.master_steps(speedrun_shards, phases, align, 1, 2, pinring.modded.BIGRAM_VOCAB_SIZE)
+    dropin_soak.assert_steps_differ(steps)
+    expected = dropin_soak.Expected(steps, TORCH_ON_DEVICE)
+    cycles = cycles_per_ms // 20
+    got = dropin_on_device(speedrun_shards, phases, align, expected, lambda: torch.cuda._sleep(cycles))
+    print(f"drop-in soak ({'train' if align else 'validation'}): {len(steps)} sends; counts {got}")
+    assert got == dict.fromkeys(got, 0), got
+
+
+def test_the_drop_in_soak_check_can_fail(speedrun_shards, cycles_per_ms):
+    """The same device comparison against master's steps one send ahead: every output is
+    counted wrong."""
+    phases = [(150, 2 * 2 * 512, 256, 2)]
+    steps = dropin_soak.master_steps(speedrun_shards, phases, True, 1, 2, pinring.modded.BIGRAM_VOCAB_SIZE)
+    ahead = dropin_soak.Expected(steps[1:], TORCH_ON_DEVICE)
+    cycles = cycles_per_ms // 20
+    got = dropin_on_device(speedrun_shards, phases, True, ahead, lambda: torch.cuda._sleep(cycles),
+                           sends=dropin_soak.plan(phases)[:-1])
+    print(f"drop-in soak against the next send's data: {got}")
+    assert all(got[name] > 0 for name in (*dropin_soak.NAMES, "bigram_cpu")), got
+    assert (got["dtype"], got["device"], got["shape"]) == (0, 0, 0), got

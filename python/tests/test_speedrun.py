@@ -8,6 +8,7 @@ track's ``max_docs``, the sequence cap, over shards whose ends fall mid-step."""
 import numpy as np
 import pytest
 
+import dropin_soak
 import modded_master as master
 import modded_master_code
 import numpy_torch
@@ -265,3 +266,39 @@ def test_a_mixture_refuses_sources_with_the_speedrun_settings(pattern):
     hashed = pinring.Documents(pattern, tokens_per_batch=320, max_seq_len=512, bigram_vocab_size=V)
     with pytest.raises(pinring.ConfigError, match="bigram_vocab_size, which a mixture does not take"):
         pinring.Mixture([plain, hashed], weights=[1, 1])
+
+
+# The drop-in's soak (test_gpu.py runs it on cuda, a few thousand sends with a kernel holding
+# each step): the same comparison, dropin_soak's, on the cpu.
+
+# (optimizer steps, num_tokens, max_seq_len, grad_accum_steps): G=2, then a send that
+# changes every size, G included; and validation's walk (no sends).
+SOAK_TRAIN = [(60, 2 * 2 * 320, 512, 2), (60, 2 * 640, 768, 1)]
+SOAK_VALIDATION = [(50, 2 * 2 * 640, -1, 2)]
+
+
+@pytest.mark.parametrize("align,phases", [(True, SOAK_TRAIN), (False, SOAK_VALIDATION)],
+                         ids=["train", "validation"])
+def test_the_drop_in_soak_comparison_on_the_cpu(pattern, torch_or_numpy, align, phases):
+    """dropin_soak.compare, as test_gpu.py's drop-in soak runs it, on the cpu: rank 1 of 2,
+    every send's five outputs equal to master's own code's, 0 wrong."""
+    steps = dropin_soak.master_steps(pattern, phases, align, 1, 2, V)
+    dropin_soak.assert_steps_differ(steps)
+    expected = dropin_soak.Expected(steps, dropin_soak.NUMPY)
+    gen = pinring.modded.distributed_data_generator(pattern, *dropin_soak.start_args(phases), align, rank=1,
+                                                    world_size=2, device="cpu")
+    got = dropin_soak.compare(gen, dropin_soak.plan(phases), expected, dropin_soak.NUMPY)
+    assert got == dict.fromkeys(got, 0), got
+
+
+def test_the_drop_in_soak_comparison_can_fail(pattern, torch_or_numpy):
+    """The same comparison against master's steps one send ahead: every output counted
+    wrong."""
+    phases = [(40, 2 * 2 * 320, 512, 2)]
+    steps = dropin_soak.master_steps(pattern, phases, True, 1, 2, V)
+    ahead = dropin_soak.Expected(steps[1:], dropin_soak.NUMPY)
+    gen = pinring.modded.distributed_data_generator(pattern, *dropin_soak.start_args(phases), True, rank=1,
+                                                    world_size=2, device="cpu")
+    got = dropin_soak.compare(gen, dropin_soak.plan(phases)[:-1], ahead, dropin_soak.NUMPY)
+    assert all(got[name] > 0 for name in (*dropin_soak.NAMES, "bigram_cpu")), got
+    assert (got["dtype"], got["device"], got["shape"]) == (0, 0, 0), got
