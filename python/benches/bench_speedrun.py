@@ -10,8 +10,8 @@ on the same shards.
 Each side is driven as ``train_gpt.py`` drives it: ``send(None)`` a step. Master's code
 runs on torch where it is installed, else on the tests' numpy stand-in
 (``python/tests/numpy_torch.py``: the same calls on numpy; what it measures is then that
-code on numpy, not on torch), and so does the drop-in (its ``torch.from_dlpack`` views are
-``numpy.from_dlpack`` there). The first ``--warmup`` steps of each are left out (shard
+code on numpy, not on torch), and so does the drop-in (its fixed views, made by
+``torch.from_dlpack``, are made by ``numpy.from_dlpack`` there). The first ``--warmup`` steps of each are left out (shard
 loads, the pipeline filling); the figure is the median of the rest, with p90. Between sends
 the loop sleeps ``--step-ms`` (the model's step, which a loader overlaps; not counted).
 """
@@ -62,14 +62,14 @@ def report(name, times, warmup):
 
 def breakdown(pattern, steps, step_s, warmup):
     """Where the drop-in's time goes, call by call, on the same loader setup: pop, the four
-    device views (``from_dlpack``; on the cpu backend the first waits for the slot's copy,
-    host-side), the host view and the release (cpu: a host ``Fence::Sync``; cuda: an event
-    record on the stream)."""
+    device views (the loader's fixed views, as the drop-in takes them on the cpu; the first
+    waits for the slot's copy, host-side), the host view and the release (cpu: a host
+    ``Fence::Sync``)."""
     src = pinring.Documents(pattern, tokens_per_batch=N_LOCAL, max_seq_len=MAX_SEQ_LEN, rank=0, world_size=W,
                             targets_dtype="int64", bigram_vocab_size=V)
     names = ["pop", "inputs", "targets", "cu_seqlens", "bigram_inputs", "host", "release"]
     t = {k: [] for k in names}
-    with pinring.Loader(src, device="cpu") as loader:
+    with pinring.Loader(src, device="cpu", fixed_views=np.from_dlpack) as loader:
         for _ in range(steps):
             time.sleep(step_s)
             t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def breakdown(pattern, steps, step_s, warmup):
             t["pop"].append(time.perf_counter() - t0)
             for f in names[1:5]:
                 t0 = time.perf_counter()
-                np.from_dlpack(b[f])
+                b.view(f)
                 t[f].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             b.host("bigram_inputs")

@@ -14,6 +14,9 @@ the training thread only pops a ready slot and views it::
 
 Each yielded step stays valid until the next one is asked for: it is then released, fenced
 on the current CUDA stream (the slot is reused only after the work queued on it so far).
+On the cpu the tensors are the loader's fixed views (``Loader(fixed_views=)``): the same
+tensor objects each time a device slot comes round, so a step's tensors must not be kept
+past the next send (copy what you keep).
 
 What differs from master, none of it in what a step holds: past the last shard the walk
 goes on from the first (a next epoch; master's file iterator ends); the shards are indexed
@@ -108,6 +111,12 @@ def distributed_data_generator(
     source_settings = {k: v for k, v in loader_settings.items() if k in _SOURCE_SETTINGS}
     loader_args = {k: v for k, v in loader_settings.items() if k not in _SOURCE_SETTINGS}
     cuda = str(device).startswith("cuda")
+    # On the cpu, fixed views (one tensor per device slot and field, made once): a step is
+    # four cached tensors, no DLPack export a step. On cuda they would need the stream
+    # declared up front (`Loader(stream=)`), and a trainer may queue its step on another:
+    # there each step is exported on the stream that reads it (`torch.from_dlpack`).
+    fixed = not cuda and "fixed_views" not in loader_args and "stream" not in loader_args
+    views = {"fixed_views": torch.from_dlpack} if fixed else {}
 
     def open_loader(tokens, seq_len, state):
         return Loader(Documents(
@@ -121,7 +130,7 @@ def distributed_data_generator(
             targets_dtype="int64",
             bigram_vocab_size=bigram_vocab_size,
             **source_settings,
-        ), device=device, state=state, **loader_args)
+        ), device=device, state=state, **views, **loader_args)
 
     tokens = _per_rank(num_tokens, world_size, grad_accum_steps, "distributed_data_generator")
     sizes = (tokens, max_seq_len)
@@ -130,11 +139,12 @@ def distributed_data_generator(
     try:
         while True:
             batch = loader.pop()
+            view = batch.view if fixed else (lambda name: torch.from_dlpack(batch[name]))
             step = (
-                torch.from_dlpack(batch["inputs"]),
-                torch.from_dlpack(batch["targets"]),
-                torch.from_dlpack(batch["cu_seqlens"]),
-                torch.from_dlpack(batch["bigram_inputs"]),
+                view("inputs"),
+                view("targets"),
+                view("cu_seqlens"),
+                view("bigram_inputs"),
                 batch.host("bigram_inputs"),
             )
             held = batch

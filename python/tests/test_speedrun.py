@@ -197,6 +197,24 @@ def test_the_drop_in_passes_the_medium_tracks_max_docs_through(pattern, torch_or
          masters_copy(pattern, 2, 1, 2, max_num_docs_rule=formula), "formula")
 
 
+def test_the_drop_in_views_its_slots_once_on_the_cpu(pattern, torch_or_numpy):
+    """On the cpu the drop-in yields the loader's fixed views: a device slot's four tensors
+    are made once and come back as the same objects when the slot comes round (two device
+    slots: every other step), holding that step's data; no DLPack export a step."""
+    gen = pinring.modded.distributed_data_generator(pattern, 64 * 320, 512, 1, device="cpu", device_slots=2)
+    steps = [gen.send(None) for _ in range(4)]
+    for k in range(2):
+        assert all(a is b for a, b in zip(steps[k][:4], steps[k + 2][:4])), "slot's views made again"
+        assert steps[k][0] is not steps[k + 1][0]
+    gen.close()
+    want = masters_copy(pattern, 1, 0, 1, [(0, 64 * 320, 512)], 4)
+    gen = pinring.modded.distributed_data_generator(pattern, 64 * 320, 512, 1, device="cpu", device_slots=2)
+    for k in range(4):
+        got = gen.send(None)
+        np.testing.assert_array_equal(np.asarray(got[0]), want[k][0])  # read before the next send
+    gen.close()
+
+
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed: the drop-in's torch tensors are "
                     "checked where it is (the numpy stand-in checks their values above)")
 def test_the_drop_in_yields_torch_tensors_and_a_numpy_host_view(pattern):
