@@ -253,6 +253,10 @@ class Batch:
         on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
         int64 targets and bigram_inputs), none on the training thread.
         
+        With `Loader(fixed_views=...)` the array is made once per device slot and field,
+        like `batch.view()`'s views, and returned again each time the slot comes round (a
+        shorter field: narrowed to this batch's length); it holds no lease.
+        
         Raises:
             KeyError: no such field (a batch without fields has none).
             BufferError: the batch was released.

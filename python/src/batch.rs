@@ -64,7 +64,7 @@ pub struct PyBatch {
     /// The loader's field layout, for a batch of fields.
     layout: Option<Arc<Fields>>,
     /// Its slot's fixed views (`Loader(fixed_views=...)`).
-    views: Option<Arc<SlotViews>>,
+    pub(crate) views: Option<Arc<SlotViews>>,
     row: Row,
     /// Samples in a full batch (the loader's batch_size): a fixed view's rows.
     batch_size: usize,
@@ -141,7 +141,12 @@ impl PyBatch {
     }
 
     /// `view`, narrowed to its first `len` elements (rows) when it has more.
-    fn narrowed(py: Python<'_>, view: &Py<PyAny>, len: usize, room: usize) -> PyResult<Py<PyAny>> {
+    pub(crate) fn narrowed(
+        py: Python<'_>,
+        view: &Py<PyAny>,
+        len: usize,
+        room: usize,
+    ) -> PyResult<Py<PyAny>> {
         if len >= room {
             return Ok(view.clone_ref(py));
         }

@@ -4,12 +4,15 @@
 //! time the slot comes round: the same object, at the slot's fixed address. A graph
 //! captured over a slot's views replays on every batch that slot holds.
 //!
+//! `batch.host(name)` is cached the same way in this mode: the slot's kept host bytes of
+//! a field as one read-only numpy array, made on first use.
+//!
 //! A view holds no lease: it keeps the slot's memory alive (the pipeline's holder), and
 //! what it shows is the batch the slot holds now. The lease and fence rules are the
 //! batch's: read a view between the `pop` that leased its slot and that batch's release,
 //! on the declared stream, which every `pop` makes wait for its batch.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pinring::Fields;
 use pyo3::prelude::*;
@@ -73,6 +76,27 @@ pub(crate) struct SlotViews {
     /// Each field's view, as long as the field can be, in layout order: for batches of
     /// fields.
     pub(crate) fields: Box<[Py<PyAny>]>,
+    /// Each field's kept host bytes as a read-only numpy array (`batch.host`), as long as
+    /// the field can be, made the first time they are asked for.
+    host: Box<[OnceLock<Py<PyAny>>]>,
+}
+
+impl SlotViews {
+    /// Field `i`'s host array: the one made already, else `make`'s (kept; should another
+    /// thread have made one meanwhile, theirs stays: one object per slot and field).
+    pub(crate) fn host(
+        &self,
+        i: usize,
+        make: impl FnOnce() -> PyResult<Py<PyAny>>,
+    ) -> PyResult<Option<&Py<PyAny>>> {
+        let Some(cell) = self.host.get(i) else {
+            return Ok(None);
+        };
+        if cell.get().is_none() {
+            let _ = cell.set(make()?);
+        }
+        Ok(cell.get())
+    }
 }
 
 /// The loader's fixed views: the consumer that makes them and each slot's, once made.
@@ -119,9 +143,11 @@ impl FixedViews {
             )?;
             Ok(self.consumer.bind(py).call1((export,))?.unbind())
         };
+        let fields: Box<[Py<PyAny>]> = fields.into_iter().map(view).collect::<PyResult<_>>()?;
         let made = Arc::new(SlotViews {
             whole: whole.map(view).transpose()?,
-            fields: fields.into_iter().map(view).collect::<PyResult<_>>()?,
+            host: fields.iter().map(|_| OnceLock::new()).collect(),
+            fields,
         });
         let mut slots = self.lock(py);
         Ok(match slots.get_mut(slot) {
@@ -150,9 +176,9 @@ impl FixedViews {
 #[derive(Debug)]
 pub(crate) struct FixedSlot {
     /// Keeps the slot's memory alive (through every capsule made).
-    holder: Arc<PipelineHolder>,
-    /// The slot, or a field in it.
-    view: SlotView,
+    pub(crate) holder: Arc<PipelineHolder>,
+    /// The slot, or a field in it (or a field's kept host bytes: `batch.host`).
+    pub(crate) view: SlotView,
 }
 
 #[pymethods]

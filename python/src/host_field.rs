@@ -11,6 +11,7 @@ use pyo3::types::IntoPyDict;
 use crate::batch::PyBatch;
 use crate::device::Device;
 use crate::dlpack::{export, released_error, Owner, Shape, SlotView};
+use crate::fixed_views::FixedSlot;
 use crate::lease::BatchCell;
 use crate::stub_attrs::gen_stub_pymethods;
 
@@ -64,13 +65,17 @@ impl PyBatch {
     /// on the copy thread (769 KiB at modded-nanogpt's stage 3: 49,152 tokens a rank with
     /// int64 targets and bigram_inputs), none on the training thread.
     ///
+    /// With `Loader(fixed_views=...)` the array is made once per device slot and field,
+    /// like `batch.view()`'s views, and returned again each time the slot comes round (a
+    /// shorter field: narrowed to this batch's length); it holds no lease.
+    ///
     /// Raises:
     ///     KeyError: no such field (a batch without fields has none).
     ///     BufferError: the batch was released.
     fn host<'py>(slf: Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let batch = slf.get();
-        let Some((_, _, at)) = batch.field(name) else {
+        let Some((i, field, at)) = batch.field(name) else {
             return Err(batch.no_such_field(name));
         };
         let found = {
@@ -86,26 +91,48 @@ impl PyBatch {
                  kept)"
             )));
         };
+        let flat = |len: usize| SlotView {
+            seq: batch.facts.seq,
+            ptr: ptr as u64,
+            shape: Shape::Flat { len },
+            dtype: at.dtype,
+            device: Device::Cpu,
+        };
+        if let Some(views) = &batch.views {
+            // The slot's kept bytes of the field lie at one place for every batch the slot
+            // holds (`ptr`): one array as long as the field can be.
+            let made = views.host(i, || {
+                let whole = FixedSlot {
+                    holder: batch.cell.pipeline().clone(),
+                    view: flat(field.max_len),
+                };
+                Ok(read_only_numpy(py, Bound::new(py, whole)?.into_any())?.unbind())
+            })?;
+            if let Some(array) = made {
+                let array = PyBatch::narrowed(py, array, len / at.dtype.size(), field.max_len)?;
+                return Ok(array.into_bound(py));
+            }
+        }
         let producer = HostField {
             cell: batch.cell.clone(),
-            view: SlotView {
-                seq: batch.facts.seq,
-                ptr: ptr as u64,
-                shape: Shape::Flat {
-                    len: len / at.dtype.size(),
-                },
-                dtype: at.dtype,
-                device: Device::Cpu,
-            },
+            view: flat(len / at.dtype.size()),
         };
-        let numpy = py.import("numpy").map_err(|e| {
-            PyImportError::new_err(format!(
-                "batch.host() is a numpy array: install numpy ({e})"
-            ))
-        })?;
-        let array = numpy.call_method1("from_dlpack", (Bound::new(py, producer)?,))?;
-        let kwargs = [("write", false)].into_py_dict(py)?;
-        array.call_method("setflags", (), Some(&kwargs))?;
-        Ok(array)
+        read_only_numpy(py, Bound::new(py, producer)?.into_any())
     }
+}
+
+/// `numpy.from_dlpack(producer)`, made read-only.
+fn read_only_numpy<'py>(
+    py: Python<'py>,
+    producer: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = py.import("numpy").map_err(|e| {
+        PyImportError::new_err(format!(
+            "batch.host() is a numpy array: install numpy ({e})"
+        ))
+    })?;
+    let array = numpy.call_method1("from_dlpack", (producer,))?;
+    let kwargs = [("write", false)].into_py_dict(py)?;
+    array.call_method("setflags", (), Some(&kwargs))?;
+    Ok(array)
 }

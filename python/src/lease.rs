@@ -65,7 +65,7 @@ pub(crate) struct BatchCell {
     lease: Mutex<Option<Leased>>,
     /// Keeps the pipeline, and with it the slot's memory, alive while any view of the slot
     /// exists. Declared after `lease`, so the batch is released first.
-    _pipeline: Arc<PipelineHolder>,
+    pipeline: Arc<PipelineHolder>,
 }
 
 impl BatchCell {
@@ -78,11 +78,16 @@ impl BatchCell {
     ) -> Self {
         BatchCell {
             lease: Mutex::new(Some(Leased { batch, streams })),
-            _pipeline: pipeline,
+            pipeline,
         }
     }
 
     /// The lease, for a thread detached from the interpreter (inside `py.detach`).
+    /// What keeps the pipeline, and the slot's memory, alive.
+    pub(crate) fn pipeline(&self) -> &Arc<PipelineHolder> {
+        &self.pipeline
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Leased>> {
         self.lease.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -262,6 +262,27 @@ def test_host_views_stay_valid_until_release_while_host_slots_are_reused(pattern
             held[0].host("bigram_inputs")
 
 
+def test_host_views_are_one_array_a_slot_with_fixed_views(pattern):
+    """With fixed views, batch.host(name) is made once per device slot and field and comes
+    back as the same read-only array when the slot comes round, showing that batch's
+    bytes (as long as its view; one size of step, so every batch's fields are whole)."""
+    one = [(0, 64 * 320, 512)]
+    src = documents(pattern, 1, 0, 1, stages=one)
+    want = masters_copy(pattern, 1, 0, 1, one, steps=6)
+    with pinring.Loader(src, device="cpu", device_slots=2, fixed_views=np.from_dlpack) as loader:
+        seen = []
+        for k in range(6):
+            b = loader.pop(timeout=BOUND)
+            h = b.host("bigram_inputs")
+            np.testing.assert_array_equal(h, want[k][4], err_msg=f"batch {k}")
+            assert not h.flags.writeable
+            for name in ("inputs", "cu_seqlens"):
+                assert len(b.host(name)) == len(np.asarray(b.view(name))), name
+            seen.append(h)
+            b.release()
+        assert seen[0] is seen[2] is seen[4] and seen[1] is seen[3] and seen[0] is not seen[1]
+
+
 def test_bad_speedrun_arguments_are_config_errors(pattern):
     base = dict(tokens_per_batch=320, max_seq_len=512)
     cases = [
