@@ -137,12 +137,13 @@ impl<D: Decode> DecodeWork<D> {
 }
 
 /// Builds the pool: `threads` workers named `pinring-decode-{i}`, worker `i` pinned to
-/// `cores[i % cores.len()]` when cores are given. Each worker counts itself in and out of
-/// `control` as it starts and ends (so a pool that fails to start midway counts only the
-/// workers that ran).
+/// `cores[i % cores.len()]` when cores are given, as `SCHED_BATCH` when `batch`
+/// (src/thread_policy.rs). Each worker counts itself in and out of `control` as it starts
+/// and ends (so a pool that fails to start midway counts only the workers that ran).
 pub(crate) fn build_pool(
     threads: usize,
     cores: &[usize],
+    batch: bool,
     control: &Arc<Control>,
 ) -> Result<rayon::ThreadPool, Error> {
     let cores = cores.to_vec();
@@ -152,6 +153,7 @@ pub(crate) fn build_pool(
         .thread_name(|i| format!("pinring-decode-{i}"))
         .start_handler(move |i| {
             started.thread_started();
+            crate::thread_policy::yield_at_wakeup(batch);
             if !cores.is_empty() {
                 core_affinity::set_for_current(core_affinity::CoreId {
                     id: cores[i % cores.len()],

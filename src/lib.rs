@@ -111,6 +111,7 @@ pub mod source;
 mod source_tally;
 mod stats;
 mod sync;
+mod thread_policy;
 mod topology;
 mod trace;
 

@@ -5,8 +5,9 @@
 //!
 //! Checked on the source, so that no read path can bring a handler back unnoticed: the
 //! library's `src/` names no signal call or signal, declares no foreign function (the only
-//! way to reach `sigaction` without a crate for it), and its manifest depends on no crate
-//! that installs or wraps signal handlers. (The Python package's tests run the behaviour in
+//! way to reach `sigaction` without a crate for it), calls nothing of libc's but the
+//! scheduling policy of its own threads (src/thread_policy.rs), and its manifest depends on
+//! no crate that installs or wraps signal handlers. (The Python package's tests run the behaviour in
 //! child interpreters: `faulthandler`, `kill -BUS`, a truncated shard.)
 
 use std::path::{Path, PathBuf};
@@ -58,7 +59,6 @@ fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
         "#[link",
         "signal_hook",
         " nix::",
-        "libc::",
     ];
     let mut found = Vec::new();
     for file in &files {
@@ -74,6 +74,37 @@ fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
         }
     }
     assert!(found.is_empty(), "signal handling in src/: {found:#?}");
+}
+
+#[test]
+fn the_library_calls_nothing_of_libc_but_its_threads_scheduling_policy() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let allowed = ["sched_setscheduler", "sched_param", "SCHED_BATCH"];
+    let mut named = Vec::new();
+    for file in &files {
+        let code = code(&std::fs::read_to_string(file).unwrap());
+        for (at, _) in code.match_indices("libc::") {
+            let name: String = code[at + "libc::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            named.push((file.strip_prefix(root).unwrap().display().to_string(), name));
+        }
+    }
+    let others: Vec<_> = named
+        .iter()
+        .filter(|(_, name)| !allowed.contains(&name.as_str()))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "libc calls in src/ beyond {allowed:?}: {others:#?}"
+    );
+    assert!(
+        named.iter().any(|(_, name)| name == "sched_setscheduler"),
+        "read the sources: {named:?}"
+    );
 }
 
 #[test]
@@ -97,7 +128,8 @@ fn the_library_depends_on_no_crate_that_handles_signals() {
         deps.iter().any(|d| d == "rayon"),
         "read the dependencies: {deps:?}"
     );
-    for banned in ["libc", "nix", "signal-hook", "rustix", "ctrlc"] {
+    // libc is the threads' scheduling policy alone (checked on the source above).
+    for banned in ["nix", "signal-hook", "rustix", "ctrlc"] {
         assert!(
             !deps.iter().any(|d| d == banned),
             "pinring depends on {banned}: {deps:?}"

@@ -36,6 +36,7 @@ fn pipeline(declared: Option<&Arc<CudaStream>>) -> Res<Pipeline<Cuda>> {
         .device_slots(SLOTS)
         .decode_threads(2)
         .pop_timeout(Duration::from_secs(20))
+        .batch_scheduling(crate::sched::batch_scheduling())
         .cuda(CudaOptions::ordinal(0));
     if let Some(stream) = declared {
         builder = builder.consumer_stream(CuStream::from(stream));

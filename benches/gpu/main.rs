@@ -29,7 +29,7 @@
 //! One module per section (`transport`, `small`, `copies`, `large`, `overlap`, `scaling`,
 //! `consumer`, `poison`, `cpu`, `enqueue`, `explore`); what they share: `nothing` (pipelines of a
 //! decoder that writes nothing), `tokens` (token pipelines and their consumer), `raw`
-//! (copies without pinring), `timeline`, and what the benchmark prints (`report`, `trace`,
+//! (copies without pinring), `timeline`, `sched` (the `SCHED_OTHER` switch of an A/B), and what the benchmark prints (`report`, `trace`,
 //! `torch`). This file parses the command line (`args`) and runs the sections.
 
 mod args;
@@ -47,6 +47,7 @@ mod poison;
 mod raw;
 mod report;
 mod scaling;
+mod sched;
 mod small;
 mod timeline;
 mod tokens;

@@ -32,7 +32,8 @@ pub fn nothing_builder(size: usize, host_slots: usize, device_slots: usize) -> C
         .host_slots(host_slots)
         .device_slots(device_slots)
         .decode_threads(2)
-        .pop_timeout(Duration::from_secs(20));
+        .pop_timeout(Duration::from_secs(20))
+        .batch_scheduling(crate::sched::batch_scheduling());
     if std::env::var_os(TRACE_DIR).is_some() {
         builder.trace(1 << 16)
     } else {

@@ -102,7 +102,8 @@ pub fn token_pipeline_for(
     let mut builder = Config::builder()
         .batch_size(b)
         .bytes_per_sample(decoder.sample_bytes(t1))
-        .pop_timeout(Duration::from_secs(20));
+        .pop_timeout(Duration::from_secs(20))
+        .batch_scheduling(crate::sched::batch_scheduling());
     if let Some(n) = knobs.threads {
         builder = builder.decode_threads(n);
     }

@@ -87,6 +87,9 @@ pub struct Layout {
     /// Whether released device slots are poisoned ([`Ops::poison`] is called): a backend
     /// may set up what that needs when it opens.
     pub poison_released: bool,
+    /// Whether the backend's own threads run as `SCHED_BATCH`
+    /// ([`ConfigBuilder::batch_scheduling`](crate::ConfigBuilder::batch_scheduling)).
+    pub batch_scheduling: bool,
 }
 
 /// Lets a backend wake the copy thread when a copy completes.

@@ -132,6 +132,11 @@ impl<B: Backend> Config<B> {
     pub fn poison_released(&self) -> bool {
         self.settings.poison_released
     }
+    /// Whether the pipeline's threads run as `SCHED_BATCH` (see
+    /// [`ConfigBuilder::batch_scheduling`](crate::ConfigBuilder::batch_scheduling)).
+    pub fn batch_scheduling(&self) -> bool {
+        self.settings.batch_scheduling
+    }
     /// The declared consumer stream, if any (see [`ConfigBuilder::consumer_stream`](crate::ConfigBuilder::consumer_stream)).
     pub fn consumer_stream(&self) -> Option<&B::Stream> {
         self.consumer_stream.as_ref()

@@ -84,6 +84,8 @@ pub(crate) struct Settings {
     pub(crate) device_budget: usize,
     pub(crate) trace: usize,
     pub(crate) poison_released: bool,
+    /// Whether the pipeline's threads run as `SCHED_BATCH` (`ConfigBuilder::batch_scheduling`).
+    pub(crate) batch_scheduling: bool,
     /// What places the batches' rows in their files (`ConfigBuilder::locator`).
     pub(crate) locator: Option<std::sync::Arc<dyn Locate>>,
     /// The fields whose host bytes each batch keeps until its release
@@ -188,6 +190,7 @@ impl Config<Cpu> {
                 device_budget: 16 << 30,
                 trace: 0,
                 poison_released: false,
+                batch_scheduling: true,
                 locator: None,
                 host_fields: Vec::new(),
             },
@@ -296,6 +299,15 @@ impl<B: Backend> ConfigBuilder<B> {
         /// a memset of the slot, by the releasing thread for `Fence::Sync`, else by the slot's
         /// own poison thread, one per device slot). Off: one branch per release.
         poison_released(on: bool) => settings.poison_released = on;
+        /// Whether the pipeline's own threads (decode workers, feeder, copy thread, the
+        /// backend's copy and completion threads) run under Linux's `SCHED_BATCH` policy
+        /// (default on): a thread the pipeline wakes then never preempts the thread that
+        /// woke it (the trainer's `release` or `pop`) and runs on a free core, or at the next
+        /// scheduler tick when none is free; its share of the CPU is unchanged. On a host
+        /// with fewer free cores than pipeline threads this keeps the trainer's calls short
+        /// (a cpu `release` on 2 cores: 150 µs as `SCHED_OTHER`, 21 µs as `SCHED_BATCH`;
+        /// benches/RESULTS.md). Off: the threads keep the policy they were started with.
+        batch_scheduling(on: bool) => settings.batch_scheduling = on;
         /// Fields of the layout ([`fields`](Self::fields)) whose host bytes every batch keeps
         /// from pop until release, for the consumer to read on the host
         /// ([`Batch::host_field_bytes`](crate::Batch::host_field_bytes); modded-nanogpt reads

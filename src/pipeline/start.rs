@@ -96,6 +96,7 @@ where
         device_slots,
         shutdown_timeout: config.settings.shutdown_timeout,
         poison_released: config.settings.poison_released,
+        batch_scheduling: config.settings.batch_scheduling,
     };
     let backend = B::open(
         &config.backend,
@@ -244,20 +245,22 @@ impl<B: Backend> Pipeline<B> {
         let pool = decode_pool::build_pool(
             config.decode_threads,
             &config.settings.decode_cores,
+            config.settings.batch_scheduling,
             &control,
         )?;
         pool.spawn_broadcast(move |_| decode.run_worker());
         pipeline.pool = Some(pool);
 
         let copy_core = config.settings.copy_core;
-        pipeline.copy_thread = Some(spawn(&control, "pinring-copy", move || {
+        let batch = config.settings.batch_scheduling;
+        pipeline.copy_thread = Some(spawn(&control, "pinring-copy", batch, move || {
             if let Some(id) = copy_core {
                 core_affinity::set_for_current(core_affinity::CoreId { id });
             }
             copier.run();
         })?);
         let feeding = control.clone();
-        pipeline.feeder = Some(spawn(&control, "pinring-feeder", move || {
+        pipeline.feeder = Some(spawn(&control, "pinring-feeder", batch, move || {
             crate::feeding::feeding(feeding, || feeder.run());
         })?);
         Ok(pipeline)
@@ -265,10 +268,11 @@ impl<B: Backend> Pipeline<B> {
 }
 
 /// Spawns a named pipeline thread that counts itself in `control` until it ends (also if
-/// it unwinds).
+/// it unwinds), as `SCHED_BATCH` when `batch` (src/thread_policy.rs).
 fn spawn(
     control: &Arc<Control>,
     name: &'static str,
+    batch: bool,
     body: impl FnOnce() + Send + 'static,
 ) -> Result<native::JoinHandle<()>> {
     struct Exit(Arc<Control>);
@@ -283,6 +287,7 @@ fn spawn(
         .name(name.into())
         .spawn(move || {
             let _exit = exit;
+            crate::thread_policy::yield_at_wakeup(batch);
             body();
         })
         .map_err(|e| Error::Spawn {

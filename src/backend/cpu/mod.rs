@@ -235,7 +235,7 @@ impl Ops for Cpu {
         let mut memory = vec![0u8; layout.device_stride * layout.device_slots];
         let device = memory.as_mut_ptr();
         let spawn = |name, waker| {
-            CpuStream::spawn(name, waker).map_err(|e| Error::Spawn {
+            CpuStream::spawn(name, waker, layout.batch_scheduling).map_err(|e| Error::Spawn {
                 thread: "cpu stream",
                 source: Box::new(e),
             })

@@ -113,8 +113,8 @@ impl CpuStream {
     /// # Panics
     /// If the system cannot start a thread.
     pub fn new() -> Self {
-        let stream =
-            Self::spawn("pinring-cpu-stream", None).expect("could not start a cpu stream thread");
+        let stream = Self::spawn("pinring-cpu-stream", None, false)
+            .expect("could not start a cpu stream thread");
         let mut streams = lock(&USER_STREAMS);
         streams.retain(|w| w.strong_count() > 0);
         streams.push(Arc::downgrade(&stream.handle));
@@ -122,7 +122,12 @@ impl CpuStream {
     }
 
     /// A stream for the backend's own use (not a user stream).
-    pub(super) fn spawn(name: &str, on_signal: Option<CopyWaker>) -> std::io::Result<Self> {
+    /// `batch`: the thread runs as `SCHED_BATCH` (src/thread_policy.rs).
+    pub(super) fn spawn(
+        name: &str,
+        on_signal: Option<CopyWaker>,
+        batch: bool,
+    ) -> std::io::Result<Self> {
         let state = Arc::new(StreamState {
             queue: Mutex::new(Queue {
                 ops: VecDeque::with_capacity(64),
@@ -136,9 +141,10 @@ impl CpuStream {
             failure: Arc::new(StreamFailure::default()),
         });
         let thread_state = state.clone();
-        Builder::new()
-            .name(name.into())
-            .spawn(move || run(&thread_state))?;
+        Builder::new().name(name.into()).spawn(move || {
+            crate::thread_policy::yield_at_wakeup(batch);
+            run(&thread_state)
+        })?;
         Ok(CpuStream {
             handle: Arc::new(StreamHandle {
                 state,

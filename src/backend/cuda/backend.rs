@@ -407,8 +407,12 @@ impl Ops for Cuda {
         let registration = make.registration(&ring)?;
         // The completion thread starts last, once nothing else can fail: a failed open
         // leaves no thread behind (and `Completion`'s drop stops and joins it if one did).
-        let completion =
-            Completion::start(ctx.cu_ctx(), copied.iter().map(Owned::raw).collect(), waker)?;
+        let completion = Completion::start(
+            ctx.cu_ctx(),
+            copied.iter().map(Owned::raw).collect(),
+            waker,
+            layout.batch_scheduling,
+        )?;
         Ok(Cuda {
             ready,
             copied,

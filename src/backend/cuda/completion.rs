@@ -105,7 +105,13 @@ unsafe impl Send for Events {}
 impl Completion {
     /// Starts the completion thread over the COPIED events `copied` (one per host slot) of
     /// context `ctx`.
-    pub(super) fn start(ctx: CUcontext, copied: Vec<CUevent>, waker: CopyWaker) -> Result<Self> {
+    /// `batch`: the thread runs as `SCHED_BATCH` (src/thread_policy.rs).
+    pub(super) fn start(
+        ctx: CUcontext,
+        copied: Vec<CUevent>,
+        waker: CopyWaker,
+        batch: bool,
+    ) -> Result<Self> {
         let shared = Arc::new(Shared {
             recorded: AtomicU64::new(0),
             run_end: copied.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -121,6 +127,7 @@ impl Completion {
             .name("pinring-complete".into())
             .spawn(move || {
                 let events = events;
+                crate::thread_policy::yield_at_wakeup(batch);
                 run(&thread_shared, raw_ctx as CUcontext, &events.0, &waker);
                 // However the thread ends, no wait on the count outlives it.
                 thread_shared.count.fail();

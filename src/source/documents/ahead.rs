@@ -70,7 +70,10 @@ impl IndexAhead {
         let thread = shared.clone();
         Builder::new()
             .name("pinring-index".into())
-            .spawn(move || run(&thread, &index))
+            .spawn(move || {
+                crate::thread_policy::yield_at_wakeup(true);
+                run(&thread, &index)
+            })
             .map_err(|e| Error::Spawn {
                 thread: "index thread",
                 source: Box::new(e),
