@@ -7,7 +7,8 @@ mod common;
 use std::collections::HashSet;
 
 use common::{decoder, BOUND};
-use pinring::{Config, Fence, Pipeline};
+use pinring::source::{write_shard, TokenShards};
+use pinring::{Config, Fence, Loader, Pipeline};
 
 /// `SCHED_OTHER` and `SCHED_BATCH` (linux/sched.h).
 const SCHED_OTHER: u32 = 0;
@@ -69,5 +70,36 @@ fn pipeline_threads_run_as_sched_batch_unless_turned_off() {
             assert_eq!(*policy, want, "{name} (batch_scheduling({on}))");
         }
         drop(p);
+    }
+    // The same through `Loader`, which forwards the setting to its pipeline.
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join("train_000.bin");
+    write_shard(&path, &(0..20_000u16).collect::<Vec<_>>()).unwrap();
+    let src = TokenShards::open([&path])
+        .unwrap()
+        .windows(64)
+        .build()
+        .unwrap();
+    for on in [false, true] {
+        let before: HashSet<u64> = threads().into_iter().map(|t| t.0).collect();
+        let mut loader = Loader::builder(src.clone())
+            .batch_size(4)
+            .decode_threads(2)
+            .batch_scheduling(on)
+            .build()
+            .unwrap();
+        loader.pop().unwrap().unwrap().release(Fence::Sync).unwrap();
+        let want = if on { SCHED_BATCH } else { SCHED_OTHER };
+        let ours: Vec<_> = threads()
+            .into_iter()
+            .filter(|(tid, name, _)| !before.contains(tid) && name.starts_with("pinring-"))
+            .collect();
+        assert!(
+            ours.iter().any(|(_, name, _)| name == "pinring-copy"),
+            "{ours:?}"
+        );
+        for (_, name, policy) in &ours {
+            assert_eq!(*policy, want, "{name} (Loader, batch_scheduling({on}))");
+        }
     }
 }

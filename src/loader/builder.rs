@@ -166,6 +166,9 @@ impl<S: Source, B: Backend> LoaderBuilder<S, B> {
         trace(spans: usize);
         /// Fills a released device slot with a poison pattern (a debug mode).
         poison_released(on: bool);
+        /// Whether the pipeline's threads run as `SCHED_BATCH` (default on:
+        /// [`ConfigBuilder::batch_scheduling`]).
+        batch_scheduling(on: bool);
         /// Fields whose host bytes each batch keeps from pop until release
         /// ([`ConfigBuilder::host_fields`]).
         host_fields(names: Vec<String>);
