@@ -908,13 +908,6 @@ class Loader:
             pattern (ordered after its release fence), so a view read after its release
             shows out-of-range values instead of the next batch's plausible data. The
             environment variable PINRING_POISON_RELEASED=1 turns it on for every loader.
-        batch_scheduling: the loader's own threads (decode workers, feeder, copy and
-            completion threads) run under Linux's SCHED_BATCH (default True): woken, they
-            never preempt the thread that woke them (your release or pop) and run on a
-            free core, or at the next scheduler tick when none is free. It keeps your calls
-            short on a host with fewer free cores than loader threads (a cpu release on 2
-            cores: 150 us as SCHED_OTHER, 21 us). False: the threads keep their policy.
-            Your own threads are never touched.
         stream: (cuda) the stream your steps run on, declared once: a torch.cuda.Stream
             (`.cuda_stream`), a cupy.cuda.Stream (`.ptr`), an object of the CUDA stream
             protocol (`__cuda_stream__`) or a raw CUstream int (0: the default stream).
@@ -1067,7 +1060,7 @@ class Loader:
             TypeError: for Documents (steps per epoch are not known up front) and a
                 Mixture (no epochs).
         """
-    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: typing.Optional[builtins.int] = None, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, batch_scheduling: builtins.bool = True, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
+    def __new__(cls, src: TokenWindows | FixedRecords | Documents | Mixture, batch_size: typing.Optional[builtins.int] = None, device: str | int | typing.Any | None = None, host_slots: builtins.int = 4, device_slots: builtins.int = 2, decode_threads: typing.Optional[builtins.int] = None, pop_timeout: typing.Optional[builtins.float] = None, drop_last: builtins.bool = False, epochs: typing.Optional[builtins.int] = None, state: typing.Optional[dict[str, typing.Any] | typing.Sequence[dict[str, typing.Any]]] = None, *, start_step: builtins.int = 0, skip_steps: typing.Sequence[tuple[int, int] | range] | None = None, lease_timeout: builtins.float = 30.0, host_budget: typing.Optional[builtins.int] = None, device_budget: builtins.int = 17179869184, trace: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, poison_released: builtins.bool = False, stream: typing.Any | None = None, fixed_views: typing.Callable[[typing.Any], typing.Any] | None = None, topology: typing.Optional[Topology] = None) -> Loader: ...
     def __repr__(self) -> builtins.str:
         r"""
         Windows and records: `batch_size`, `shape` and `dtype`. Documents (and a Mixture

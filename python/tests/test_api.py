@@ -85,43 +85,6 @@ def test_stats_say_the_bottleneck(shard):
     assert s["elapsed"] > 0 and s["copies"] >= 1
 
 
-def _threads():
-    """{tid: name} of this process's threads (Linux /proc)."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                out[int(tid)] = f.read().strip()
-        except FileNotFoundError:
-            pass  # the thread ended meanwhile
-    return out
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or not hasattr(os, "sched_getscheduler"),
-                    reason="reads threads' scheduling policies from Linux's /proc")
-@pytest.mark.parametrize("on", [True, False])
-def test_the_loaders_threads_run_as_sched_batch_unless_turned_off(shard, on):
-    """batch_scheduling=True (the default): the loader's own threads are SCHED_BATCH; False:
-    they keep SCHED_OTHER. The calling thread is never touched."""
-    before = set(_threads())
-    src = pinring.TokenWindows(shard, seq_len=9)
-    kw = {} if on else {"batch_scheduling": False}
-    with pinring.Loader(src, batch_size=4, epochs=1, decode_threads=2, **kw) as loader:
-        loader.pop(timeout=BOUND).release()  # every stage has started and set its policy
-        ours = {tid: name for tid, name in _threads().items() if tid not in before and name.startswith("pinring-")}
-        policies = {}
-        for tid, name in ours.items():
-            try:
-                policies[name] = os.sched_getscheduler(tid)
-            except ProcessLookupError:
-                pass
-    assert {"pinring-copy", "pinring-feeder", "pinring-cpucopy"} <= set(policies), policies
-    assert any(name.startswith("pinring-decode") for name in policies), policies
-    want = os.SCHED_BATCH if on else os.SCHED_OTHER
-    assert all(p == want for p in policies.values()), policies
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER
-
-
 def test_poison_released_is_an_argument(shard):
     """Issue 19 item 5 (the Python half): passed to the core's builder."""
     src = pinring.TokenWindows(shard, seq_len=9)

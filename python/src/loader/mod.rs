@@ -118,13 +118,6 @@ use crate::stub_attrs::{gen_stub_pyclass, gen_stub_pymethods};
 ///         pattern (ordered after its release fence), so a view read after its release
 ///         shows out-of-range values instead of the next batch's plausible data. The
 ///         environment variable PINRING_POISON_RELEASED=1 turns it on for every loader.
-///     batch_scheduling: the loader's own threads (decode workers, feeder, copy and
-///         completion threads) run under Linux's SCHED_BATCH (default True): woken, they
-///         never preempt the thread that woke them (your release or pop) and run on a
-///         free core, or at the next scheduler tick when none is free. It keeps your calls
-///         short on a host with fewer free cores than loader threads (a cpu release on 2
-///         cores: 150 us as SCHED_OTHER, 21 us). False: the threads keep their policy.
-///         Your own threads are never touched.
 ///     stream: (cuda) the stream your steps run on, declared once: a torch.cuda.Stream
 ///         (`.cuda_stream`), a cupy.cuda.Stream (`.ptr`), an object of the CUDA stream
 ///         protocol (`__cuda_stream__`) or a raw CUstream int (0: the default stream).

@@ -66,8 +66,6 @@ pub(crate) struct Opening {
     pub(crate) trace_spans: usize,
     /// `poison_released`.
     pub(crate) poison_released: bool,
-    /// `batch_scheduling`.
-    pub(crate) batch_scheduling: bool,
     /// `host_fields`.
     pub(crate) host_fields: Vec<String>,
     /// The device asked for.
@@ -104,7 +102,6 @@ impl Opening {
             .device_budget(self.budgets.1)
             .trace(self.trace_spans)
             .poison_released(self.poison_released)
-            .batch_scheduling(self.batch_scheduling)
             .host_fields(self.host_fields.clone());
         if let Some(n) = self.batch_size {
             b = b.batch_size(n);
@@ -175,7 +172,7 @@ impl OpenError {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = None, device_budget = 17179869184, trace = None, poison_released = false, batch_scheduling = true, stream = None, fixed_views = None, topology = None))]
+    #[pyo3(signature = (src, batch_size = None, device = None, host_slots = 4, device_slots = 2, decode_threads = None, pop_timeout = None, drop_last = false, epochs = None, state = None, *, start_step = 0, skip_steps = None, lease_timeout = 30.0, host_budget = None, device_budget = 17179869184, trace = None, poison_released = false, stream = None, fixed_views = None, topology = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -204,7 +201,6 @@ impl Loader {
         device_budget: i128,
         trace: Option<PathBuf>,
         poison_released: bool,
-        batch_scheduling: bool,
         #[gen_stub(override_type(type_repr = "typing.Any | None", imports = ("typing",)))]
         stream: Option<&Bound<'_, PyAny>>,
         #[gen_stub(override_type(
@@ -296,7 +292,6 @@ impl Loader {
             }),
             trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
             poison_released,
-            batch_scheduling,
             // `batch.host(name)` works for every field: their host bytes are kept.
             host_fields: given
                 .layout
