@@ -6,6 +6,13 @@
 //! loader's state together, can stop after any step, and resumes exactly: the resumed run
 //! pops the batches the uninterrupted run pops and its losses are that run's.
 //!
+//! With `--device cuda` (feature `candle-cuda`) the loader runs on pinring's cuda backend and
+//! each batch reaches candle by `Batch::into_candle_as`: a device-to-device copy on candle's
+//! stream, the batch released fenced on that stream, no host sync. `--compare-llama2c`
+//! then also trains the same model, from the same start, on candle's own `llama2-c` data path
+//! (a random window a sample, two `Tensor::new` a sample, `Tensor::stack`), and prints the
+//! host time each data path takes a step (medians), measured in the same run.
+//!
 //! ```text
 //! cargo run --release -p pinring-examples --features candle --example make_shard -- data/train_000.bin 200000
 //! cargo run --release -p pinring-examples --features candle --example candle_train -- \
@@ -26,8 +33,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use std::time::{Duration, Instant};
+
 use candle_core::{DType, Device, Tensor, Var, D};
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use pinring::source::{Order, SplitMix64, TokenType};
 use pinring::{Dtype, Loader, State};
 use pinring_examples::args::{at_least_one, at_least_one_usize};
@@ -74,6 +83,22 @@ struct Args {
     /// Append each step's window ids to this file, one line a step: `step ids...`.
     #[arg(long, value_name = "FILE")]
     ids: Option<PathBuf>,
+    /// Where the model trains and the batches go: candle's cpu device, or cuda device 0
+    /// (feature `candle-cuda`), fed by pinring's cuda backend.
+    #[arg(long, value_enum, default_value_t = Where::Cpu)]
+    device: Where,
+    /// After the run, train the same model from the same start for as many steps on candle's
+    /// `llama2-c` data path (the first PATH's tokens), and print each data path's host time
+    /// a step (medians).
+    #[arg(long)]
+    compare_llama2c: bool,
+}
+
+/// The device the model trains on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Where {
+    Cpu,
+    Cuda,
 }
 
 type R<T> = Result<T, String>;
@@ -92,7 +117,7 @@ struct Model {
 impl Model {
     /// Weights drawn from `seed`: normal-ish (the sum of 4 uniforms) with std
     /// `0.02`, norms' gains 1.
-    fn new(vocab: usize, t: usize, dim: usize, seed: u64) -> R<Self> {
+    fn new(vocab: usize, t: usize, dim: usize, seed: u64, device: &Device) -> R<Self> {
         let mut rng = SplitMix64::new(seed);
         let shapes: [(&str, Vec<usize>); 9] = [
             ("attn.k", vec![dim, dim]),
@@ -116,11 +141,11 @@ impl Model {
                     ((u - 2.0) * 0.02 * 3f64.sqrt()) as f32
                 })
                 .collect();
-            let t = Tensor::from_vec(values, shape, &Device::Cpu).map_err(c)?;
+            let t = Tensor::from_vec(values, shape, device).map_err(c)?;
             vars.push((name.to_owned(), Var::from_tensor(&t).map_err(c)?));
         }
         for name in ["norm.1", "norm.2", "norm.f"] {
-            let t = Tensor::ones(dim, DType::F32, &Device::Cpu).map_err(c)?;
+            let t = Tensor::ones(dim, DType::F32, device).map_err(c)?;
             vars.push((name.to_owned(), Var::from_tensor(&t).map_err(c)?));
         }
         vars.sort_by(|a, b| a.0.cmp(&b.0));
@@ -161,7 +186,7 @@ impl Model {
         let mask: Vec<f32> = (0..t * t)
             .map(|i| if i % t > i / t { -1e9 } else { 0.0 })
             .collect();
-        let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
+        let mask = Tensor::from_vec(mask, (t, t), windows.device())?;
         let attn = candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?;
         let x = (x + attn.matmul(&v)?.broadcast_matmul(self.w("attn.o"))?)?;
         // The MLP.
@@ -210,8 +235,11 @@ impl AdamW {
             let Some(g) = grads.get(var.as_tensor()) else {
                 continue;
             };
-            *m = ((&*m * BETA1)? + (g * (1.0 - BETA1))?)?;
-            *v = ((&*v * BETA2)? + (g.sqr()? * (1.0 - BETA2))?)?;
+            // Detached: a gradient carries the step's graph, and a moment kept with it
+            // would keep every step's graph alive (memory growing by a step's activations
+            // each step; candle-nn's AdamW keeps its moments as `Var`s for the same reason).
+            *m = ((&*m * BETA1)? + (g * (1.0 - BETA1))?)?.detach();
+            *v = ((&*v * BETA2)? + (g.sqr()? * (1.0 - BETA2))?)?.detach();
             let m_hat = (&*m * scale_m)?;
             let v_hat = (&*v * scale_v)?;
             let decayed = (var.as_tensor() * (1.0 - self.lr * WEIGHT_DECAY))?;
@@ -253,11 +281,11 @@ fn save(dir: &Path, model: &Model, adam: &AdamW, state: &State) -> R<()> {
 }
 
 /// Loads a save of `dir` into `model` and `adam`; returns the loader's state.
-fn load(dir: &Path, model: &Model, adam: &mut AdamW) -> R<State> {
+fn load(dir: &Path, model: &Model, adam: &mut AdamW, device: &Device) -> R<State> {
     let at = |name: &str| dir.join(name);
-    let weights = candle_core::safetensors::load(at("model.safetensors"), &Device::Cpu)
+    let weights = candle_core::safetensors::load(at("model.safetensors"), device)
         .map_err(|e| format!("{}: {e}", at("model.safetensors").display()))?;
-    let moments = candle_core::safetensors::load(at("adamw.safetensors"), &Device::Cpu)
+    let moments = candle_core::safetensors::load(at("adamw.safetensors"), device)
         .map_err(|e| format!("{}: {e}", at("adamw.safetensors").display()))?;
     let missing = |what: &str| {
         format!(
@@ -280,13 +308,75 @@ fn load(dir: &Path, model: &Model, adam: &mut AdamW) -> R<State> {
             .clone();
     }
     let step = moments.get("step").ok_or_else(|| missing("step"))?;
-    adam.step = step.to_vec1::<i64>().map_err(c)?[0] as u64;
+    adam.step = step
+        .to_device(&Device::Cpu)
+        .and_then(|s| s.to_vec1::<i64>())
+        .map_err(c)?[0] as u64;
     let text = std::fs::read_to_string(at("loader.json"))
         .map_err(|e| format!("{}: {e}", at("loader.json").display()))?;
     State::from_text(&text).map_err(|e| format!("{}: {e}", at("loader.json").display()))
 }
 
+/// Host times of a run's data path, a step each.
+#[derive(Default)]
+struct Timings {
+    /// `loader.pop()`.
+    pop: Vec<Duration>,
+    /// The pop and the batch made a tensor.
+    whole: Vec<Duration>,
+}
+
+/// A batch of windows as one `(B, T + 1)` `u32` tensor on the model's device.
+trait IntoWindows: Sized {
+    fn into_windows(self, shape: &[usize], device: &Device) -> candle_core::Result<Tensor>;
+}
+
+impl IntoWindows for pinring::Batch<pinring::Cpu> {
+    fn into_windows(self, shape: &[usize], _: &Device) -> candle_core::Result<Tensor> {
+        // The tensor owns its copy: the slot goes back to the pipeline before the step.
+        self.to_candle(Dtype::U32, shape)
+    }
+}
+
+#[cfg(feature = "candle-cuda")]
+impl IntoWindows for pinring::Batch<pinring::Cuda> {
+    fn into_windows(self, shape: &[usize], device: &Device) -> candle_core::Result<Tensor> {
+        let Device::Cuda(cuda) = device else {
+            return Err(candle_core::Error::msg(
+                "a cuda batch for a model not on cuda",
+            ));
+        };
+        self.into_candle_as(Dtype::U32, shape, cuda)
+    }
+}
+
+/// The median of `times`, in microseconds.
+fn median_us(times: &mut [Duration]) -> f64 {
+    times.sort();
+    times
+        .get(times.len() / 2)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+}
+
+/// One optimizer step on `windows`; returns the loss.
+fn train_step(model: &Model, adam: &mut AdamW, windows: &Tensor, vocab: usize) -> R<f32> {
+    let largest = windows
+        .max_all()
+        .and_then(|m| m.to_scalar::<u32>())
+        .map_err(c)?;
+    if largest as usize >= vocab {
+        return Err(format!("token {largest} is not below --vocab {vocab}"));
+    }
+    let loss = model.loss(windows).map_err(c)?;
+    adam.update(model, &loss).map_err(c)?;
+    loss.to_scalar::<f32>().map_err(c)
+}
+
 fn run(args: Args) -> R<()> {
+    let device = match args.device {
+        Where::Cpu => Device::Cpu,
+        Where::Cuda => cuda_device()?,
+    };
     let source = shards::open(&args.paths)
         .map_err(|e| e.to_string())?
         .decode_as(TokenType::U32)
@@ -294,13 +384,13 @@ fn run(args: Args) -> R<()> {
         .order(Order::Shuffled { seed: args.seed })
         .build()
         .map_err(|e| e.to_string())?;
-    let model = Model::new(args.vocab, args.seq_len, args.dim, args.seed)?;
+    let model = Model::new(args.vocab, args.seq_len, args.dim, args.seed, &device)?;
     let mut adam = AdamW::new(&model, args.lr).map_err(c)?;
     let mut builder = Loader::builder(source)
         .batch_size(args.batch_size)
         .decode_threads(1);
     let state = match (&args.save, args.resume) {
-        (Some(dir), true) => Some(load(dir, &model, &mut adam)?),
+        (Some(dir), true) => Some(load(dir, &model, &mut adam, &device)?),
         (None, true) => return Err("--resume needs --save DIR".to_owned()),
         _ => None,
     };
@@ -308,16 +398,81 @@ fn run(args: Args) -> R<()> {
         builder = builder.resume(state);
         say!("resumed at step {}", state.step());
     }
-    let mut loader = builder.build().map_err(|e| e.to_string())?;
+    let data = match args.device {
+        Where::Cpu => train(
+            &args,
+            builder.build().map_err(|e| e.to_string())?,
+            &model,
+            &mut adam,
+            &device,
+        )?,
+        Where::Cuda => train_on_cuda(&args, builder, &model, &mut adam, &device)?,
+    };
+    if args.compare_llama2c {
+        compare_llama2c(&args, &device, data)?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "candle-cuda")]
+fn cuda_device() -> R<Device> {
+    Device::new_cuda(0).map_err(c)
+}
+
+#[cfg(not(feature = "candle-cuda"))]
+fn cuda_device() -> R<Device> {
+    Err("--device cuda needs the example built with --features candle-cuda".to_owned())
+}
+
+#[cfg(feature = "candle-cuda")]
+fn train_on_cuda<S: pinring::source::Source>(
+    args: &Args,
+    builder: pinring::LoaderBuilder<S>,
+    model: &Model,
+    adam: &mut AdamW,
+    device: &Device,
+) -> R<Timings> {
+    let loader = builder
+        .cuda(pinring::CudaOptions::ordinal(0))
+        .build()
+        .map_err(|e| e.to_string())?;
+    train(args, loader, model, adam, device)
+}
+
+#[cfg(not(feature = "candle-cuda"))]
+fn train_on_cuda<S: pinring::source::Source>(
+    _: &Args,
+    _: pinring::LoaderBuilder<S>,
+    _: &Model,
+    _: &mut AdamW,
+    _: &Device,
+) -> R<Timings> {
+    cuda_device().map(|_| Timings::default())
+}
+
+/// Trains from the loader up to `--steps`; returns each step's host time in the data path:
+/// the pop, and the pop with the batch made a tensor.
+fn train<S: pinring::source::Source, B: pinring::Backend>(
+    args: &Args,
+    mut loader: Loader<S, B>,
+    model: &Model,
+    adam: &mut AdamW,
+    device: &Device,
+) -> R<Timings>
+where
+    pinring::Batch<B>: IntoWindows,
+{
     let mut ids = ids_log::open(args.ids.as_deref())?;
     let shape = [args.batch_size as usize, args.seq_len + 1];
     let mut step = adam.step;
+    let mut data = Timings::default();
     while step < args.steps {
+        let began = Instant::now();
         let Some(batch) = loader.pop().map_err(|e| e.to_string())? else {
             say!("the data ended at step {step}");
             break;
         };
-        let windows = batch.to_candle(Dtype::U32, &shape).map_err(c)?;
+        data.pop.push(began.elapsed());
         if let Some(f) = &mut ids {
             let list: Vec<String> = batch.sample_ids().iter().map(u64::to_string).collect();
             ids_log::append(
@@ -325,25 +480,14 @@ fn run(args: Args) -> R<()> {
                 &format!("{} {}", batch.step().unwrap_or(step), list.join(" ")),
             )?;
         }
-        // The tensor owns its copy: the slot goes back to the pipeline before the step.
-        drop(batch);
-        let largest = windows
-            .max_all()
-            .and_then(|m| m.to_scalar::<u32>())
-            .map_err(c)?;
-        if largest as usize >= args.vocab {
-            return Err(format!(
-                "token {largest} is not below --vocab {}",
-                args.vocab
-            ));
-        }
-        let loss = model.loss(&windows).map_err(c)?;
-        adam.update(&model, &loss).map_err(c)?;
+        let windows = batch.into_windows(&shape, device).map_err(c)?;
+        data.whole.push(began.elapsed());
+        let loss = train_step(model, adam, &windows, args.vocab)?;
         step += 1;
-        say!("step {step} loss {}", loss.to_scalar::<f32>().map_err(c)?);
+        say!("step {step} loss {loss}");
         if args.stop_after == Some(step) || (step == args.steps && args.save.is_some()) {
             if let Some(dir) = &args.save {
-                save(dir, &model, &adam, &loader.state())?;
+                save(dir, model, adam, &loader.state())?;
                 say!("saved step {step} to {}", dir.display());
             }
             if args.stop_after == Some(step) {
@@ -352,6 +496,94 @@ fn run(args: Args) -> R<()> {
             }
         }
     }
+    Ok(data)
+}
+
+/// candle's `llama2-c` training data path (`candle_datasets::nlp::tinystories::
+/// DatasetRandomIter` batched by `Batcher::new_r2`): a random window of `T + 1` tokens a
+/// sample from the shard's `u16` tokens, its inputs and targets each one `Tensor::new` on
+/// the device, and the batch one `Tensor::stack` of each. Here the shard is read into
+/// memory once (llama2-c maps it), and the model's single input is the `(B, T + 1)`
+/// stack of the windows' tokens, the same bytes as its two tensors.
+fn llama2c_batch(
+    tokens: &[u16],
+    rng: &mut SplitMix64,
+    b: usize,
+    t: usize,
+    device: &Device,
+) -> candle_core::Result<Tensor> {
+    let mut rows = Vec::with_capacity(b);
+    for _ in 0..b {
+        let start = (rng.next_u64() % (tokens.len() - t) as u64) as usize;
+        let window: Vec<u32> = tokens[start..start + t + 1]
+            .iter()
+            .map(|&x| x as u32)
+            .collect();
+        let inputs = Tensor::new(&window[..t], device)?;
+        let targets = Tensor::new(&window[1..], device)?;
+        rows.push(Tensor::cat(&[&inputs, &targets.narrow(0, t - 1, 1)?], 0)?);
+    }
+    Tensor::stack(&rows, 0)
+}
+
+/// Trains the same model from the same start for as many steps as the run had, fed by
+/// [`llama2c_batch`], and prints both data paths' host time a step.
+fn compare_llama2c(args: &Args, device: &Device, mut pinring: Timings) -> R<()> {
+    let shards = shards::open(&args.paths).map_err(|e| e.to_string())?;
+    let shard = shards.shards()[0].clone();
+    let len = shard.len();
+    let bytes = pinring::source::Window::new(shard, 0, len)
+        .ok_or("the first shard cannot be read whole")?
+        .read_bytes()
+        .map_err(|e| e.to_string())?;
+    let tokens: Vec<u16> = bytes
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    if tokens.len() <= args.seq_len + 1 {
+        return Err("the first shard is shorter than a window".to_owned());
+    }
+    let model = Model::new(args.vocab, args.seq_len, args.dim, args.seed, device)?;
+    let mut adam = AdamW::new(&model, args.lr).map_err(c)?;
+    let mut rng = SplitMix64::new(args.seed);
+    let mut llama2c = Vec::new();
+    let mut last = 0.0;
+    for _ in 0..pinring.whole.len() {
+        let began = Instant::now();
+        let windows = llama2c_batch(
+            &tokens,
+            &mut rng,
+            args.batch_size as usize,
+            args.seq_len,
+            device,
+        )
+        .map_err(c)?;
+        llama2c.push(began.elapsed());
+        last = train_step(&model, &mut adam, &windows, args.vocab)?;
+    }
+    // What candle's allocator alone costs at that point of a step (after the step's sync):
+    // a tensor of the batch's size made by candle, trained on like a batch.
+    let shape = (args.batch_size as usize, args.seq_len + 1);
+    let mut alloc = Vec::new();
+    for _ in 0..pinring.whole.len() {
+        let began = Instant::now();
+        let zeros = Tensor::zeros(shape, DType::U32, device).map_err(c)?;
+        alloc.push(began.elapsed());
+        train_step(&model, &mut adam, &zeros, args.vocab)?;
+    }
+    let steps = pinring.whole.len();
+    let (ours, pop, theirs, zeros) = (
+        median_us(&mut pinring.whole),
+        median_us(&mut pinring.pop),
+        median_us(&mut llama2c),
+        median_us(&mut alloc),
+    );
+    say!(
+        "data path, host time a step (median of {steps}): pinring {ours:.1} us (pop {pop:.1} \
+         us), candle's llama2-c path {theirs:.1} us ({:.2}x); candle's Tensor::zeros of the \
+         batch's shape at that point {zeros:.1} us; llama2-c's last loss {last}",
+        theirs / ours.max(1e-9)
+    );
     Ok(())
 }
 

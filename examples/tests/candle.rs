@@ -1,7 +1,8 @@
 //! The `candle_train` example (feature `candle`) run as a user runs it, on candle's cpu
 //! device: a few dozen steps of a tiny causal language model on data this test writes,
 //! its loss falling; a run stopped after its save and resumed pops the uninterrupted run's
-//! batches and logs its losses, bit for bit; bad command lines are refused cleanly.
+//! batches and logs its losses, bit for bit; the llama2-c comparison runs beside it; bad
+//! command lines are refused cleanly.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,8 +84,14 @@ fn candle_trains_through_pinring_and_resumes_exactly() {
     let data = data(dir.path());
     let at = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let (ids_a, ids_b, ckpt) = (at("a.ids"), at("b.ids"), at("ckpt"));
-    let whole = run(&["--steps", "40", "--ids", &ids_a, &data]);
-    let whole = losses(&whole);
+    let out = run(&["--steps", "40", "--ids", &ids_a, "--compare-llama2c", &data]);
+    // The same model trained on candle's llama2-c data path too, both paths timed.
+    assert!(
+        out.contains("data path, host time a step (median of 40): pinring ")
+            && out.contains("candle's llama2-c path"),
+        "{out}"
+    );
+    let whole = losses(&out);
     assert_eq!(whole.len(), 40);
     let loss = |i: usize| whole[i].1.parse::<f32>().unwrap();
     // ln 64 = 4.16 at the start; it falls by a third within 40 steps.
@@ -145,6 +152,12 @@ fn candle_train_refuses_bad_command_lines_cleanly() {
     };
     refused(&["--resume", &data], "--resume needs --save");
     refused(&["--vocab", "10", &data], "is not below --vocab 10");
+    refused(&["--device", "tpu", &data], "invalid value 'tpu'");
+    // This test's build has candle's cpu device only (`--features candle`).
+    refused(
+        &["--device", "cuda", &data],
+        "--device cuda needs the example built with --features candle-cuda",
+    );
     let missing = dir.path().join("nothing").join("x");
     refused(
         &["--resume", "--save", missing.to_str().unwrap(), &data],

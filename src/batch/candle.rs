@@ -103,12 +103,13 @@ mod on_cuda {
     use candle_core::cuda_backend::{CudaDevice, CudaStorage};
     use candle_core::op::BackpropOp;
     use candle_core::{DType, Storage, Tensor};
-    use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
+    use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, DeviceRepr};
 
     use super::field_at;
     use crate::backend::cuda::backend::Cuda;
     use crate::backend::cuda::handles::CuStream;
     use crate::batch::Batch;
+    use crate::fields::Dtype;
     use crate::sync::native::Arc;
 
     fn wrap(e: impl std::fmt::Display + Send + Sync + 'static) -> candle_core::Error {
@@ -116,7 +117,8 @@ mod on_cuda {
     }
 
     /// `len` elements of `T` at `src` (in a leased device slot) copied on `stream` into a
-    /// slice candle's `device` owns.
+    /// slice candle's `device` owns: one `cuMemcpyDtoDAsync` on the slot's address (no
+    /// cudarc slice is made of the slot, which would create and destroy two events a call).
     fn copied<T: DeviceRepr>(
         device: &CudaDevice,
         stream: &Arc<CudaStream>,
@@ -126,22 +128,63 @@ mod on_cuda {
         // SAFETY: the slice is written whole by the copy below before any use on this
         // stream (stream order), so its uninitialized contents are never read.
         let mut dst = unsafe { device.alloc::<T>(len) }?;
+        // `written` records the slice's write on `stream` when dropped (cudarc's tracking).
+        let (dst_ptr, written) = dst.device_ptr_mut(stream);
         // SAFETY: `src..src + len * size_of::<T>()` lies in the batch's device slot, valid
-        // while the batch is leased (the caller holds it until the release fenced after this
-        // copy); the view is never freed through cudarc (leaked below).
-        let view = unsafe { stream.upgrade_device_ptr::<T>(src, len) };
-        let copy = stream.memcpy_dtod(&view, &mut dst);
-        let _ = view.leak();
-        copy.map_err(wrap)?;
+        // while the batch is leased (the caller holds it until the release fenced on
+        // `stream` after this copy); `dst_ptr` is `len` elements candle just allocated; both
+        // in candle's context, which `alloc` bound to this thread.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst_ptr,
+                src,
+                len * std::mem::size_of::<T>(),
+                stream.cu_stream(),
+            )
+        }
+        .map_err(wrap)?;
+        drop(written);
         Ok(dst)
+    }
+
+    /// `len` elements of `dtype` at `src` (in a leased device slot) copied on `stream` into
+    /// a slice candle's `device` owns, as candle storage.
+    fn stored(
+        device: &CudaDevice,
+        stream: &Arc<CudaStream>,
+        src: cudarc::driver::sys::CUdeviceptr,
+        len: usize,
+        dtype: DType,
+    ) -> candle_core::Result<CudaStorage> {
+        let storage = match dtype {
+            DType::U8 => CudaStorage::wrap_cuda_slice(
+                copied::<u8>(device, stream, src, len)?,
+                device.clone(),
+            ),
+            DType::U32 => CudaStorage::wrap_cuda_slice(
+                copied::<u32>(device, stream, src, len)?,
+                device.clone(),
+            ),
+            DType::I32 => CudaStorage::wrap_cuda_slice(
+                copied::<i32>(device, stream, src, len)?,
+                device.clone(),
+            ),
+            _ => CudaStorage::wrap_cuda_slice(
+                copied::<i64>(device, stream, src, len)?,
+                device.clone(),
+            ),
+        };
+        debug_assert_eq!(storage.dtype(), dtype);
+        Ok(storage)
     }
 
     impl Batch<Cuda> {
         /// The fields named in `names`, each as a 1-D candle tensor of its own dtype on
         /// candle's cuda `device`: candle's stream waits for the batch (stream-side), each
         /// field is copied device to device on that stream into a slice candle owns, and the
-        /// batch is released fenced on that stream. The host never waits. Not compiled or
-        /// run by this crate's CI (candle's `cuda` feature builds its kernels with nvcc).
+        /// batch is released fenced on that stream. The host never waits. CI does not build
+        /// it (candle's `cuda` feature builds its kernels with nvcc):
+        /// `scripts/candle-cuda.sh` builds it and runs `examples/candle_train.rs` on a GPU.
         pub fn into_candle(
             mut self,
             names: &[&str],
@@ -154,26 +197,7 @@ mod on_cuda {
                 .iter()
                 .map(|name| {
                     let (at, dtype) = field_at(&self, name)?;
-                    let src = base + at.offset as u64;
-                    let storage = match dtype {
-                        DType::U8 => CudaStorage::wrap_cuda_slice(
-                            copied::<u8>(device, &stream, src, at.len)?,
-                            device.clone(),
-                        ),
-                        DType::U32 => CudaStorage::wrap_cuda_slice(
-                            copied::<u32>(device, &stream, src, at.len)?,
-                            device.clone(),
-                        ),
-                        DType::I32 => CudaStorage::wrap_cuda_slice(
-                            copied::<i32>(device, &stream, src, at.len)?,
-                            device.clone(),
-                        ),
-                        _ => CudaStorage::wrap_cuda_slice(
-                            copied::<i64>(device, &stream, src, at.len)?,
-                            device.clone(),
-                        ),
-                    };
-                    debug_assert_eq!(storage.dtype(), dtype);
+                    let storage = stored(device, &stream, base + at.offset as u64, at.len, dtype)?;
                     Ok(Tensor::from_storage(
                         Storage::Cuda(storage),
                         at.len,
@@ -185,6 +209,41 @@ mod on_cuda {
             // Fenced on candle's stream: the slot is reused only after the copies above.
             self.release_on(&stream).map_err(|e| wrap(e.error))?;
             tensors
+        }
+
+        /// The batch's bytes as one candle tensor of `dtype` and `shape` on candle's cuda
+        /// `device`, for a batch without fields (token windows decoded as
+        /// [`TokenType::U32`](crate::source::TokenType::U32) are `(samples, T + 1)` of
+        /// [`Dtype::U32`](crate::Dtype::U32)): candle's stream waits for the batch, the
+        /// bytes are copied device to device on it into a slice candle owns, and the batch
+        /// is released fenced on that stream. The host never waits. The bytes must be
+        /// exactly the shape's elements.
+        pub fn into_candle_as(
+            mut self,
+            dtype: Dtype,
+            shape: &[usize],
+            device: &CudaDevice,
+        ) -> candle_core::Result<Tensor> {
+            let candle = super::candle_dtype(dtype)?;
+            let elements: usize = shape.iter().product();
+            if elements * dtype.size() != self.len() {
+                return Err(candle_core::Error::msg(format!(
+                    "the batch holds {} bytes, not the {elements} {dtype:?} elements of shape \
+                     {shape:?}",
+                    self.len()
+                )));
+            }
+            let stream = device.cuda_stream();
+            self.wait_on(&CuStream::from(&stream)).map_err(wrap)?;
+            let storage = stored(device, &stream, self.device_ptr(), elements, candle)?;
+            // Fenced on candle's stream: the slot is reused only after the copy above.
+            self.release_on(&stream).map_err(|e| wrap(e.error))?;
+            Ok(Tensor::from_storage(
+                Storage::Cuda(storage),
+                shape,
+                BackpropOp::none(),
+                false,
+            ))
         }
     }
 }
