@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use super::documents_step::MixedPiece;
 use super::inner::{MixInner, Stream};
 use super::member::{keyed_seed, naming_source, Member, ShapeDifference};
+use super::mixed_piece::MixedPiece;
 use super::piece_lists::PieceLists;
 use crate::error::source::SourceError;
 use crate::error::Result;

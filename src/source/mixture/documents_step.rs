@@ -7,20 +7,9 @@ use std::sync::Arc;
 
 use super::documents_member::DocMember;
 use super::inner::MixInner;
+use super::mixed_piece::MixedPiece;
 use crate::error::source::SourceError;
 use crate::source::documents::schedule::StepSizes;
-use crate::source::documents::walk::Piece;
-
-/// A piece of a document in a mixture's step: the source it comes from (its index in the
-/// mixture) and the piece (its `doc` is the document's id within that source, its `shard`
-/// that source's shard).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MixedPiece {
-    /// The source's index in the mixture.
-    pub source: u16,
-    /// The piece, in that source's terms.
-    pub piece: Piece,
-}
 
 /// One step of one rank of a mixture of packed documents
 /// ([`Mixture<Documents>`](crate::source::Mixture)): what its

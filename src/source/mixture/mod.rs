@@ -19,7 +19,8 @@
 //! - packed documents, `Mixture<Documents>`, mixed document by document and packed into
 //!   steps as one source packs its own: the member and its packing of a step
 //!   (`documents_member.rs`), its builder, run and states (`documents_mix.rs`), its steps
-//!   (`documents_steps.rs`, `documents_step.rs`, `piece_lists.rs`) and decoder
+//!   (`documents_steps.rs`, `documents_step.rs`, their pieces `mixed_piece.rs`,
+//!   `piece_lists.rs`) and decoder
 //!   (`documents_decoder.rs`).
 
 mod as_source;
@@ -34,6 +35,7 @@ pub(crate) mod inner;
 pub(crate) mod member;
 pub(crate) mod mix;
 mod mixable;
+mod mixed_piece;
 mod piece_lists;
 pub(crate) mod run_origin;
 pub(crate) mod settings;
@@ -49,10 +51,11 @@ mod windows_samples;
 pub use blend::Blend;
 pub use builder::{DocumentMixtureBuilder, MixtureBuilder};
 pub use documents_decoder::PackMixedDocuments;
-pub use documents_step::{MixedDocStep, MixedPiece};
+pub use documents_step::MixedDocStep;
 pub use documents_steps::MixedSteps;
 pub use mix::Mixture;
 pub use mixable::Mixable;
+pub use mixed_piece::MixedPiece;
 pub use state::{MixtureState, SourceRecord, WeightSpan, MIXTURE_STATE_VERSION};
 pub use stop::Stop;
 pub use windows_decoder::MixedDecoder;

@@ -1,6 +1,6 @@
 //! [`PieceLists`]: the lists a mixture's steps keep their pieces in, recycled.
 
-use super::documents_step::MixedPiece;
+use super::mixed_piece::MixedPiece;
 use crate::sync::native::Mutex;
 
 /// Lists of pieces, recycled: a step takes one, its drop gives it back. Holds at most
