@@ -32,7 +32,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor, Var, D};
@@ -501,12 +500,12 @@ where
 
 /// candle's `llama2-c` training data path (`candle_datasets::nlp::tinystories::
 /// DatasetRandomIter` batched by `Batcher::new_r2`): a random window of `T + 1` tokens a
-/// sample from the shard's `u16` tokens, its inputs and targets each one `Tensor::new` on
-/// the device, and the batch one `Tensor::stack` of each. Here the shard is read into
-/// memory once (llama2-c maps it), and the model's single input is the `(B, T + 1)`
-/// stack of the windows' tokens, the same bytes as its two tensors.
+/// sample, its inputs and targets each one `Tensor::new` on the device, and the batch one
+/// `Tensor::stack` of each. Here the shard is read into memory once, as `u32` (llama2-c
+/// maps its `u16` file and widens a window a sample), and the model's single input is the
+/// `(B, T + 1)` stack of the windows' tokens, the same bytes as its two tensors.
 fn llama2c_batch(
-    tokens: &[u16],
+    tokens: &[u32],
     rng: &mut SplitMix64,
     b: usize,
     t: usize,
@@ -515,15 +514,31 @@ fn llama2c_batch(
     let mut rows = Vec::with_capacity(b);
     for _ in 0..b {
         let start = (rng.next_u64() % (tokens.len() - t) as u64) as usize;
-        let window: Vec<u32> = tokens[start..start + t + 1]
-            .iter()
-            .map(|&x| x as u32)
-            .collect();
+        let window = tokens[start..start + t + 1].to_vec();
         let inputs = Tensor::new(&window[..t], device)?;
         let targets = Tensor::new(&window[1..], device)?;
         rows.push(Tensor::cat(&[&inputs, &targets.narrow(0, t - 1, 1)?], 0)?);
     }
     Tensor::stack(&rows, 0)
+}
+
+/// `steps` optimizer steps, each on the tensor `make` gives; returns the host time of each
+/// `make` and the last loss.
+fn timed_steps(
+    steps: usize,
+    model: &Model,
+    adam: &mut AdamW,
+    vocab: usize,
+    mut make: impl FnMut() -> candle_core::Result<Tensor>,
+) -> R<(Vec<Duration>, f32)> {
+    let (mut times, mut last) = (Vec::with_capacity(steps), 0.0);
+    for _ in 0..steps {
+        let began = Instant::now();
+        let windows = make().map_err(c)?;
+        times.push(began.elapsed());
+        last = train_step(model, adam, &windows, vocab)?;
+    }
+    Ok((times, last))
 }
 
 /// Trains the same model from the same start for as many steps as the run had, fed by
@@ -532,46 +547,26 @@ fn compare_llama2c(args: &Args, device: &Device, mut pinring: Timings) -> R<()> 
     let shards = shards::open(&args.paths).map_err(|e| e.to_string())?;
     let shard = shards.shards()[0].clone();
     let len = shard.len();
-    let bytes = pinring::source::Window::new(shard, 0, len)
+    let tokens = pinring::source::Window::new(shard, 0, len)
         .ok_or("the first shard cannot be read whole")?
-        .read_bytes()
+        .to_vec()
         .map_err(|e| e.to_string())?;
-    let tokens: Vec<u16> = bytes
-        .chunks_exact(2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
-        .collect();
     if tokens.len() <= args.seq_len + 1 {
         return Err("the first shard is shorter than a window".to_owned());
     }
     let model = Model::new(args.vocab, args.seq_len, args.dim, args.seed, device)?;
     let mut adam = AdamW::new(&model, args.lr).map_err(c)?;
     let mut rng = SplitMix64::new(args.seed);
-    let mut llama2c = Vec::new();
-    let mut last = 0.0;
-    for _ in 0..pinring.whole.len() {
-        let began = Instant::now();
-        let windows = llama2c_batch(
-            &tokens,
-            &mut rng,
-            args.batch_size as usize,
-            args.seq_len,
-            device,
-        )
-        .map_err(c)?;
-        llama2c.push(began.elapsed());
-        last = train_step(&model, &mut adam, &windows, args.vocab)?;
-    }
+    let (b, t) = (args.batch_size as usize, args.seq_len);
+    let steps = pinring.whole.len();
+    let (mut llama2c, last) = timed_steps(steps, &model, &mut adam, args.vocab, || {
+        llama2c_batch(&tokens, &mut rng, b, t, device)
+    })?;
     // What candle's allocator alone costs at that point of a step (after the step's sync):
     // a tensor of the batch's size made by candle, trained on like a batch.
-    let shape = (args.batch_size as usize, args.seq_len + 1);
-    let mut alloc = Vec::new();
-    for _ in 0..pinring.whole.len() {
-        let began = Instant::now();
-        let zeros = Tensor::zeros(shape, DType::U32, device).map_err(c)?;
-        alloc.push(began.elapsed());
-        train_step(&model, &mut adam, &zeros, args.vocab)?;
-    }
-    let steps = pinring.whole.len();
+    let (mut alloc, _) = timed_steps(steps, &model, &mut adam, args.vocab, || {
+        Tensor::zeros((b, t + 1), DType::U32, device)
+    })?;
     let (ours, pop, theirs, zeros) = (
         median_us(&mut pinring.whole),
         median_us(&mut pinring.pop),

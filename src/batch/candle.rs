@@ -217,7 +217,8 @@ mod on_cuda {
         /// [`Dtype::U32`](crate::Dtype::U32)): candle's stream waits for the batch, the
         /// bytes are copied device to device on it into a slice candle owns, and the batch
         /// is released fenced on that stream. The host never waits. The bytes must be
-        /// exactly the shape's elements.
+        /// exactly the shape's elements; otherwise it is an error, and the batch is released
+        /// all the same.
         pub fn into_candle_as(
             mut self,
             dtype: Dtype,
@@ -227,10 +228,13 @@ mod on_cuda {
             let candle = super::candle_dtype(dtype)?;
             let elements: usize = shape.iter().product();
             if elements * dtype.size() != self.len() {
+                // Nothing was enqueued on the slot: a release that waits for nothing.
+                let len = self.len();
+                self.release(super::Fence::Sync)
+                    .map_err(|e| wrap(e.error))?;
                 return Err(candle_core::Error::msg(format!(
-                    "the batch holds {} bytes, not the {elements} {dtype:?} elements of shape \
-                     {shape:?}",
-                    self.len()
+                    "the batch holds {len} bytes, not the {elements} {dtype:?} elements of \
+                     shape {shape:?}"
                 )));
             }
             let stream = device.cuda_stream();
