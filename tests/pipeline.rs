@@ -162,6 +162,54 @@ fn holding_every_device_slot_stalls_the_copy_thread_instead_of_overwriting() {
     assert_eq!(seq, 40);
 }
 
+/// With eight device slots a release wakes the copy thread only once four wait
+/// (src/slot/release_wake.rs): a consumer that holds seven batches and released one must
+/// still get the next batch, from `pop` (which asks for it) and from a `try_pop` loop;
+/// and every batch arrives whole, in order, while releases come one at a time.
+#[test]
+fn a_consumer_holding_leases_gets_its_batch_though_few_slots_were_released() {
+    const PER: usize = 2;
+    const D: usize = 8;
+    const BATCHES: u64 = 64;
+    for polled in [false, true] {
+        let config = builder(PER).device_slots(D).host_slots(16).build().unwrap();
+        let mut p = Pipeline::new(config, decoder(), 0..BATCHES * PER as u64).unwrap();
+        let mut held = std::collections::VecDeque::new();
+        let mut seq = 0;
+        while seq < BATCHES {
+            // Hold D - 1 leases: one slot released at a time, below the threshold.
+            while held.len() >= D - 1 {
+                let b: pinring::Batch = held.pop_front().unwrap();
+                b.release(Fence::Sync).unwrap();
+            }
+            let batch = if polled {
+                let deadline = std::time::Instant::now() + BOUND;
+                loop {
+                    match p.try_pop().unwrap() {
+                        TryPop::Batch(b) => break b,
+                        TryPop::End => panic!("ended at batch {seq}"),
+                        TryPop::NotReady => {
+                            assert!(
+                                std::time::Instant::now() < deadline,
+                                "batch {seq} never came"
+                            );
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            } else {
+                p.pop().unwrap().expect("a batch")
+            };
+            assert_eq!(batch.seq(), seq);
+            check_batch(batch.bytes(), batch.seq(), batch.samples(), SAMPLE, PER);
+            held.push_back(batch);
+            seq += 1;
+        }
+        held.drain(..).for_each(drop);
+        assert!(p.pop().unwrap().is_none());
+    }
+}
+
 /// Enqueues on `stream` a "kernel" that reads `first`'s device slot (batch 0, of `per`
 /// samples); the flag, once the stream has run it, says whether it saw batch 0 whole.
 fn read_batch_0_on(stream: &CpuStream, first: &pinring::Batch, per: usize) -> Arc<AtomicBool> {

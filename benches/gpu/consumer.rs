@@ -27,8 +27,33 @@ enum Release {
     Bound,
 }
 
+/// Waits (up to 10 s) until every device slot of `p` holds a batch.
+fn all_leased(p: &Pipeline<Cuda>) -> Res {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p
+        .stats()
+        .device_slots
+        .iter()
+        .all(|&(_, state)| state == DeviceState::Leased)
+    {
+        if Instant::now() > deadline {
+            return Err("device slots never all filled".into());
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
+
 /// A pipeline whose `SLOTS` device slots fill up between rounds (a 4 KiB batch each).
 fn pipeline(declared: Option<&Arc<CudaStream>>) -> Res<Pipeline<Cuda>> {
+    gated_pipeline(declared, std::iter::repeat(()))
+}
+
+/// As [`pipeline`], of `source`.
+fn gated_pipeline(
+    declared: Option<&Arc<CudaStream>>,
+    source: impl Iterator<Item = ()> + Send + 'static,
+) -> Res<Pipeline<Cuda>> {
     let mut builder = Config::builder()
         .batch_size(1)
         .bytes_per_sample(4096)
@@ -41,12 +66,7 @@ fn pipeline(declared: Option<&Arc<CudaStream>>) -> Res<Pipeline<Cuda>> {
     if let Some(stream) = declared {
         builder = builder.consumer_stream(CuStream::from(stream));
     }
-    Pipeline::new(
-        builder.build().map_err(s)?,
-        nothing(),
-        std::iter::repeat(()),
-    )
-    .map_err(s)
+    Pipeline::new(builder.build().map_err(s)?, nothing(), source).map_err(s)
 }
 
 /// Rounds of: wait until every device slot holds a batch, then time pop + release of each
@@ -56,18 +76,7 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
     let mut samples = vec![Vec::new(); hows.len()];
     let mut waited = 0usize;
     for round in 0..ROUNDS {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !p
-            .stats()
-            .device_slots
-            .iter()
-            .all(|&(_, state)| state == DeviceState::Leased)
-        {
-            if Instant::now() > deadline {
-                return Err("device slots never all filled".into());
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        all_leased(p)?;
         let form = round % hows.len();
         for _ in 0..SLOTS {
             let t = Instant::now();
@@ -145,7 +154,151 @@ pub fn consumer(gpu: &Gpu) -> Res {
         None,
     );
     stream.synchronize().map_err(s)?;
+    idle_copy_thread(&cs)?;
+    stream.synchronize().map_err(s)?;
+    gapped(&stream)?;
+    stream.synchronize().map_err(s)?;
     call_costs(&stream)
+}
+
+/// pop and release timed apart, with 100 µs of host work between two batches (the Python
+/// latency row's loop: the copy thread has refilled the slot and parked by the next
+/// release), on the declared stream (`Fence::Bound`) and with `Fence::Sync` (no driver
+/// call: what is left is the bookkeeping and the copy thread's wake-up).
+fn gapped(stream: &Arc<CudaStream>) -> Res {
+    const ITERS: usize = 3000;
+    let mut p = pipeline(Some(stream))?;
+    let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    for i in 0..2 * ITERS {
+        let until = Instant::now() + Duration::from_micros(100);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let t0 = Instant::now();
+        let batch = match p.try_pop().map_err(s)? {
+            TryPop::Batch(batch) => batch,
+            _ => continue,
+        };
+        let t1 = Instant::now();
+        let sync = i % 2 == 1;
+        let r = batch.release(if sync { Fence::Sync } else { Fence::Bound });
+        let t2 = Instant::now();
+        r.map_err(|e| s(e.error))?;
+        let k = if sync { 2 } else { 0 };
+        t[k].push((t1 - t0).as_nanos() as f64);
+        t[k + 1].push((t2 - t1).as_nanos() as f64);
+    }
+    stream.synchronize().map_err(s)?;
+    drop(p);
+    for v in &mut t {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "EXPLORE\tconsumer\t100 us between batches, declared stream: pop p50 {:.0} ns, \
+         release(Bound) p50 {:.0} ns; pop p50 {:.0} ns, release(Sync) p50 {:.0} ns ({} and {} \
+         samples)",
+        percentile(&t[0], 0.5),
+        percentile(&t[1], 0.5),
+        percentile(&t[2], 0.5),
+        percentile(&t[3], 0.5),
+        t[0].len(),
+        t[2].len()
+    );
+    Ok(())
+}
+
+/// A source that yields only what `open` allows: a round's batches fill the device slots,
+/// then the feeder waits, so the copy thread has nothing to copy while the round's batches
+/// are popped and released.
+struct Gate {
+    allowed: std::sync::Mutex<(usize, bool)>,
+    more: std::sync::Condvar,
+}
+
+impl Gate {
+    fn open(&self, more: usize, end: bool) {
+        let mut g = self.allowed.lock().unwrap();
+        g.0 += more;
+        g.1 |= end;
+        self.more.notify_all();
+    }
+
+    fn next(&self) -> Option<()> {
+        let mut g = self.allowed.lock().unwrap();
+        loop {
+            if g.1 {
+                return None;
+            }
+            if g.0 > 0 {
+                g.0 -= 1;
+                return Some(());
+            }
+            g = self.more.wait(g).unwrap();
+        }
+    }
+}
+
+/// pop + release(Stream) with the copy thread idle (no batch left to copy while the round
+/// runs): the driver calls of the release without the copy thread's calls beside them.
+/// Also the release alone, busy and idle.
+fn idle_copy_thread(cs: &CuStream) -> Res {
+    let gate = Arc::new(Gate {
+        allowed: std::sync::Mutex::new((SLOTS, false)),
+        more: std::sync::Condvar::new(),
+    });
+    let source = {
+        let gate = gate.clone();
+        std::iter::from_fn(move || gate.next())
+    };
+    let mut p = gated_pipeline(None, source)?;
+    let (mut both, mut alone, mut alone_sync) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let mut batches = Vec::with_capacity(SLOTS);
+        for _ in 0..SLOTS {
+            batches.push(p.pop().map_err(s)?.ok_or("gated source ended")?);
+        }
+        // Every device slot was leased and nothing more is allowed: the copy thread idles.
+        for b in batches {
+            let t = Instant::now();
+            if round % 2 == 0 {
+                b.release(Fence::Stream(cs)).map_err(|e| s(e.error))?;
+                alone.push(t.elapsed().as_nanos() as f64);
+            } else {
+                b.release(Fence::Sync).map_err(|e| s(e.error))?;
+                alone_sync.push(t.elapsed().as_nanos() as f64);
+            }
+        }
+        gate.open(SLOTS, false);
+        // The next round: all SLOTS copied again, then pop+release each with nothing queued.
+        all_leased(&p)?;
+        for _ in 0..SLOTS {
+            let t = Instant::now();
+            let b = p.pop().map_err(s)?.ok_or("gated source ended")?;
+            let r = b.release(Fence::Stream(cs));
+            both.push(t.elapsed().as_nanos() as f64);
+            r.map_err(|e| s(e.error))?;
+        }
+        gate.open(SLOTS, false);
+        all_leased(&p)?;
+    }
+    gate.open(0, true);
+    drop(p);
+    both.sort_by(f64::total_cmp);
+    alone.sort_by(f64::total_cmp);
+    alone_sync.sort_by(f64::total_cmp);
+    println!(
+        "EXPLORE\tconsumer\tcopy thread idle: pop+release(Stream) p50 {:.0} p99 {:.0} ns; \
+         release(Stream) alone p50 {:.0} p99 {:.0} ns; release(Sync) alone p50 {:.0} p99 {:.0} \
+         ns ({} samples)",
+        percentile(&both, 0.5),
+        percentile(&both, 0.99),
+        percentile(&alone, 0.5),
+        percentile(&alone, 0.99),
+        percentile(&alone_sync, 0.5),
+        percentile(&alone_sync, 0.99),
+        both.len()
+    );
+    Ok(())
 }
 
 /// What each driver call of the pop + release path costs alone, from this thread
@@ -194,6 +347,71 @@ fn call_costs(stream: &Arc<CudaStream>) -> Res {
         stream.synchronize().map_err(s)?;
         println!("EXPLORE\tconsumer\t{name}\t{ns:.0} ns a call");
     }
+    // The record as a release makes it: each slot has its own FENCE event, so a loop of
+    // releases records SLOTS events in turn, not one.
+    let events = (0..SLOTS)
+        .map(|_| result::event::create(flags).map(|e| e as usize))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(s)?;
+    let turn = std::cell::Cell::new(0usize);
+    let in_turn = time(&|| {
+        let i = turn.get();
+        turn.set((i + 1) % SLOTS);
+        // SAFETY: a live event and stream of the bound context.
+        unsafe { result::event::record(events[i] as sys::CUevent, raw) }.map_err(s)
+    })?;
+    stream.synchronize().map_err(s)?;
+    println!("EXPLORE\tconsumer\tcuEventRecord of {SLOTS} events in turn\t{in_turn:.0} ns a call");
+    for e in events {
+        // SAFETY: idle (its stream synchronized) and not used again.
+        unsafe { result::event::destroy(e as sys::CUevent) }.map_err(s)?;
+    }
+    // A stream memory op in place of the record: cuStreamWriteValue32 into a device word.
+    // SAFETY: a 4-byte device allocation in the bound context, freed below.
+    let word = unsafe { result::malloc_sync(4) }.map_err(s)?;
+    let write = time(&|| {
+        // SAFETY: a live 4-byte device allocation and a live stream of the bound context.
+        unsafe { sys::cuStreamWriteValue32_v2(raw, word, 1, 0) }
+            .result()
+            .map_err(s)
+    })?;
+    stream.synchronize().map_err(s)?;
+    println!("EXPLORE\tconsumer\tcuStreamWriteValue32\t{write:.0} ns a call");
+    // The record beside another thread making driver calls (the copy thread's kind: a
+    // stream wait and a record on a stream of its own, in a loop).
+    let other = stream.context().new_stream().map_err(s)?;
+    let other_raw = other.cu_stream() as usize;
+    let other_event = result::event::create(flags).map_err(s)? as usize;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let beside = std::thread::scope(|scope| -> Res<f64> {
+        let ctx = stream.context().clone();
+        let stop = &stop;
+        let worker = scope.spawn(move || {
+            let _ = ctx.bind_to_thread();
+            let (o, e) = (other_raw as sys::CUstream, other_event as sys::CUevent);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: a live stream and event of the bound context.
+                let _ = unsafe { result::event::record(e, o) };
+                let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+                // SAFETY: as above.
+                let _ = unsafe { result::stream::wait_event(o, e, wait) };
+            }
+        });
+        let ns = time(&|| {
+            // SAFETY: a live event and stream of the bound context.
+            unsafe { result::event::record(event, raw) }.map_err(s)
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = worker.join();
+        ns
+    })?;
+    stream.synchronize().map_err(s)?;
+    other.synchronize().map_err(s)?;
+    println!("EXPLORE\tconsumer\tcuEventRecord beside a thread recording and waiting\t{beside:.0} ns a call");
+    // SAFETY: idle (its stream synchronized) and not used again.
+    let _ = unsafe { result::event::destroy(other_event as sys::CUevent) };
+    // SAFETY: as above (the write to it is done).
+    let _ = unsafe { result::free_sync(word) };
     // SAFETY: the event is idle (its stream synchronized) and not used again.
     unsafe { result::event::destroy(event) }.map_err(s)
 }

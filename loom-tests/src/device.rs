@@ -76,6 +76,11 @@ pub(crate) struct ModelOptions {
     /// At the end of the stream the device is lost instead of finishing its copies: the
     /// copy count fails (waking every `synchronize`) and `completed` reports the failure.
     pub(crate) lost_at_end: bool,
+    /// A step runs the first runnable op of the user streams before those of the
+    /// pipeline's own (fence streams, then the copy stream): a GPU runs any op whose waits
+    /// are met, in any order across streams, and this order runs a kernel enqueued with no
+    /// wait for its batch's copy before that copy.
+    pub(crate) user_streams_first: bool,
 }
 
 /// Fails the model through [`Device::violated`] unless `cond` holds.
@@ -424,16 +429,23 @@ impl Device {
     /// Runs the first runnable op under the lock: `None` if none is, else whether a copy
     /// completed.
     fn step_locked(&self, state: &mut State) -> Option<bool> {
-        let s = (0..state.streams.len()).find(|&s| {
-            state.streams[s]
+        let ready = |s: &usize| {
+            state.streams[*s]
                 .front()
                 .is_some_and(|op| Self::runnable(state, op))
-        })?;
+        };
+        let streams = 0..state.streams.len();
+        let s = if self.options.user_streams_first {
+            streams.rev().find(ready)
+        } else {
+            streams.clone().find(ready)
+        }?;
         let op = state.streams[s].pop_front().expect("a runnable op");
         Some(self.execute(state, op))
     }
 
-    /// One device step: runs the first runnable op (streams in order). False if none is.
+    /// One device step: runs the first runnable op (streams in order, or user streams
+    /// first). False if none is.
     pub(crate) fn step(&self) -> bool {
         let mut state = self.lock();
         let Some(copied) = self.step_locked(&mut state) else {
@@ -757,9 +769,26 @@ impl Ops for Model {
         Ok(())
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &ModelStream, _declared: bool) -> Result<ModelStream> {
+    /// As the cuda backend: no wait once the copy count passed `seq` (batch `seq`'s copy
+    /// ran), else a wait for READY(d) as it stands.
+    fn ready_on(
+        &self,
+        d: DeviceIdx,
+        seq: u64,
+        stream: &ModelStream,
+        _declared: bool,
+    ) -> Result<ModelStream> {
         let dev = &*self.device;
         let mut state = dev.lock();
+        let copied = match mutation() {
+            // Seeded bug: the wait is skipped once the count reaches the batch, that is
+            // once the batch before it was copied.
+            Mutation::ReadyWaitOneEarly => dev.count.done() >= seq,
+            _ => dev.count.done() > seq,
+        };
+        if copied {
+            return Ok(stream.clone());
+        }
         let event = dev.ready(device_index(d));
         let epoch = state.events[event].latest;
         state.streams[stream.id].push_back(Op::Wait { event, epoch });

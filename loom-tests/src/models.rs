@@ -9,10 +9,11 @@
 use std::time::Duration;
 
 use loom::thread;
-use pinring::model_hooks::unpopped_batches;
+use pinring::model_hooks::{suppress_wakes, unpopped_batches};
 use pinring::{Error, Fence, LastBatch, Stage, TryPop};
 
 use crate::device::ModelOptions;
+use crate::mutation::{mutation, Mutation};
 use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, Rig, Spec};
 
 /// Model 1: two device slots, three batches: fill → copy → pop → release → reuse. The
@@ -20,15 +21,26 @@ use crate::rig::{device_slot, host_read, id_of, kernel_read, model_fields, rig, 
 /// stream (batch 0 with `Fence::Bound`: the stream `wait_on` bound it to); batch 2 reuses
 /// device slot 0. The device checks that no copy is enqueued into a slot before its
 /// release fence was recorded and that the copy runs only after the kernel that read the
-/// slot's previous batch.
+/// slot's previous batch. Batch 1 is waited for on the host first, so its `wait_on` finds
+/// the copy count past it and enqueues no wait: its kernel must still find it.
 fn device_slot_reuse() {
-    let mut rig = rig(&Spec::new(4, 2, 1, 3));
+    let mut rig = rig(&Spec {
+        device: ModelOptions {
+            notifies: true,
+            user_streams_first: true,
+            ..ModelOptions::default()
+        },
+        ..Spec::new(4, 2, 1, 3)
+    });
     // H = 4 > 3 batches: the feeder never waits, so the host side runs to completion first.
     rig.host_side_then_copier();
     let stream = rig.device.stream();
     let mut take = |seq: u64| {
         let mut batch = rig.pipeline.pop().expect("pop").expect("a batch");
         assert_eq!((batch.seq(), batch.slot()), (seq, seq as usize % 2));
+        if seq == 1 {
+            batch.synchronize().expect("synchronize");
+        }
         batch.wait_on(&stream).expect("wait_on");
         kernel_read(&stream, &batch);
         batch
@@ -411,6 +423,41 @@ fn take_in_order(rig: &mut Rig, n: u64) {
 }
 
 /// The next pop reports the end of the stream.
+/// Model 13: four device slots, so a release wakes the copy thread only once two wait
+/// (src/slot/release_wake.rs). The consumer holds all four batches, releases one and pops:
+/// the pop finds nothing and asks, which must wake the copy thread (parked, one released
+/// slot short of its threshold); then two releases reach the threshold for batch 5.
+fn lazy_release_wake() {
+    // H = 7 > 6 batches: the feeder never waits, so the host side runs to completion first.
+    let mut rig = rig(&Spec::new(7, 4, 1, 6));
+    rig.host_side_then_copier();
+    let mut held: Vec<_> = (0..4)
+        .map(|seq| {
+            let batch = rig.pipeline.pop().expect("pop").expect("a batch");
+            assert_eq!(batch.seq(), seq);
+            batch
+        })
+        .collect();
+    let mut held = held.drain(..);
+    held.next().unwrap().release(Fence::Sync).expect("release");
+    if mutation() == Mutation::AskWithoutWake {
+        suppress_wakes(); // Seeded bug: the pop's request wakes nobody.
+    }
+    let b4 = rig.pipeline.pop().expect("pop").expect("batch 4");
+    assert_eq!(b4.seq(), 4);
+    for batch in held.by_ref().take(2) {
+        batch.release(Fence::Sync).expect("release");
+    }
+    let b5 = rig.pipeline.pop().expect("pop").expect("batch 5");
+    assert_eq!(b5.seq(), 5);
+    for batch in held.chain([b4, b5]) {
+        batch.release(Fence::Sync).expect("release");
+    }
+    assert_end(&mut rig, "End after 6 batches");
+    rig.assert_all_popped();
+    rig.finish(6);
+}
+
 fn assert_end(rig: &mut Rig, what: &str) {
     assert!(rig.pipeline.pop().expect("pop").is_none(), "{what}");
 }
@@ -437,6 +484,7 @@ pub const MODELS: &[Entry] = &[
     entry("synchronize_parks", synchronize_parks, None),
     entry("synchronize_device_lost", synchronize_device_lost, None),
     entry("multi_field_batches", multi_field_batches, None),
+    entry("lazy_release_wake", lazy_release_wake, None),
 ];
 
 const fn entry(name: &'static str, body: fn(), preemption_cap: Option<usize>) -> Entry {

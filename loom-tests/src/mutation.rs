@@ -28,6 +28,14 @@ pub enum Mutation {
     /// passing it, that is once the batch before it was copied (a host read of the batch
     /// may then find its slot not yet written).
     SyncOneEarly,
+    /// `Batch::wait_on` enqueues no wait for READY once the copy count reaches its batch
+    /// instead of passing it (a kernel on the stream may then read the slot before the
+    /// batch's copy ran).
+    ReadyWaitOneEarly,
+    /// A pop that finds nothing asks the copy thread for a refill but wakes nobody (the
+    /// model's consumer suppresses its wake-ups before that pop): a copy thread parked one
+    /// released slot short of its threshold never wakes (invariant 4).
+    AskWithoutWake,
     /// The device stores the copy count but wakes none of the `synchronize` waiters
     /// (invariant 4: a parked synchronize never returns).
     CountWithoutWake,
@@ -45,6 +53,8 @@ impl Mutation {
             "FailWithoutWake" => Mutation::FailWithoutWake,
             "SyncOneEarly" => Mutation::SyncOneEarly,
             "CountWithoutWake" => Mutation::CountWithoutWake,
+            "ReadyWaitOneEarly" => Mutation::ReadyWaitOneEarly,
+            "AskWithoutWake" => Mutation::AskWithoutWake,
             _ => return None,
         })
     }

@@ -70,6 +70,8 @@ model_tests! {
     model_1_device_slot_reuse => passes("device_slot_reuse");
     model_1_rejects_publish_before_record =>
         rejects("device_slot_reuse", "PublishBeforeRecord", "invariant 2");
+    model_1_rejects_ready_wait_one_early =>
+        rejects("device_slot_reuse", "ReadyWaitOneEarly", "finds device slot");
     model_2_release_elsewhere_out_of_order => passes("release_elsewhere_out_of_order");
     model_2_rejects_publish_before_record =>
         rejects("release_elsewhere_out_of_order", "PublishBeforeRecord", "invariant 2");
@@ -100,4 +102,7 @@ model_tests! {
     model_12_multi_field_batches => passes("multi_field_batches");
     model_12_rejects_publish_before_record =>
         rejects("multi_field_batches", "PublishBeforeRecord", "invariant 2");
+    model_13_lazy_release_wake => passes("lazy_release_wake");
+    model_13_rejects_ask_without_wake =>
+        rejects("lazy_release_wake", "AskWithoutWake", "deadlock");
 }

@@ -3,7 +3,7 @@
 loader.pop(), the DLPack consumer's from_dlpack(batch), batch.view() (fixed views) and
 batch.release(), with the pipeline ahead (only pops that found their batch ready count).
 
-    python3 python/benches/pop_breakdown.py [--device cpu|cuda] [--iters N]
+    python3 python/benches/pop_breakdown.py [--device cpu|cuda] [--iters N] [--between-us U]
 
 --device cpu (the default without torch and a CUDA device; needs numpy only): the cpu
 backend, numpy.from_dlpack as the consumer; batches of 16 x 129 int32, small enough that
@@ -19,10 +19,16 @@ the pipeline stays ahead of the loop. Rows:
                       interpreter's switch interval (5 ms) to get it back
 
 --device cuda (needs torch): 16 x 4097 int32 on cuda:0, torch.from_dlpack as the consumer,
-at the default slots and at H64 D16: the same rows, release(event=stream) for the
-from_dlpack path and a declared stream (Loader(stream=...), release()) for the fixed views;
-and, for reference, what torch itself costs for from_dlpack of a torch tensor, an event
-record and torch.cuda.current_stream().cuda_stream.
+at the default slots and at H64 D16, on a stream of its own (torch.cuda.Stream(), made
+current: the default stream, handle 0, is one relative to the thread, whose release may
+synchronize): the same rows, release(event=stream) for the from_dlpack path and that
+stream declared (Loader(stream=...), release()) for the fixed views; and, for reference,
+what torch itself costs for from_dlpack of a torch tensor, an event record and
+torch.cuda.current_stream().cuda_stream.
+
+--between-us U: U microseconds of busy host work between two batches, not timed (what
+bench_loader.py's latency rows do: 100), so that each call runs as in a trainer's loop
+rather than back to back.
 
 """
 import argparse
@@ -92,6 +98,15 @@ def pop_release(loader, iters):
     return T
 
 
+BETWEEN = 0.0  # seconds of untimed host work between two batches (--between-us)
+
+
+def work_between():
+    until = time.perf_counter() + BETWEEN
+    while time.perf_counter() < until:
+        pass
+
+
 def breakdown(loader, consume, release, iters, fixed):
     """Per-call seconds of each step over `iters` batches."""
     for _ in range(200):
@@ -102,6 +117,7 @@ def breakdown(loader, consume, release, iters, fixed):
     names = ["pop", "view" if fixed else "from_dlpack", "release", "all", "getattrs"]
     T = {k: [] for k in names}
     for _ in range(iters):
+        work_between()
         b, t_pop = ready_pop(loader)
         t1 = time.perf_counter()
         x = b.view() if fixed else consume(b)
@@ -155,14 +171,16 @@ def run_cuda(iters):
     d = tempfile.mkdtemp()
     path = write_shard(os.path.join(d, "s.bin"), np.arange(4_000_000) % 50000)
     src = pinring.TokenWindows(path, seq_len=4096, dtype="int32", order="random", seed=1)
-    stream = torch.cuda.current_stream()
+    stream = torch.cuda.Stream()
     for hs, ds in [(4, 2), (64, 16)]:
         kw = dict(batch_size=16, device="cuda:0", epochs=None, host_slots=hs, device_slots=ds)
-        with pinring.Loader(src, **kw) as loader:
+        with torch.cuda.stream(stream), pinring.Loader(src, **kw) as loader:
             T = breakdown(loader, torch.from_dlpack, lambda b: b.release(event=stream), iters, False)
             report(f"H{hs} D{ds}, from_dlpack", T)
         if fixed_views_supported():
-            with pinring.Loader(src, stream=stream, fixed_views=torch.from_dlpack, **kw) as loader:
+            with torch.cuda.stream(stream), pinring.Loader(
+                src, stream=stream, fixed_views=torch.from_dlpack, **kw
+            ) as loader:
                 report(f"H{hs} D{ds}, fixed+stream", breakdown(loader, None, lambda b: b.release(), iters, True))
     t = torch.zeros(16, 4097, dtype=torch.int32, device="cuda")
     ref = []
@@ -191,7 +209,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"])
     ap.add_argument("--iters", type=int, default=5000)
+    ap.add_argument("--between-us", type=float, default=0.0)
     args = ap.parse_args()
+    global BETWEEN
+    BETWEEN = args.between_us * 1e-6
     device = args.device
     if device is None:
         try:
@@ -200,7 +221,10 @@ def main():
             device = "cuda" if torch.cuda.is_available() else "cpu"
         except ImportError:
             device = "cpu"
-    print(f"pinring {pinring.__version__} ({pinring.__file__}), {device}, {args.iters} calls a row")
+    print(
+        f"pinring {pinring.__version__} ({pinring.__file__}), {device}, {args.iters} calls a row, "
+        f"{args.between_us:g} us of work between batches"
+    )
     (run_cuda if device == "cuda" else run_cpu)(args.iters)
 
 

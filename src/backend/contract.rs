@@ -251,13 +251,17 @@ pub trait Ops: Sized {
     where
         Self: Backend;
 
-    /// Lease holder: makes `stream` wait (stream-side) for READY(d), and returns what a
-    /// release of the batch must fence on. Refuses a stream it could not fence on later;
-    /// `declared`: the pipeline's consumer stream, which `check_stream` accepted when the
-    /// pipeline started, so that checks which cannot change since may be skipped.
+    /// Lease holder: makes `stream` wait (stream-side) for READY(d), unless the copy count
+    /// already passed `seq` (batch `seq`'s copy completed and the host saw it: work
+    /// enqueued from now on, on any stream, runs after the copy, so no wait is enqueued and
+    /// no driver call made); returns what a release of the batch must fence on. Refuses a
+    /// stream it could not fence on later; `declared`: the pipeline's consumer stream,
+    /// which `check_stream` accepted when the pipeline started, so that checks which cannot
+    /// change since may be skipped.
     fn ready_on(
         &self,
         d: DeviceIdx,
+        seq: u64,
         stream: &<Self as Backend>::Stream,
         declared: bool,
     ) -> Result<Self::Binding>

@@ -271,7 +271,12 @@ impl<B: Backend> Pipeline<B> {
         }
         match self.ready.pop() {
             Some(token) => Ok(Some(self.accept(token)?)),
-            None => Ok(None),
+            None => {
+                // Nothing to pop: the copy thread refills what is released now, whatever
+                // the release wake's threshold (src/slot/release_wake.rs).
+                self.device.slots.ask(&self.device.copier);
+                Ok(None)
+            }
         }
     }
 

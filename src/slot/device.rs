@@ -7,6 +7,7 @@ use crate::sync::UnsafeCell;
 use super::host::HostSlots;
 use super::index::DeviceIdx;
 use super::info::{Head, SlotInfo};
+use super::release_wake::ReleaseWake;
 use super::stamp::{DeviceState, Stamp};
 
 /// One device slot's protocol state.
@@ -26,6 +27,8 @@ pub(crate) struct DeviceSlots<F> {
     /// Each slot's batch's description: written by the copy thread while COPYING, read
     /// by the lease holder.
     info: SlotInfo,
+    /// When a release wakes the copy thread.
+    wake: ReleaseWake,
 }
 
 // SAFETY: a fence cell is touched only by the owner the slot's stamp names (the releasing
@@ -50,6 +53,7 @@ impl<F> DeviceSlots<F> {
                 })
                 .collect(),
             info: SlotInfo::new(device_slots, rows),
+            wake: ReleaseWake::new(device_slots),
         }
     }
 
@@ -122,6 +126,30 @@ impl<F> DeviceSlots<F> {
         }
     }
 
+    /// As [`can_take`](Self::can_take), for the copy thread's park phase: a RELEASED slot
+    /// only once the release wake is due (`src/slot/release_wake.rs`).
+    #[inline]
+    pub(crate) fn can_take_parked(&self, k: u64) -> bool {
+        let d = self.idx(k);
+        match self.slots[d.0].stamp.load() {
+            (seq, DeviceState::Free) => seq == k,
+            (seq, DeviceState::Released) => seq + self.slots.len() as u64 == k && self.wake.due(),
+            _ => false,
+        }
+    }
+
+    /// Copy thread, before it pushes a run's tokens: a pop's request is served.
+    #[inline]
+    pub(crate) fn served(&self) {
+        self.wake.served();
+    }
+
+    /// Consumer, when a pop finds no batch: the copy thread refills the released slots now.
+    #[inline]
+    pub(crate) fn ask(&self, copier: &ParkSlot) {
+        self.wake.ask(copier);
+    }
+
     /// Takes batch `k`'s slot for its copy: FREE(k) or RELEASED(k - D) → COPYING(k);
     /// returns the previous lease's fence, which the copy must wait for (invariant 2).
     ///
@@ -133,7 +161,11 @@ impl<F> DeviceSlots<F> {
         // SAFETY: RELEASED(k - D) or FREE(k) was Acquired by the caller: the releasing
         // thread is done with the cell, and nobody else touches it until LEASED(k).
         let fence = slot.fence.with_mut(|f| unsafe { (*f).take() });
+        let released = slot.stamp.load().1 == DeviceState::Released;
         slot.stamp.publish(k, DeviceState::Copying);
+        if released {
+            self.wake.taken();
+        }
         fence
     }
 
@@ -162,7 +194,7 @@ impl<F> DeviceSlots<F> {
         slot.fence.with_mut(|f| unsafe { *f = Some(fence) });
         // Release: the fence (recorded before this call) goes with it.
         slot.stamp.publish(seq, DeviceState::Released);
-        copier.wake();
+        self.wake.released(copier);
     }
 
     /// The fences still waiting in RELEASED slots, for the teardown: each must be waited

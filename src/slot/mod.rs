@@ -20,10 +20,13 @@
 //!   indices as types of their own;
 //! - `host.rs`: host slots' transitions and the samples gathered for each;
 //! - `device.rs`: device slots' transitions and the fence cell of each;
+//! - `release_wake.rs`: when a release wakes the copy thread (at once, or once half the
+//!   device slots wait);
 //! - `info.rs`: each slot's batch description (rows, epoch, step, extents).
 
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod index;
 pub(crate) mod info;
+pub(crate) mod release_wake;
 pub(crate) mod stamp;

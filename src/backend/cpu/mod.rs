@@ -339,8 +339,19 @@ impl Ops for Cpu {
         Ok(())
     }
 
-    fn ready_on(&self, d: DeviceIdx, stream: &CpuStream, _declared: bool) -> Result<CpuBinding> {
-        stream.wait_event(&self.ready[d.0]);
+    /// As cuda's: no wait enqueued once the copy count passed `seq` (the copy stream
+    /// published it, Release, after the copy ran; an op enqueued on `stream` after this
+    /// Acquire load runs after it).
+    fn ready_on(
+        &self,
+        d: DeviceIdx,
+        seq: u64,
+        stream: &CpuStream,
+        _declared: bool,
+    ) -> Result<CpuBinding> {
+        if self.completed.done() <= seq {
+            stream.wait_event(&self.ready[d.0]);
+        }
         Ok(CpuBinding(stream.clone()))
     }
 

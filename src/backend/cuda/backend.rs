@@ -527,20 +527,34 @@ impl Ops for Cuda {
     /// context never changes; a relative handle (null, legacy, per-thread) names the stream
     /// of whichever context is current on the calling thread, so it is checked every time
     /// (one `cuCtxGetCurrent`).
-    fn ready_on(&self, d: DeviceIdx, stream: &CuStream, declared: bool) -> Result<CudaBinding> {
+    ///
+    /// A batch whose copy the completion thread has already seen complete (the copy count
+    /// past `seq`, what a pipeline ahead of its consumer pops) needs no stream-side wait:
+    /// the host observed the COPIED record that follows the copy on the copy stream, so
+    /// work enqueued after this point, on any stream, runs after the copy; the
+    /// `cuStreamWaitEvent` is skipped.
+    fn ready_on(
+        &self,
+        d: DeviceIdx,
+        seq: u64,
+        stream: &CuStream,
+        declared: bool,
+    ) -> Result<CudaBinding> {
         if !declared || stream.is_relative() {
             self.stream_of_context(stream)?;
         }
-        let _bound = Bound::new(self.ctx.cu_ctx())?;
-        // SAFETY: READY(d) is live; `stream` is live by CuStream's contract.
-        unsafe {
-            result::stream::wait_event(
-                stream.raw(),
-                self.ready[d.0].raw(),
-                CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )
+        if !self.completion.passed(seq) {
+            let _bound = Bound::new(self.ctx.cu_ctx())?;
+            // SAFETY: READY(d) is live; `stream` is live by CuStream's contract.
+            unsafe {
+                result::stream::wait_event(
+                    stream.raw(),
+                    self.ready[d.0].raw(),
+                    CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .call("cuStreamWaitEvent")?;
         }
-        .call("cuStreamWaitEvent")?;
         Ok(CudaBinding {
             stream: stream.clone(),
             thread: stream.is_per_thread().then(|| current_thread().id()),

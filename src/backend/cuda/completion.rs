@@ -166,6 +166,14 @@ impl Completion {
         Ok(shared.count.done())
     }
 
+    /// Lease holder (`Batch::wait_on`): whether the copy of batch `seq` has completed, as
+    /// far as the completion thread has seen (Acquire: pairs with its Release store of the
+    /// count, made after it saw the run's COPIED record complete).
+    #[inline]
+    pub(super) fn passed(&self, seq: u64) -> bool {
+        self.shared.count.done() > seq
+    }
+
     /// Lease holder (`Batch::synchronize`): parks until the copy of batch `seq` has
     /// completed. Every batch handed out had its run's COPIED record published in
     /// `recorded` before its token was pushed, so the completion thread reaches it unless

@@ -1,0 +1,119 @@
+//! When a release wakes the copy thread: at once with few device slots, otherwise once
+//! half of them wait to be refilled or the consumer finds nothing to pop.
+//!
+//! A consumer that is slower than the pipeline (the state a loader aims for) releases a
+//! slot while the copy thread is parked waiting for exactly that slot; waking it is an
+//! unpark, a system call of 1.5–2.5 µs on the releasing thread on the GPU hosts measured
+//! (benches/RESULTS.md, "The slot cycle"), most of what a release costs there. With `D`
+//! device slots and the pipeline ahead, the batch that slot will hold is needed only `D - 1`
+//! pops later, so the wake can wait: a release wakes the copy thread only once
+//! `threshold = D / 2` released slots wait for it, and the copy thread, once awake, refills
+//! every released slot before it parks again (one wake for `D / 2` releases, their copies
+//! one run). With `D < 4` the threshold is 1 and every release wakes, as before.
+//!
+//! # No lost wake-up, no stall
+//!
+//! The copy thread uses the lazy condition only in the park phase of its wait for a
+//! device slot: a slot RELEASED for it is taken then only if [`due`](ReleaseWake::due):
+//! `threshold` slots are released and untaken, or a pop found nothing to pop (HURRY). A
+//! FREE slot is taken at once, and the check and spin phases use the plain condition, so
+//! an awake copy thread never waits for the threshold. Both counts live in one word,
+//! `state` (the released, untaken slots, and the HURRY bit), changed only by RMWs, so a
+//! release and a pop's request are ordered one before the other:
+//! - a release, after publishing RELEASED, adds one (AcqRel) and wakes the copy thread if
+//!   the word it made has `threshold` slots or HURRY;
+//! - a pop that finds no batch sets HURRY (AcqRel), then wakes the copy thread;
+//! - the copy thread takes one off (AcqRel) as it takes a RELEASED slot, and clears HURRY
+//!   (AcqRel) before it pushes a run's tokens: a pop that asked gets one of them, and a pop
+//!   that asks again did so after taking it, so after the clear.
+//!
+//! If the release's RMW comes first, the pop's reads from it, so the copy thread the pop
+//! wakes sees the slot RELEASED; if the pop's comes first, the release sees HURRY and
+//! wakes. Each wake follows its RMW, so the park protocol's pairing (`src/park.rs`) holds:
+//! a copy thread about to park sees the word or is unparked. A consumer that holds leases
+//! and pops gets its batch: its pop asks. Model 13 (`lazy_release_wake`, four device slots)
+//! checks it, with a twin whose pop asks without waking ("deadlock").
+
+use crate::park::ParkSlot;
+use crate::sync::{AtomicUsize, Ordering};
+
+/// The bit of `state` that says a pop found nothing to pop.
+const HURRY: usize = 1 << (usize::BITS - 1);
+
+/// The counts that decide when a release wakes the copy thread.
+#[derive(Debug)]
+pub(crate) struct ReleaseWake {
+    /// Device slots RELEASED and not yet taken by the copy thread, and [`HURRY`]. Changed
+    /// by RMWs only (AcqRel): a release's increment, the copy thread's decrement as it
+    /// takes a RELEASED slot and its clear of HURRY, a pop's set of HURRY; read (Acquire)
+    /// by the copy thread's park-phase condition.
+    state: AtomicUsize,
+    /// Released slots that wake the copy thread: `D / 2`, at least 1.
+    threshold: usize,
+}
+
+impl ReleaseWake {
+    /// For `device_slots` slots.
+    pub(crate) fn new(device_slots: usize) -> Self {
+        ReleaseWake {
+            state: AtomicUsize::new(0),
+            threshold: (device_slots / 2).max(1),
+        }
+    }
+
+    /// Whether every release wakes (fewer than four device slots): then nothing is
+    /// counted.
+    #[inline]
+    fn eager(&self) -> bool {
+        self.threshold == 1
+    }
+
+    /// Whether `state` calls for the copy thread.
+    #[inline]
+    fn calls(&self, state: usize) -> bool {
+        state & HURRY != 0 || state & !HURRY >= self.threshold
+    }
+
+    /// Releasing thread, after publishing RELEASED: counts the slot and wakes the copy
+    /// thread if enough wait or a pop asked.
+    #[inline]
+    pub(crate) fn released(&self, copier: &ParkSlot) {
+        // AcqRel: one modification order with the pop's request and the copy thread's
+        // RMWs (module docs).
+        if self.eager() || self.calls(self.state.fetch_add(1, Ordering::AcqRel) + 1) {
+            copier.wake();
+        }
+    }
+
+    /// Copy thread: it took a RELEASED slot.
+    #[inline]
+    pub(crate) fn taken(&self) {
+        if !self.eager() {
+            self.state.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Copy thread, before it pushes a run's tokens: the pop that asked is served.
+    #[inline]
+    pub(crate) fn served(&self) {
+        if !self.eager() && self.state.load(Ordering::Relaxed) & HURRY != 0 {
+            self.state.fetch_and(!HURRY, Ordering::AcqRel);
+        }
+    }
+
+    /// Consumer, when a pop finds no batch: the copy thread refills the released slots
+    /// now; wakes it.
+    #[inline]
+    pub(crate) fn ask(&self, copier: &ParkSlot) {
+        if !self.eager() {
+            self.state.fetch_or(HURRY, Ordering::AcqRel);
+            copier.wake();
+        }
+    }
+
+    /// Copy thread, parked: whether a RELEASED slot is to be taken now.
+    #[inline]
+    pub(crate) fn due(&self) -> bool {
+        self.eager() || self.calls(self.state.load(Ordering::Acquire))
+    }
+}
