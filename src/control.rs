@@ -152,16 +152,10 @@ impl Control {
         self.spin
     }
 
-    /// Waits on `park` until `ready()`, or the pipeline stops; parked, only until
-    /// `park_ready()` (see [`ParkSlot::wait_lazily`]).
+    /// Waits on `park` until `ready()`, or the pipeline stops.
     #[inline]
-    pub(crate) fn wait_lazily(
-        &self,
-        park: &ParkSlot,
-        ready: impl FnMut() -> bool,
-        park_ready: impl FnMut() -> bool,
-    ) -> Waited {
-        park.wait_lazily(self.spin, None, ready, park_ready, || self.stopped())
+    pub(crate) fn wait(&self, park: &ParkSlot, ready: impl FnMut() -> bool) -> Waited {
+        park.wait(self.spin, None, ready, || self.stopped())
     }
 
     /// Waits on `park` until `ready()`, `ends()` (checked after `ready`), or the pipeline

@@ -140,11 +140,8 @@ impl<B: Backend> Copier<B> {
     fn wait(&self, next: u64, retired: u64) -> Waited {
         let control = &*self.control;
         let (host, device, role) = (&*self.host, &*self.device, &self.role);
-        // Parked, a RELEASED slot is taken only once the release wake is due
-        // (src/slot/release_wake.rs); awake, at once.
-        let progress = |parked: bool| {
+        let progress = || {
             let can_copy = match host.progress(next) {
-                Progress::Filled if parked => device.slots.can_take_parked(next),
                 Progress::Filled => device.slots.can_take(next),
                 Progress::End | Progress::Failed => true,
                 Progress::Pending | Progress::Decoding | Progress::Past => false,
@@ -159,14 +156,11 @@ impl<B: Backend> Copier<B> {
         if retired < next && !device.backend.notifies_copy_done(role) {
             // Copies in flight and nothing will wake us when one completes: short parks.
             let deadline = Instant::now().checked_add(POLL);
-            control.copier.wait(
-                control.spin(),
-                deadline,
-                || progress(false),
-                || control.stopped(),
-            )
+            control
+                .copier
+                .wait(control.spin(), deadline, progress, || control.stopped())
         } else {
-            control.wait_lazily(&control.copier, || progress(false), || progress(true))
+            control.wait(&control.copier, progress)
         }
     }
 

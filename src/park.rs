@@ -99,38 +99,6 @@ impl ParkSlot {
         mut ready: impl FnMut() -> bool,
         mut stopped: impl FnMut() -> bool,
     ) -> Waited {
-        self.wait_parking_on(spin, deadline, &mut ready, None, &mut stopped)
-    }
-
-    /// As [`wait`](Self::wait), with a stricter condition for the park phase: the first
-    /// check and the spin end on `ready()`, a parked wait only on `park_ready()` (which
-    /// must imply `ready()`; its wakers must wake this slot once it holds, as `ready`'s
-    /// do). The copy thread's wait for a device slot uses it (`src/slot/release_wake.rs`).
-    pub(crate) fn wait_lazily(
-        &self,
-        spin: Duration,
-        deadline: Option<Instant>,
-        mut ready: impl FnMut() -> bool,
-        mut park_ready: impl FnMut() -> bool,
-        mut stopped: impl FnMut() -> bool,
-    ) -> Waited {
-        self.wait_parking_on(
-            spin,
-            deadline,
-            &mut ready,
-            Some(&mut park_ready),
-            &mut stopped,
-        )
-    }
-
-    fn wait_parking_on(
-        &self,
-        spin: Duration,
-        deadline: Option<Instant>,
-        ready: &mut impl FnMut() -> bool,
-        park_ready: Option<&mut dyn FnMut() -> bool>,
-        stopped: &mut impl FnMut() -> bool,
-    ) -> Waited {
         if ready() {
             return Waited::Ready;
         }
@@ -139,14 +107,13 @@ impl ParkSlot {
         }
         let start = Instant::now();
         let budget = self.budget(spin);
-        let spun = self.spin(start, budget, deadline, ready, stopped);
+        let spun = self.spin(start, budget, deadline, &mut ready, &mut stopped);
         if !budget.is_zero() {
             self.observe(spun.is_some());
         }
-        match (spun, park_ready) {
-            (Some(outcome), _) => outcome,
-            (None, Some(mut park_ready)) => self.park(deadline, &mut park_ready, stopped),
-            (None, None) => self.park(deadline, ready, stopped),
+        match spun {
+            Some(outcome) => outcome,
+            None => self.park(deadline, &mut ready, &mut stopped),
         }
     }
 

@@ -126,18 +126,6 @@ impl<F> DeviceSlots<F> {
         }
     }
 
-    /// As [`can_take`](Self::can_take), for the copy thread's park phase: a RELEASED slot
-    /// only once the release wake is due (`src/slot/release_wake.rs`).
-    #[inline]
-    pub(crate) fn can_take_parked(&self, k: u64) -> bool {
-        let d = self.idx(k);
-        match self.slots[d.0].stamp.load() {
-            (seq, DeviceState::Free) => seq == k,
-            (seq, DeviceState::Released) => seq + self.slots.len() as u64 == k && self.wake.due(),
-            _ => false,
-        }
-    }
-
     /// Copy thread, before it pushes a run's tokens: a pop's request is served.
     #[inline]
     pub(crate) fn served(&self) {

@@ -3,36 +3,39 @@
 //!
 //! A consumer that is slower than the pipeline (the state a loader aims for) releases a
 //! slot while the copy thread is parked waiting for exactly that slot; waking it is an
-//! unpark, a system call of 1.5–2.5 µs on the releasing thread on the GPU hosts measured
+//! unpark, a system call of 1.5–1.9 µs on the releasing thread on the GPU hosts measured
 //! (benches/RESULTS.md, "The slot cycle"), most of what a release costs there. With `D`
 //! device slots and the pipeline ahead, the batch that slot will hold is needed only `D - 1`
 //! pops later, so the wake can wait: a release wakes the copy thread only once
-//! `threshold = D / 2` released slots wait for it, and the copy thread, once awake, refills
-//! every released slot before it parks again (one wake for `D / 2` releases, their copies
-//! one run). With `D < 4` the threshold is 1 and every release wakes, as before.
+//! `threshold = D / 2` released slots wait to be taken, or while a pop waits (HURRY); the
+//! copy thread, once awake, refills every released slot it can before it parks again (one
+//! wake for `D / 2` releases, their copies one run). With `D < 4` the threshold is 1 and
+//! every release wakes, as before (nothing is counted).
 //!
-//! # No lost wake-up, no stall
+//! The copy thread's own wait is unchanged: it takes a RELEASED slot whenever it looks
+//! (any other wake-up, a fill or a completed copy, makes it look). Only the release's
+//! wake-up is put off.
 //!
-//! The copy thread uses the lazy condition only in the park phase of its wait for a
-//! device slot: a slot RELEASED for it is taken then only if [`due`](ReleaseWake::due):
-//! `threshold` slots are released and untaken, or a pop found nothing to pop (HURRY). A
-//! FREE slot is taken at once, and the check and spin phases use the plain condition, so
-//! an awake copy thread never waits for the threshold. Both counts live in one word,
-//! `state` (the released, untaken slots, and the HURRY bit), changed only by RMWs, so a
-//! release and a pop's request are ordered one before the other:
-//! - a release, after publishing RELEASED, adds one (AcqRel) and wakes the copy thread if
-//!   the word it made has `threshold` slots or HURRY;
-//! - a pop that finds no batch sets HURRY (AcqRel), then wakes the copy thread;
-//! - the copy thread takes one off (AcqRel) as it takes a RELEASED slot, and clears HURRY
-//!   (AcqRel) before it pushes a run's tokens: a pop that asked gets one of them, and a pop
-//!   that asks again did so after taking it, so after the clear.
+//! # No stall
+//!
+//! The count and the HURRY bit live in one word, `state`, changed only by RMWs (AcqRel),
+//! so a release and a pop's request are ordered one before the other:
+//! - a release, after publishing RELEASED, adds one and wakes the copy thread if the word
+//!   it made has `threshold` slots or HURRY;
+//! - a pop that finds no batch (`take_ready`: `pop`, `pop_for`, `try_pop`) sets HURRY,
+//!   then wakes the copy thread;
+//! - the copy thread takes one off as it takes a RELEASED slot, and clears HURRY (if set)
+//!   before it pushes a run's tokens: a pop that asked gets one of them, and a pop that
+//!   asks again does so after taking it, so after the clear.
 //!
 //! If the release's RMW comes first, the pop's reads from it, so the copy thread the pop
 //! wakes sees the slot RELEASED; if the pop's comes first, the release sees HURRY and
-//! wakes. Each wake follows its RMW, so the park protocol's pairing (`src/park.rs`) holds:
-//! a copy thread about to park sees the word or is unparked. A consumer that holds leases
-//! and pops gets its batch: its pop asks. Model 13 (`lazy_release_wake`, four device slots)
-//! checks it, with a twin whose pop asks without waking ("deadlock").
+//! wakes. Each wake follows its RMW, so the park protocol's pairing (`src/park.rs`) holds.
+//! A consumer that holds leases, releases some (from any thread) and pops gets its batch.
+//! A consumer that releases fewer than `threshold` and never pops leaves them unrefilled
+//! until it pops: nothing waits on that but the consumer itself. Model 13
+//! (`lazy_release_wake`, four device slots, a release from another thread while the pop
+//! waits) checks it, with a twin whose pop asks without waking ("deadlock").
 
 use crate::park::ParkSlot;
 use crate::sync::{AtomicUsize, Ordering};
@@ -109,11 +112,5 @@ impl ReleaseWake {
             self.state.fetch_or(HURRY, Ordering::AcqRel);
             copier.wake();
         }
-    }
-
-    /// Copy thread, parked: whether a RELEASED slot is to be taken now.
-    #[inline]
-    pub(crate) fn due(&self) -> bool {
-        self.eager() || self.calls(self.state.load(Ordering::Acquire))
     }
 }
