@@ -23,7 +23,8 @@
 //! - a release, after publishing RELEASED, adds one and wakes the copy thread if the word
 //!   it made has `threshold` slots or HURRY;
 //! - a pop that finds no batch (`take_ready`: `pop`, `pop_for`, `try_pop`) sets HURRY,
-//!   then wakes the copy thread;
+//!   then wakes the copy thread if HURRY was not set already (a request that stands woke
+//!   it, and the releases since see HURRY);
 //! - the copy thread takes one off as it takes a RELEASED slot, and clears HURRY (if set)
 //!   before it pushes a run's tokens: a pop that asked gets one of them, and a pop that
 //!   asks again does so after taking it, so after the clear.
@@ -105,11 +106,12 @@ impl ReleaseWake {
     }
 
     /// Consumer, when a pop finds no batch: the copy thread refills the released slots
-    /// now; wakes it.
+    /// now; wakes it, unless an earlier request still stands (that one woke it, and
+    /// every release since sees HURRY and wakes it too: a consumer polling `try_pop` does
+    /// not unpark the copy thread at each poll).
     #[inline]
     pub(crate) fn ask(&self, copier: &ParkSlot) {
-        if !self.eager() {
-            self.state.fetch_or(HURRY, Ordering::AcqRel);
+        if !self.eager() && self.state.fetch_or(HURRY, Ordering::AcqRel) & HURRY == 0 {
             copier.wake();
         }
     }
