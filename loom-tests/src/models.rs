@@ -424,11 +424,11 @@ fn take_in_order(rig: &mut Rig, n: u64) {
 
 /// The next pop reports the end of the stream.
 /// Model 13: four device slots, so a release wakes the copy thread only once two wait
-/// (src/slot/release_wake.rs). The consumer holds all four batches; batch 0 is released
-/// from another thread while the consumer pops batch 4: the pop finds nothing and asks
-/// (HURRY, then a wake), and the release, one slot short of the threshold, must wake the
-/// copy thread if it comes after the ask. Then two releases reach the threshold for
-/// batch 5.
+/// (src/slot/release_wake.rs). The consumer holds all four batches; batches 0 and 1 are
+/// released from another thread while the consumer pops batches 4 and 5: each pop that
+/// finds nothing asks (HURRY, then a wake), and a release one slot short of the threshold
+/// must wake the copy thread if it comes after the ask, whether or not the copy thread
+/// took its slot before the release counted it.
 fn lazy_release_wake() {
     // H = 7 > 6 batches: the feeder never waits, so the host side runs to completion first.
     let mut rig = rig(&Spec::new(7, 4, 1, 6));
@@ -441,19 +441,19 @@ fn lazy_release_wake() {
         })
         .collect();
     let mut held = held.drain(..);
-    let b0 = held.next().unwrap();
-    let releaser = thread::spawn(move || b0.release(Fence::Sync).expect("release"));
+    let (b0, b1) = (held.next().unwrap(), held.next().unwrap());
+    let releaser = thread::spawn(move || {
+        b0.release(Fence::Sync).expect("release");
+        b1.release(Fence::Sync).expect("release");
+    });
     if mutation() == Mutation::AskWithoutWake {
         suppress_wakes(); // Seeded bug: the pop's request wakes nobody.
     }
     let b4 = rig.pipeline.pop().expect("pop").expect("batch 4");
     assert_eq!(b4.seq(), 4);
-    releaser.join().unwrap();
-    for batch in held.by_ref().take(2) {
-        batch.release(Fence::Sync).expect("release");
-    }
     let b5 = rig.pipeline.pop().expect("pop").expect("batch 5");
     assert_eq!(b5.seq(), 5);
+    releaser.join().unwrap();
     for batch in held.chain([b4, b5]) {
         batch.release(Fence::Sync).expect("release");
     }

@@ -29,28 +29,41 @@
 //!   before it pushes a run's tokens: a pop that asked gets one of them, and a pop that
 //!   asks again does so after taking it, so after the clear.
 //!
+//! The take can come before the release's increment (the copy thread sees RELEASED, which
+//! the release publishes first, and takes the slot at once): the count is then -1 for a
+//! moment. It is kept in the word's upper bits, two's complement, and HURRY in bit 0, so
+//! that neither the dip nor the increment that ends it touches HURRY. (With HURRY in the
+//! top bit, the dip borrowed into it and the increment cleared a pop's request: model 13
+//! found the stall.)
+//!
 //! If the release's RMW comes first, the pop's reads from it, so the copy thread the pop
 //! wakes sees the slot RELEASED; if the pop's comes first, the release sees HURRY and
 //! wakes. Each wake follows its RMW, so the park protocol's pairing (`src/park.rs`) holds.
 //! A consumer that holds leases, releases some (from any thread) and pops gets its batch.
-//! A consumer that releases fewer than `threshold` and never pops leaves them unrefilled
-//! until it pops: nothing waits on that but the consumer itself. Model 13
-//! (`lazy_release_wake`, four device slots, a release from another thread while the pop
-//! waits) checks it, with a twin whose pop asks without waking ("deadlock").
+//! A consumer that releases fewer than `threshold` slots and then waits for them to refill
+//! without popping (polling `stats()`, say) waits until it pops or releases more: only
+//! `pop`, `pop_for` and `try_pop` ask. Model 13 (`lazy_release_wake`, four device slots,
+//! two releases from another thread while the consumer pops twice) checks it, with a twin
+//! whose pop asks without waking ("deadlock").
 
 use crate::park::ParkSlot;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// The bit of `state` that says a pop found nothing to pop.
-const HURRY: usize = 1 << (usize::BITS - 1);
+const HURRY: usize = 1;
+/// One released slot in `state`: the count is the rest of the word, two's complement, so
+/// that a take counted before its release (the copy thread may see RELEASED, and take the
+/// slot, before the release's increment) makes it -1 for a moment without a borrow into
+/// HURRY.
+const ONE: usize = 2;
 
 /// The counts that decide when a release wakes the copy thread.
 #[derive(Debug)]
 pub(crate) struct ReleaseWake {
-    /// Device slots RELEASED and not yet taken by the copy thread, and [`HURRY`]. Changed
-    /// by RMWs only (AcqRel): a release's increment, the copy thread's decrement as it
-    /// takes a RELEASED slot and its clear of HURRY, a pop's set of HURRY; read (Acquire)
-    /// by the copy thread's park-phase condition.
+    /// Device slots RELEASED and not yet taken by the copy thread (in units of [`ONE`],
+    /// signed: a take may come before the release counted it), and [`HURRY`]. Changed by
+    /// RMWs only (AcqRel): a release's increment, the copy thread's decrement as it takes
+    /// a RELEASED slot and its clear of HURRY, a pop's set of HURRY.
     state: AtomicUsize,
     /// Released slots that wake the copy thread: `D / 2`, at least 1.
     threshold: usize,
@@ -75,7 +88,9 @@ impl ReleaseWake {
     /// Whether `state` calls for the copy thread.
     #[inline]
     fn calls(&self, state: usize) -> bool {
-        state & HURRY != 0 || state & !HURRY >= self.threshold
+        // The count's sign is the word's: an arithmetic shift reads it.
+        let released = (state as isize) >> 1;
+        state & HURRY != 0 || released >= self.threshold as isize
     }
 
     /// Releasing thread, after publishing RELEASED: counts the slot and wakes the copy
@@ -84,7 +99,13 @@ impl ReleaseWake {
     pub(crate) fn released(&self, copier: &ParkSlot) {
         // AcqRel: one modification order with the pop's request and the copy thread's
         // RMWs (module docs).
-        if self.eager() || self.calls(self.state.fetch_add(1, Ordering::AcqRel) + 1) {
+        if self.eager()
+            || self.calls(
+                self.state
+                    .fetch_add(ONE, Ordering::AcqRel)
+                    .wrapping_add(ONE),
+            )
+        {
             copier.wake();
         }
     }
@@ -93,7 +114,7 @@ impl ReleaseWake {
     #[inline]
     pub(crate) fn taken(&self) {
         if !self.eager() {
-            self.state.fetch_sub(1, Ordering::AcqRel);
+            self.state.fetch_sub(ONE, Ordering::AcqRel);
         }
     }
 
@@ -114,5 +135,39 @@ impl ReleaseWake {
         if !self.eager() && self.state.fetch_or(HURRY, Ordering::AcqRel) & HURRY == 0 {
             copier.wake();
         }
+    }
+}
+
+#[cfg(all(test, not(pinring_loom)))]
+mod tests {
+    use super::*;
+
+    /// A take counted before its release (the count at -1 for a moment) leaves a pop's
+    /// request standing, and the release that ends the dip still sees it.
+    #[test]
+    fn a_take_before_its_release_is_counted_keeps_hurry() {
+        let wake = ReleaseWake::new(4);
+        let copier = ParkSlot::new();
+        wake.taken();
+        wake.ask(&copier);
+        assert!(
+            wake.calls(wake.state.load(Ordering::Acquire)),
+            "HURRY stands"
+        );
+        wake.released(&copier);
+        let state = wake.state.load(Ordering::Acquire);
+        assert_eq!(state, HURRY, "the count back at 0, HURRY kept");
+        wake.served();
+        assert!(!wake.calls(wake.state.load(Ordering::Acquire)));
+        wake.released(&copier);
+        assert!(
+            !wake.calls(wake.state.load(Ordering::Acquire)),
+            "one of two"
+        );
+        wake.released(&copier);
+        assert!(
+            wake.calls(wake.state.load(Ordering::Acquire)),
+            "the threshold"
+        );
     }
 }
