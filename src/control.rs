@@ -158,8 +158,7 @@ impl Control {
         park.wait(self.spin, None, ready, || self.stopped())
     }
 
-    /// Waits on `park` until `ready()`, `ends()` (checked after `ready`), or the pipeline
-    /// stops.
+    /// As [`wait`](Self::wait), also ended by `ends()` (checked after `ready`).
     #[inline]
     pub(crate) fn wait_unless(
         &self,

@@ -240,7 +240,7 @@ impl Gate {
 
 /// pop + release(Stream) with the copy thread idle (no batch left to copy while the round
 /// runs): the driver calls of the release without the copy thread's calls beside them.
-/// Also the release alone, busy and idle.
+/// Also the release alone, with `Fence::Stream` and with `Fence::Sync`, copy thread idle.
 fn idle_copy_thread(cs: &CuStream) -> Res {
     let gate = Arc::new(Gate {
         allowed: std::sync::Mutex::new((SLOTS, false)),

@@ -274,12 +274,12 @@ impl<B: Backend> Batch<B> {
     /// Makes `stream` wait, stream-side, until the batch is on the device; the host does
     /// not block. A batch whose copy the pipeline already saw complete (what a pipeline
     /// ahead of its consumer hands out) needs no wait, and none is enqueued: work enqueued
-    /// on any stream after this call runs after the copy. Binds the batch to `stream`: its release (explicit or by drop) is then
-    /// fenced on `stream`, and on every other stream it was bound to, so that a batch read
-    /// on several streams is reused only once all of them are done (a batch keeps four
-    /// streams; bound to more, it is fenced conservatively). A stream the backend could not
-    /// fence on later (cuda: a stream of another context) is refused here with
-    /// [`Error::Fence`].
+    /// on any stream after this call runs after the copy. Binds the batch to `stream`: its
+    /// release (explicit or by drop) is then fenced on `stream`, and on every other stream
+    /// it was bound to, so that a batch read on several streams is reused only once all of
+    /// them are done (a batch keeps four streams; bound to more, it is fenced
+    /// conservatively). A stream the backend could not fence on later (cuda: a stream of
+    /// another context) is refused here with [`Error::Fence`].
     pub fn wait_on(&mut self, stream: &B::Stream) -> Result<()> {
         let binding = self
             .device

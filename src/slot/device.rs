@@ -149,9 +149,10 @@ impl<F> DeviceSlots<F> {
         // SAFETY: RELEASED(k - D) or FREE(k) was Acquired by the caller: the releasing
         // thread is done with the cell, and nobody else touches it until LEASED(k).
         let fence = slot.fence.with_mut(|f| unsafe { (*f).take() });
-        let released = slot.stamp.load().1 == DeviceState::Released;
         slot.stamp.publish(k, DeviceState::Copying);
-        if released {
+        // A slot is FREE only for its first batch (`can_take`): every later take is of a
+        // RELEASED slot.
+        if k >= self.slots.len() as u64 {
             self.wake.taken();
         }
         fence
