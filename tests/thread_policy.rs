@@ -34,6 +34,28 @@ fn threads() -> Vec<(u64, String, u32)> {
     out
 }
 
+/// The `pinring-` threads started since `before`, once every stage named in `stages`
+/// is among them and each runs with `want` (a thread names itself, then sets its policy,
+/// from inside: neither is done when its spawn returns). Polls against `BOUND`; past it,
+/// what it saw, for the assertions to name.
+fn settled(before: &HashSet<u64>, stages: &[&str], want: u32) -> Vec<(u64, String, u32)> {
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        let ours: Vec<_> = threads()
+            .into_iter()
+            .filter(|(tid, name, _)| !before.contains(tid) && name.starts_with("pinring-"))
+            .collect();
+        let all_there = stages
+            .iter()
+            .all(|stage| ours.iter().any(|(_, name, _)| name.starts_with(stage)));
+        let all_set = ours.iter().all(|(_, _, policy)| *policy == want);
+        if (all_there && all_set) || std::time::Instant::now() > deadline {
+            return ours;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn pipeline_threads_run_as_sched_batch_unless_turned_off() {
     for on in [false, true] {
@@ -48,24 +70,22 @@ fn pipeline_threads_run_as_sched_batch_unless_turned_off() {
             .unwrap();
         assert_eq!(config.batch_scheduling(), on);
         let mut p = Pipeline::new(config, decoder(), 0..4000u64).unwrap();
-        // A batch through: every stage has started (each sets its policy first).
+        // A batch through: every stage has been spawned.
         p.pop().unwrap().unwrap().release(Fence::Sync).unwrap();
-        let ours: Vec<_> = threads()
-            .into_iter()
-            .filter(|(tid, name, _)| !before.contains(tid) && name.starts_with("pinring-"))
-            .collect();
-        for stage in [
+        let want = if on { SCHED_BATCH } else { SCHED_OTHER };
+        let stages = [
             "pinring-copy",
             "pinring-feeder",
             "pinring-decode-",
             "pinring-cpucopy",
-        ] {
+        ];
+        let ours = settled(&before, &stages, want);
+        for stage in stages {
             assert!(
                 ours.iter().any(|(_, name, _)| name.starts_with(stage)),
                 "no {stage} thread among {ours:?}"
             );
         }
-        let want = if on { SCHED_BATCH } else { SCHED_OTHER };
         for (_, name, policy) in &ours {
             assert_eq!(*policy, want, "{name} (batch_scheduling({on}))");
         }
@@ -90,10 +110,7 @@ fn pipeline_threads_run_as_sched_batch_unless_turned_off() {
             .unwrap();
         loader.pop().unwrap().unwrap().release(Fence::Sync).unwrap();
         let want = if on { SCHED_BATCH } else { SCHED_OTHER };
-        let ours: Vec<_> = threads()
-            .into_iter()
-            .filter(|(tid, name, _)| !before.contains(tid) && name.starts_with("pinring-"))
-            .collect();
+        let ours = settled(&before, &["pinring-copy"], want);
         assert!(
             ours.iter().any(|(_, name, _)| name == "pinring-copy"),
             "{ours:?}"
