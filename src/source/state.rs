@@ -10,10 +10,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::documents::checkpoint::{DocumentsCheckpoint, DOCUMENTS_CHECKPOINT_VERSION};
-use super::mixture::state::{MixtureState, MIXTURE_STATE_VERSION};
+use super::mixture::state::sealed::Sealed;
+use super::mixture::state::{MixtureState, SourceRecord, MIXTURE_STATE_VERSION};
 use super::sampling::checkpoint::{Checkpoint, CHECKPOINT_VERSION};
 use super::sampling::checkpoint_text::read_text;
-use super::sampling::difference::against_rank_0;
+use super::sampling::difference::{against_rank_0, Difference};
 use crate::error::source::SourceError;
 use crate::error::Result;
 
@@ -233,6 +234,26 @@ impl State {
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::to_value(self)
             .expect("a state is numbers, strings and lists of them, which serialize")
+    }
+}
+
+/// A mixture's state holds its members' states as `State`s.
+impl SourceRecord for State {}
+
+impl Sealed for State {
+    fn run_difference(&self, other: &Self) -> Option<Difference> {
+        match (self, other) {
+            (State::Windows(a), State::Windows(b)) => a.run_difference(b),
+            (State::Documents(a), State::Documents(b)) => a.run_difference(b),
+            (State::Mixture(a), State::Mixture(b)) => {
+                (a != b).then(|| ("the mixture".to_owned(), format!("{a:?}"), format!("{b:?}")))
+            }
+            (a, b) => Some((
+                "the kind of source".to_owned(),
+                a.kind().to_owned(),
+                b.kind().to_owned(),
+            )),
+        }
     }
 }
 

@@ -5,10 +5,11 @@
 
 use std::fmt;
 
-use super::inner::{MixInner, Stream};
 use super::member::{keyed_seed, naming_source, Member, ShapeDifference};
 use super::mixed_piece::MixedPiece;
 use super::piece_lists::PieceLists;
+use super::settings::MixSettings;
+use super::stream::Stream;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::locate::Location;
@@ -189,14 +190,15 @@ impl Member for DocMember {
     /// stream ([`Fill`], the rule one source's walk packs by), keeping this rank's pieces
     /// (its first `max_docs` of them: a rank that needs more is an error anyway).
     fn walk_step(
-        stream: &mut Stream<Self>,
-        inner: &MixInner<Self>,
+        stream: &mut Stream<DocsByCount>,
+        settings: &MixSettings,
+        packing: &DocPacking,
         step: u64,
         mut keep: Option<&mut Vec<MixedPiece>>,
     ) -> Result<Option<StepWalked>, SourceError> {
-        let sizes = inner.packing.schedule.at(step);
-        let (world, rank) = (inner.settings.run.world, inner.settings.run.rank);
-        let cap = inner.packing.lists.room();
+        let sizes = packing.schedule.at(step);
+        let (world, rank) = (settings.run.world, settings.run.rank);
+        let cap = packing.lists.room();
         let start = stream.walk.position();
         let mut most_pieces = (0, 0);
         for r in 0..world {
@@ -228,12 +230,8 @@ impl Member for DocMember {
     /// A rank that needs more documents than `cu_seqlens` holds is
     /// [`SourceError::TooManyDocuments`](crate::source::SourceError::TooManyDocuments), on
     /// every rank alike.
-    fn check_step(
-        inner: &MixInner<Self>,
-        step: u64,
-        walked: &StepWalked,
-    ) -> Result<(), SourceError> {
-        let sizes = inner.packing.schedule.at(step);
+    fn check_step(packing: &DocPacking, step: u64, walked: &StepWalked) -> Result<(), SourceError> {
+        let sizes = packing.schedule.at(step);
         sizes.check_pieces(step, walked.most_pieces)
     }
 

@@ -9,7 +9,7 @@ use super::member::Member;
 use super::run_origin::RunOrigin;
 use super::settings::MixSettings;
 use super::state::{MixtureState, WeightSpan};
-use super::walk::Walk;
+use super::stream::Stream;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::source::documents::index::BuiltBy;
@@ -32,21 +32,6 @@ impl<M: Member> fmt::Debug for MixInner<M> {
     }
 }
 
-/// A run's global sequence from some position on: which source each position takes and
-/// that source's count ([`Walk`]), and each source's items by count.
-pub struct Stream<M: Member> {
-    pub(crate) walk: Walk,
-    pub(crate) readers: Vec<M::Reader>,
-}
-
-impl<M: Member> fmt::Debug for Stream<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Stream")
-            .field("position", &self.walk.position())
-            .finish_non_exhaustive()
-    }
-}
-
 impl<M: Member> MixInner<M> {
     /// Each source's items by count, shards built by `by`.
     pub(crate) fn readers(&self, by: BuiltBy) -> Vec<M::Reader> {
@@ -54,7 +39,7 @@ impl<M: Member> MixInner<M> {
     }
 
     /// The sequence of the run from `origin`, shards built by `by`.
-    pub(crate) fn stream(&self, origin: &RunOrigin, by: BuiltBy) -> Stream<M> {
+    pub(crate) fn stream(&self, origin: &RunOrigin, by: BuiltBy) -> Stream<M::Reader> {
         let readers = self.readers(by);
         let epoch_lens = (self.members.iter().zip(&readers))
             .map(|(m, r)| m.epoch_len(r))
@@ -111,11 +96,13 @@ impl<M: Member> MixInner<M> {
         let mut step = origin.step;
         let mut at = stream.walk.clone();
         while step < target {
-            let Some(walked) = M::walk_step(&mut stream, self, step, None)? else {
+            let Some(walked) =
+                M::walk_step(&mut stream, &self.settings, &self.packing, step, None)?
+            else {
                 break;
             };
             if origin.skip.delivers(first, step) {
-                M::check_step(self, step, &walked)?;
+                M::check_step(&self.packing, step, &walked)?;
             }
             step += 1;
             at = stream.walk.clone();

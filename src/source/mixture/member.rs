@@ -10,8 +10,9 @@
 
 use std::fmt;
 
-use super::inner::{MixInner, Stream};
+use super::settings::MixSettings;
 use super::state::SourceRecord;
+use super::stream::Stream;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::locate::Location;
@@ -86,12 +87,13 @@ pub trait Member: Sized + Send + Sync + 'static {
     /// Where the row of this source `row` lies (its `source` is this source's index).
     fn locate(&self, row: &Row) -> Option<Location>;
 
-    /// Walks step `step` of `inner`'s run from the stream's position, for every rank,
-    /// keeping this rank's part in `keep` when given; `None` when the stop rule ends the
-    /// sequence inside it (the step is dropped).
+    /// Walks step `step` of a run with `settings` and `packing` from the stream's
+    /// position, for every rank, keeping this rank's part in `keep` when given; `None`
+    /// when the stop rule ends the sequence inside it (the step is dropped).
     fn walk_step(
-        stream: &mut Stream<Self>,
-        inner: &MixInner<Self>,
+        stream: &mut Stream<Self::Reader>,
+        settings: &MixSettings,
+        packing: &Self::Packing,
         step: u64,
         keep: Option<&mut Self::Kept>,
     ) -> Result<Option<Self::Walked>, SourceError>;
@@ -99,7 +101,7 @@ pub trait Member: Sized + Send + Sync + 'static {
     /// Checks a delivered step, as walked, before it is counted (a step of documents that
     /// needs more of them than `cu_seqlens` holds is an error).
     fn check_step(
-        inner: &MixInner<Self>,
+        packing: &Self::Packing,
         step: u64,
         walked: &Self::Walked,
     ) -> Result<(), SourceError>;

@@ -42,6 +42,7 @@ pub(crate) mod settings;
 pub(crate) mod state;
 mod step_walk;
 pub(crate) mod stop;
+pub(crate) mod stream;
 pub(crate) mod walk;
 mod windows_decoder;
 mod windows_member;

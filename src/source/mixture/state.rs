@@ -269,18 +269,17 @@ impl<C: SourceRecord> MixtureState<C> {
     }
 }
 
-/// A source's own state inside a [`MixtureState`]: a sampler's [`Checkpoint`] or a
-/// [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint). Sealed: only these
-/// implement it.
+/// A source's own state inside a [`MixtureState`]: a sampler's [`Checkpoint`], a
+/// [`DocumentsCheckpoint`](crate::source::DocumentsCheckpoint), or a
+/// [`State`](crate::source::State) of any of them (implemented in its own file). Sealed:
+/// only these implement it.
 pub trait SourceRecord: Clone + PartialEq + std::fmt::Debug + sealed::Sealed {}
 
 impl SourceRecord for Checkpoint {}
 
 impl SourceRecord for DocumentsCheckpoint {}
 
-impl SourceRecord for crate::source::state::State {}
-
-mod sealed {
+pub(crate) mod sealed {
     use crate::source::documents::checkpoint::DocumentsCheckpoint;
     use crate::source::sampling::checkpoint::Checkpoint;
     use crate::source::sampling::difference::Difference;
@@ -302,24 +301,6 @@ mod sealed {
     impl Sealed for DocumentsCheckpoint {
         fn run_difference(&self, other: &Self) -> Option<Difference> {
             DocumentsCheckpoint::run_difference(self, other)
-        }
-    }
-
-    impl Sealed for crate::source::state::State {
-        fn run_difference(&self, other: &Self) -> Option<Difference> {
-            use crate::source::state::State;
-            match (self, other) {
-                (State::Windows(a), State::Windows(b)) => a.run_difference(b),
-                (State::Documents(a), State::Documents(b)) => a.run_difference(b),
-                (State::Mixture(a), State::Mixture(b)) => {
-                    (a != b).then(|| ("the mixture".to_owned(), format!("{a:?}"), format!("{b:?}")))
-                }
-                (a, b) => Some((
-                    "the kind of source".to_owned(),
-                    a.kind().to_owned(),
-                    b.kind().to_owned(),
-                )),
-            }
         }
     }
 }

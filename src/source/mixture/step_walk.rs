@@ -7,9 +7,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::inner::{MixInner, Stream};
+use super::inner::MixInner;
 use super::member::Member;
 use super::run_origin::RunOrigin;
+use super::stream::Stream;
 use crate::error::source::SourceError;
 use crate::feeding::feeder_stopped;
 use crate::source::documents::index::BuiltBy;
@@ -19,7 +20,7 @@ use crate::source::sampling::skip::SkipSteps;
 /// makes its iterator of; nothing outside the crate can name it.)
 pub struct StepWalk<M: Member> {
     pub(crate) inner: Arc<MixInner<M>>,
-    pub(crate) stream: Stream<M>,
+    pub(crate) stream: Stream<M::Reader>,
     /// The step the stream stands at the start of.
     at: u64,
     skip: SkipSteps,
@@ -88,7 +89,13 @@ impl<M: Member> StepWalk<M> {
                 return None;
             }
             let kept = delivered.then_some(&mut *keep);
-            match M::walk_step(&mut self.stream, &self.inner, k, kept) {
+            match M::walk_step(
+                &mut self.stream,
+                &self.inner.settings,
+                &self.inner.packing,
+                k,
+                kept,
+            ) {
                 Ok(Some(walked)) => {
                     self.at += 1;
                     if delivered {

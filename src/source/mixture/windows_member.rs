@@ -5,9 +5,10 @@
 
 use std::fmt;
 
-use super::inner::{MixInner, Stream};
 use super::member::{keyed_seed, naming_source, Member, ShapeDifference};
+use super::settings::MixSettings;
 use super::stop::Stop;
+use super::stream::Stream;
 use crate::error::source::SourceError;
 use crate::error::Result;
 use crate::locate::Location;
@@ -160,12 +161,12 @@ impl<S: Segmented> Member for WindowMember<S> {
 
     /// The step's `W·B` positions (`W` without a batch size), this rank's kept in order.
     fn walk_step(
-        stream: &mut Stream<Self>,
-        inner: &MixInner<Self>,
+        stream: &mut Stream<Self::Reader>,
+        s: &MixSettings,
+        _: &(),
         _: u64,
         keep: Option<&mut Vec<(u16, u64)>>,
     ) -> Result<Option<()>, SourceError> {
-        let s = &inner.settings;
         let (world, rank) = (s.run.world, s.run.rank);
         let chunk = world.saturating_mul(s.run.batch.unwrap_or(1));
         let walk = &mut stream.walk;
@@ -190,7 +191,7 @@ impl<S: Segmented> Member for WindowMember<S> {
         Ok(Some(()))
     }
 
-    fn check_step(_: &MixInner<Self>, _: u64, _: &()) -> Result<(), SourceError> {
+    fn check_step(_: &(), _: u64, _: &()) -> Result<(), SourceError> {
         Ok(())
     }
 
