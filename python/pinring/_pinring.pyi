@@ -26,6 +26,8 @@ __all__ = [
     "RankError",
     "RankGuard",
     "RankWarning",
+    "Sampler",
+    "Source",
     "SourceError",
     "SourceFileNotFoundError",
     "StoppedError",
@@ -386,7 +388,7 @@ class DecodeError(Error, builtins.ValueError):
         """
 
 @typing.final
-class Documents:
+class Documents(Source):
     r"""
     Packed documents from llm.c / modded-nanogpt token shards: each batch is one training
     step of this rank, for variable-length (document-masked) attention.
@@ -531,11 +533,6 @@ class Documents:
         shard here); None with order="sequential".
         """
     @property
-    def dtype(self) -> builtins.str:
-        r"""
-        The tokens' element type: "uint16", "int32" or "int64".
-        """
-    @property
     def fields(self) -> builtins.list[builtins.str]:
         r"""
         The names of a batch's fields, in layout order.
@@ -576,11 +573,6 @@ class Documents:
         Whether batches carry `positions`.
         """
     @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
-        """
-    @property
     def schedule(self) -> builtins.list[tuple[builtins.int, builtins.int, builtins.int, builtins.int]]:
         r"""
         The step sizes over the run: `[(from_step, tokens_per_batch, max_seq_len, max_docs),
@@ -610,11 +602,6 @@ class Documents:
     def tokens_per_batch(self) -> builtins.int:
         r"""
         Tokens of inputs per rank at step 0.
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks sharing each step's documents.
         """
     def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], *, bos: typing.Optional[builtins.int] = None, tokens_per_batch: builtins.int, max_seq_len: builtins.int, max_docs: int | str | None = None, schedule: typing.Sequence[tuple[int, int, int]] | None = None, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, dtype: builtins.str = 'int32', positions: builtins.bool = False, index_cache: typing.Optional[builtins.str | os.PathLike | pathlib.Path] = None, topology: typing.Optional[Topology] = None, align_to_bos: builtins.bool = True, grad_accum_steps: builtins.int = 1, targets_dtype: typing.Optional[builtins.str] = None, bigram_vocab_size: typing.Optional[builtins.int] = None, seq_cap: typing.Optional[builtins.int] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> Documents: ...
     def __repr__(self) -> builtins.str: ...
@@ -739,7 +726,7 @@ class Field:
     def __repr__(self) -> builtins.str: ...
 
 @typing.final
-class FixedRecords:
+class FixedRecords(Sampler):
     r"""
     Fixed-size records from one or more files: each sample is one record of `record_bytes`
     bytes, delivered as `uint8`.
@@ -765,35 +752,9 @@ class FixedRecords:
         ConfigError: an argument is out of range.
     """
     @property
-    def dtype(self) -> builtins.str:
-        r"""
-        Always "uint8".
-        """
-    @property
-    def epoch_len(self) -> builtins.int:
-        r"""
-        Samples per epoch for this rank.
-        """
-    @property
-    def even_ranks(self) -> builtins.bool:
-        r"""
-        Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
-        every rank the same number of batches, whatever this says.)
-        """
-    @property
     def files(self) -> builtins.list[builtins.str]:
         r"""
         The record files, in the order they are read.
-        """
-    @property
-    def order(self) -> builtins.str:
-        r"""
-        "sequential", "shuffled" or "random".
-        """
-    @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
         """
     @property
     def record_bytes(self) -> builtins.int:
@@ -804,20 +765,6 @@ class FixedRecords:
     def records(self) -> builtins.int:
         r"""
         Records in all files.
-        """
-    @property
-    def seed(self) -> builtins.int:
-        r"""
-        The seed of "shuffled" and "random".
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks the epoch is split over.
-        """
-    def __len__(self) -> builtins.int:
-        r"""
-        Samples per epoch for this rank (as `epoch_len`).
         """
     def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], record_bytes: builtins.int, order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, dtype: builtins.str = 'uint8', *, topology: typing.Optional[Topology] = None) -> FixedRecords: ...
     def __repr__(self) -> builtins.str: ...
@@ -1211,7 +1158,7 @@ class Loader:
         """
 
 @typing.final
-class Mixture:
+class Mixture(Source):
     r"""
     Several sources of one kind and one sample shape mixed by weight into one global
     sequence, which the mixture shards over ranks: what `Loader(mix, batch_size=...)`
@@ -1272,20 +1219,10 @@ class Mixture:
         TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
     """
     @property
-    def dtype(self) -> builtins.str:
-        r"""
-        The samples' element type (the sources'; for Documents, their tokens').
-        """
-    @property
     def epoch_lens(self) -> builtins.list[typing.Optional[builtins.int]]:
         r"""
         Each source's samples per epoch of its own walk (documents, for Documents: None
         where not counted yet, before every shard of the source was indexed).
-        """
-    @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
         """
     @property
     def seed(self) -> builtins.int:
@@ -1311,11 +1248,6 @@ class Mixture:
     def weights(self) -> builtins.list[builtins.float]:
         r"""
         The weights, as given (equal ones when none were).
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks the global sequence is sharded over.
         """
     def __new__(cls, sources: typing.Sequence[TokenWindows | FixedRecords | Documents], weights: typing.Optional[typing.Sequence[float]] = None, seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, stop: builtins.str = 'never', *, topology: typing.Optional[Topology] = None) -> Mixture: ...
     def __repr__(self) -> builtins.str: ...
@@ -1440,6 +1372,58 @@ class RankWarning(builtins.RuntimeWarning):
     """
     ...
 
+class Sampler(Source):
+    r"""
+    What TokenWindows and FixedRecords are: samples drawn from files in an order, an epoch
+    of them split over the ranks. A base class, made only through them.
+    """
+    @property
+    def epoch_len(self) -> builtins.int:
+        r"""
+        Samples per epoch for this rank.
+        """
+    @property
+    def even_ranks(self) -> builtins.bool:
+        r"""
+        Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
+        every rank the same number of batches, whatever this says.)
+        """
+    @property
+    def order(self) -> builtins.str:
+        r"""
+        "sequential", "shuffled" or "random".
+        """
+    @property
+    def seed(self) -> builtins.int:
+        r"""
+        The seed of "shuffled" and "random".
+        """
+    def __len__(self) -> builtins.int:
+        r"""
+        Samples per epoch for this rank (as `epoch_len`).
+        """
+
+class Source:
+    r"""
+    What every source (TokenWindows, FixedRecords, Documents, Mixture) is: a base class,
+    made only through them.
+    """
+    @property
+    def dtype(self) -> builtins.str:
+        r"""
+        The samples' element type ("uint8" for FixedRecords; for Documents, the tokens').
+        """
+    @property
+    def rank(self) -> builtins.int:
+        r"""
+        This process's rank.
+        """
+    @property
+    def world_size(self) -> builtins.int:
+        r"""
+        Ranks the source's samples (or steps) are sharded over.
+        """
+
 class SourceError(Error, builtins.OSError):
     r"""
     A data source could not be opened or sampled: a missing file, a directory, bad magic, a truncated shard, a glob matching nothing, a seq_len longer than every shard, a shard that changed under a running loader, a read the file system failed (the message says the file could not be read, and `errno` is the OS error, EIO say: a retry reads the file again; a change has no errno); for Documents a shard with no bos token, an index that does not fit its shard, or no step fitting in a whole epoch. `path` names the file (or the pattern). Also an OSError.
@@ -1467,7 +1451,7 @@ class StoppedError(Error, builtins.RuntimeError):
     ...
 
 @typing.final
-class TokenWindows:
+class TokenWindows(Sampler):
     r"""
     Windows of `seq_len + 1` tokens from llm.c / modded-nanogpt token shards.
     
@@ -1511,22 +1495,6 @@ class TokenWindows:
             file's tokens are not the `token_type` said.
     """
     @property
-    def dtype(self) -> builtins.str:
-        r"""
-        The decoded element type: "uint16", "uint32", "int32" or "int64".
-        """
-    @property
-    def epoch_len(self) -> builtins.int:
-        r"""
-        Samples per epoch for this rank.
-        """
-    @property
-    def even_ranks(self) -> builtins.bool:
-        r"""
-        Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
-        every rank the same number of batches, whatever this says.)
-        """
-    @property
     def files(self) -> builtins.list[builtins.str]:
         r"""
         The shard files, in the order they are read.
@@ -1537,21 +1505,6 @@ class TokenWindows:
         The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
         """
     @property
-    def order(self) -> builtins.str:
-        r"""
-        "sequential", "shuffled" or "random".
-        """
-    @property
-    def rank(self) -> builtins.int:
-        r"""
-        This process's rank.
-        """
-    @property
-    def seed(self) -> builtins.int:
-        r"""
-        The seed of "shuffled" and "random".
-        """
-    @property
     def seq_len(self) -> builtins.int:
         r"""
         Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
@@ -1560,15 +1513,6 @@ class TokenWindows:
     def tokens(self) -> builtins.int:
         r"""
         Tokens in all shards.
-        """
-    @property
-    def world_size(self) -> builtins.int:
-        r"""
-        Ranks the epoch is split over.
-        """
-    def __len__(self) -> builtins.int:
-        r"""
-        Samples per epoch for this rank (as `epoch_len`).
         """
     def __new__(cls, paths: str | os.PathLike[str] | typing.Sequence[str | os.PathLike[str]], seq_len: builtins.int, dtype: builtins.str = 'int32', order: builtins.str = 'sequential', seed: builtins.int = 0, rank: builtins.int = 0, world_size: builtins.int = 1, even_ranks: builtins.bool = True, *, topology: typing.Optional[Topology] = None, format: builtins.str = 'llmc', token_type: typing.Optional[builtins.str] = None) -> TokenWindows: ...
     def __repr__(self) -> builtins.str: ...

@@ -58,6 +58,8 @@ mod topology;
 #[pymodule]
 fn _pinring(module: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::classes::register(module)?;
+    module.add_class::<source::base::PySource>()?;
+    module.add_class::<source::base::PySampler>()?;
     module.add_class::<source::token_windows::TokenWindows>()?;
     module.add_class::<source::fixed_records::FixedRecords>()?;
     module.add_class::<source::documents::Documents>()?;

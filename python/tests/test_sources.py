@@ -9,6 +9,7 @@ import pytest
 
 import pinring
 from conftest import BOUND, drain, grid_windows, read_shard, write_shard
+from docs_data import write_doc_shards
 
 
 @pytest.mark.parametrize("dtype", ["uint16", "int32", "int64"])
@@ -170,6 +171,33 @@ def test_fixed_records_bytes(tmp_path):
     with pinring.Loader(shuffled, batch_size=4, device="cpu") as loader:
         rows = np.concatenate(drain(loader))
     assert sorted(map(bytes, rows)) == sorted(map(bytes, reference))
+
+
+def test_every_source_is_a_source_and_the_sampled_ones_samplers(shards, tmp_path):
+    windows = pinring.TokenWindows(shards, seq_len=31, order="shuffled", seed=5, rank=1, world_size=2)
+    (tmp_path / "rec.bin").write_bytes(bytes(range(48)))
+    records = pinring.FixedRecords(str(tmp_path / "rec.bin"), record_bytes=8, rank=0, world_size=3)
+    doc_shards = write_doc_shards(tmp_path, [20_000])
+    docs = pinring.Documents(doc_shards, tokens_per_batch=512, max_seq_len=256, rank=1, world_size=2)
+    member = pinring.TokenWindows(shards, seq_len=31)
+    mix = pinring.Mixture([member, member], rank=1, world_size=2)
+    for src, (rank, world, dtype) in [
+        (windows, (1, 2, "int32")),
+        (records, (0, 3, "uint8")),
+        (docs, (1, 2, "int32")),
+        (mix, (1, 2, "int32")),
+    ]:
+        assert isinstance(src, pinring.Source)
+        assert (src.rank, src.world_size, src.dtype) == (rank, world, dtype)
+        assert f"rank={rank}/{world}" in repr(src)
+    assert isinstance(windows, pinring.Sampler) and isinstance(records, pinring.Sampler)
+    assert not isinstance(docs, pinring.Sampler) and not isinstance(mix, pinring.Sampler)
+    assert (windows.order, windows.seed, windows.even_ranks) == ("shuffled", 5, True)
+    assert len(windows) == windows.epoch_len > 0 and len(records) == records.epoch_len == 2
+    assert f"epoch_len={windows.epoch_len}" in repr(windows)
+    for base in [pinring.Source, pinring.Sampler]:
+        with pytest.raises(TypeError):
+            base()
 
 
 def test_device_forms_for_the_cpu_backend(shard):

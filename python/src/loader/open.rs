@@ -369,5 +369,7 @@ impl Loader {
 
 /// The `Mixture` `src` as a loader takes it.
 fn mixture(src: &Bound<'_, PyAny>) -> Option<Given> {
-    src.cast::<Mixture>().ok().map(|m| m.get().given.clone())
+    src.cast::<Mixture>()
+        .ok()
+        .and_then(|m| read::given(m.as_any()))
 }

@@ -14,6 +14,7 @@ use pinring::Dtype;
 
 use crate::args;
 use crate::errors::classes::{config, new_error, obj, Kind};
+use crate::source::base::PySource;
 use crate::source::documents_args::{max_docs_arg, order_arg, schedule_arg, targets_dtype_arg};
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
@@ -141,11 +142,9 @@ use crate::topology::PyTopology;
 ///         below 1, bigram_vocab_size outside 2..2**31, a targets_dtype other than int32 /
 ///         int64, align_to_bos=False with order="shuffled".
 #[gen_stub_pyclass(module = "pinring._pinring")]
-#[pyclass(module = "pinring", frozen)]
+#[pyclass(module = "pinring", extends = PySource, frozen)]
 #[derive(Debug)]
 pub struct Documents {
-    /// What a loader takes.
-    pub(crate) given: Given,
     /// The source, without a run.
     docs: source::Documents,
     /// The source's own settings (shards, bos, order, index cache), without the packing
@@ -155,7 +154,6 @@ pub struct Documents {
     packing: Packing,
     /// The walk and the derived fields, as given (a mixture takes none).
     modes: StepModes,
-    dtype: Dtype,
     /// The shard files, in the order they are walked.
     #[pyo3(get)]
     files: Vec<String>,
@@ -265,7 +263,7 @@ impl Documents {
         seq_cap: Option<i128>,
         format: &str,
         token_type: Option<&str>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         let format = FormatArg::parse(py, format, token_type)?;
         let bos = bos
             .map(|b| {
@@ -375,23 +373,22 @@ impl Documents {
             cols: docs.fields().bytes(),
             dtype: Dtype::U8,
         };
-        Ok(Documents {
-            given: Given {
-                source: AnySource::Documents(docs.clone()),
-                row,
-                place,
-                class: "Documents",
-                layout: Some((docs.fields(), docs.schedule().clone())),
-            },
+        let given = Given {
+            source: AnySource::Documents(docs.clone()),
+            row,
+            place,
+            class: "Documents",
+            layout: Some((docs.fields(), docs.schedule().clone())),
+        };
+        Ok(PySource::new(given, dtype).add_subclass(Documents {
             docs,
             member,
             packing,
             modes,
-            dtype,
             files,
             tokens,
             format: format.name,
-        })
+        }))
     }
 
     /// Whether the walk packs whole documents from their `bos` (True), or contiguous
@@ -489,24 +486,6 @@ impl Documents {
         self.docs.order().seed()
     }
 
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.given.place.0
-    }
-
-    /// Ranks sharing each step's documents.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.given.place.1
-    }
-
-    /// The tokens' element type: "uint16", "int32" or "int64".
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.dtype.name()
-    }
-
     /// Whether batches carry `positions`.
     #[getter]
     fn positions(&self) -> bool {
@@ -543,31 +522,29 @@ impl Documents {
         .into_py_dict(py)
     }
 
-    fn __repr__(&self) -> String {
-        let s = self.docs.schedule().at(0);
+    fn __repr__(slf: PyRef<'_, Self>) -> String {
+        let s = slf.docs.schedule().at(0);
+        let source = slf.as_super();
         format!(
             "Documents({} file(s), {} tokens, bos={}, tokens_per_batch={}, max_seq_len={}, \
-             {} schedule change(s), dtype='{}', order='{}', rank={}/{})",
-            self.files.len(),
-            self.tokens,
-            match self.bos() {
+             {} schedule change(s), dtype='{}', order='{}', {})",
+            slf.files.len(),
+            slf.tokens,
+            match slf.bos() {
                 Some(b) => b.to_string(),
                 None => "None".to_owned(),
             },
             s.tokens,
             s.max_seq_len,
-            self.docs.schedule().entries().len() - 1,
-            self.dtype.name(),
-            self.docs.order().name(),
-            self.given.place.0,
-            self.given.place.1
+            slf.docs.schedule().entries().len() - 1,
+            source.dtype.name(),
+            slf.docs.order().name(),
+            source.place()
         )
     }
 }
 
 impl Documents {
-    /// What a mixture of this source builds on: its own settings (no packing, no ranks),
-    /// its packing settings, its rank and world size, and its tokens' dtype.
     /// The walk and derived fields given, if any is (a mixture refuses them).
     pub(crate) fn modes_given(&self) -> Option<&'static str> {
         self.modes.first_given().map(|name| match name {
@@ -576,12 +553,9 @@ impl Documents {
         })
     }
 
-    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing, (u64, u64), Dtype) {
-        (
-            self.member.clone(),
-            self.packing.clone(),
-            self.given.place,
-            self.dtype,
-        )
+    /// What a mixture of this source builds on: its own settings (no packing, no ranks)
+    /// and its packing settings.
+    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing) {
+        (self.member.clone(), self.packing.clone())
     }
 }

@@ -10,6 +10,7 @@ use pinring::Dtype;
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
+use crate::source::base::PySampler;
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, is_glob, not_a_directory, path_list, PathsArg};
@@ -40,20 +41,18 @@ use crate::topology::PyTopology;
 ///         whole number of records; `e.path` names it.
 ///     ConfigError: an argument is out of range.
 #[gen_stub_pyclass(module = "pinring._pinring")]
-#[pyclass(module = "pinring", frozen)]
+#[pyclass(module = "pinring", extends = PySampler, frozen)]
 #[derive(Debug)]
 pub struct FixedRecords {
-    /// What a loader takes.
-    pub(crate) given: Given,
+    /// Bytes per record (per sample).
+    #[pyo3(get)]
+    record_bytes: usize,
     /// The record files, in the order they are read.
     #[pyo3(get)]
     files: Vec<String>,
     /// Records in all files.
     #[pyo3(get)]
     records: u64,
-    sampling: Sampling,
-    /// Samples per epoch for this rank.
-    epoch_len: u64,
 }
 
 /// The files `paths` name, each pattern expanded in order.
@@ -88,7 +87,7 @@ impl FixedRecords {
         even_ranks: bool,
         dtype: &str,
         topology: Option<PyRef<'_, PyTopology>>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         let record_bytes = args::bytes(py, "record_bytes", record_bytes)?;
         if !dtype.trim().eq_ignore_ascii_case("uint8") {
             return Err(config(
@@ -109,86 +108,32 @@ impl FixedRecords {
             Ok((sampler, epoch_len, files, count))
         });
         let (sampler, epoch_len, files, records) = opened.map_err(|e| to_py(py, e))?;
-        Ok(FixedRecords {
-            given: Given {
-                source: AnySource::FixedRecords(sampler),
-                row: Row {
-                    cols: record_bytes,
-                    dtype: Dtype::U8,
-                },
-                place,
-                class: "FixedRecords",
-                layout: None,
+        let given = Given {
+            source: AnySource::FixedRecords(sampler),
+            row: Row {
+                cols: record_bytes,
+                dtype: Dtype::U8,
             },
-            files,
-            records,
-            sampling,
-            epoch_len,
-        })
+            place,
+            class: "FixedRecords",
+            layout: None,
+        };
+        Ok(
+            PySampler::new(given, sampling, epoch_len).add_subclass(FixedRecords {
+                record_bytes,
+                files,
+                records,
+            }),
+        )
     }
 
-    /// Bytes per record (per sample).
-    #[getter]
-    fn record_bytes(&self) -> usize {
-        self.given.row.cols
-    }
-
-    /// Always "uint8".
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.given.row.dtype.name()
-    }
-
-    /// "sequential", "shuffled" or "random".
-    #[getter]
-    fn order(&self) -> &str {
-        &self.sampling.order
-    }
-
-    /// The seed of "shuffled" and "random".
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.sampling.seed
-    }
-
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.given.place.0
-    }
-
-    /// Ranks the epoch is split over.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.given.place.1
-    }
-
-    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
-    /// every rank the same number of batches, whatever this says.)
-    #[getter]
-    fn even_ranks(&self) -> bool {
-        self.sampling.even_ranks
-    }
-
-    /// Samples per epoch for this rank.
-    #[getter]
-    fn epoch_len(&self) -> u64 {
-        self.epoch_len
-    }
-
-    /// Samples per epoch for this rank (as `epoch_len`).
-    fn __len__(&self) -> usize {
-        usize::try_from(self.epoch_len).unwrap_or(usize::MAX)
-    }
-
-    fn __repr__(&self) -> String {
+    fn __repr__(slf: PyRef<'_, Self>) -> String {
         format!(
-            "FixedRecords({} file(s), {} records of {} bytes, {}, epoch_len={})",
-            self.files.len(),
-            self.records,
-            self.given.row.cols,
-            self.sampling.describe(self.given.place),
-            self.epoch_len
+            "FixedRecords({} file(s), {} records of {} bytes, {})",
+            slf.files.len(),
+            slf.records,
+            slf.record_bytes,
+            PySampler::describe(slf.as_super()),
         )
     }
 }

@@ -10,6 +10,7 @@ use pinring::Dtype;
 use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
+use crate::source::base::PySource;
 use crate::source::documents::{Documents, Packing};
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
@@ -76,13 +77,9 @@ use crate::topology::PyTopology;
 ///         "rank", "world_size", "seed" or "stop" for those out of range.
 ///     TypeError: `sources` is not a list of TokenWindows, FixedRecords or Documents.
 #[gen_stub_pyclass(module = "pinring._pinring")]
-#[pyclass(module = "pinring", frozen)]
+#[pyclass(module = "pinring", extends = PySource, frozen)]
 #[derive(Debug)]
 pub struct Mixture {
-    /// What a loader takes.
-    pub(crate) given: Given,
-    /// The samples' (tokens') element type.
-    dtype: Dtype,
     /// The sources' class name.
     kind: &'static str,
     /// The source objects, as given.
@@ -168,7 +165,8 @@ fn documents_mixed(
                 ),
             ));
         }
-        let (member, packing, _, dtype) = docs.get().member();
+        let (member, packing) = docs.get().member();
+        let dtype = docs.as_super().get().dtype;
         match &first {
             Some((p, _)) => {
                 if let Some((name, here, there)) = p.difference(&packing) {
@@ -290,7 +288,7 @@ impl Mixture {
         world_size: i128,
         stop: &str,
         topology: Option<PyRef<'_, PyTopology>>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         if !(sources.is_instance_of::<PyList>() || sources.is_instance_of::<PyTuple>()) {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "Mixture(sources, ...) takes a list of sources (TokenWindows, FixedRecords or \
@@ -348,20 +346,19 @@ impl Mixture {
             ),
             _ => (members[0].row, None),
         };
-        Ok(Mixture {
-            given: Given {
-                source,
-                row,
-                place,
-                class: "Mixture",
-                layout,
-            },
-            dtype,
+        let given = Given {
+            source,
+            row,
+            place,
+            class: "Mixture",
+            layout,
+        };
+        Ok(PySource::new(given, dtype).add_subclass(Mixture {
             kind,
             sources: objects.into_iter().map(Bound::unbind).collect(),
             seed: settings.seed,
             stop: settings.stop,
-        })
+        }))
     }
 
     /// The sources, as given.
@@ -373,21 +370,22 @@ impl Mixture {
 
     /// The weights, as given (equal ones when none were).
     #[getter]
-    fn weights(&self) -> Vec<f64> {
-        self.given.source.weights().unwrap_or_default().to_vec()
+    fn weights(slf: PyRef<'_, Self>) -> Vec<f64> {
+        let given = &slf.as_super().given;
+        given.source.weights().unwrap_or_default().to_vec()
     }
 
     /// Each source's share: the weights over their sum.
     #[getter]
-    fn shares(&self) -> Vec<f64> {
-        mixture_figures(&self.given.source).0
+    fn shares(slf: PyRef<'_, Self>) -> Vec<f64> {
+        mixture_figures(&slf.as_super().given.source).0
     }
 
     /// Each source's samples per epoch of its own walk (documents, for Documents: None
     /// where not counted yet, before every shard of the source was indexed).
     #[getter]
-    fn epoch_lens(&self) -> Vec<Option<u64>> {
-        mixture_figures(&self.given.source).1
+    fn epoch_lens(slf: PyRef<'_, Self>) -> Vec<Option<u64>> {
+        mixture_figures(&slf.as_super().given.source).1
     }
 
     /// The mixture's seed.
@@ -396,42 +394,25 @@ impl Mixture {
         self.seed
     }
 
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.given.place.0
-    }
-
-    /// Ranks the global sequence is sharded over.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.given.place.1
-    }
-
     /// "never", "first" or "all".
     #[getter]
     fn stop(&self) -> &'static str {
         self.stop.name()
     }
 
-    /// The samples' element type (the sources'; for Documents, their tokens').
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.dtype.name()
-    }
-
-    fn __repr__(&self) -> String {
-        let weights: Vec<String> = self.weights().iter().map(|w| format!("{w}")).collect();
+    fn __repr__(slf: PyRef<'_, Self>) -> String {
+        let source = slf.as_super();
+        let weights = source.given.source.weights().unwrap_or_default();
+        let weights: Vec<String> = weights.iter().map(|w| format!("{w}")).collect();
         format!(
-            "Mixture({} {} source(s), weights=[{}], seed={}, rank={}/{}, stop='{}', dtype='{}')",
-            self.sources.len(),
-            self.kind,
+            "Mixture({} {} source(s), weights=[{}], seed={}, {}, stop='{}', dtype='{}')",
+            slf.sources.len(),
+            slf.kind,
             weights.join(", "),
-            self.seed,
-            self.given.place.0,
-            self.given.place.1,
-            self.stop.name(),
-            self.dtype.name()
+            slf.seed,
+            source.place(),
+            slf.stop.name(),
+            source.dtype.name()
         )
     }
 }

@@ -7,6 +7,7 @@
 //! ([`taken_arg`]). All of it is Rust: files are opened and checked when the source is
 //! made, and the pipeline's threads never call into Python.
 
+pub(crate) mod base;
 pub(crate) mod documents;
 mod documents_args;
 pub(crate) mod dtype;

@@ -3,22 +3,21 @@
 
 use pyo3::prelude::*;
 
-use crate::source::documents::Documents;
-use crate::source::fixed_records::FixedRecords;
+use crate::source::base::PySource;
 use crate::source::given::Given;
-use crate::source::token_windows::TokenWindows;
+use crate::source::mixture::Mixture;
 
 /// The single source `src` as a loader takes it; `None` for an object that is none of the
 /// three (a `Mixture` is read by the loader itself: it does not nest).
 pub(crate) fn single(src: &Bound<'_, PyAny>) -> Option<Given> {
-    if let Ok(t) = src.cast::<TokenWindows>() {
-        return Some(t.get().given.clone());
+    if src.is_instance_of::<Mixture>() {
+        return None;
     }
-    if let Ok(r) = src.cast::<FixedRecords>() {
-        return Some(r.get().given.clone());
-    }
-    if let Ok(d) = src.cast::<Documents>() {
-        return Some(d.get().given.clone());
-    }
-    None
+    given(src)
+}
+
+/// What a loader takes from the source `src` of any class (a `Mixture` too).
+pub(crate) fn given(src: &Bound<'_, PyAny>) -> Option<Given> {
+    let source = src.cast::<PySource>().ok()?;
+    Some(source.get().given.clone())
 }

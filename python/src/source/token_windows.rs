@@ -6,6 +6,7 @@ use pinring::source::{AnySource, TokenShards};
 
 use crate::errors::classes::{config, new_error, obj, Kind};
 use crate::errors::from_core::to_py;
+use crate::source::base::PySampler;
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
 use crate::source::paths::{file_names, path_list, PathsArg};
@@ -58,11 +59,9 @@ const MAX_SHARD_TOKENS: u64 = i32::MAX as u64;
 ///     ConfigError: an argument is out of range, `dtype` cannot hold a file's tokens, or a
 ///         file's tokens are not the `token_type` said.
 #[gen_stub_pyclass(module = "pinring._pinring")]
-#[pyclass(module = "pinring", frozen)]
+#[pyclass(module = "pinring", extends = PySampler, frozen)]
 #[derive(Debug)]
 pub struct TokenWindows {
-    /// What a loader takes.
-    pub(crate) given: Given,
     /// Tokens of inputs per sample; each sample holds `seq_len + 1` tokens.
     #[pyo3(get)]
     seq_len: u64,
@@ -72,9 +71,6 @@ pub struct TokenWindows {
     /// Tokens in all shards.
     #[pyo3(get)]
     tokens: u64,
-    sampling: Sampling,
-    /// Samples per epoch for this rank.
-    epoch_len: u64,
     /// The files' format, as `format` names it.
     format: &'static str,
 }
@@ -143,7 +139,7 @@ impl TokenWindows {
         topology: Option<PyRef<'_, PyTopology>>,
         format: &str,
         token_type: Option<&str>,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         let format = FormatArg::parse(py, format, token_type)?;
         let seq_len = seq_len_arg(py, seq_len)?;
         let window = seq_len + 1;
@@ -170,21 +166,21 @@ impl TokenWindows {
         let (sampler, epoch_len) = py
             .detach(|| sampling.build(shards.decode_as(ty).windows(window), place))
             .map_err(|e| to_py(py, e))?;
-        Ok(TokenWindows {
-            given: Given {
-                source: AnySource::TokenWindows(sampler),
-                row: Row { cols, dtype },
-                place,
-                class: "TokenWindows",
-                layout: None,
-            },
-            seq_len,
-            files,
-            tokens,
-            sampling,
-            epoch_len,
-            format: format.name,
-        })
+        let given = Given {
+            source: AnySource::TokenWindows(sampler),
+            row: Row { cols, dtype },
+            place,
+            class: "TokenWindows",
+            layout: None,
+        };
+        Ok(
+            PySampler::new(given, sampling, epoch_len).add_subclass(TokenWindows {
+                seq_len,
+                files,
+                tokens,
+                format: format.name,
+            }),
+        )
     }
 
     /// The files' format: "llmc", "megatron", "datatrove", "npy" or "raw".
@@ -193,63 +189,14 @@ impl TokenWindows {
         self.format
     }
 
-    /// The decoded element type: "uint16", "uint32", "int32" or "int64".
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.given.row.dtype.name()
-    }
-
-    /// "sequential", "shuffled" or "random".
-    #[getter]
-    fn order(&self) -> &str {
-        &self.sampling.order
-    }
-
-    /// The seed of "shuffled" and "random".
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.sampling.seed
-    }
-
-    /// This process's rank.
-    #[getter]
-    fn rank(&self) -> u64 {
-        self.given.place.0
-    }
-
-    /// Ranks the epoch is split over.
-    #[getter]
-    fn world_size(&self) -> u64 {
-        self.given.place.1
-    }
-
-    /// Whether this source's `epoch_len` is the same on every rank. (A Loader always gives
-    /// every rank the same number of batches, whatever this says.)
-    #[getter]
-    fn even_ranks(&self) -> bool {
-        self.sampling.even_ranks
-    }
-
-    /// Samples per epoch for this rank.
-    #[getter]
-    fn epoch_len(&self) -> u64 {
-        self.epoch_len
-    }
-
-    /// Samples per epoch for this rank (as `epoch_len`).
-    fn __len__(&self) -> usize {
-        usize::try_from(self.epoch_len).unwrap_or(usize::MAX)
-    }
-
-    fn __repr__(&self) -> String {
+    fn __repr__(slf: PyRef<'_, Self>) -> String {
+        let dtype = slf.as_super().as_super().dtype.name();
         format!(
-            "TokenWindows({} file(s), {} tokens, seq_len={}, dtype='{}', {}, epoch_len={})",
-            self.files.len(),
-            self.tokens,
-            self.seq_len,
-            self.given.row.dtype.name(),
-            self.sampling.describe(self.given.place),
-            self.epoch_len
+            "TokenWindows({} file(s), {} tokens, seq_len={}, dtype='{dtype}', {})",
+            slf.files.len(),
+            slf.tokens,
+            slf.seq_len,
+            PySampler::describe(slf.as_super()),
         )
     }
 }
