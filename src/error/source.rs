@@ -487,6 +487,16 @@ const CHANGED_FIX: &str =
      new name (or to a temporary name renamed into place once the loader is stopped)";
 
 impl SourceError {
+    /// A [`SourceError::BadCheckpointText`] about a field of a state read as a value (line
+    /// 0, column 0): `why` says what is wrong.
+    pub(crate) fn bad_state(why: impl Into<String>) -> Self {
+        SourceError::BadCheckpointText {
+            line: 0,
+            column: 0,
+            why: why.into(),
+        }
+    }
+
     /// A [`SourceError::File`] for `path`.
     pub(crate) fn file(path: impl Into<PathBuf>, problem: impl Into<FileProblem>) -> Self {
         SourceError::File {

@@ -175,14 +175,7 @@ impl State {
     /// (`state["skip"][0]: ...`); a state of another version names that version, and one
     /// of the format before states were tagged (no `"kind"`) says so.
     pub fn from_value(value: serde_json::Value) -> Result<State> {
-        let bad = |why: String| -> crate::error::Error {
-            SourceError::BadCheckpointText {
-                line: 0,
-                column: 0,
-                why,
-            }
-            .into()
-        };
+        let bad = |why: String| -> crate::error::Error { SourceError::bad_state(why).into() };
         let serde_json::Value::Object(mut map) = value else {
             return Err(bad(
                 "not a pinring state: a state is a record (a JSON object, a dict) of named \

@@ -128,14 +128,8 @@ impl DocumentsCheckpoint {
     /// The order it was saved with; an unknown name is
     /// [`SourceError::BadCheckpointText`].
     pub fn order(&self) -> Result<DocOrder> {
-        DocOrder::from_name(&self.order, self.seed).ok_or_else(|| {
-            SourceError::BadCheckpointText {
-                line: 0,
-                column: 0,
-                why: unknown_order(&self.order),
-            }
-            .into()
-        })
+        DocOrder::from_name(&self.order, self.seed)
+            .ok_or_else(|| SourceError::bad_state(unknown_order(&self.order)).into())
     }
 
     /// Combines the checkpoints of all ranks of one run, indexed by rank, into the one

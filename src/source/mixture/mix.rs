@@ -101,12 +101,8 @@ impl<S: Mixable> fmt::Debug for Mixture<S> {
         d.field("sources", &self.len())
             .field("weights", &i.weights)
             .field("seed", &i.seed)
-            .field("rank", &i.run.rank)
-            .field("world_size", &i.run.world)
-            .field("batch_size", &i.run.batch)
             .field("stop", &i.stop)
-            .field("start_step", &i.run.start_step)
-            .field("skip_steps", &i.run.skip.ranges());
+            .field("run", &i.run);
         S::Member::debug_packing(&self.inner.packing, &mut d);
         d.finish()
     }

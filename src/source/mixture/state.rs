@@ -114,14 +114,7 @@ impl<C> MixtureState<C> {
     /// positions consumed since.
     pub(crate) fn check_history(&self, counts: &[u64]) -> Result<()> {
         let n = counts.len();
-        let bad = |why: String| -> crate::error::Error {
-            SourceError::BadCheckpointText {
-                line: 0,
-                column: 0,
-                why,
-            }
-            .into()
-        };
+        let bad = |why: String| -> crate::error::Error { SourceError::bad_state(why).into() };
         let Some(last) = self.weights.last() else {
             return Err(bad("the state has no weights".into()));
         };

@@ -354,14 +354,10 @@ impl Checkpoint {
     /// ```
     pub fn order(&self) -> Result<Order> {
         Order::from_name(&self.order, self.seed).ok_or_else(|| {
-            SourceError::BadCheckpointText {
-                line: 0,
-                column: 0,
-                why: format!(
-                    "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
-                    self.order
-                ),
-            }
+            SourceError::bad_state(format!(
+                "unknown order {:?}: expected \"sequential\", \"shuffled\" or \"random\"",
+                self.order
+            ))
             .into()
         })
     }

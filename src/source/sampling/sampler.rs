@@ -131,16 +131,12 @@ impl<S> fmt::Debug for Sampler<S> {
             .field("window", &i.window)
             .field("stride", &i.stride)
             .field("order", &i.order)
-            .field("rank", &i.run.rank)
-            .field("world_size", &i.run.world)
-            .field("batch_size", &i.run.batch)
+            .field("run", &i.run)
             .field("even_ranks", &i.even_ranks)
             .field("drop_last", &i.drop_last)
             .field("windows", &i.windows)
             .field("epoch_windows", &i.epoch_windows)
             .field("epoch_len", &i.len)
-            .field("start_step", &i.run.start_step)
-            .field("skip_steps", &i.run.skip.ranges())
             .finish()
     }
 }
