@@ -5,15 +5,11 @@ use pyo3::prelude::*;
 
 use crate::source::base::PySource;
 use crate::source::given::Given;
-use crate::source::mixture::Mixture;
 
 /// The single source `src` as a loader takes it; `None` for an object that is none of the
 /// three (a `Mixture` is read by the loader itself: it does not nest).
 pub(crate) fn single(src: &Bound<'_, PyAny>) -> Option<Given> {
-    if src.is_instance_of::<Mixture>() {
-        return None;
-    }
-    given(src)
+    given(src).filter(|g| g.class != "Mixture")
 }
 
 /// What a loader takes from the source `src` of any class (a `Mixture` too).
