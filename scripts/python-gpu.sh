@@ -36,7 +36,8 @@ build() {
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2"
     rm -f "$DIR"/pinring-*.whl
-    "$venv/bin/maturin" build --release --strip --manifest-path python/Cargo.toml --out "$DIR"
+    # The `wheel` profile, as `pip install ./python` builds it (python/pyproject.toml).
+    "$venv/bin/maturin" build --profile wheel --strip --manifest-path python/Cargo.toml --out "$DIR"
     # pytest and its dependencies, pure-Python wheels for the GPU machine's Python.
     "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
         --python-version 3.12 --dest "$DIR" pytest
