@@ -53,6 +53,7 @@ impl Control {
         copier: native::Arc<ParkSlot>,
         spin: Duration,
         host_slots: usize,
+        decode_threads: usize,
         trace: Option<native::Arc<Trace>>,
     ) -> Self {
         Control {
@@ -60,7 +61,9 @@ impl Control {
             limit: AtomicU64::new(u64::MAX),
             failure: Mutex::new(None),
             feeder: ParkSlot::new(),
-            decoders: (0..host_slots).map(|_| ParkSlot::new()).collect(),
+            decoders: (0..host_slots)
+                .map(|_| ParkSlot::with_room(decode_threads))
+                .collect(),
             copier,
             consumer: ParkSlot::new(),
             exits: ParkSlot::new(),

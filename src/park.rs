@@ -47,6 +47,9 @@ const ONE: u64 = 1024;
 const SPIN_WHEN: u64 = ONE / 4;
 /// Spin checks between two reads of the clock.
 const CHECKS_PER_CLOCK_READ: u32 = 8;
+/// Parked threads a slot has room for from the start (a role with more waiters asks for
+/// more: [`ParkSlot::with_room`]).
+const ROOM: usize = 4;
 
 /// Where the threads of one waiting role park.
 #[derive(Debug)]
@@ -55,7 +58,9 @@ pub(crate) struct ParkSlot {
     /// (AcqRel) by waiters and wakers alike; see the module docs for the pairing.
     sleepers: AtomicUsize,
     /// The threads to unpark. Locked only on the slow path (a waiter about to park, or a
-    /// waker that found sleepers).
+    /// waker that found sleepers). Its room is reserved when the slot is made, so that a
+    /// park never allocates: the steady state allocates nothing (tests/alloc.rs), even
+    /// where a role first parks after thousands of batches.
     threads: Mutex<Vec<Thread>>,
     /// Smoothed share of spins that ended with the condition met, out of [`ONE`]: steers
     /// the spin only. std's atomic in every build (models never spin); Relaxed, a
@@ -77,10 +82,17 @@ pub(crate) enum Waited {
 }
 
 impl ParkSlot {
+    /// A slot for a role of at most [`ROOM`] waiting threads.
     pub(crate) fn new() -> Self {
+        Self::with_room(ROOM)
+    }
+
+    /// A slot for a role of up to `waiters` waiting threads (the decode workers, who may
+    /// all wait on one host slot).
+    pub(crate) fn with_room(waiters: usize) -> Self {
         ParkSlot {
             sleepers: AtomicUsize::new(0),
-            threads: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::with_capacity(waiters.max(ROOM))),
             hits: native::AtomicU64::new(ONE),
             waits: native::AtomicU64::new(0),
         }

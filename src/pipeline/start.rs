@@ -113,6 +113,7 @@ where
         copier.clone(),
         config.settings.spin,
         host_slots,
+        config.decode_threads,
         trace.clone(),
     ));
     let per_item = config
