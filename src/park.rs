@@ -59,8 +59,9 @@ pub(crate) struct ParkSlot {
     sleepers: AtomicUsize,
     /// The threads to unpark. Locked only on the slow path (a waiter about to park, or a
     /// waker that found sleepers). Its room is reserved when the slot is made, so that a
-    /// park never allocates: the steady state allocates nothing (tests/alloc.rs), even
-    /// where a role first parks after thousands of batches.
+    /// park allocates nothing while no more threads wait here than the slot was made for:
+    /// the steady state allocates nothing (tests/alloc.rs), even where a role first parks
+    /// after thousands of batches.
     threads: Mutex<Vec<Thread>>,
     /// Smoothed share of spins that ended with the condition met, out of [`ONE`]: steers
     /// the spin only. std's atomic in every build (models never spin); Relaxed, a
