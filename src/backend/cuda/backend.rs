@@ -7,7 +7,7 @@ use std::time::Duration;
 use cudarc::driver::sys::{self, CUcontext, CUdeviceptr, CUevent_wait_flags, CUresult};
 use cudarc::driver::{result, CudaContext};
 
-use super::completion::Completion;
+use super::completion::{Completion, Parking};
 use super::context::{self, Bound};
 use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
@@ -139,7 +139,13 @@ pub struct Cuda {
     ready: Box<[Owned<Event>]>,
     /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
     /// h (one record per run, after its last batch); the completion thread follows them.
+    /// Plain, as READY is.
     copied: Box<[Owned<Event>]>,
+    /// PARKED (one, blocking-sync) and the stream it is recorded on: the completion
+    /// thread's own, for its wait in the driver (completion.rs); held here so that they
+    /// are freed (or leaked) with the rest, after the thread is stopped.
+    _parked: Box<[Owned<Event>]>,
+    _parking_stream: Owned<Stream>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
     /// LINK(d): recorded on each of several streams a release of slot d fences on, each
@@ -393,11 +399,14 @@ impl Ops for Cuda {
             ctx: &ctx,
             teardown: &teardown,
         };
-        // COPIED blocks (the completion thread's last phase parks in the driver on it);
-        // READY is plain: it only serves stream-side waits, and `synchronize` parks on the
-        // copy count instead (recording a blocking-sync event behind a queued copy costs
-        // about 5 µs, a plain one 0.3 µs).
-        let copied = make.events(layout.host_slots, true)?;
+        // Only PARKED blocks (the completion thread's last phase parks in the driver on
+        // it, recorded on its own stream behind a wait for COPIED): recording a
+        // blocking-sync event behind a queued copy costs about 2–5 µs, a plain one 0.3 µs,
+        // and the copy thread records COPIED per run, READY per batch. READY serves
+        // stream-side waits only; `synchronize` parks on the copy count.
+        let copied = make.events(layout.host_slots, false)?;
+        let parked = make.events(1, true)?;
+        let parking_stream = make.stream()?;
         let ready = make.events(layout.device_slots, false)?;
         let fence = make.events(layout.device_slots, false)?;
         let link = make.events(layout.device_slots, false)?;
@@ -410,12 +419,18 @@ impl Ops for Cuda {
         let completion = Completion::start(
             ctx.cu_ctx(),
             copied.iter().map(Owned::raw).collect(),
+            Parking {
+                stream: parking_stream.raw(),
+                parked: parked[0].raw(),
+            },
             waker,
             layout.batch_scheduling,
         )?;
         Ok(Cuda {
             ready,
             copied,
+            _parked: parked,
+            _parking_stream: parking_stream,
             completion,
             copies: Copies::new(options.copies),
             fence,

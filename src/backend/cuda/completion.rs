@@ -10,8 +10,14 @@
 //! and steps over the runs that completed; at the first that has not, it waits in three
 //! phases: it spins on the query for [`SPIN`] (300 µs: a run of small batches' copy), then
 //! naps between queries ([`NAP_FIRST`] doubling up to [`NAP_MAX`], for [`NAPS_UNTIL`] in
-//! all), then waits in the driver (`cuEventSynchronize` on an event created with
-//! `CU_EVENT_BLOCKING_SYNC`, which parks the thread instead of spinning). While a
+//! all), then waits in the driver: its own stream waits (stream-side) for the run's COPIED
+//! record, it records its own event PARKED there, created with `CU_EVENT_BLOCKING_SYNC`,
+//! and `cuEventSynchronize` on PARKED parks the thread instead of spinning. COPIED itself
+//! is a plain event: recording a blocking-sync event behind queued copies costs the copy
+//! thread about 2 µs a run, and while it did, the consumer's own driver calls (its
+//! `wait_on` and its release's record) slowed to 6 µs a batch in place of 2 (the GPU
+//! benchmark's small row, benches/RESULTS.md, "COPIED plain"); PARKED is recorded only
+//! by a wait that has already lasted [`NAPS_UNTIL`], or that a `synchronize` awaits. While a
 //! `Batch::synchronize` waits, it skips the naps (a waiter arriving mid-nap cuts the nap
 //! short): the driver's wait wakes it as the copy lands, not up to a nap later. Each time
 //! it steps past runs it publishes their end in the [`CopyCount`] (a Release store, then
@@ -29,7 +35,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::result;
-use cudarc::driver::sys::{CUcontext, CUevent, CUresult};
+use cudarc::driver::sys::{CUcontext, CUevent, CUevent_wait_flags, CUresult, CUstream};
 use cudarc::driver::DriverError;
 
 use crate::backend::contract::CopyWaker;
@@ -102,13 +108,26 @@ struct Events(Vec<CUevent>);
 // SAFETY: event handles are driver handles, usable from any thread.
 unsafe impl Send for Events {}
 
+/// What the completion thread waits in the driver with (phase 3): a stream of its own and
+/// PARKED, a blocking-sync event recorded only there. Both are the backend's and outlive
+/// the thread as the COPIED events do; only the completion thread uses them.
+#[derive(Clone, Copy)]
+pub(super) struct Parking {
+    pub(super) stream: CUstream,
+    pub(super) parked: CUevent,
+}
+
+// SAFETY: stream and event handles are driver handles, usable from any thread.
+unsafe impl Send for Parking {}
+
 impl Completion {
     /// Starts the completion thread over the COPIED events `copied` (one per host slot) of
-    /// context `ctx`.
+    /// context `ctx`, waiting in the driver with `parking`.
     /// `batch`: the thread runs as `SCHED_BATCH` (src/thread_policy.rs).
     pub(super) fn start(
         ctx: CUcontext,
         copied: Vec<CUevent>,
+        parking: Parking,
         waker: CopyWaker,
         batch: bool,
     ) -> Result<Self> {
@@ -126,9 +145,15 @@ impl Completion {
         let thread = Builder::new()
             .name("pinring-complete".into())
             .spawn(move || {
-                let events = events;
+                let (events, parking) = (events, parking);
                 crate::thread_policy::yield_at_wakeup(batch);
-                run(&thread_shared, raw_ctx as CUcontext, &events.0, &waker);
+                run(
+                    &thread_shared,
+                    raw_ctx as CUcontext,
+                    &events.0,
+                    parking,
+                    &waker,
+                );
                 // However the thread ends, no wait on the count outlives it.
                 thread_shared.count.fail();
             })
@@ -205,7 +230,9 @@ impl Shared {
     /// The device error that stopped the completion thread, if one did.
     fn error(&self) -> Option<Error> {
         let failure = *self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        failure.map(|e| driver::error("cuEventQuery / cuEventSynchronize (copy completion)", e, ""))
+        let call = "the copy completion wait (cuEventQuery, or cuStreamWaitEvent, \
+                    cuEventRecord and cuEventSynchronize)";
+        failure.map(|e| driver::error(call, e, ""))
     }
 }
 
@@ -234,7 +261,11 @@ fn spin(event: CUevent) -> std::result::Result<bool, DriverError> {
 /// Phases 2 and 3: returns once `event` has completed. Phase 2 is skipped, or cut short,
 /// while a `Batch::synchronize` waits on `count`: the driver's wait then wakes this
 /// thread as the copy lands, not up to a nap later.
-fn nap_then_block(event: CUevent, count: &CopyCount) -> std::result::Result<(), DriverError> {
+fn nap_then_block(
+    event: CUevent,
+    parking: Parking,
+    count: &CopyCount,
+) -> std::result::Result<(), DriverError> {
     let start = Instant::now();
     let mut nap = NAP_FIRST;
     while start.elapsed() < NAPS_UNTIL && !count.awaited() {
@@ -244,9 +275,21 @@ fn nap_then_block(event: CUevent, count: &CopyCount) -> std::result::Result<(), 
         }
         nap = (nap * 2).min(NAP_MAX);
     }
-    // SAFETY: a live event of the backend; a blocking-sync event parks this thread until
-    // it completes.
-    unsafe { result::event::synchronize(event) }
+    // SAFETY: live handles of the backend, of the context bound on this thread; `parking`
+    // is this thread's alone. The stream waits for `event`'s record as it stands: the run's
+    // (not recorded again before the count passes the run).
+    unsafe {
+        result::stream::wait_event(
+            parking.stream,
+            event,
+            CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+    }?;
+    // SAFETY: as above. PARKED, recorded behind that wait, completes once the run's copy
+    // has, and no later.
+    unsafe { result::event::record(parking.parked, parking.stream) }?;
+    // SAFETY: as above; a blocking-sync event parks this thread until it completes.
+    unsafe { result::event::synchronize(parking.parked) }
 }
 
 /// Spins for `d` without calling into the driver.
@@ -267,7 +310,7 @@ fn query(event: CUevent) -> std::result::Result<bool, DriverError> {
     }
 }
 
-fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
+fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], parking: Parking, waker: &CopyWaker) {
     // The completion thread is the backend's: its context stays bound.
     let fail = |e: DriverError| {
         *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -311,7 +354,7 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], waker: &CopyWaker) {
                 // Tell the copy thread what completed so far, then wait longer.
                 shared.count.publish(done);
                 waker.wake();
-                if let Err(e) = nap_then_block(event, &shared.count) {
+                if let Err(e) = nap_then_block(event, parking, &shared.count) {
                     return fail(e);
                 }
             }
