@@ -74,11 +74,15 @@ fn gated_pipeline(
 /// many pops had to wait.
 fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<Vec<f64>>, usize)> {
     let mut samples = vec![Vec::new(); hows.len()];
+    // The same pops and releases timed apart, by form: [pop, release] of the round's first
+    // half (before the release that wakes the copy thread: D / 2) and of its second half
+    // (the copy thread refilling beside them).
+    let mut parts: Vec<[[Vec<f64>; 2]; 2]> = vec![Default::default(); hows.len()];
     let mut waited = 0usize;
     for round in 0..ROUNDS {
         all_leased(p)?;
         let form = round % hows.len();
-        for _ in 0..SLOTS {
+        for i in 0..SLOTS {
             let t = Instant::now();
             let batch = match p.try_pop().map_err(s)? {
                 TryPop::Batch(batch) => batch,
@@ -87,6 +91,7 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
                     p.pop().map_err(s)?.ok_or("endless source ended")?
                 }
             };
+            let popped = t.elapsed().as_nanos() as f64;
             let result = match hows[form] {
                 Release::Stream => batch.release(Fence::Stream(cs)),
                 Release::Sync => batch.release(Fence::Sync),
@@ -95,10 +100,38 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
             let ns = t.elapsed().as_nanos() as f64;
             result.map_err(|e| s(e.error))?;
             samples[form].push(ns);
+            let half = usize::from(i >= SLOTS / 2);
+            parts[form][half][0].push(popped);
+            parts[form][half][1].push(ns - popped);
         }
     }
     for v in &mut samples {
         v.sort_by(f64::total_cmp);
+    }
+    for (form, halves) in parts.iter_mut().enumerate() {
+        let name = match hows[form] {
+            Release::Stream => "Stream",
+            Release::Sync => "Sync",
+            Release::Bound => "Bound",
+        };
+        let mut cells = Vec::new();
+        for (half, [pops, releases]) in halves.iter_mut().enumerate() {
+            pops.sort_by(f64::total_cmp);
+            releases.sort_by(f64::total_cmp);
+            cells.push(format!(
+                "{}: pop p50 {:.0} ns, release p50 {:.0} ns",
+                [
+                    "first half (copy thread parked)",
+                    "second half (copy thread refilling)"
+                ][half],
+                percentile(pops, 0.5),
+                percentile(releases, 0.5)
+            ));
+        }
+        println!(
+            "EXPLORE\tconsumer\tsplit, release({name})\t{}",
+            cells.join("; ")
+        );
     }
     Ok((samples, waited))
 }

@@ -190,6 +190,10 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
             Knobs::tuned(128, 32).with_threads(8),
         ),
         (
+            "H256 D64, cores-3 decode threads",
+            Knobs::tuned(256, 64).with_threads(cores_but(3)),
+        ),
+        (
             "H128 D32, cores-1 decode threads pinned (copy thread on core 0)",
             Knobs {
                 pin: true,
@@ -215,7 +219,7 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     }
     let best = (0..configs.len())
         .max_by(|&a, &b| first[a].0.total_cmp(&first[b].0))
-        .expect("four configs");
+        .expect("five configs");
     let (label, knobs) = configs[best];
     let passes = |consumer: &Consumer, first: Option<(f64, String)>| -> Res<(f64, Vec<String>)> {
         let mut runs = first.into_iter().collect::<Vec<_>>();

@@ -33,6 +33,7 @@ large rows are quoted beside these. Without --shard, a 100 Mi-token shard is wri
 
 import argparse
 import os
+import re
 import pathlib
 import sys
 import tempfile
@@ -69,14 +70,27 @@ def write_shard(path, n_tokens, seed=7):
 
 
 def rust_rows(path):
-    """gpu_bench's ROW lines, by their first column."""
+    """gpu_bench's ROW lines, by their first column: (value, reference) pairs."""
     rows = {}
     if path and os.path.exists(path):
         for line in open(path):
             parts = line.rstrip("\n").split("\t")
             if parts[0] == "ROW" and len(parts) >= 3:
-                rows[parts[1].strip()] = parts[2]
+                rows[parts[1].strip()] = (parts[2], parts[3] if len(parts) > 3 else "")
     return rows
+
+
+def slots_of(reference):
+    """The slots a Rust small row's reference names ("H256 D64, cores-3 decode threads;
+    ..."), as Loader arguments; None if it names none. Pinning is not carried over."""
+    if reference.startswith("default"):
+        return {}
+    m = re.match(r"H(\d+) D(\d+), (?:cores-(\d+)|(\d+)) decode threads", reference)
+    if not m:
+        return None
+    threads = CORES - int(m.group(3)) if m.group(3) else int(m.group(4))
+    return dict(host_slots=int(m.group(1)), device_slots=int(m.group(2)),
+                decode_threads=max(1, threads))
 
 
 def loader_for(pinring, shard, b, t1, **slots):
@@ -266,7 +280,7 @@ def main():
             dl_rate = n / s
         ref = f"{stated(SMALL)}; " + (f"DataLoader(4, pin) {dl_rate:.0f}: x{rate / dl_rate:.1f}" if dl_rate else "DataLoader not run")
         if "small 16x4097 i32, batches/s" in rust:
-            ref += f"; Rust pipeline {rust['small 16x4097 i32, batches/s']}"
+            ref += f"; Rust pipeline {rust['small 16x4097 i32, batches/s'][0]}"
         ok = rate >= 40_000 and (dl_rate is None or rate >= 25 * dl_rate)
         row("python small 16x4097 i32, batches/s", f"{rate:.0f}", ref, ">= 40,000 and >= 25x DataLoader", ok)
 
@@ -282,15 +296,19 @@ def main():
                 f"{secs:.2f} s; stats {verdict}")
             return done / secs
 
-        # At the Rust row's slots (benches/gpu/small.rs: H128 D32), so that the ratio compares
-        # like for like: a small batch's rate is about device_slots / the slot cycle (the
-        # Rust row's timeline), so the slots count as much as the per-step cost. The row
-        # below it is the same loop at the from_dlpack row's slots.
-        passes = [fixed_pass(RUST_SMALL) for _ in range(3)]
+        # At the Rust row's slots (benches/gpu/small.rs picks them: its reference names
+        # them; RUST_SMALL without a Rust row), so that the ratio compares like for like: a
+        # small batch's rate is about device_slots / the slot cycle (the Rust row's
+        # timeline), so the slots count as much as the per-step cost. The row below it is
+        # the same loop at the from_dlpack row's slots.
+        rust_small, rust_ref = rust.get("small 16x4097 i32, batches/s", (None, ""))
+        like_rust = slots_of(rust_ref)
+        if like_rust is None:
+            like_rust = RUST_SMALL
+        passes = [fixed_pass(like_rust) for _ in range(3)]
         fixed_rate = median(passes)
-        ref = (f"{stated(RUST_SMALL)} (the Rust row's slots); median of 3 (passes "
+        ref = (f"{stated(like_rust)} (the Rust row's slots); median of 3 (passes "
                f"{', '.join(f'{p:.0f}' for p in passes)}); from_dlpack loop {rate:.0f}")
-        rust_small = rust.get("small 16x4097 i32, batches/s")
         ok = fixed_rate >= 100_000
         if rust_small:
             ref += f"; Rust pipeline {rust_small}: {100 * fixed_rate / float(rust_small):.0f}%"
@@ -317,7 +335,7 @@ def main():
         raw = raw_h2d(torch, nbytes, 100)
         ref = f"{stated(LARGE)}; {gibps:.2f} GiB/s against raw H2D {raw:.2f} GiB/s"
         if "large 64x131073 i32, GiB/s" in rust:
-            ref += f"; Rust pipeline {rust['large 64x131073 i32, GiB/s']} GiB/s"
+            ref += f"; Rust pipeline {rust['large 64x131073 i32, GiB/s'][0]} GiB/s"
         if gibps < 0.95 * raw:
             ref += f"; short: {held}"
         row("python large 64x131073 i32, % of raw H2D", f"{100 * gibps / raw:.1f}%", ref, ">= 95% of raw H2D",
