@@ -395,6 +395,57 @@ fn call_costs(stream: &Arc<CudaStream>) -> Res {
     })?;
     stream.synchronize().map_err(s)?;
     println!("EXPLORE\tconsumer\tcuEventRecord of {SLOTS} events in turn\t{in_turn:.0} ns a call");
+    // The same records, each event waited on by another stream since its last record (as
+    // the copy stream waits on a slot's FENCE before the slot's next copy): the waits made
+    // by this thread, then by another thread, between rounds of 64 timed records.
+    let waiter = stream.context().new_stream().map_err(s)?;
+    let waiter_raw = waiter.cu_stream() as usize;
+    let wait_all = || -> Res {
+        for &e in &events {
+            let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+            // SAFETY: live events and stream of the pipeline's context.
+            unsafe {
+                result::stream::wait_event(waiter_raw as sys::CUstream, e as sys::CUevent, wait)
+            }
+            .map_err(s)?;
+        }
+        Ok(())
+    };
+    let mut after_wait = [0f64; 2];
+    for (k, other_thread) in [false, true].into_iter().enumerate() {
+        let mut total = std::time::Duration::ZERO;
+        for _ in 0..ROUNDS * 5 {
+            if other_thread {
+                let ctx = stream.context().clone();
+                std::thread::scope(|scope| {
+                    scope
+                        .spawn(|| {
+                            ctx.bind_to_thread().map_err(s)?;
+                            wait_all()
+                        })
+                        .join()
+                        .map_err(|_| "the waiting thread panicked".to_string())?
+                })?;
+            } else {
+                wait_all()?;
+            }
+            let t = Instant::now();
+            for &e in &events {
+                // SAFETY: a live event and stream of the bound context.
+                unsafe { result::event::record(e as sys::CUevent, raw) }.map_err(s)?;
+            }
+            total += t.elapsed();
+        }
+        stream.synchronize().map_err(s)?;
+        waiter.synchronize().map_err(s)?;
+        after_wait[k] = total.as_secs_f64() * 1e9 / (ROUNDS * 5 * SLOTS) as f64;
+    }
+    println!(
+        "EXPLORE\tconsumer\tcuEventRecord of {SLOTS} events in turn, each waited on by another \
+         stream since its last record\t{:.0} ns a call (waits from this thread), {:.0} ns \
+         (from another thread)",
+        after_wait[0], after_wait[1]
+    );
     for e in events {
         // SAFETY: idle (its stream synchronized) and not used again.
         unsafe { result::event::destroy(e as sys::CUevent) }.map_err(s)?;
