@@ -15,9 +15,10 @@
 //! and `cuEventSynchronize` on PARKED parks the thread instead of spinning. COPIED itself
 //! is a plain event: recording a blocking-sync event behind queued copies costs the copy
 //! thread about 2 µs a run, and while it did, the consumer's own driver calls (its
-//! `wait_on` and its release's record) slowed to 6 µs a batch in place of 2 (the GPU
-//! benchmark's small row, benches/RESULTS.md, "COPIED plain"); PARKED is recorded only
-//! by a wait that has already lasted [`NAPS_UNTIL`], or that a `synchronize` awaits. While a
+//! `wait_on` and its release's record) took 4.6–7.0 µs a batch in a third of the small
+//! workload's passes, against 1.4–3.8 µs in the rest (ARCHITECTURE.md §7, "Why COPIED is
+//! plain"); PARKED is recorded only by a wait that has already lasted [`SPIN`] and
+//! [`NAPS_UNTIL`], or that a `synchronize` awaits. While a
 //! `Batch::synchronize` waits, it skips the naps (a waiter arriving mid-nap cuts the nap
 //! short): the driver's wait wakes it as the copy lands, not up to a nap later. Each time
 //! it steps past runs it publishes their end in the [`CopyCount`] (a Release store, then
