@@ -39,11 +39,11 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// - Events, all created once with timing disabled and reused (none is created per
 ///   batch): READY(d) per device slot (recorded after each copy into it; a plain event,
 ///   for stream-side waits), COPIED(h) per host slot (recorded after each run of copies out
-///   of host slots from h; blocking-sync: a completion thread of the backend's follows them
-///   in order, spinning briefly and then waiting in the driver, parked, and publishes the
-///   copy count, which wakes the copy thread and any [`Batch::synchronize`] waiting),
-///   FENCE(d) per device slot (what a release captured) and LINK(d) per device slot (joins
-///   several streams into FENCE(d)).
+///   of host slots from h; plain too: a completion thread of the backend's follows them in
+///   order, spinning briefly and then waiting in the driver, parked on PARKED, its one
+///   blocking-sync event, on a stream of its own; it publishes the copy count, which wakes
+///   the copy thread and any [`Batch::synchronize`] waiting), FENCE(d) per device slot
+///   (what a release captured) and LINK(d) per device slot (joins several streams into it).
 ///
 /// [`Batch::synchronize`]: crate::Batch::synchronize
 /// - One non-blocking fence stream per device slot, for [`Fence::Event`], releases of a
@@ -360,7 +360,7 @@ impl Cuda {
 impl Drop for Cuda {
     fn drop(&mut self) {
         let drained = self.quiesce();
-        // Drained: the completion thread is not blocked in the driver, and ends at once.
+        // Drained: a wait of the completion thread's in the driver returns, and it ends.
         self.completion.stop(drained);
         if !drained {
             // Device work past the shutdown timeout may still read the ring or write the
