@@ -363,10 +363,12 @@ impl Drop for Cuda {
         // Drained: a wait of the completion thread's in the driver returns, and it ends.
         self.completion.stop(drained);
         if !drained {
-            // Device work past the shutdown timeout may still read the ring or write the
-            // slots: free nothing (documented leak), and keep the ring mapped for good.
+            // Device work past the shutdown timeout (and the completion thread, not joined)
+            // may still use the ring, the slots and the context: free nothing (documented
+            // leak), keep the ring mapped and the (primary) context retained for good.
             self.teardown.leak();
             std::mem::forget(self.registration.ring().clone());
+            std::mem::forget(self.ctx.clone());
         }
     }
 }
@@ -399,11 +401,9 @@ impl Ops for Cuda {
             ctx: &ctx,
             teardown: &teardown,
         };
-        // Only PARKED blocks (the completion thread's last phase parks in the driver on
-        // it, recorded on its own stream behind a wait for COPIED): recording a
-        // blocking-sync event behind a queued copy costs about 2–5 µs, a plain one 0.3 µs,
-        // and the copy thread records COPIED per run, READY per batch. READY serves
-        // stream-side waits only; `synchronize` parks on the copy count.
+        // Only PARKED blocks (the completion thread parks in the driver on it, §7): a
+        // blocking-sync record behind a queued copy costs about 2–5 µs, a plain one 0.3 µs,
+        // and the copy thread records COPIED per run, READY (stream-side waits) per batch.
         let copied = make.events(layout.host_slots, false)?;
         let parked = make.events(1, true)?;
         let parking_stream = make.stream()?;
