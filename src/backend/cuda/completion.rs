@@ -63,6 +63,9 @@ const NAPS_UNTIL: Duration = Duration::from_millis(2);
 /// the copy thread's and the consumer's calls need too.
 const QUERY_EVERY: Duration = Duration::from_micros(2);
 
+/// A driver call of the completion thread's that failed: its name and its error.
+type Failed = (&'static str, DriverError);
+
 /// What the copy thread and the completion thread share.
 struct Shared {
     /// Batches whose copies are enqueued with their runs' COPIED points recorded. Stored
@@ -80,9 +83,9 @@ struct Shared {
     count: CopyCount,
     /// Set (Release) by the backend's teardown; read (Acquire) by the completion thread.
     stop: AtomicBool,
-    /// A failed query or wait (a sticky device error), reported to the copy thread and to
+    /// A failed call, named (a sticky device error), reported to the copy thread and to
     /// `synchronize` on every call from then on; stored before the count fails.
-    failure: Mutex<Option<DriverError>>,
+    failure: Mutex<Option<Failed>>,
     /// The completion thread parks here while nothing is in flight.
     park: ParkSlot,
 }
@@ -231,9 +234,13 @@ impl Shared {
     /// The device error that stopped the completion thread, if one did.
     fn error(&self) -> Option<Error> {
         let failure = *self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        let call = "the copy completion wait (cuEventQuery, or cuStreamWaitEvent, \
-                    cuEventRecord and cuEventSynchronize)";
-        failure.map(|e| driver::error(call, e, ""))
+        failure.map(|(call, e)| {
+            driver::error(
+                call,
+                e,
+                "the call of the cuda backend's copy completion thread",
+            )
+        })
     }
 }
 
@@ -246,7 +253,7 @@ impl Drop for Completion {
 }
 
 /// Phase 1: whether `event` completed within [`SPIN`].
-fn spin(event: CUevent) -> std::result::Result<bool, DriverError> {
+fn spin(event: CUevent) -> std::result::Result<bool, Failed> {
     let start = Instant::now();
     loop {
         if query(event)? {
@@ -266,7 +273,7 @@ fn nap_then_block(
     event: CUevent,
     parking: Parking,
     count: &CopyCount,
-) -> std::result::Result<(), DriverError> {
+) -> std::result::Result<(), Failed> {
     let start = Instant::now();
     let mut nap = NAP_FIRST;
     while start.elapsed() < NAPS_UNTIL && !count.awaited() {
@@ -285,12 +292,14 @@ fn nap_then_block(
             event,
             CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
         )
-    }?;
+    }
+    .map_err(|e| ("cuStreamWaitEvent", e))?;
     // SAFETY: as above. PARKED, recorded behind that wait, completes once the run's copy
     // has, and no later.
-    unsafe { result::event::record(parking.parked, parking.stream) }?;
+    unsafe { result::event::record(parking.parked, parking.stream) }
+        .map_err(|e| ("cuEventRecord", e))?;
     // SAFETY: as above; a blocking-sync event parks this thread until it completes.
-    unsafe { result::event::synchronize(parking.parked) }
+    unsafe { result::event::synchronize(parking.parked) }.map_err(|e| ("cuEventSynchronize", e))
 }
 
 /// Spins for `d` without calling into the driver.
@@ -302,19 +311,19 @@ fn pause(d: Duration) {
 }
 
 /// Whether `event`'s latest record has completed.
-fn query(event: CUevent) -> std::result::Result<bool, DriverError> {
+fn query(event: CUevent) -> std::result::Result<bool, Failed> {
     // SAFETY: a live event of the backend (a query needs no current context).
     match unsafe { result::event::query(event) } {
         Ok(()) => Ok(true),
         Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-        Err(e) => Err(e),
+        Err(e) => Err(("cuEventQuery", e)),
     }
 }
 
 fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], parking: Parking, waker: &CopyWaker) {
     // The completion thread is the backend's: its context stays bound.
-    let fail = |e: DriverError| {
-        *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    let fail = |failed: Failed| {
+        *shared.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
         // Release (in `fail`): the error is stored before a reader sees the count failed.
         shared.count.fail();
         waker.wake();
@@ -322,7 +331,7 @@ fn run(shared: &Shared, ctx: CUcontext, copied: &[CUevent], parking: Parking, wa
     // SAFETY: the backend's live context (it outlives this thread, or is leaked with it).
     if let Err(e) = unsafe { result::ctx::set_current(ctx) } {
         // No copy could be followed: the copy thread must hear it, not wait forever.
-        fail(e);
+        fail(("cuCtxSetCurrent", e));
         return;
     }
     let slots = copied.len() as u64;
