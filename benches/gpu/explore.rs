@@ -19,7 +19,6 @@ pub fn explore(gpu: &Gpu, shard: &str) -> Res {
     let k = Knobs::default();
     let h = Knobs::tuned;
     let small: Vec<(&str, Knobs)> = vec![
-        ("H128 D32 cores-4 (the row's)", h(128, 32)),
         ("H256 D32 cores-4", h(256, 32)),
         ("H256 D64 cores-4", h(256, 64)),
         ("H512 D64 cores-4", h(512, 64)),

@@ -219,7 +219,7 @@ pub fn small(gpu: &Gpu, shard: &str, torch: &HashMap<String, f64>) -> Res {
     }
     let best = (0..configs.len())
         .max_by(|&a, &b| first[a].0.total_cmp(&first[b].0))
-        .expect("five configs");
+        .expect("the configs are not empty");
     let (label, knobs) = configs[best];
     let passes = |consumer: &Consumer, first: Option<(f64, String)>| -> Res<(f64, Vec<String>)> {
         let mut runs = first.into_iter().collect::<Vec<_>>();

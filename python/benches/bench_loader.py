@@ -15,8 +15,8 @@ widened to int32 and delivered to the GPU.
          `b = loader.pop(); x = b.view(); b.release()` under `torch.cuda.stream(s)` of a
          Loader(stream=s, fixed_views=torch.from_dlpack) (no stream looked up, no DLPack
          export per batch), against the Rust pipeline's small row of the same run, at
-         that row's slots (H128 D32; and, reported beside it, at the from_dlpack row's
-         H64 D16); median of 3 passes;
+         the slots that row picked (RUST_SMALL without a Rust row; and, reported beside
+         it, at the from_dlpack row's H64 D16); median of 3 passes;
   large: B = 64, T + 1 = 131073 (32 MiB a batch): GiB/s, against raw H2D (back-to-back
          copies from one pinned tensor on a side stream, same size); short of 95%, what
          limits it, measured over the timed batches (the stages' busy shares, the copy
@@ -104,7 +104,7 @@ def loader_for(pinring, shard, b, t1, **slots):
 # the cores decoding were decode-bound on one host: 8 of 16 threads 99% busy, 90% of raw.)
 CORES = os.cpu_count() or 2
 SMALL = dict(host_slots=64, device_slots=16, decode_threads=max(1, CORES - 4))
-# The Rust small row's slots (benches/gpu/small.rs), for the like-for-like fixed-view row.
+# The fixed-view row's slots when no Rust row names the ones it picked (benches/gpu/small.rs).
 RUST_SMALL = dict(host_slots=128, device_slots=32, decode_threads=max(1, CORES - 4))
 LARGE = dict(decode_threads=max(1, CORES - 4))
 
