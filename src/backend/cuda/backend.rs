@@ -72,8 +72,8 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// recorded on the fence stream after the fence's own wait. A batch bound to one stream
 /// and released on it (the common case) costs one record, as before.
 ///
-/// The copy thread then enqueues `cuStreamWaitEvent(copy_stream, FENCE(d))` before the
-/// next copy into slot `d`. Nothing on this path blocks the host.
+/// Before the next copy into slot `d` the copy thread queries FENCE(d) and, unless it has
+/// completed, enqueues `cuStreamWaitEvent(copy_stream, FENCE(d))`. Nothing here blocks.
 ///
 /// [`Batch::wait_on`](crate::Batch::wait_on) refuses a stream of another context (its
 /// release could not be fenced on it). A bound batch dropped unreleased is fenced on its
@@ -101,12 +101,11 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 ///
 /// A pipeline binds one device: its primary context, chosen by ordinal
 /// ([`CudaOptions::ordinal`](crate::CudaOptions::ordinal)), or the context current on the
-/// thread that creates the pipeline ([`CudaOptions::current`](crate::CudaOptions::current),
-/// what PyTorch users have). Calls made on behalf of the consumer make that context current
-/// only for the call when the calling thread has another one current (and bind it when the
-/// thread has none); the copy thread binds it once. pinring changes none of the context's
-/// settings: [`Cuda::context`] behaves as cudarc documents. Several pipelines on several
-/// devices can live in one process.
+/// thread that creates it ([`CudaOptions::current`](crate::CudaOptions::current), what
+/// PyTorch users have). Calls made for the consumer make that context current only for the
+/// call when the calling thread has another one current (and bind it when it has none);
+/// the copy thread binds it once. pinring changes none of the context's settings:
+/// [`Cuda::context`] behaves as cudarc documents. Pipelines on several devices can coexist.
 ///
 /// # Teardown
 ///
@@ -119,9 +118,8 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// # No driver
 ///
 /// `libcuda` is opened at run time by pinring itself, whichever way cudarc links it. When
-/// it is missing, or lacks an entry point pinring needs, creating a pipeline returns
-/// [`Error::Backend`] saying so; nothing panics. [`Cuda::device_count`] tells a program
-/// whether it can use this backend at all.
+/// it is missing or lacks an entry point, creating a pipeline returns [`Error::Backend`];
+/// nothing panics. [`Cuda::device_count`] tells whether this backend can be used at all.
 ///
 /// [`Error::Backend`]: crate::Error::Backend
 /// [`Error::Fence`]: crate::Error::Fence
@@ -129,17 +127,11 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// [`Fence::Event`]: crate::Fence::Event
 /// [`Fence::Sync`]: crate::Fence::Sync
 /// [`Fence::Bound`]: crate::Fence::Bound
-///
-/// Every resource frees itself in its own context when the backend drops, after the
-/// backend's teardown has waited (up to the shutdown timeout) for the copy stream, which by
-/// then also waits for every release fence still pending.
 pub struct Cuda {
-    /// READY(d): recorded on the copy stream after each copy into device slot d; plain
-    /// (no blocking sync), for stream-side waits only.
+    /// READY(d): recorded on the copy stream after each copy into device slot d; plain.
     ready: Box<[Owned<Event>]>,
     /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
-    /// h (one record per run, after its last batch); the completion thread follows them.
-    /// Plain, as READY is.
+    /// h (one per run, after its last batch); plain; the completion thread follows them.
     copied: Box<[Owned<Event>]>,
     /// PARKED (one, blocking-sync) and the stream it is recorded on: the completion
     /// thread's own, for its wait in the driver (completion.rs); held here so that they
@@ -449,9 +441,18 @@ impl Ops for Cuda {
         true
     }
 
+    /// A fence already complete needs no stream-side wait (FENCE(d)'s latest record is the
+    /// release's), and the consumer's next record of an event no other thread waited on
+    /// costs about half (ARCHITECTURE.md §7, "Why the copy thread queries a fence first").
     fn wait_fence(&self, _: &CopyRole, d: DeviceIdx, fence: CudaFence) -> Result<()> {
         if fence.recorded {
             self.bind_copy_thread()?;
+            // SAFETY: a live event of this backend (a query needs no current context).
+            match unsafe { result::event::query(self.fence[d.0].raw()) } {
+                Ok(()) => return Ok(()),
+                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => {}
+                Err(e) => return Err(e).call("cuEventQuery"),
+            }
             // SAFETY: live handles of this backend; FENCE(d) was recorded by the release
             // that published `fence` (happens-before this call: the backend contract).
             unsafe {
