@@ -11,6 +11,9 @@
 //!   10 ms per batch (a sleep: the trainer's step); process CPU time over wall time, with
 //!   the decode workers' busy time (from `Stats`) taken out: what waiting costs. Target:
 //!   at most 5% of one core.
+//! - `beside a 100 µs/step consumer, D = 2`: the same batches, a consumer busy 100 µs a
+//!   step: the release's p50 and the copy thread's own CPU share (`/proc/self/task`), what
+//!   the copy thread's sleep before an expected release (src/cadence.rs) costs and saves.
 //! - `cpu with the consumer stalled`: the consumer holds a batch and sleeps; the pipeline
 //!   fills every slot and waits. Target: 0% (under 1% of one core).
 //! - `pop_timeout(50 ms) on a starved pipeline`: a decoder that never finishes in time, two
@@ -87,6 +90,64 @@ fn beside_slow_consumer(shard: &Shard) {
         ),
         "<= 5% of a core",
         shares.waiting <= 0.05,
+    );
+}
+
+/// CPU time (utime + stime) of this process's threads named `name`, from
+/// `/proc/self/task/*/stat` (USER_HZ ticks, 10 ms each).
+fn thread_cpu(name: &str) -> Duration {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis: state is the 3rd field,
+        // utime the 14th and stime the 15th.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        for i in [11, 12] {
+            ticks += fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0);
+        }
+    }
+    Duration::from_millis(ticks * 10)
+}
+
+/// A consumer that works 100 µs a step (a busy loop) with the default two device slots:
+/// the copy thread waits for each release (src/cadence.rs sleeps it until just before
+/// one, then spins). The release's p50 and the copy thread's own CPU share.
+fn beside_100us_consumer(shard: &Shard) {
+    let mut p = shard.pipeline();
+    for _ in 0..200 {
+        let b = p.pop().unwrap().unwrap();
+        b.release(Fence::Sync).unwrap();
+    }
+    let steps = 5000;
+    let mut releases = Vec::with_capacity(steps);
+    let (copy0, t0) = (thread_cpu("pinring-copy"), Instant::now());
+    for _ in 0..steps {
+        let b = p.pop().unwrap().unwrap();
+        let until = Instant::now() + Duration::from_micros(100);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let t = Instant::now();
+        b.release(Fence::Sync).unwrap();
+        releases.push(t.elapsed());
+    }
+    let (copy, wall) = (thread_cpu("pinring-copy") - copy0, t0.elapsed());
+    releases.sort();
+    println!(
+        "ROW\tbeside a 100 µs/step consumer, D = 2 (cpu backend)\trelease(Sync) p50 {:.2} µs\t\
+         copy thread {:.0}% of a core over {:.2} s ({steps} steps)\t-\t-",
+        releases[steps / 2].as_secs_f64() * 1e6,
+        copy.as_secs_f64() / wall.as_secs_f64() * 100.0,
+        wall.as_secs_f64()
     );
 }
 
@@ -179,6 +240,7 @@ fn deadline_under_load() {
 fn main() {
     let shard = Shard::new(4 << 20);
     beside_slow_consumer(&shard);
+    beside_100us_consumer(&shard);
     stalled_consumer(&shard);
     deadline_under_load();
 }

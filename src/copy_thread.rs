@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::backend::contract::{Backend, CopyRole, CopyRun};
+use crate::cadence::Cadence;
 use crate::control::Control;
 use crate::device_side::DeviceSide;
 use crate::error::{Error, Result};
@@ -48,6 +49,11 @@ pub(crate) struct Copier<B: Backend> {
     /// When tracing: when each host slot's copy was enqueued (trace clock), for its H2D
     /// span. Empty otherwise.
     pub(crate) enqueued_at: Vec<u64>,
+    /// How long waits for a device slot take: when to sleep before one.
+    pub(crate) cadence: Cadence,
+    /// The batch whose device slot the copy thread waits for, and since when (its waits
+    /// may be cut into several by copies completing meanwhile).
+    pub(crate) slot_wait: Option<(u64, native::Instant)>,
 }
 
 impl<B: Backend> Copier<B> {
@@ -102,7 +108,11 @@ impl<B: Backend> Copier<B> {
             let t = native::Instant::now();
             // The next batch filled means the wait is for its device slot.
             let for_slot = self.host.progress(next) == Progress::Filled;
-            let waited = self.wait(next, retired);
+            let waited = if for_slot {
+                self.wait_for_slot(next, retired)
+            } else {
+                self.wait(next, retired, false)
+            };
             let now = times.waited_since(t);
             if for_slot {
                 (control.counters.copy_device_wait)
@@ -135,9 +145,40 @@ impl<B: Backend> Copier<B> {
         control.consumer.wake();
     }
 
+    /// As [`wait`](Self::wait), for batch `next`'s device slot (batch `next` is filled):
+    /// first, unannounced, until just before the release the consumer's cadence predicts
+    /// (`src/cadence.rs`), counted from the first wait for this slot; then spinning.
+    fn wait_for_slot(&mut self, next: u64, retired: u64) -> Waited {
+        let now = native::Instant::now();
+        let since = match self.slot_wait {
+            Some((batch, since)) if batch == next => since,
+            _ => {
+                self.slot_wait = Some((next, now));
+                now
+            }
+        };
+        let lead = self.cadence.lead();
+        let wake = since + lead;
+        let slept = now < wake;
+        if slept {
+            native::sleep(wake - now);
+        }
+        let late = slept && self.device.slots.can_take(next);
+        let waited = if late {
+            Waited::Ready
+        } else {
+            self.wait(next, retired, slept)
+        };
+        if self.device.slots.can_take(next) {
+            self.cadence.observe(lead, late, since.elapsed());
+            self.slot_wait = None;
+        }
+        waited
+    }
+
     /// Waits until batch `next` can be copied, ends the stream, or a copy in flight
-    /// completes.
-    fn wait(&self, next: u64, retired: u64) -> Waited {
+    /// completes; `spinning`: spins first whatever the spin rate says.
+    fn wait(&self, next: u64, retired: u64, spinning: bool) -> Waited {
         let control = &*self.control;
         let (host, device, role) = (&*self.host, &*self.device, &self.role);
         let progress = || {
@@ -159,6 +200,8 @@ impl<B: Backend> Copier<B> {
             control
                 .copier
                 .wait(control.spin(), deadline, progress, || control.stopped())
+        } else if spinning {
+            control.wait_spinning(&control.copier, progress)
         } else {
             control.wait(&control.copier, progress)
         }

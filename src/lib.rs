@@ -80,6 +80,7 @@
 
 mod backend;
 mod batch;
+mod cadence;
 mod config;
 mod control;
 mod copy_thread;

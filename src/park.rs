@@ -118,8 +118,36 @@ impl ParkSlot {
         if stopped() {
             return Waited::Stopped;
         }
+        self.wait_with(self.budget(spin), deadline, ready, stopped)
+    }
+
+    /// As [`wait`](Self::wait), spinning for `spin` whatever the spin rate says: for a
+    /// waiter that slept until just before its condition is expected (`src/cadence.rs`).
+    pub(crate) fn wait_spinning(
+        &self,
+        spin: Duration,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+        mut stopped: impl FnMut() -> bool,
+    ) -> Waited {
+        if ready() {
+            return Waited::Ready;
+        }
+        if stopped() {
+            return Waited::Stopped;
+        }
+        self.wait_with(spin, deadline, ready, stopped)
+    }
+
+    /// The spin phase for `budget`, then the park phase.
+    fn wait_with(
+        &self,
+        budget: Duration,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+        mut stopped: impl FnMut() -> bool,
+    ) -> Waited {
         let start = Instant::now();
-        let budget = self.budget(spin);
         let spun = self.spin(start, budget, deadline, &mut ready, &mut stopped);
         if !budget.is_zero() {
             self.observe(spun.is_some());

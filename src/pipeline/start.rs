@@ -2,6 +2,7 @@
 //! starts them on threads) and for the model checker's rig (which runs them on its own).
 
 use crate::backend::contract::{Backend, CopyRole, CopyWaker, Layout};
+use crate::cadence::Cadence;
 use crate::config::{within_budget, Config};
 use crate::control::Control;
 use crate::copy_thread::Copier;
@@ -190,6 +191,8 @@ where
         role: CopyRole(()),
         max_run: crate::copy_thread::max_run(config.batch_bytes),
         enqueued_at: Vec::new(),
+        cadence: Cadence::new(config.settings.spin),
+        slot_wait: None,
     };
     Ok(Parts {
         pipeline,
@@ -258,6 +261,7 @@ impl<B: Backend> Pipeline<B> {
             if let Some(id) = copy_core {
                 core_affinity::set_for_current(core_affinity::CoreId { id });
             }
+            crate::thread_policy::fine_timer_slack();
             copier.run();
         })?);
         let feeding = control.clone();

@@ -10,7 +10,8 @@
 //! `threshold = D / 2` released slots wait to be taken, or while a pop waits (HURRY); the
 //! copy thread, once awake, refills every released slot it can before it parks again (one
 //! wake for `D / 2` releases, their copies one run). With `D < 4` the threshold is 1 and
-//! every release wakes, as before (nothing is counted).
+//! every release wakes, as before (nothing is counted); there `src/cadence.rs` has the copy
+//! thread spinning when a steady consumer's release comes, so the wake finds no sleeper.
 //!
 //! The copy thread's own wait is unchanged: it takes a RELEASED slot whenever it looks
 //! (any other wake-up, a fill or a completed copy, makes it look). Only the release's
