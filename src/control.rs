@@ -155,20 +155,8 @@ impl Control {
         self.spin
     }
 
-    /// Waits on `park` until `ready()`, or the pipeline stops.
-    #[inline]
-    pub(crate) fn wait(&self, park: &ParkSlot, ready: impl FnMut() -> bool) -> Waited {
-        park.wait(self.spin, None, ready, || self.stopped())
-    }
-
-    /// As [`wait`](Self::wait), spinning first whatever the spin rate says
-    /// ([`ParkSlot::wait_spinning`]).
-    #[inline]
-    pub(crate) fn wait_spinning(&self, park: &ParkSlot, ready: impl FnMut() -> bool) -> Waited {
-        park.wait_spinning(self.spin, None, ready, || self.stopped())
-    }
-
-    /// As [`wait`](Self::wait), also ended by `ends()` (checked after `ready`).
+    /// Waits on `park` until `ready()`, the pipeline stops, or `ends()` (checked after
+    /// `ready`).
     #[inline]
     pub(crate) fn wait_unless(
         &self,

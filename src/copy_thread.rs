@@ -19,6 +19,12 @@ use crate::trace::{Kind, Track};
 /// does not wake it when a copy completes.
 const POLL: Duration = Duration::from_micros(20);
 
+/// How long the copy thread first waits for a device slot before it looks again, where
+/// releases wake it lazily (src/slot/release_wake.rs); doubled after each look that found
+/// nothing, up to [`PATIENCE_MAX`].
+pub(crate) const PATIENCE_MIN: Duration = Duration::from_millis(1);
+const PATIENCE_MAX: Duration = Duration::from_millis(64);
+
 /// Most batches one copy run takes.
 const MAX_RUN: usize = 16;
 
@@ -54,6 +60,8 @@ pub(crate) struct Copier<B: Backend> {
     /// The batch whose device slot the copy thread waits for, and since when (its waits
     /// may be cut into several by copies completing meanwhile).
     pub(crate) slot_wait: Option<(u64, native::Instant)>,
+    /// How long the next lazily woken wait for a device slot lasts before it looks again.
+    pub(crate) patience: Duration,
 }
 
 impl<B: Backend> Copier<B> {
@@ -66,8 +74,8 @@ impl<B: Backend> Copier<B> {
     /// 3. extends the run with the batches after `k` that are filled too, whose device
     ///    slots are free, and whose host and device slots follow `k`'s without wrapping,
     ///    up to [`max_run`] batches;
-    /// 4. takes each device slot (COPYING) and enqueues the stream-side wait on its fence,
-    ///    takes each host slot (IN_FLIGHT), enqueues the run's copy, its READY points and
+    /// 4. takes each device slot (COPYING) and each host slot (IN_FLIGHT), enqueues the
+    ///    stream-side waits on the fences (newest first), the run's copy, its READY points and
     ///    its completion point;
     /// 5. publishes each LEASED, pushes each token and wakes the consumer.
     ///
@@ -111,7 +119,7 @@ impl<B: Backend> Copier<B> {
             let waited = if for_slot {
                 self.wait_for_slot(next, retired)
             } else {
-                self.wait(next, retired, false)
+                self.wait(next, retired, false, None)
             };
             let now = times.waited_since(t);
             if for_slot {
@@ -164,10 +172,19 @@ impl<B: Backend> Copier<B> {
             native::sleep(wake - now);
         }
         let late = slept && self.device.slots.can_take(next);
+        // A release below the lazy wake's threshold does not wake a parked copy thread:
+        // it looks again after its patience (a consumer that waits without popping).
+        let deadline = (!self.device.slots.releases_wake())
+            .then(|| Instant::now().checked_add(self.patience))
+            .flatten();
         let waited = if late {
             Waited::Ready
         } else {
-            self.wait(next, retired, slept)
+            self.wait(next, retired, slept, deadline)
+        };
+        self.patience = match waited {
+            Waited::TimedOut => (self.patience * 2).min(PATIENCE_MAX),
+            _ => PATIENCE_MIN,
         };
         if self.device.slots.can_take(next) {
             self.cadence.observe(lead, late, since.elapsed());
@@ -177,8 +194,8 @@ impl<B: Backend> Copier<B> {
     }
 
     /// Waits until batch `next` can be copied, ends the stream, or a copy in flight
-    /// completes; `spinning`: spins first whatever the spin rate says.
-    fn wait(&self, next: u64, retired: u64, spinning: bool) -> Waited {
+    /// completes, or `deadline` passes; `spinning`: spins first whatever the spin rate says.
+    fn wait(&self, next: u64, retired: u64, spinning: bool, deadline: Option<Instant>) -> Waited {
         let control = &*self.control;
         let (host, device, role) = (&*self.host, &*self.device, &self.role);
         let progress = || {
@@ -201,9 +218,9 @@ impl<B: Backend> Copier<B> {
                 .copier
                 .wait(control.spin(), deadline, progress, || control.stopped())
         } else if spinning {
-            control.wait_spinning(&control.copier, progress)
+            (control.copier).wait_spinning(control.spin(), deadline, progress, || control.stopped())
         } else {
-            control.wait(&control.copier, progress)
+            (control.copier).wait(control.spin(), deadline, progress, || control.stopped())
         }
     }
 
@@ -226,25 +243,17 @@ impl<B: Backend> Copier<B> {
         }
         // Each batch's samples: any may be short (the last of an epoch, or of the source).
         let mut counts = [0usize; MAX_RUN];
+        let mut fences: [Option<B::Captured>; MAX_RUN] = std::array::from_fn(|_| None);
         for i in 0..batches as u64 {
             // SAFETY: this is the copy thread, and `can_take(k + i)` held (above, or the
             // caller's for `k`).
-            let fence = unsafe { device.slots.start_copy(k + i) };
+            fences[i as usize] = unsafe { device.slots.start_copy(k + i) };
             self.control.instant(
                 Kind::Take,
                 Track::Copy,
                 k + i,
                 device.slots.idx(k + i).0 as u32,
             );
-            if let Some(fence) = fence {
-                let fenced = self.control.span_start();
-                let slot = device.slots.idx(k + i);
-                device
-                    .backend
-                    .wait_fence(&self.role, slot, fence)
-                    .map_err(|e| (k, e))?;
-                (self.control).span(fenced, Kind::FenceWait, Track::Copy, k + i, slot.0 as u32);
-            }
             // SAFETY: this is the copy thread, and batch k + i is FILLED (above, or the
             // caller's check for `k`).
             let samples = unsafe { host.start_copy(k + i) };
@@ -258,6 +267,19 @@ impl<B: Backend> Copier<B> {
             // SAFETY: this is the copy thread; batch k + i's device slot is COPYING (above)
             // and its host slot IN_FLIGHT (just above).
             unsafe { device.slots.copy_info(k + i, host) };
+        }
+        // The run's fences newest first: a backend that knows one record's completion implies
+        // an older one's (cuda: one thread's records on one stream) then skips the older.
+        for i in (0..batches as u64).rev() {
+            if let Some(fence) = fences[i as usize].take() {
+                let fenced = self.control.span_start();
+                let slot = device.slots.idx(k + i);
+                device
+                    .backend
+                    .wait_fence(&self.role, slot, fence)
+                    .map_err(|e| (k, e))?;
+                (self.control).span(fenced, Kind::FenceWait, Track::Copy, k + i, slot.0 as u32);
+            }
         }
         let run = CopyRun {
             first: k,

@@ -210,6 +210,54 @@ fn a_consumer_holding_leases_gets_its_batch_though_few_slots_were_released() {
     }
 }
 
+/// With eight device slots a release wakes the copy thread only once four wait: a consumer
+/// that pops every batch, releases three (fewer than that) and then only watches `stats()`
+/// (no pop asks for more) still sees those slots refilled, because the copy thread's wait
+/// for a device slot looks again on its own (src/slot/release_wake.rs).
+#[test]
+fn slots_released_below_the_wake_threshold_refill_without_a_pop() {
+    const PER: usize = 2;
+    const D: usize = 8;
+    let config = builder(PER).device_slots(D).host_slots(16).build().unwrap();
+    let mut p = Pipeline::new(config, decoder(), 0..(4 * D * PER) as u64).unwrap();
+    let leased = |p: &Pipeline| {
+        p.stats()
+            .device_slots
+            .iter()
+            .filter(|&&(_, s)| s == DeviceState::Leased)
+            .count()
+    };
+    let mut held: Vec<_> = (0..D).map(|_| p.pop().unwrap().expect("a batch")).collect();
+    // Time for the copy thread to give up its spin (30 µs) and park, the case where a
+    // release below the threshold wakes no one. Correctness does not rest on it: the
+    // slots must refill whether it parked or not.
+    std::thread::sleep(Duration::from_millis(50));
+    for b in held.drain(..3) {
+        b.release(Fence::Sync).unwrap();
+    }
+    let deadline = std::time::Instant::now() + BOUND;
+    // Five held, three refilled: every slot leased (held ones count as leased too).
+    while leased(&p) < D {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the three released slots were never refilled: {:?}",
+            p.stats().device_slots
+        );
+        std::thread::yield_now();
+    }
+    for (i, b) in held.iter().enumerate() {
+        assert_eq!(b.seq(), 3 + i as u64);
+    }
+    drop(held);
+    let mut seq = D as u64;
+    while let Some(b) = p.pop().unwrap() {
+        assert_eq!(b.seq(), seq);
+        check_batch(b.bytes(), b.seq(), b.samples(), SAMPLE, PER);
+        seq += 1;
+    }
+    assert_eq!(seq, 4 * D as u64);
+}
+
 /// Enqueues on `stream` a "kernel" that reads `first`'s device slot (batch 0, of `per`
 /// samples); the flag, once the stream has run it, says whether it saw batch 0 whole.
 fn read_batch_0_on(stream: &CpuStream, first: &pinring::Batch, per: usize) -> Arc<AtomicBool> {

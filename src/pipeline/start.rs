@@ -193,6 +193,7 @@ where
         enqueued_at: Vec::new(),
         cadence: Cadence::new(config.settings.spin),
         slot_wait: None,
+        patience: crate::copy_thread::PATIENCE_MIN,
     };
     Ok(Parts {
         pipeline,

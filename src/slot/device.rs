@@ -126,6 +126,12 @@ impl<F> DeviceSlots<F> {
         }
     }
 
+    /// Whether every release wakes the copy thread (fewer than four device slots).
+    #[inline]
+    pub(crate) fn releases_wake(&self) -> bool {
+        self.wake.eager()
+    }
+
     /// Copy thread, before it pushes a run's tokens: a pop's request is served.
     #[inline]
     pub(crate) fn served(&self) {

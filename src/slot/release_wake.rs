@@ -42,8 +42,11 @@
 //! wakes. Each wake follows its RMW, so the park protocol's pairing (`src/park.rs`) holds.
 //! A consumer that holds leases, releases some (from any thread) and pops gets its batch.
 //! A consumer that releases fewer than `threshold` slots and then waits for them to refill
-//! without popping (polling `stats()`, say) waits until it pops or releases more: only
-//! `pop`, `pop_for` and `try_pop` ask. Model 13 (`lazy_release_wake`, four device slots,
+//! without popping (polling `stats()`, say) would wait until it pops or releases more
+//! (only `pop`, `pop_for` and `try_pop` ask), so the copy thread's wait for a device slot
+//! is bounded here: it looks again after 1 ms, then after twice as long each time it found
+//! nothing, up to 64 ms (`src/copy_thread.rs`), and such a consumer's slots refill within
+//! about a millisecond while a stalled one costs a few wake-ups a second. Model 13 (`lazy_release_wake`, four device slots,
 //! two releases from another thread while the consumer pops twice) checks it, with a twin
 //! whose pop asks without waking ("deadlock").
 
@@ -82,7 +85,7 @@ impl ReleaseWake {
     /// Whether every release wakes (fewer than four device slots): then nothing is
     /// counted.
     #[inline]
-    fn eager(&self) -> bool {
+    pub(crate) fn eager(&self) -> bool {
         self.threshold == 1
     }
 

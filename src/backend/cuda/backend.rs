@@ -11,7 +11,7 @@ use super::completion::{Completion, Parking};
 use super::context::{self, Bound};
 use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
-use super::fence::{CudaBinding, CudaFence};
+use super::fence::{CudaBinding, CudaFence, FenceOrder};
 use super::handles::{CuEvent, CuStream};
 use super::options::{CopyCalls, CudaOptions};
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
@@ -36,16 +36,14 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 ///   boundary, so that a run of consecutive batches lies in the device slots as in the
 ///   host ring and copies in one `cuMemcpyHtoDAsync` (each batch keeps its READY event).
 /// - One non-blocking copy stream, driven by the pipeline's copy thread alone.
-/// - Events, all created once with timing disabled and reused (none is created per
-///   batch): READY(d) per device slot (recorded after each copy into it; a plain event,
-///   for stream-side waits), COPIED(h) per host slot (recorded after each run of copies out
-///   of host slots from h; plain too: a completion thread of the backend's follows them in
+/// - Events, created once with timing disabled and reused (none per batch): READY(d) per
+///   device slot (recorded after each copy into it; plain, for stream-side waits), COPIED(h)
+///   per host slot (recorded after each run of copies out of host slots from h; plain too: a completion thread of the backend's follows them in
 ///   order, spinning briefly and then waiting in the driver, parked on PARKED, its one
 ///   blocking-sync event, on a stream of its own; it publishes the copy count, which wakes
-///   the copy thread and any [`Batch::synchronize`] waiting), FENCE(d) per device slot
-///   (what a release captured) and LINK(d) per device slot (joins several streams into it).
-///
-/// [`Batch::synchronize`]: crate::Batch::synchronize
+///   the copy thread and any [`Batch::synchronize`](crate::Batch::synchronize) waiting),
+///   FENCE(d) per device slot (what a release captured) and LINK(d) per device slot (joins
+///   several streams into it).
 /// - One non-blocking fence stream per device slot, for [`Fence::Event`], releases of a
 ///   batch bound to several streams, and the poison mode.
 ///
@@ -55,25 +53,23 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// - [`Fence::Stream(s)`](crate::Fence::Stream): `cuEventRecord(FENCE(d), s)`. `s` must belong
 ///   to the pipeline's context (otherwise [`Error::Fence`]).
 /// - [`Fence::Event(e)`](crate::Fence::Event): `cuStreamWaitEvent(fence_stream(d), e)` then
-///   `cuEventRecord(FENCE(d), fence_stream(d))`, so FENCE(d) stands for `e`'s record as it
-///   was at release time even if the caller records `e` again later, and a late `e`
-///   stalls only slot `d`. `e` may belong to another context or device.
+///   `cuEventRecord(FENCE(d), fence_stream(d))`: FENCE(d) stands for `e`'s record at release
+///   time (a later record of `e` changes nothing), a late `e` stalls only slot `d`, and `e`
+///   may belong to another context or device.
 /// - [`Fence::Sync`] captures nothing (it covers every stream, by the caller's promise).
 /// - [`Fence::Bound`] captures what a drop of the bound batch would: the streams it is bound
 ///   to (by `wait_on`, and the declared consumer stream every `pop` binds).
 ///
-/// A release on a stream the batch is bound to skips the check of the stream's context
-/// (`cuStreamGetCtx`): binding the stream checked it.
+/// A release on a stream the batch is bound to skips the context check (`cuStreamGetCtx`).
 ///
 /// A batch bound with [`Batch::wait_on`](crate::Batch::wait_on) to streams the fence does
 /// not name is fenced on each of them too: for every such stream `b`,
 /// `cuEventRecord(LINK(d), b)` and `cuStreamWaitEvent(fence_stream(d), LINK(d))` (each wait
-/// takes LINK's record as it stands, so one event serves every stream), then FENCE(d) is
-/// recorded on the fence stream after the fence's own wait. A batch bound to one stream
-/// and released on it (the common case) costs one record, as before.
+/// takes LINK's record as it stands: one event serves every stream), then FENCE(d) on the
+/// fence stream after the fence's own wait. Bound to one stream and released on it: one record.
 ///
-/// Before the next copy into slot `d` the copy thread queries FENCE(d) and, unless it has
-/// completed, enqueues `cuStreamWaitEvent(copy_stream, FENCE(d))`. Nothing here blocks.
+/// Before the next copy into slot `d` the copy thread enqueues `cuStreamWaitEvent(copy_stream,
+/// FENCE(d))` unless FENCE(d) is covered or completed (`wait_fence`). Nothing here blocks.
 ///
 /// [`Batch::wait_on`](crate::Batch::wait_on) refuses a stream of another context (its
 /// release could not be fenced on it). A bound batch dropped unreleased is fenced on its
@@ -82,9 +78,8 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// bound to more streams than it keeps (4), it is fenced conservatively instead. A batch
 /// dropped unreleased and unbound is fenced conservatively: the dropping thread calls
 /// `cuCtxSynchronize` on the pipeline's context, which blocks it until every stream of the
-/// context has drained — as long as the longest queued kernel — and stalls the copies too.
-/// Release explicitly or bind with `wait_on` to avoid it. Work in *another* context is not
-/// covered: release such batches with a fence.
+/// context has drained and stalls the copies too (release explicitly or bind with `wait_on`
+/// to avoid it). Work in *another* context is not covered: release such batches fenced.
 ///
 /// # Poison mode
 ///
@@ -94,8 +89,7 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// `cuEventRecord(FENCE(d))`: the slot is filled once the consumer's work is done, without
 /// waiting for its next use, and its next copy waits for the fill. It costs three driver
 /// calls per release on the releasing thread and one memset of the slot per batch on the
-/// device (a device-memory write at its bandwidth, beside the H2D copies); measure it with
-/// the GPU suite's `poison_mode_cost` (tests/gpu).
+/// device; the GPU suite's `poison_mode_cost` (tests/gpu) measures it.
 ///
 /// # Contexts
 ///
@@ -133,18 +127,17 @@ pub struct Cuda {
     /// COPIED(h): recorded on the copy stream after each copy run that starts at host slot
     /// h (one per run, after its last batch); plain; the completion thread follows them.
     copied: Box<[Owned<Event>]>,
-    /// PARKED (one, blocking-sync) and the stream it is recorded on: the completion
-    /// thread's own, for its wait in the driver (completion.rs); held here so that they
-    /// are freed (or leaked) with the rest, after the thread is stopped.
+    /// PARKED (one, blocking-sync) and its stream: the completion thread's, for its wait in
+    /// the driver (completion.rs); held here to be freed (or leaked) with the rest.
     _parked: Box<[Owned<Event>]>,
     _parking_stream: Owned<Stream>,
     /// FENCE(d): what a release of slot d captured.
     fence: Box<[Owned<Event>]>,
-    /// LINK(d): recorded on each of several streams a release of slot d fences on, each
-    /// record waited on by slot d's fence stream at once.
+    /// The places of FENCE records made straight on streams; which the copy stream is behind.
+    order: FenceOrder,
+    /// LINK(d): recorded on each stream a release of slot d fences on, waited on at once.
     link: Box<[Owned<Event>]>,
-    /// Per-slot streams a release waits on (the caller's event, several streams' LINK
-    /// records) before recording FENCE(d) there; the poison mode's fills run on them too.
+    /// Per-slot streams a release joins waits on before recording FENCE(d); poison fills.
     fence_streams: Box<[Owned<Stream>]>,
     /// The one copy stream, driven by the pipeline's copy thread.
     copy_stream: Owned<Stream>,
@@ -172,8 +165,7 @@ impl fmt::Debug for Cuda {
 
 impl Cuda {
     /// How many CUDA devices this process sees, or why it sees none (no driver library, no
-    /// device, a driver error). Never panics; use it to choose between this backend and
-    /// the cpu one.
+    /// device, a driver error). Never panics: choose between this backend and the cpu one.
     pub fn device_count() -> Result<usize> {
         driver::load()?;
         result::init().call("cuInit")?;
@@ -197,9 +189,8 @@ impl Cuda {
         self.ctx.cu_ctx()
     }
 
-    /// The registered host ring: its base address and length in bytes. For measurements
-    /// against the pipeline's own pinned memory; the ring's bytes belong to the pipeline
-    /// (decode workers write them), so only read from it while the pipeline is idle.
+    /// The registered host ring: its base address and length in bytes, for measurements.
+    /// Its bytes are the pipeline's (decode writes them): read only while it is idle.
     pub fn host_ring(&self) -> (*const u8, usize) {
         let ring = self.registration.ring();
         (ring.base().cast_const(), ring.len())
@@ -426,6 +417,7 @@ impl Ops for Cuda {
             completion,
             copies: Copies::new(options.copies),
             fence,
+            order: FenceOrder::default(),
             link,
             fence_streams,
             copy_stream,
@@ -441,28 +433,32 @@ impl Ops for Cuda {
         true
     }
 
-    /// A fence already complete needs no stream-side wait (FENCE(d)'s latest record is the
-    /// release's), and the consumer's next record of an event no other thread waited on
-    /// costs about half (ARCHITECTURE.md §7, "Why the copy thread queries a fence first").
+    /// No stream-side wait for a fence already complete (FENCE(d)'s latest record is the
+    /// release's) or one the copy stream is behind (a later record of that thread on that
+    /// stream completed or was waited on; the copy thread hands a run's fences newest
+    /// first): ARCHITECTURE.md §7, "Why the copy thread queries a fence first".
     fn wait_fence(&self, _: &CopyRole, d: DeviceIdx, fence: CudaFence) -> Result<()> {
-        if fence.recorded {
-            self.bind_copy_thread()?;
-            // SAFETY: a live event of this backend (a query needs no current context).
-            match unsafe { result::event::query(self.fence[d.0].raw()) } {
-                Ok(()) => return Ok(()),
-                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => {}
-                Err(e) => return Err(e).call("cuEventQuery"),
-            }
+        if !fence.recorded || fence.on.is_some_and(|on| self.order.covers(on)) {
+            return Ok(());
+        }
+        self.bind_copy_thread()?;
+        // SAFETY: a live event of this backend (a query needs no current context).
+        match unsafe { result::event::query(self.fence[d.0].raw()) } {
+            Ok(()) => {}
             // SAFETY: live handles of this backend; FENCE(d) was recorded by the release
             // that published `fence` (happens-before this call: the backend contract).
-            unsafe {
+            Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => unsafe {
                 result::stream::wait_event(
                     self.copy_stream.raw(),
                     self.fence[d.0].raw(),
                     CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
                 )
             }
-            .call("cuStreamWaitEvent")?;
+            .call("cuStreamWaitEvent")?,
+            Err(e) => return Err(e).call("cuEventQuery"),
+        }
+        if let Some(on) = fence.on {
+            self.order.cover(on);
         }
         Ok(())
     }
@@ -585,7 +581,7 @@ impl Ops for Cuda {
     }
 
     fn capture_sync(&self, _d: DeviceIdx) -> CudaFence {
-        CudaFence { recorded: false }
+        CudaFence::NONE
     }
 
     /// FENCE(d) recorded on `stream` when the batch is bound to no other stream (the
@@ -610,10 +606,10 @@ impl Ops for Cuda {
         if self.link_bound(d, bound, here, covered)? {
             self.link(d, stream.raw())?;
             self.record_fence(d, self.fence_streams[d.0].raw())?;
-        } else {
-            self.record_fence(d, stream.raw())?;
+            return Ok(CudaFence::LINKED);
         }
-        Ok(CudaFence { recorded: true })
+        self.record_fence(d, stream.raw())?;
+        Ok(CudaFence::on(self.order.recorded(stream.raw() as usize)))
     }
 
     /// Slot d's fence stream waits on `event` (of any context) and on every bound stream,
@@ -628,7 +624,7 @@ impl Ops for Cuda {
         self.link_bound(d, bound, None, |_| false)?;
         self.fence_stream_waits(d, event.raw())?;
         self.record_fence(d, self.fence_streams[d.0].raw())?;
-        Ok(CudaFence { recorded: true })
+        Ok(CudaFence::LINKED)
     }
 
     /// Fences on the bound streams (one: FENCE(d) recorded on it; several: linked through
@@ -646,7 +642,11 @@ impl Ops for Cuda {
                 if recorded {
                     self.record_fence(d, self.fence_streams[d.0].raw())?;
                 }
-                Ok(CudaFence { recorded })
+                Ok(if recorded {
+                    CudaFence::LINKED
+                } else {
+                    CudaFence::NONE
+                })
             })
         };
         fenced.unwrap_or_else(|_| self.capture_conservative(d))
@@ -660,7 +660,7 @@ impl Ops for Cuda {
             // needed either.
             let _ = result::ctx::synchronize();
         }
-        CudaFence { recorded: false }
+        CudaFence::NONE
     }
 
     /// On slot d's fence stream: waits for FENCE(d) (when a fence was captured), fills the
@@ -687,11 +687,11 @@ impl Ops for Cuda {
             return fence;
         }
         if self.record_fence(d, stream).is_ok() {
-            return CudaFence { recorded: true };
+            return CudaFence::LINKED;
         }
         // The context is bound (above); a failure means it is dead, and nothing runs.
         let _ = result::ctx::synchronize();
-        CudaFence { recorded: false }
+        CudaFence::NONE
     }
 
     fn device_ptr(&self, d: DeviceIdx) -> CUdeviceptr {

@@ -1,13 +1,96 @@
 //! What the cuda backend keeps of a release and of a bound stream: [`CudaFence`], whether
-//! FENCE(d) was recorded, and [`CudaBinding`], a stream a batch was bound to with `wait_on`.
+//! FENCE(d) was recorded (and where, when straight on a stream), [`CudaBinding`], a stream
+//! a batch was bound to with `wait_on`, and [`FenceOrder`], which of those records the copy
+//! stream already has behind it.
 
 use super::handles::CuStream;
-use crate::sync::native::ThreadId;
+use crate::sync::native::{current_thread, AtomicU64, Mutex, Ordering, ThreadId};
 
 /// A release fence as the cuda backend captured it: whether FENCE(d) was recorded.
 #[derive(Debug)]
 pub struct CudaFence {
     pub(super) recorded: bool,
+    /// Where, when the release recorded FENCE(d) straight on the stream it was given.
+    pub(super) on: Option<RecordedOn>,
+}
+
+impl CudaFence {
+    /// Nothing recorded (`Fence::Sync`, a conservative fence).
+    pub(super) const NONE: CudaFence = CudaFence {
+        recorded: false,
+        on: None,
+    };
+    /// FENCE(d) recorded on slot d's fence stream, after the waits it joins.
+    pub(super) const LINKED: CudaFence = CudaFence {
+        recorded: true,
+        on: None,
+    };
+
+    /// FENCE(d) recorded straight on a stream, at `on`.
+    pub(super) fn on(on: RecordedOn) -> CudaFence {
+        CudaFence {
+            recorded: true,
+            on: Some(on),
+        }
+    }
+}
+
+/// A record of FENCE(d) straight on a stream: the stream, the releasing thread, and the
+/// record's place in [`FenceOrder`]'s count. Two records of one thread on one stream are in
+/// the stream in the order of their places: the later one's completion implies the other's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RecordedOn {
+    stream: usize,
+    thread: ThreadId,
+    place: u64,
+}
+
+impl RecordedOn {
+    fn same_stream(&self, other: &RecordedOn) -> bool {
+        self.stream == other.stream && self.thread == other.thread
+    }
+}
+
+/// The places of direct fence records, and the latest of them the copy stream is known to
+/// be behind (completed, or waited on stream-side): the copy thread then skips every
+/// earlier record of that thread on that stream without touching its event.
+#[derive(Debug, Default)]
+pub(super) struct FenceOrder {
+    /// Relaxed: a place is compared only with places the same thread took (one thread's
+    /// RMWs on one atomic come in its program order); it orders nothing else.
+    next: AtomicU64,
+    /// Touched by the copy thread only (the lock is never contended).
+    covered: Mutex<Option<RecordedOn>>,
+}
+
+impl FenceOrder {
+    /// The place of a record the calling thread just made on `stream`.
+    pub(super) fn recorded(&self, stream: usize) -> RecordedOn {
+        RecordedOn {
+            stream,
+            thread: current_thread().id(),
+            place: self.next.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Copy thread: whether the copy stream is already behind `on`.
+    pub(super) fn covers(&self, on: RecordedOn) -> bool {
+        self.lock()
+            .is_some_and(|c| c.same_stream(&on) && c.place >= on.place)
+    }
+
+    /// Copy thread: the copy stream is behind `on` (its record completed, or the copy
+    /// stream waits for it).
+    pub(super) fn cover(&self, on: RecordedOn) {
+        let mut covered = self.lock();
+        if !covered.is_some_and(|c| c.same_stream(&on) && c.place >= on.place) {
+            *covered = Some(on);
+        }
+    }
+
+    fn lock(&self) -> crate::sync::native::MutexGuard<'_, Option<RecordedOn>> {
+        self.covered.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// What a batch bound with `wait_on` remembers of one stream.
@@ -37,5 +120,37 @@ impl CudaBinding {
     /// per-thread default stream).
     pub(super) fn recordable_by(&self, here: ThreadId) -> bool {
         self.thread.is_none_or(|t| t == here)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_covered_record_covers_the_older_records_of_its_thread_on_its_stream_only() {
+        let order = FenceOrder::default();
+        let (a, b, c) = (order.recorded(1), order.recorded(1), order.recorded(1));
+        let other_stream = order.recorded(2);
+        let other_thread = std::thread::scope(|s| s.spawn(|| order.recorded(1)).join().unwrap());
+        assert!(!order.covers(a), "nothing covered yet");
+        order.cover(b);
+        assert!(
+            order.covers(a) && order.covers(b),
+            "b and what came before it on stream 1"
+        );
+        assert!(!order.covers(c), "c came after b");
+        assert!(!order.covers(other_stream), "another stream");
+        assert!(
+            !order.covers(other_thread),
+            "another thread's record on the same stream"
+        );
+        order.cover(a);
+        assert!(order.covers(b), "an older cover does not undo a newer one");
+        order.cover(other_stream);
+        assert!(
+            order.covers(other_stream) && !order.covers(a),
+            "one stream remembered"
+        );
     }
 }
