@@ -218,10 +218,9 @@ impl<B: Backend> Copier<B> {
             control
                 .copier
                 .wait(control.spin(), deadline, progress, || control.stopped())
-        } else if spinning {
-            (control.copier).wait_spinning(control.spin(), deadline, progress, || control.stopped())
         } else {
-            (control.copier).wait(control.spin(), deadline, progress, || control.stopped())
+            let stopped = || control.stopped();
+            (control.copier).wait_with(control.spin(), spinning, deadline, progress, stopped)
         }
     }
 

@@ -109,23 +109,18 @@ impl ParkSlot {
         &self,
         spin: Duration,
         deadline: Option<Instant>,
-        mut ready: impl FnMut() -> bool,
-        mut stopped: impl FnMut() -> bool,
+        ready: impl FnMut() -> bool,
+        stopped: impl FnMut() -> bool,
     ) -> Waited {
-        if ready() {
-            return Waited::Ready;
-        }
-        if stopped() {
-            return Waited::Stopped;
-        }
-        self.wait_with(self.budget(spin), deadline, ready, stopped)
+        self.wait_with(spin, false, deadline, ready, stopped)
     }
 
-    /// As [`wait`](Self::wait), spinning for `spin` whatever the spin rate says: for a
-    /// waiter that slept until just before its condition is expected (`src/cadence.rs`).
-    pub(crate) fn wait_spinning(
+    /// As [`wait`](Self::wait); `forced`: spins for `spin` whatever the spin rate says (for
+    /// a waiter that slept until just before its condition is expected: `src/cadence.rs`).
+    pub(crate) fn wait_with(
         &self,
         spin: Duration,
+        forced: bool,
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> bool,
         mut stopped: impl FnMut() -> bool,
@@ -136,17 +131,7 @@ impl ParkSlot {
         if stopped() {
             return Waited::Stopped;
         }
-        self.wait_with(spin, deadline, ready, stopped)
-    }
-
-    /// The spin phase for `budget`, then the park phase.
-    fn wait_with(
-        &self,
-        budget: Duration,
-        deadline: Option<Instant>,
-        mut ready: impl FnMut() -> bool,
-        mut stopped: impl FnMut() -> bool,
-    ) -> Waited {
+        let budget = if forced { spin } else { self.budget(spin) };
         let start = Instant::now();
         let spun = self.spin(start, budget, deadline, &mut ready, &mut stopped);
         if !budget.is_zero() {
