@@ -23,7 +23,7 @@ const POLL: Duration = Duration::from_micros(20);
 /// releases wake it lazily (src/slot/release_wake.rs); doubled after each look that found
 /// nothing, up to [`PATIENCE_MAX`].
 pub(crate) const PATIENCE_MIN: Duration = Duration::from_millis(1);
-const PATIENCE_MAX: Duration = Duration::from_millis(64);
+const PATIENCE_MAX: Duration = Duration::from_millis(16);
 
 /// Most batches one copy run takes.
 const MAX_RUN: usize = 16;
@@ -165,7 +165,13 @@ impl<B: Backend> Copier<B> {
                 now
             }
         };
-        let lead = self.cadence.lead();
+        // Only where every release wakes the copy thread: with lazy wakes a release below the
+        // threshold costs no unpark, and a spin for each would undo their batching.
+        let lead = if self.device.slots.releases_wake() {
+            self.cadence.lead()
+        } else {
+            Duration::ZERO
+        };
         let wake = since + lead;
         let slept = now < wake;
         if slept {
@@ -183,8 +189,12 @@ impl<B: Backend> Copier<B> {
         } else {
             self.wait(next, retired, slept, deadline)
         };
+        // Only the patience's own deadline lengthens it (not the short polls of a backend
+        // that does not notify copy completion).
+        let patient = deadline.is_some_and(|d| Instant::now() >= d);
         self.patience = match waited {
-            Waited::TimedOut => (self.patience * 2).min(PATIENCE_MAX),
+            Waited::TimedOut if patient => (self.patience * 2).min(PATIENCE_MAX),
+            Waited::TimedOut => self.patience,
             _ => PATIENCE_MIN,
         };
         if self.device.slots.can_take(next) {
@@ -270,16 +280,21 @@ impl<B: Backend> Copier<B> {
         }
         // The run's fences newest first: a backend that knows one record's completion implies
         // an older one's (cuda: one thread's records on one stream) then skips the older.
+        // Each is handed over even after one failed, so that the teardown, which waits for
+        // the copy stream, still waits for every reader of these slots.
+        let mut failed = None;
         for i in (0..batches as u64).rev() {
             if let Some(fence) = fences[i as usize].take() {
                 let fenced = self.control.span_start();
                 let slot = device.slots.idx(k + i);
-                device
-                    .backend
-                    .wait_fence(&self.role, slot, fence)
-                    .map_err(|e| (k, e))?;
+                if let Err(e) = device.backend.wait_fence(&self.role, slot, fence) {
+                    failed.get_or_insert(e);
+                }
                 (self.control).span(fenced, Kind::FenceWait, Track::Copy, k + i, slot.0 as u32);
             }
+        }
+        if let Some(e) = failed {
+            return Err((k, e));
         }
         let run = CopyRun {
             first: k,

@@ -45,8 +45,9 @@
 //! without popping (polling `stats()`, say) would wait until it pops or releases more
 //! (only `pop`, `pop_for` and `try_pop` ask), so the copy thread's wait for a device slot
 //! is bounded here: it looks again after 1 ms, then after twice as long each time it found
-//! nothing, up to 64 ms (`src/copy_thread.rs`), and such a consumer's slots refill within
-//! about a millisecond while a stalled one costs a few wake-ups a second. Model 13 (`lazy_release_wake`, four device slots,
+//! nothing, up to 16 ms (`src/copy_thread.rs`). Such a consumer's slots refill within 1 ms
+//! of a release that follows a refill, within 16 ms after a longer pause; a stalled consumer
+//! costs about 60 wake-ups a second. Model 13 (`lazy_release_wake`, four device slots,
 //! two releases from another thread while the consumer pops twice) checks it, with a twin
 //! whose pop asks without waking ("deadlock").
 

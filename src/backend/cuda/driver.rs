@@ -53,6 +53,7 @@ const ENTRY_POINTS: &[&str] = &[
     "cuStreamSynchronize",
     "cuStreamWaitEvent",
     "cuStreamGetCtx",
+    "cuStreamGetId",
     "cuEventCreate",
     "cuEventDestroy_v2",
     "cuEventRecord",

@@ -3,6 +3,8 @@
 //! a batch was bound to with `wait_on`, and [`FenceOrder`], which of those records the copy
 //! stream already has behind it.
 
+use cudarc::driver::sys;
+
 use super::handles::CuStream;
 use crate::sync::native::{current_thread, AtomicU64, Mutex, Ordering, ThreadId};
 
@@ -26,21 +28,20 @@ impl CudaFence {
         on: None,
     };
 
-    /// FENCE(d) recorded straight on a stream, at `on`.
-    pub(super) fn on(on: RecordedOn) -> CudaFence {
-        CudaFence {
-            recorded: true,
-            on: Some(on),
-        }
+    /// FENCE(d) recorded straight on a stream, at `on` where its place is known.
+    pub(super) fn at(on: Option<RecordedOn>) -> CudaFence {
+        CudaFence { recorded: true, on }
     }
 }
 
-/// A record of FENCE(d) straight on a stream: the stream, the releasing thread, and the
-/// record's place in [`FenceOrder`]'s count. Two records of one thread on one stream are in
-/// the stream in the order of their places: the later one's completion implies the other's.
+/// A record of FENCE(d) straight on a stream: the stream (its `cuStreamGetId`, unique for
+/// the process's life, not its handle, which a stream made after one destroyed may reuse
+/// while the old one's work still runs), the releasing thread, and the record's place in
+/// [`FenceOrder`]'s count. Two records of one thread on one stream are in the stream in the
+/// order of their places: the later one's completion implies the other's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RecordedOn {
-    stream: usize,
+    stream: u64,
     thread: ThreadId,
     place: u64,
 }
@@ -59,13 +60,25 @@ pub(super) struct FenceOrder {
     /// Relaxed: a place is compared only with places the same thread took (one thread's
     /// RMWs on one atomic come in its program order); it orders nothing else.
     next: AtomicU64,
-    /// Touched by the copy thread only (the lock is never contended).
+    /// Touched by the copy thread (and by the teardown's hand-over of pending fences, after
+    /// it): never contended.
     covered: Mutex<Option<RecordedOn>>,
 }
 
 impl FenceOrder {
-    /// The place of a record the calling thread just made on `stream`.
-    pub(super) fn recorded(&self, stream: usize) -> RecordedOn {
+    /// The place of a record the calling thread just made on `stream`, or `None` where the
+    /// stream's id cannot be had (the fence is then queried on its own).
+    pub(super) fn recorded(&self, stream: sys::CUstream) -> Option<RecordedOn> {
+        let mut id = 0u64;
+        // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract) and
+        // its context is bound (the caller's record on it just succeeded).
+        unsafe { sys::cuStreamGetId(stream, &mut id) }
+            .result()
+            .ok()?;
+        Some(self.place(id))
+    }
+
+    fn place(&self, stream: u64) -> RecordedOn {
         RecordedOn {
             stream,
             thread: current_thread().id(),
@@ -130,9 +143,9 @@ mod tests {
     #[test]
     fn a_covered_record_covers_the_older_records_of_its_thread_on_its_stream_only() {
         let order = FenceOrder::default();
-        let (a, b, c) = (order.recorded(1), order.recorded(1), order.recorded(1));
-        let other_stream = order.recorded(2);
-        let other_thread = std::thread::scope(|s| s.spawn(|| order.recorded(1)).join().unwrap());
+        let (a, b, c) = (order.place(1), order.place(1), order.place(1));
+        let other_stream = order.place(2);
+        let other_thread = std::thread::scope(|s| s.spawn(|| order.place(1)).join().unwrap());
         assert!(!order.covers(a), "nothing covered yet");
         order.cover(b);
         assert!(
