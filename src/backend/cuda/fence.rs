@@ -47,8 +47,10 @@ pub(super) struct RecordedOn {
 }
 
 impl RecordedOn {
-    fn same_stream(&self, other: &RecordedOn) -> bool {
-        self.stream == other.stream && self.thread == other.thread
+    /// Whether this record's completion implies `other`'s: the same thread, the same stream,
+    /// and `other` no later.
+    fn implies(&self, other: &RecordedOn) -> bool {
+        self.stream == other.stream && self.thread == other.thread && self.place >= other.place
     }
 }
 
@@ -88,15 +90,14 @@ impl FenceOrder {
 
     /// Copy thread: whether the copy stream is already behind `on`.
     pub(super) fn covers(&self, on: RecordedOn) -> bool {
-        self.lock()
-            .is_some_and(|c| c.same_stream(&on) && c.place >= on.place)
+        self.lock().is_some_and(|c| c.implies(&on))
     }
 
     /// Copy thread: the copy stream is behind `on` (its record completed, or the copy
     /// stream waits for it).
     pub(super) fn cover(&self, on: RecordedOn) {
         let mut covered = self.lock();
-        if !covered.is_some_and(|c| c.same_stream(&on) && c.place >= on.place) {
+        if !covered.is_some_and(|c| c.implies(&on)) {
             *covered = Some(on);
         }
     }
