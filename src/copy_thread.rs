@@ -165,9 +165,11 @@ impl<B: Backend> Copier<B> {
                 now
             }
         };
-        // Only where every release wakes the copy thread: with lazy wakes a release below the
-        // threshold costs no unpark, and a spin for each would undo their batching.
-        let lead = if self.device.slots.releases_wake() {
+        // The cadence only where every release wakes the copy thread: with lazy wakes a
+        // release below the threshold costs no unpark, and a spin for each would undo their
+        // batching. There, instead, the patience below.
+        let eager = self.device.slots.releases_wake();
+        let lead = if eager {
             self.cadence.lead()
         } else {
             Duration::ZERO
@@ -181,7 +183,7 @@ impl<B: Backend> Copier<B> {
         // A release below the lazy wake's threshold does not wake a parked copy thread:
         // it looks again after its patience (a consumer that waits without popping). Not
         // under the model checker, whose model 13 checks that the wakes alone suffice.
-        let deadline = (!cfg!(pinring_loom) && !self.device.slots.releases_wake())
+        let deadline = (!cfg!(pinring_loom) && !eager)
             .then(|| Instant::now().checked_add(self.patience))
             .flatten();
         let waited = if late {
@@ -198,7 +200,9 @@ impl<B: Backend> Copier<B> {
             _ => PATIENCE_MIN,
         };
         if self.device.slots.can_take(next) {
-            self.cadence.observe(lead, late, since.elapsed());
+            if eager {
+                self.cadence.observe(lead, late, since.elapsed());
+            }
             self.slot_wait = None;
         }
         waited
