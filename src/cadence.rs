@@ -29,8 +29,8 @@
 //! When a slow consumer suddenly speeds up, up to one sleep ([`MAX_CADENCE`] at most) of
 //! delay on each of the few waits the estimate takes to follow (each late sleep shortens it
 //! by a quarter; the slot released is refilled that much later), and a spin of up to the
-//! spin time per batch where a sleep ran (a consumer stepping every 100 µs: about 15–30 µs of the copy
-//! thread's core a step). Consumers slower than [`MAX_CADENCE`] a step are waited for as
+//! spin time per batch where a sleep ran (a consumer stepping every 100 µs: about 15–30 µs
+//! of the copy thread's core a step). Consumers slower than [`MAX_CADENCE`] a step are waited for as
 //! before: there the system call is a small share of a step, and a long unannounced sleep
 //! would delay a consumer that speeds up. The copy thread asks the kernel for a timer slack
 //! of 1 µs (its own, `PR_SET_TIMERSLACK`; the default is 50 µs) so that a sleep ends when

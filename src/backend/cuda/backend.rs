@@ -38,10 +38,10 @@ use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
 /// - One non-blocking copy stream, driven by the pipeline's copy thread alone.
 /// - Events, created once with timing disabled and reused (none per batch): READY(d) per
 ///   device slot (recorded after each copy into it; plain, for stream-side waits), COPIED(h)
-///   per host slot (recorded after each run of copies out of host slots from h; plain too: a completion thread of the backend's follows them in
-///   order, spinning briefly and then waiting in the driver, parked on PARKED, its one
-///   blocking-sync event, on a stream of its own; it publishes the copy count, which wakes
-///   the copy thread and any [`Batch::synchronize`](crate::Batch::synchronize) waiting),
+///   per host slot (after each run of copies out of host slots from h; plain too: the
+///   backend's completion thread follows them in order, spinning briefly and then waiting
+///   in the driver on PARKED, its one blocking-sync event, on a stream of its own; its copy
+///   count wakes the copy thread and any [`Batch::synchronize`](crate::Batch::synchronize)),
 ///   FENCE(d) per device slot (what a release captured) and LINK(d) per device slot (joins
 ///   several streams into it).
 /// - One non-blocking fence stream per device slot, for [`Fence::Event`], releases of a
