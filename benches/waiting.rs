@@ -63,14 +63,20 @@ impl Shard {
             .expect("config");
         Pipeline::new(config, decoder, sampler.iter()).expect("pipeline")
     }
+
+    /// A pipeline whose first `batches` batches were popped and released back to back.
+    fn warmed(&self, batches: usize) -> Pipeline {
+        let mut p = self.pipeline();
+        for _ in 0..batches {
+            let b = p.pop().unwrap().unwrap();
+            b.release(Fence::Sync).unwrap();
+        }
+        p
+    }
 }
 
 fn beside_slow_consumer(shard: &Shard) {
-    let mut p = shard.pipeline();
-    for _ in 0..10 {
-        let b = p.pop().unwrap().unwrap();
-        b.release(Fence::Sync).unwrap();
-    }
+    let mut p = shard.warmed(10);
     let steps = 100;
     let mark = CpuMark::now(p.stats().decode.busy).unwrap();
     for _ in 0..steps {
@@ -122,11 +128,7 @@ fn thread_cpu(name: &str) -> Duration {
 /// the copy thread waits for each release (src/cadence.rs sleeps it until just before
 /// one, then spins). The release's p50 and the copy thread's own CPU share.
 fn beside_100us_consumer(shard: &Shard) {
-    let mut p = shard.pipeline();
-    for _ in 0..200 {
-        let b = p.pop().unwrap().unwrap();
-        b.release(Fence::Sync).unwrap();
-    }
+    let mut p = shard.warmed(200);
     let steps = 5000;
     let mut releases = Vec::with_capacity(steps);
     let (copy0, t0) = (thread_cpu("pinring-copy"), Instant::now());
