@@ -609,7 +609,7 @@ impl Ops for Cuda {
             return Ok(CudaFence::LINKED);
         }
         self.record_fence(d, stream.raw())?;
-        Ok(CudaFence::at(self.order.recorded(stream.raw())))
+        Ok(CudaFence::at(self.order.recorded(stream.raw(), here)))
     }
 
     /// Slot d's fence stream waits on `event` (of any context) and on every bound stream,

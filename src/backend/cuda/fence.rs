@@ -68,22 +68,27 @@ pub(super) struct FenceOrder {
 }
 
 impl FenceOrder {
-    /// The place of a record the calling thread just made on `stream`, or `None` where the
-    /// stream's id cannot be had (the fence is then queried on its own).
-    pub(super) fn recorded(&self, stream: sys::CUstream) -> Option<RecordedOn> {
+    /// The place of a record the calling thread (`here`, where the caller knows it already)
+    /// just made on `stream`, or `None` where the stream's id cannot be had (the fence is
+    /// then queried on its own).
+    pub(super) fn recorded(
+        &self,
+        stream: sys::CUstream,
+        here: Option<ThreadId>,
+    ) -> Option<RecordedOn> {
         let mut id = 0u64;
         // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract) and
         // its context is bound (the caller's record on it just succeeded).
         unsafe { sys::cuStreamGetId(stream, &mut id) }
             .result()
             .ok()?;
-        Some(self.place(id))
+        Some(self.place(id, here.unwrap_or_else(|| current_thread().id())))
     }
 
-    fn place(&self, stream: u64) -> RecordedOn {
+    fn place(&self, stream: u64, thread: ThreadId) -> RecordedOn {
         RecordedOn {
             stream,
-            thread: current_thread().id(),
+            thread,
             place: self.next.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -144,9 +149,14 @@ mod tests {
     #[test]
     fn a_covered_record_covers_the_older_records_of_its_thread_on_its_stream_only() {
         let order = FenceOrder::default();
-        let (a, b, c) = (order.place(1), order.place(1), order.place(1));
-        let other_stream = order.place(2);
-        let other_thread = std::thread::scope(|s| s.spawn(|| order.place(1)).join().unwrap());
+        let me = current_thread().id();
+        let (a, b, c) = (order.place(1, me), order.place(1, me), order.place(1, me));
+        let other_stream = order.place(2, me);
+        let other_thread = std::thread::scope(|s| {
+            s.spawn(|| order.place(1, current_thread().id()))
+                .join()
+                .unwrap()
+        });
         assert!(!order.covers(a), "nothing covered yet");
         order.cover(b);
         assert!(
