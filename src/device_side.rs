@@ -13,7 +13,10 @@ use crate::slot::device::DeviceSlots;
 use crate::sync::native;
 use crate::trace::Trace;
 
-/// The backend and its device slots.
+/// The backend and its device slots. Aligned to 128 bytes, so that in the `Arc` every batch
+/// holds the reference counts (changed at each pop and each batch's drop) have a cache line
+/// to themselves, not one with the fields the copy thread reads.
+#[repr(align(128))]
 pub(crate) struct DeviceSide<B: Backend> {
     pub(crate) backend: B,
     pub(crate) slots: DeviceSlots<B::Captured>,

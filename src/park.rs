@@ -51,8 +51,11 @@ const CHECKS_PER_CLOCK_READ: u32 = 8;
 /// more: [`ParkSlot::with_room`]).
 const ROOM: usize = 4;
 
-/// Where the threads of one waiting role park.
+/// Where the threads of one waiting role park. On cache lines of its own (128 bytes, as
+/// `crossbeam_utils::CachePadded` pads on x86-64): its waiters and wakers write it, and the
+/// slots of other roles (and whatever else sits beside it) would share their misses.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct ParkSlot {
     /// Waiters between their announcement and the end of their park. Read-modify-written
     /// (AcqRel) by waiters and wakers alike; see the module docs for the pairing.

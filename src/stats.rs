@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
+
 use crate::config::NodeShare;
 use crate::slot::stamp::{DeviceState, HostState};
 use crate::source_tally::SourceStats;
@@ -422,23 +424,36 @@ impl StageCounters {
     }
 }
 
-/// Every counter of a pipeline.
+/// Every counter of a pipeline. Each writer's counters sit on cache lines of their own
+/// (`CachePadded`): the decode workers add to theirs on every item and the consumer to its
+/// own on every pop, and a counter beside another thread's would cost the pop a cache miss
+/// each time that thread wrote.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    pub(crate) source: StageCounters,
-    pub(crate) decode: StageCounters,
-    pub(crate) copy: StageCounters,
+    /// The feeder's.
+    pub(crate) source: CachePadded<StageCounters>,
+    /// The decode workers'.
+    pub(crate) decode: CachePadded<StageCounters>,
+    /// The copy thread's busy and waiting time.
+    pub(crate) copy: CachePadded<StageCounters>,
+    /// The consumer's.
+    pub(crate) consumer: CachePadded<ConsumerCounters>,
     /// Nanoseconds the copy thread waited with the next batch filled (for its device
     /// slot); Relaxed statistic.
     pub(crate) copy_device_wait: AtomicU64,
+    /// Copy runs enqueued; Relaxed statistic.
+    pub(crate) copies: AtomicU64,
     /// When the pipeline started.
     pub(crate) started: Instant,
+}
+
+/// What the consumer counts as it pops.
+#[derive(Debug, Default)]
+pub(crate) struct ConsumerCounters {
     /// Batches popped; Relaxed statistic.
     pub(crate) batches: AtomicU64,
     /// Bytes popped; Relaxed statistic.
     pub(crate) bytes: AtomicU64,
-    /// Copy runs enqueued; Relaxed statistic.
-    pub(crate) copies: AtomicU64,
     /// Pops that waited; Relaxed statistic.
     pub(crate) stalls: AtomicU64,
     /// Nanoseconds pops waited; Relaxed statistic.
@@ -448,16 +463,13 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn new() -> Self {
         Counters {
-            source: StageCounters::new(),
-            decode: StageCounters::new(),
-            copy: StageCounters::new(),
+            source: CachePadded::new(StageCounters::new()),
+            decode: CachePadded::new(StageCounters::new()),
+            copy: CachePadded::new(StageCounters::new()),
+            consumer: CachePadded::default(),
             copy_device_wait: AtomicU64::new(0),
-            started: Instant::now(),
-            batches: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
             copies: AtomicU64::new(0),
-            stalls: AtomicU64::new(0),
-            stall_ns: AtomicU64::new(0),
+            started: Instant::now(),
         }
     }
 }

@@ -235,7 +235,7 @@ impl<B: Backend> Pipeline<B> {
     }
 
     fn note_stall(&self, waited: Duration) {
-        let counters = &self.control.counters;
+        let counters = &self.control.counters.consumer;
         counters.stalls.fetch_add(1, native::Ordering::Relaxed);
         counters
             .stall_ns
@@ -285,7 +285,7 @@ impl<B: Backend> Pipeline<B> {
             Token::Batch { seq, slot, samples } => {
                 debug_assert_eq!(seq, self.next);
                 self.next = seq + 1;
-                let counters = &self.control.counters;
+                let counters = &self.control.counters.consumer;
                 counters.batches.fetch_add(1, native::Ordering::Relaxed);
                 counters.bytes.fetch_add(
                     (samples * self.device.sample_bytes) as u64,
@@ -386,8 +386,8 @@ impl<B: Backend> Pipeline<B> {
         let relaxed = native::Ordering::Relaxed;
         Stats {
             elapsed: c.started.elapsed(),
-            batches: c.batches.load(relaxed),
-            bytes: c.bytes.load(relaxed),
+            batches: c.consumer.batches.load(relaxed),
+            bytes: c.consumer.bytes.load(relaxed),
             source: c.source.snapshot(),
             decode: c.decode.snapshot(),
             decode_threads: self.decode_threads,
@@ -396,8 +396,8 @@ impl<B: Backend> Pipeline<B> {
             copy_waited_for_device_slot: Duration::from_nanos(c.copy_device_wait.load(relaxed)),
             transfer: self.device.backend.transfer_time(),
             copies: c.copies.load(relaxed),
-            consumer_stalls: c.stalls.load(relaxed),
-            consumer_stall_time: Duration::from_nanos(c.stall_ns.load(relaxed)),
+            consumer_stalls: c.consumer.stalls.load(relaxed),
+            consumer_stall_time: Duration::from_nanos(c.consumer.stall_ns.load(relaxed)),
             host_slots: self.host.states(),
             device_slots: self.device.slots.states(),
             sources: self

@@ -10,8 +10,10 @@ use super::info::{Head, SlotInfo};
 use super::release_wake::ReleaseWake;
 use super::stamp::{DeviceState, Stamp};
 
-/// One device slot's protocol state.
+/// One device slot's protocol state, on cache lines of its own: the consumer releases one
+/// slot while the copy thread takes its neighbours.
 #[derive(Debug)]
+#[repr(align(128))]
 struct DeviceSlot<F> {
     stamp: Stamp<DeviceState>,
     /// The release fence of the slot's last lease. Written by the releasing thread while

@@ -51,6 +51,8 @@
 //! two releases from another thread while the consumer pops twice) checks it, with a twin
 //! whose pop asks without waking ("deadlock").
 
+use crossbeam_utils::CachePadded;
+
 use crate::park::ParkSlot;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -68,8 +70,10 @@ pub(crate) struct ReleaseWake {
     /// Device slots RELEASED and not yet taken by the copy thread (in units of [`ONE`],
     /// signed: a take may come before the release counted it), and [`HURRY`]. Changed by
     /// RMWs only (AcqRel): a release's increment, the copy thread's decrement as it takes
-    /// a RELEASED slot and its clear of HURRY, a pop's set of HURRY.
-    state: AtomicUsize,
+    /// a RELEASED slot and its clear of HURRY, a pop's set of HURRY. On a cache line of its
+    /// own: the fields beside it in [`DeviceSlots`](super::device::DeviceSlots) are read by
+    /// both threads on every release.
+    state: CachePadded<AtomicUsize>,
     /// Released slots that wake the copy thread: `D / 2`, at least 1.
     threshold: usize,
 }
@@ -78,7 +82,7 @@ impl ReleaseWake {
     /// For `device_slots` slots.
     pub(crate) fn new(device_slots: usize) -> Self {
         ReleaseWake {
-            state: AtomicUsize::new(0),
+            state: CachePadded::new(AtomicUsize::new(0)),
             threshold: (device_slots / 2).max(1),
         }
     }

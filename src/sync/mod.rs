@@ -38,4 +38,11 @@ pub(crate) mod native {
     pub(crate) use std::thread::{current as current_thread, sleep, Builder, JoinHandle, ThreadId};
     pub(crate) use std::thread_local;
     pub(crate) use std::time::Instant;
+
+    /// The calling thread's id, kept in a thread-local: `current_thread().id()` takes (and
+    /// drops) a counted handle on the thread each time, on the release path.
+    pub(crate) fn current_thread_id() -> ThreadId {
+        thread_local!(static ID: ThreadId = current_thread().id());
+        ID.with(|id| *id)
+    }
 }

@@ -22,7 +22,7 @@ use crate::backend::contract::{
 use crate::error::{Error, Result};
 use crate::host_ring::HostRing;
 use crate::slot::index::DeviceIdx;
-use crate::sync::native::{current_thread, sleep, Arc, Instant, ThreadId};
+use crate::sync::native::{current_thread_id, sleep, Arc, Instant};
 
 /// The cuda backend's device side of one pipeline: a pinned host ring, side-stream H2D
 /// copies and event-fenced device slots, through the CUDA driver API (cudarc, loaded at
@@ -294,19 +294,17 @@ impl Cuda {
     /// covered already; when one cannot be recorded on from this thread (another thread's
     /// per-thread default stream) or the batch was bound to more streams than it kept,
     /// synchronizes the context instead, which covers them all (a host block). Returns
-    /// whether the fence stream now waits on something. The context must be bound; `here`
-    /// is the calling thread, where the caller knows it already.
+    /// whether the fence stream now waits on something. The context must be bound.
     fn link_bound(
         &self,
         d: DeviceIdx,
         bound: &BoundStreams<CudaBinding>,
-        here: Option<ThreadId>,
         skip: impl Fn(&CudaBinding) -> bool,
     ) -> Result<bool> {
         if bound.is_empty() {
             return Ok(false);
         }
-        let here = here.unwrap_or_else(|| current_thread().id());
+        let here = current_thread_id();
         if bound.overflowed() || bound.iter().any(|b| !b.recordable_by(here)) {
             result::ctx::synchronize().call("cuCtxSynchronize")?;
             return Ok(false);
@@ -569,7 +567,7 @@ impl Ops for Cuda {
         }
         Ok(CudaBinding {
             stream: stream.clone(),
-            thread: stream.is_per_thread().then(|| current_thread().id()),
+            thread: stream.is_per_thread().then(current_thread_id),
         })
     }
 
@@ -593,23 +591,26 @@ impl Ops for Cuda {
         stream: &CuStream,
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
-        // Which thread asks matters only for a per-thread default stream among the bound.
-        let here = (!bound.is_empty()).then(|| current_thread().id());
-        let covered = |b: &CudaBinding| here.is_some_and(|h| b.is(stream, h));
-        // A stream the batch is bound to was checked by `wait_on` (or when the pipeline
-        // started, for the declared one) and a stream's context never changes: one driver
-        // call less on the common path (bound to a stream, released on it).
-        if stream.is_relative() || !bound.iter().any(covered) {
+        let here = current_thread_id();
+        let covered = |b: &CudaBinding| b.is(stream, here);
+        if stream.is_relative() {
             self.stream_of_context(stream)?;
         }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        if self.link_bound(d, bound, here, covered)? {
+        let id = FenceOrder::id(stream.raw());
+        // Checked already: a stream the batch is bound to (by `wait_on`, or at start for the
+        // declared one) or an earlier release's (a stream's context never changes).
+        if !stream.is_relative() && !bound.iter().any(covered) && !self.order.of_context(id) {
+            self.stream_of_context(stream)?;
+            self.order.found_of_context(id);
+        }
+        if self.link_bound(d, bound, covered)? {
             self.link(d, stream.raw())?;
             self.record_fence(d, self.fence_streams[d.0].raw())?;
             return Ok(CudaFence::LINKED);
         }
         self.record_fence(d, stream.raw())?;
-        Ok(CudaFence::at(self.order.recorded(stream.raw(), here)))
+        Ok(CudaFence::at(self.order.recorded(id)))
     }
 
     /// Slot d's fence stream waits on `event` (of any context) and on every bound stream,
@@ -621,24 +622,23 @@ impl Ops for Cuda {
         bound: &BoundStreams<CudaBinding>,
     ) -> Result<CudaFence> {
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        self.link_bound(d, bound, None, |_| false)?;
+        self.link_bound(d, bound, |_| false)?;
         self.fence_stream_waits(d, event.raw())?;
         self.record_fence(d, self.fence_streams[d.0].raw())?;
         Ok(CudaFence::LINKED)
     }
 
     /// Fences on the bound streams (one: FENCE(d) recorded on it; several: linked through
-    /// slot d's fence stream); when that is not possible from this thread (another
-    /// thread's per-thread default stream, a legacy stream while another context is
-    /// current here, more streams than the batch kept) or a call fails, fences
-    /// conservatively.
+    /// slot d's fence stream); when that is not possible from this thread (another thread's
+    /// per-thread default stream, a legacy stream while another context is current here,
+    /// more streams than the batch kept) or a call fails, fences conservatively.
     fn capture_bound(&self, d: DeviceIdx, bound: &BoundStreams<CudaBinding>) -> CudaFence {
         let fenced = if bound.len() == 1 && !bound.overflowed() {
             let only = bound.iter().next().expect("one binding");
             self.capture_stream(d, &only.stream, bound)
         } else {
             Bound::new(self.ctx.cu_ctx()).and_then(|_bound| {
-                let recorded = self.link_bound(d, bound, None, |_| false)?;
+                let recorded = self.link_bound(d, bound, |_| false)?;
                 if recorded {
                     self.record_fence(d, self.fence_streams[d.0].raw())?;
                 }

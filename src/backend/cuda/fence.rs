@@ -3,10 +3,11 @@
 //! a batch was bound to with `wait_on`, and [`FenceOrder`], which of those records the copy
 //! stream already has behind it.
 
+use crossbeam_utils::CachePadded;
 use cudarc::driver::sys;
 
 use super::handles::CuStream;
-use crate::sync::native::{current_thread, AtomicU64, Mutex, Ordering, ThreadId};
+use crate::sync::native::{current_thread_id, AtomicU64, Mutex, Ordering, ThreadId};
 
 /// A release fence as the cuda backend captured it: whether FENCE(d) was recorded.
 #[derive(Debug)]
@@ -60,29 +61,45 @@ impl RecordedOn {
 #[derive(Debug, Default)]
 pub(super) struct FenceOrder {
     /// Relaxed: a place is compared only with places the same thread took (one thread's
-    /// RMWs on one atomic come in its program order); it orders nothing else.
-    next: AtomicU64,
+    /// RMWs on one atomic come in its program order); it orders nothing else. Taken by
+    /// every direct release: on a cache line of its own, away from `covered`.
+    next: CachePadded<AtomicU64>,
     /// Touched by the copy thread (and by the teardown's hand-over of pending fences, after
     /// it): never contended.
-    covered: Mutex<Option<RecordedOn>>,
+    covered: CachePadded<Mutex<Option<RecordedOn>>>,
+    /// The id (plus one; 0: none) of the last stream a direct release found to be of the
+    /// pipeline's context, so that releases on it skip `cuStreamGetCtx`. Relaxed: a stream's
+    /// context never changes and its id is never reused, so any value read is true.
+    of_context: AtomicU64,
 }
 
 impl FenceOrder {
-    /// The place of a record the calling thread (`here`, where the caller knows it already)
-    /// just made on `stream`, or `None` where the stream's id cannot be had (the fence is
-    /// then queried on its own).
-    pub(super) fn recorded(
-        &self,
-        stream: sys::CUstream,
-        here: Option<ThreadId>,
-    ) -> Option<RecordedOn> {
+    /// `stream`'s id (`cuStreamGetId`: unique for the process's life), or `None` where
+    /// the driver gives none. The stream's context (for the null, legacy and per-thread
+    /// handles, the pipeline's) must be bound.
+    pub(super) fn id(stream: sys::CUstream) -> Option<u64> {
         let mut id = 0u64;
-        // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract) and
-        // its context is bound (the caller's record on it just succeeded).
-        unsafe { sys::cuStreamGetId(stream, &mut id) }
-            .result()
-            .ok()?;
-        Some(self.place(id, here.unwrap_or_else(|| current_thread().id())))
+        // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract).
+        let got = unsafe { sys::cuStreamGetId(stream, &mut id) }.result();
+        got.ok().map(|()| id)
+    }
+
+    /// Whether an earlier release found stream `id` to be of the pipeline's context.
+    pub(super) fn of_context(&self, id: Option<u64>) -> bool {
+        id.is_some_and(|id| self.of_context.load(Ordering::Relaxed) == id.wrapping_add(1))
+    }
+
+    /// Stream `id` was found to be of the pipeline's context.
+    pub(super) fn found_of_context(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.of_context.store(id.wrapping_add(1), Ordering::Relaxed);
+        }
+    }
+
+    /// The place of a record the calling thread just made on stream `id`, or `None` where
+    /// the stream's id could not be had (the fence is then queried on its own).
+    pub(super) fn recorded(&self, id: Option<u64>) -> Option<RecordedOn> {
+        id.map(|id| self.place(id, current_thread_id()))
     }
 
     fn place(&self, stream: u64, thread: ThreadId) -> RecordedOn {
@@ -149,11 +166,11 @@ mod tests {
     #[test]
     fn a_covered_record_covers_the_older_records_of_its_thread_on_its_stream_only() {
         let order = FenceOrder::default();
-        let me = current_thread().id();
+        let me = current_thread_id();
         let (a, b, c) = (order.place(1, me), order.place(1, me), order.place(1, me));
         let other_stream = order.place(2, me);
         let other_thread = std::thread::scope(|s| {
-            s.spawn(|| order.place(1, current_thread().id()))
+            s.spawn(|| order.place(1, current_thread_id()))
                 .join()
                 .unwrap()
         });
