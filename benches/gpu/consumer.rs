@@ -14,6 +14,7 @@ use pinring_benches::percentile;
 use crate::harness::{s, Gpu, Res};
 use crate::nothing::nothing;
 use crate::report::row;
+use crate::small::PASSES;
 
 const SLOTS: usize = 64;
 const ROUNDS: usize = 60;
@@ -136,15 +137,27 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
     Ok((samples, waited))
 }
 
+/// The median of `passes`' p50s, and each pass's p50 / p99 in words.
+fn median_of_passes(passes: &[Vec<f64>]) -> (f64, f64, String) {
+    let mut p50s: Vec<f64> = passes.iter().map(|v| percentile(v, 0.5)).collect();
+    let each = passes
+        .iter()
+        .map(|v| format!("{:.0} / {:.0}", percentile(v, 0.5), percentile(v, 0.99)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut p99s: Vec<f64> = passes.iter().map(|v| percentile(v, 0.99)).collect();
+    p50s.sort_by(f64::total_cmp);
+    p99s.sort_by(f64::total_cmp);
+    (p50s[p50s.len() / 2], p99s[p99s.len() / 2], each)
+}
+
+/// The rows: pop + release(Stream) (beside Sync, alternated within each pass), then the
+/// declared stream; each the median of [`PASSES`] passes, a fresh pipeline each (the hosts'
+/// rounds wander by a third from one pipeline to the next: benches/RESULTS.md).
 pub fn consumer(gpu: &Gpu) -> Res {
     gpu.bind()?;
     let stream = gpu.stream()?;
     let cs = CuStream::from(&stream);
-    let mut p = pipeline(None)?;
-    let (forms, waited) = measure(&mut p, &cs, &[Release::Stream, Release::Sync])?;
-    drop(p);
-    let (fenced, synced) = (&forms[0], &forms[1]);
-    let (p50, p99) = (percentile(fenced, 0.5), percentile(fenced, 0.99));
     let waits = |n: usize| {
         if n > 0 {
             format!(", {n} waited")
@@ -152,36 +165,45 @@ pub fn consumer(gpu: &Gpu) -> Res {
             String::new()
         }
     };
+    let (mut fenced, mut synced, mut bound, mut waited) = (vec![], vec![], vec![], [0, 0]);
+    for _ in 0..PASSES {
+        let mut p = pipeline(None)?;
+        let (mut forms, w) = measure(&mut p, &cs, &[Release::Stream, Release::Sync])?;
+        drop(p);
+        synced.push(forms.pop().expect("two forms"));
+        fenced.push(forms.pop().expect("two forms"));
+        waited[0] += w;
+        stream.synchronize().map_err(s)?;
+        let mut p = pipeline(Some(&stream))?;
+        let (mut forms, w) = measure(&mut p, &cs, &[Release::Bound])?;
+        drop(p);
+        bound.push(forms.pop().expect("one form"));
+        waited[1] += w;
+        stream.synchronize().map_err(s)?;
+    }
+    let (p50, p99, each) = median_of_passes(&fenced);
+    let (sync50, sync99, _) = median_of_passes(&synced);
     row(
         "pop+release(Stream) p50/p99",
         &format!("{p50:.0} / {p99:.0} ns"),
         &format!(
-            "Fence::Sync {:.0} / {:.0} ns; {} samples{}",
-            percentile(synced, 0.5),
-            percentile(synced, 0.99),
-            fenced.len() + synced.len(),
-            waits(waited)
+            "median of {PASSES} passes ({each} ns); Fence::Sync {sync50:.0} / {sync99:.0} ns; \
+             {} samples a pass{}",
+            fenced[0].len(),
+            waits(waited[0])
         ),
         "p50 <= 600 ns",
         Some(p50 <= 600.0),
     );
-    stream.synchronize().map_err(s)?;
-    let mut p = pipeline(Some(&stream))?;
-    let (forms, waited) = measure(&mut p, &cs, &[Release::Bound])?;
-    drop(p);
-    let bound = &forms[0];
+    let (p50, p99, each) = median_of_passes(&bound);
     row(
         "pop+release, declared stream, p50/p99",
+        &format!("{p50:.0} / {p99:.0} ns"),
         &format!(
-            "{:.0} / {:.0} ns",
-            percentile(bound, 0.5),
-            percentile(bound, 0.99)
-        ),
-        &format!(
-            "pop makes the stream wait (cuStreamWaitEvent), release(Fence::Bound); {} \
-             samples{}",
-            bound.len(),
-            waits(waited)
+            "pop makes the stream wait (cuStreamWaitEvent), release(Fence::Bound); median of \
+             {PASSES} passes ({each} ns); {} samples a pass{}",
+            bound[0].len(),
+            waits(waited[1])
         ),
         "-",
         None,
