@@ -40,9 +40,12 @@ pub(crate) mod native {
     pub(crate) use std::time::Instant;
 
     /// The calling thread's id, kept in a thread-local: `current_thread().id()` takes (and
-    /// drops) a counted handle on the thread each time, on the release path.
+    /// drops) a counted handle on the thread each time, on the release path. While the
+    /// thread's locals are torn down (a batch dropped by another local's destructor), the
+    /// handle's way.
     pub(crate) fn current_thread_id() -> ThreadId {
         thread_local!(static ID: ThreadId = current_thread().id());
-        ID.with(|id| *id)
+        ID.try_with(|id| *id)
+            .unwrap_or_else(|_| current_thread().id())
     }
 }
