@@ -137,7 +137,8 @@ fn measure(p: &mut Pipeline<Cuda>, cs: &CuStream, hows: &[Release]) -> Res<(Vec<
     Ok((samples, waited))
 }
 
-/// The median of `passes`' p50s, and each pass's p50 / p99 in words.
+/// The median of `passes`' p50s and that of their p99s (each the middle of an odd number of
+/// passes; the two may come from different passes), and each pass's p50 / p99 in words.
 fn median_of_passes(passes: &[Vec<f64>]) -> (f64, f64, String) {
     let mut p50s: Vec<f64> = passes.iter().map(|v| percentile(v, 0.5)).collect();
     let each = passes
@@ -160,7 +161,7 @@ pub fn consumer(gpu: &Gpu) -> Res {
     let cs = CuStream::from(&stream);
     let waits = |n: usize| {
         if n > 0 {
-            format!(", {n} waited")
+            format!(", {n} waited over the {PASSES} passes")
         } else {
             String::new()
         }

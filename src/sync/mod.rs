@@ -43,6 +43,7 @@ pub(crate) mod native {
     /// drops) a counted handle on the thread each time, on the release path. While the
     /// thread's locals are torn down (a batch dropped by another local's destructor), the
     /// handle's way.
+    #[cfg(feature = "cuda")]
     pub(crate) fn current_thread_id() -> ThreadId {
         thread_local!(static ID: ThreadId = current_thread().id());
         ID.try_with(|id| *id)

@@ -97,14 +97,22 @@ fn tracking() -> Res<String> {
 
 gpu_test!(the_context_keeps_cudarc_event_tracking => tracking());
 
-/// A stream of another context is refused at `wait_on` and at `Fence::Stream`; so is the
-/// legacy stream while another context is current on the calling thread.
+/// A stream of another context is refused at `wait_on` and at `Fence::Stream`, also after a
+/// release on a stream of the pipeline's context (whose id the backend then keeps as checked);
+/// so is the legacy stream while another context is current on the calling thread.
 fn other_context() -> Res<String> {
     let gpu = Gpu::bound()?;
     let other = CudaContext::new_non_primary(0, 0).map_err(s)?;
     let other_stream = other.new_stream().map_err(s)?;
     gpu.bind()?;
     let mut p = pipeline(CudaOptions::ordinal(0), 2, 10)?;
+    let main = gpu.stream()?;
+    for _ in 0..2 {
+        let checked = p.pop().map_err(s)?.ok_or("no batch")?;
+        checked
+            .release(Fence::Stream(&CuStream::from(&main)))
+            .map_err(|e| s(e.error))?;
+    }
     let mut batch = p.pop().map_err(s)?.ok_or("no batch")?;
     let refused = |r: pinring::Result<()>, what: &str| match r {
         Err(Error::Fence(_)) => Ok(()),
@@ -125,14 +133,13 @@ fn other_context() -> Res<String> {
         Err(e) => return Err(format!("release: expected Error::Fence, got {}", e.error)),
         Ok(()) => return Err("a release on another context's stream was accepted".into()),
     };
-    let main = gpu.stream()?;
     let mut batch = batch;
     batch.wait_on(&CuStream::from(&main)).map_err(s)?;
     batch.release_on(&main).map_err(|e| s(e.error))?;
     Ok(
-        "another context's stream (wait_on, Fence::Stream) and the legacy stream under \
-        another current context are refused with Error::Fence; the batch came back and was \
-        released"
+        "another context's stream (wait_on, Fence::Stream, the latter after two releases \
+        on a stream of the pipeline's) and the legacy stream under another current context \
+        are refused with Error::Fence; the batch came back and was released"
             .into(),
     )
 }

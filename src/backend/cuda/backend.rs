@@ -60,7 +60,8 @@ use crate::sync::native::{current_thread_id, sleep, Arc, Instant};
 /// - [`Fence::Bound`] captures what a drop of the bound batch would: the streams it is bound
 ///   to (by `wait_on`, and the declared consumer stream every `pop` binds).
 ///
-/// A release on a stream the batch is bound to skips the context check (`cuStreamGetCtx`).
+/// A release on a stream the batch is bound to, or on the one the last checked release named
+/// (its `cuStreamGetId` kept), skips the context check (`cuStreamGetCtx`).
 ///
 /// A batch bound with [`Batch::wait_on`](crate::Batch::wait_on) to streams the fence does
 /// not name is fenced on each of them too: for every such stream `b`,
@@ -261,8 +262,7 @@ impl Cuda {
     /// `cuEventRecord(FENCE(d), stream)`.
     fn record_fence(&self, d: DeviceIdx, stream: sys::CUstream) -> Result<()> {
         // SAFETY: FENCE(d) is live and recorded only by slot d's holder (the caller, now);
-        // `stream` is live (the caller's by CuStream's contract, or slot d's fence stream)
-        // and of the pipeline's context (checked, or ours).
+        // `stream` is live (by CuStream's contract, or ours) and of the pipeline's context.
         unsafe { result::event::record(self.fence[d.0].raw(), stream) }.call("cuEventRecord")
     }
 
@@ -396,7 +396,7 @@ impl Ops for Cuda {
         let memory = make.memory(bytes)?;
         let registration = make.registration(&ring)?;
         // The completion thread starts last, once nothing else can fail: a failed open
-        // leaves no thread behind (and `Completion`'s drop stops and joins it if one did).
+        // leaves no thread behind (`Completion`'s drop would stop and join it).
         let completion = Completion::start(
             ctx.cu_ctx(),
             copied.iter().map(Owned::raw).collect(),
@@ -471,8 +471,7 @@ impl Ops for Cuda {
         );
         let ring = self.registration.ring();
         // One piece for the whole run where the slots lie alike on both sides (the strides
-        // match: no huge pages), one per batch otherwise; `copies` enqueues them (batched
-        // where the driver can).
+        // match: no huge pages), one per batch otherwise; batched where the driver can.
         let enqueue = |pieces: &mut Pieces| {
             // SAFETY: each piece's source lies in the run's host slots of the registered
             // ring (consecutive: the run does not wrap), which the slot protocol keeps
@@ -597,10 +596,10 @@ impl Ops for Cuda {
             self.stream_of_context(stream)?;
         }
         let _bound = Bound::new(self.ctx.cu_ctx())?;
-        let id = FenceOrder::id(stream.raw());
-        // Checked already: a stream the batch is bound to (by `wait_on`, or at start for the
-        // declared one) or an earlier release's (a stream's context never changes).
-        if !stream.is_relative() && !bound.iter().any(covered) && !self.order.of_context(id) {
+        // Checked already: a relative handle (above), a bound stream, the stream of the kept id.
+        let unchecked = !stream.is_relative() && !bound.iter().any(covered);
+        let id = unchecked.then(|| FenceOrder::id(stream.raw())).flatten();
+        if unchecked && !self.order.of_context(id) {
             self.stream_of_context(stream)?;
             self.order.found_of_context(id);
         }
@@ -610,6 +609,7 @@ impl Ops for Cuda {
             return Ok(CudaFence::LINKED);
         }
         self.record_fence(d, stream.raw())?;
+        let id = id.or_else(|| FenceOrder::id(stream.raw()));
         Ok(CudaFence::at(self.order.recorded(id)))
     }
 

@@ -75,8 +75,8 @@ pub(super) struct FenceOrder {
 
 impl FenceOrder {
     /// `stream`'s id (`cuStreamGetId`: unique for the process's life), or `None` where
-    /// the driver gives none. The stream's context (for the null, legacy and per-thread
-    /// handles, the pipeline's) must be bound.
+    /// the driver gives none. The pipeline's context must be bound: it decides which stream
+    /// a relative handle (null, legacy, per-thread) names.
     pub(super) fn id(stream: sys::CUstream) -> Option<u64> {
         let mut id = 0u64;
         // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract).
@@ -86,13 +86,15 @@ impl FenceOrder {
 
     /// Whether an earlier release found stream `id` to be of the pipeline's context.
     pub(super) fn of_context(&self, id: Option<u64>) -> bool {
-        id.is_some_and(|id| self.of_context.load(Ordering::Relaxed) == id.wrapping_add(1))
+        let kept = id.and_then(|id| id.checked_add(1));
+        kept.is_some_and(|kept| self.of_context.load(Ordering::Relaxed) == kept)
     }
 
-    /// Stream `id` was found to be of the pipeline's context.
+    /// Stream `id` was found to be of the pipeline's context (an id of `u64::MAX`, which
+    /// the word cannot hold beside its "none", is not kept).
     pub(super) fn found_of_context(&self, id: Option<u64>) {
-        if let Some(id) = id {
-            self.of_context.store(id.wrapping_add(1), Ordering::Relaxed);
+        if let Some(kept) = id.and_then(|id| id.checked_add(1)) {
+            self.of_context.store(kept, Ordering::Relaxed);
         }
     }
 
