@@ -11,7 +11,7 @@ use super::completion::{Completion, Parking};
 use super::context::{self, Bound};
 use super::copies::{Copies, Pieces};
 use super::driver::{self, Call};
-use super::fence::{CudaBinding, CudaFence, FenceOrder};
+use super::fence::{self, CheckedStream, CudaBinding, CudaFence, FenceOrder};
 use super::handles::{CuEvent, CuStream};
 use super::options::{CopyCalls, CudaOptions};
 use super::resources::{Event, Maker, Memory, Owned, Registration, Stream, Teardown};
@@ -136,6 +136,8 @@ pub struct Cuda {
     fence: Box<[Owned<Event>]>,
     /// The places of FENCE records made straight on streams; which the copy stream is behind.
     order: FenceOrder,
+    /// The stream the last checked direct release named, by id (its context checked).
+    checked: CheckedStream,
     /// LINK(d): recorded on each stream a release of slot d fences on, waited on at once.
     link: Box<[Owned<Event>]>,
     /// Per-slot streams a release joins waits on before recording FENCE(d); poison fills.
@@ -416,6 +418,7 @@ impl Ops for Cuda {
             copies: Copies::new(options.copies),
             fence,
             order: FenceOrder::default(),
+            checked: CheckedStream::default(),
             link,
             fence_streams,
             copy_stream,
@@ -598,10 +601,10 @@ impl Ops for Cuda {
         let _bound = Bound::new(self.ctx.cu_ctx())?;
         // Checked already: a relative handle (above), a bound stream, the stream of the kept id.
         let unchecked = !stream.is_relative() && !bound.iter().any(covered);
-        let id = unchecked.then(|| FenceOrder::id(stream.raw())).flatten();
-        if unchecked && !self.order.of_context(id) {
+        let id = unchecked.then(|| fence::stream_id(stream.raw())).flatten();
+        if unchecked && !self.checked.is(id) {
             self.stream_of_context(stream)?;
-            self.order.found_of_context(id);
+            self.checked.keep(id);
         }
         if self.link_bound(d, bound, covered)? {
             self.link(d, stream.raw())?;
@@ -609,8 +612,8 @@ impl Ops for Cuda {
             return Ok(CudaFence::LINKED);
         }
         self.record_fence(d, stream.raw())?;
-        let id = id.or_else(|| FenceOrder::id(stream.raw()));
-        Ok(CudaFence::at(self.order.recorded(id)))
+        let id = id.or_else(|| fence::stream_id(stream.raw()));
+        Ok(CudaFence::at(self.order.recorded(id, here)))
     }
 
     /// Slot d's fence stream waits on `event` (of any context) and on every bound stream,
@@ -642,11 +645,7 @@ impl Ops for Cuda {
                 if recorded {
                     self.record_fence(d, self.fence_streams[d.0].raw())?;
                 }
-                Ok(if recorded {
-                    CudaFence::LINKED
-                } else {
-                    CudaFence::NONE
-                })
+                Ok(CudaFence::linked_if(recorded))
             })
         };
         fenced.unwrap_or_else(|_| self.capture_conservative(d))

@@ -1,13 +1,14 @@
 //! What the cuda backend keeps of a release and of a bound stream: [`CudaFence`], whether
 //! FENCE(d) was recorded (and where, when straight on a stream), [`CudaBinding`], a stream
-//! a batch was bound to with `wait_on`, and [`FenceOrder`], which of those records the copy
-//! stream already has behind it.
+//! a batch was bound to with `wait_on`, [`FenceOrder`], which of those records the copy
+//! stream already has behind it, and [`CheckedStream`], the stream a release last found to
+//! be of the pipeline's context.
 
 use crossbeam_utils::CachePadded;
 use cudarc::driver::sys;
 
 use super::handles::CuStream;
-use crate::sync::native::{current_thread_id, AtomicU64, Mutex, Ordering, ThreadId};
+use crate::sync::native::{AtomicU64, Mutex, Ordering, ThreadId};
 
 /// A release fence as the cuda backend captured it: whether FENCE(d) was recorded.
 #[derive(Debug)]
@@ -28,6 +29,15 @@ impl CudaFence {
         recorded: true,
         on: None,
     };
+
+    /// [`LINKED`](Self::LINKED) if `recorded`, else [`NONE`](Self::NONE).
+    pub(super) fn linked_if(recorded: bool) -> CudaFence {
+        if recorded {
+            CudaFence::LINKED
+        } else {
+            CudaFence::NONE
+        }
+    }
 
     /// FENCE(d) recorded straight on a stream, at `on` where its place is known.
     pub(super) fn at(on: Option<RecordedOn>) -> CudaFence {
@@ -67,41 +77,13 @@ pub(super) struct FenceOrder {
     /// Touched by the copy thread (and by the teardown's hand-over of pending fences, after
     /// it): never contended.
     covered: CachePadded<Mutex<Option<RecordedOn>>>,
-    /// The id (plus one; 0: none) of the last stream a direct release found to be of the
-    /// pipeline's context, so that releases on it skip `cuStreamGetCtx`. Relaxed: a stream's
-    /// context never changes and its id is never reused, so any value read is true.
-    of_context: AtomicU64,
 }
 
 impl FenceOrder {
-    /// `stream`'s id (`cuStreamGetId`: unique for the process's life), or `None` where
-    /// the driver gives none. The pipeline's context must be bound: it decides which stream
-    /// a relative handle (null, legacy, per-thread) names.
-    pub(super) fn id(stream: sys::CUstream) -> Option<u64> {
-        let mut id = 0u64;
-        // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract).
-        let got = unsafe { sys::cuStreamGetId(stream, &mut id) }.result();
-        got.ok().map(|()| id)
-    }
-
-    /// Whether an earlier release found stream `id` to be of the pipeline's context.
-    pub(super) fn of_context(&self, id: Option<u64>) -> bool {
-        let kept = id.and_then(|id| id.checked_add(1));
-        kept.is_some_and(|kept| self.of_context.load(Ordering::Relaxed) == kept)
-    }
-
-    /// Stream `id` was found to be of the pipeline's context (an id of `u64::MAX`, which
-    /// the word cannot hold beside its "none", is not kept).
-    pub(super) fn found_of_context(&self, id: Option<u64>) {
-        if let Some(kept) = id.and_then(|id| id.checked_add(1)) {
-            self.of_context.store(kept, Ordering::Relaxed);
-        }
-    }
-
-    /// The place of a record the calling thread just made on stream `id`, or `None` where
-    /// the stream's id could not be had (the fence is then queried on its own).
-    pub(super) fn recorded(&self, id: Option<u64>) -> Option<RecordedOn> {
-        id.map(|id| self.place(id, current_thread_id()))
+    /// The place of a record thread `here` (the caller) just made on stream `id`, or `None`
+    /// where the stream's id could not be had (the fence is then queried on its own).
+    pub(super) fn recorded(&self, id: Option<u64>, here: ThreadId) -> Option<RecordedOn> {
+        id.map(|id| self.place(id, here))
     }
 
     fn place(&self, stream: u64, thread: ThreadId) -> RecordedOn {
@@ -128,6 +110,39 @@ impl FenceOrder {
 
     fn lock(&self) -> crate::sync::native::MutexGuard<'_, Option<RecordedOn>> {
         self.covered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `stream`'s id (`cuStreamGetId`: unique for the process's life), or `None` where the
+/// driver gives none. The pipeline's context must be bound: it decides which stream a
+/// relative handle (null, legacy, per-thread) names.
+pub(super) fn stream_id(stream: sys::CUstream) -> Option<u64> {
+    let mut id = 0u64;
+    // SAFETY: writes one id; `stream` is live (the caller's, by CuStream's contract).
+    let got = unsafe { sys::cuStreamGetId(stream, &mut id) }.result();
+    got.ok().map(|()| id)
+}
+
+/// The stream (by id) that the last checked direct release found to be of the pipeline's
+/// context, so that releases on it skip `cuStreamGetCtx`: the id plus one, 0 for none.
+/// Relaxed: a stream's context never changes and its id is never reused, so any value read
+/// is true.
+#[derive(Debug, Default)]
+pub(super) struct CheckedStream(AtomicU64);
+
+impl CheckedStream {
+    /// Whether stream `id` is the one kept.
+    pub(super) fn is(&self, id: Option<u64>) -> bool {
+        let kept = id.and_then(|id| id.checked_add(1));
+        kept.is_some_and(|kept| self.0.load(Ordering::Relaxed) == kept)
+    }
+
+    /// Stream `id` was found to be of the pipeline's context (an id of `u64::MAX`, which
+    /// the word cannot hold beside its "none", is not kept).
+    pub(super) fn keep(&self, id: Option<u64>) {
+        if let Some(kept) = id.and_then(|id| id.checked_add(1)) {
+            self.0.store(kept, Ordering::Relaxed);
+        }
     }
 }
 
@@ -164,6 +179,30 @@ impl CudaBinding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::native::current_thread_id;
+
+    #[test]
+    fn the_checked_stream_is_only_the_one_kept_and_never_u64_max() {
+        let checked = CheckedStream::default();
+        assert!(
+            !checked.is(Some(0)) && !checked.is(None),
+            "nothing kept yet"
+        );
+        checked.keep(Some(5));
+        assert!(checked.is(Some(5)));
+        assert!(!checked.is(Some(6)) && !checked.is(None));
+        checked.keep(None);
+        assert!(
+            checked.is(Some(5)),
+            "an id the driver did not give keeps nothing"
+        );
+        let fresh = CheckedStream::default();
+        fresh.keep(Some(u64::MAX));
+        assert!(
+            !fresh.is(Some(u64::MAX)),
+            "u64::MAX cannot be kept beside the none"
+        );
+    }
 
     #[test]
     fn a_covered_record_covers_the_older_records_of_its_thread_on_its_stream_only() {
