@@ -48,9 +48,26 @@ macro_rules! on_each {
     };
 }
 
-/// One of the built-in sources.
-#[derive(Debug, Clone)]
-pub enum AnySource {
+/// Declares [`AnySource`] with its variants, and `From` each variant's source.
+macro_rules! any_source {
+    ($($(#[$doc:meta])* $variant:ident($ty:ty)),* $(,)?) => {
+        /// One of the built-in sources.
+        #[derive(Debug, Clone)]
+        pub enum AnySource {
+            $($(#[$doc])* $variant($ty),)*
+        }
+
+        $(
+            impl From<$ty> for AnySource {
+                fn from(source: $ty) -> Self {
+                    AnySource::$variant(source)
+                }
+            }
+        )*
+    };
+}
+
+any_source! {
     /// Windows of token shards.
     TokenWindows(Sampler<TokenShards>),
     /// Windows of fixed-size records.
@@ -274,27 +291,6 @@ impl Source for AnySource {
             Ok((AnySource::from(s), state))
         })
     }
-}
-
-macro_rules! from_each {
-    ($($variant:ident($ty:ty)),* $(,)?) => {
-        $(
-            impl From<$ty> for AnySource {
-                fn from(source: $ty) -> Self {
-                    AnySource::$variant(source)
-                }
-            }
-        )*
-    };
-}
-
-from_each! {
-    TokenWindows(Sampler<TokenShards>),
-    FixedRecords(Sampler<FixedRecords>),
-    Documents(Documents),
-    TokenMixture(Mixture<TokenShards>),
-    RecordMixture(Mixture<FixedRecords>),
-    DocumentMixture(Mixture<Documents>),
 }
 
 #[cfg(test)]

@@ -7,8 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict};
 
 use pinring::source::{
-    self, AnySource, DocumentProblem, Run, Source, SourceError, StepModes, TokenType,
-    MAX_TOKENS_PER_BATCH,
+    self, AnySource, DocumentProblem, Run, Source, SourceError, StepModes, MAX_TOKENS_PER_BATCH,
 };
 use pinring::Dtype;
 
@@ -150,8 +149,9 @@ pub struct Documents {
     /// The source's own settings (shards, bos, order, index cache), without the packing
     /// or the ranks: what a `Mixture` of it builds on.
     member: source::DocumentsBuilder,
-    /// The packing settings, as given (a mixture takes them from its sources).
-    packing: Packing,
+    /// The packing settings, as given (a mixture takes them from its sources, which must
+    /// agree: [`source::Packing::difference`]).
+    packing: source::Packing,
     /// The walk and the derived fields, as given (a mixture takes none).
     modes: StepModes,
     /// The shard files, in the order they are walked.
@@ -162,47 +162,6 @@ pub struct Documents {
     tokens: u64,
     /// The files' format, as `format` names it.
     format: &'static str,
-}
-
-/// How a `Documents` source packs its steps, as given: what a mixture's sources must
-/// share.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Packing {
-    /// `tokens_per_batch`.
-    pub(crate) tokens_per_batch: u64,
-    /// `max_seq_len`.
-    pub(crate) max_seq_len: u64,
-    /// `max_docs`.
-    pub(crate) max_docs: Option<u64>,
-    /// `schedule`.
-    pub(crate) schedule: Vec<(u64, u64, u64)>,
-    /// `dtype`.
-    pub(crate) token_type: TokenType,
-    /// `positions`.
-    pub(crate) positions: bool,
-}
-
-impl Packing {
-    /// The first setting in which `other` differs, as (name, here, there).
-    pub(crate) fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
-        self.settings()
-            .into_iter()
-            .zip(other.settings())
-            .find(|((_, here), (_, there))| here != there)
-            .map(|((name, here), (_, there))| (name, here, there))
-    }
-
-    /// Each setting by its argument's name, as text, in the order they are compared.
-    fn settings(&self) -> [(&'static str, String); 6] {
-        [
-            ("tokens_per_batch", self.tokens_per_batch.to_string()),
-            ("max_seq_len", self.max_seq_len.to_string()),
-            ("max_docs", format!("{:?}", self.max_docs)),
-            ("schedule", format!("{:?}", self.schedule)),
-            ("dtype", format!("{:?}", self.token_type)),
-            ("positions", self.positions.to_string()),
-        ]
-    }
 }
 
 /// What building the source can refuse, in Python's words.
@@ -324,13 +283,13 @@ impl Documents {
         let place = placement(py, rank, world_size, topology.as_deref())?;
         let (ty, dtype) = dtype_arg(py, dtype)?;
         let paths = path_list(&paths)?;
-        let packing = Packing {
+        let packing = source::Packing {
             tokens_per_batch,
             max_seq_len,
             max_docs,
             schedule,
-            token_type: ty,
-            positions,
+            token_type: Some(ty),
+            positions: Some(positions),
         };
         let opened = format.open(py, &paths)?;
         let built = py.detach(|| -> pinring::Result<_> {
@@ -344,18 +303,11 @@ impl Documents {
             if let Some(dir) = index_cache {
                 member = member.index_cache(dir);
             }
-            let mut builder = member
+            let docs = member
                 .clone()
-                .tokens_per_batch(packing.tokens_per_batch)
-                .max_seq_len(packing.max_seq_len)
-                .schedule(packing.schedule.clone())
-                .token_type(ty)
-                .positions(positions)
-                .modes(modes.clone());
-            if let Some(m) = max_docs {
-                builder = builder.max_docs(m);
-            }
-            let docs = builder.build()?;
+                .packing(packing.clone())
+                .modes(modes.clone())
+                .build()?;
             // This rank's share checked now, as the loader will shard it.
             let (rank, world_size) = place;
             Source::with_run(
@@ -489,7 +441,7 @@ impl Documents {
     /// Whether batches carry `positions`.
     #[getter]
     fn positions(&self) -> bool {
-        self.packing.positions
+        self.packing.positions.unwrap_or(false)
     }
 
     /// The names of a batch's fields, in layout order.
@@ -555,7 +507,7 @@ impl Documents {
 
     /// What a mixture of this source builds on: its own settings (no packing, no ranks)
     /// and its packing settings.
-    pub(crate) fn member(&self) -> (source::DocumentsBuilder, Packing) {
+    pub(crate) fn member(&self) -> (source::DocumentsBuilder, source::Packing) {
         (self.member.clone(), self.packing.clone())
     }
 }

@@ -11,7 +11,7 @@ use crate::args;
 use crate::errors::classes::config;
 use crate::errors::from_core::to_py;
 use crate::source::base::PySource;
-use crate::source::documents::{Documents, Packing};
+use crate::source::documents::Documents;
 use crate::source::dtype::Row;
 use crate::source::given::{placement, Given};
 use crate::source::read;
@@ -148,7 +148,7 @@ fn documents_mixed(
     settings: &Settings,
 ) -> PyResult<(AnySource, Dtype)> {
     let mut members = Vec::new();
-    let mut first: Option<(Packing, Dtype)> = None;
+    let mut first: Option<(source::Packing, Dtype)> = None;
     for (index, src) in sources.iter().enumerate() {
         let docs = src.cast::<Documents>().map_err(|_| {
             let here = read::single(src).map_or("another object", |g| g.class);
@@ -170,6 +170,8 @@ fn documents_mixed(
         match &first {
             Some((p, _)) => {
                 if let Some((name, here, there)) = p.difference(&packing) {
+                    // Python names the token type by its argument, `dtype`.
+                    let name = if name == "token_type" { "dtype" } else { name };
                     return Err(config(
                         py,
                         "sources",
@@ -192,14 +194,7 @@ fn documents_mixed(
         let mut b = source::Mixture::documents(members)
             .seed(settings.seed)
             .stop(settings.stop)
-            .tokens_per_batch(packing.tokens_per_batch)
-            .max_seq_len(packing.max_seq_len)
-            .schedule(packing.schedule.clone())
-            .token_type(packing.token_type)
-            .positions(packing.positions);
-        if let Some(m) = packing.max_docs {
-            b = b.max_docs(m);
-        }
+            .packing(packing);
         if let Some(w) = &settings.weights {
             b = b.weights(w.clone());
         }

@@ -192,6 +192,49 @@ impl Packing {
         Ok((schedule, layout))
     }
 
+    /// The first field in which `other` packs differently, as (the field's name, its value
+    /// here, there), the unset fields read as their defaults; `None` when both pack alike.
+    /// What a mixture's sources must share, compared in the order of the fields.
+    ///
+    /// ```
+    /// use pinring::source::{Packing, TokenType};
+    ///
+    /// let base = Packing { tokens_per_batch: 256, max_seq_len: 64, ..Packing::default() };
+    /// let wide = Packing { token_type: Some(TokenType::I64), ..base.clone() };
+    /// assert_eq!(
+    ///     base.difference(&wide),
+    ///     Some(("token_type", "int32".to_owned(), "int64".to_owned()))
+    /// );
+    /// // An unset field is its default.
+    /// assert_eq!(base.difference(&Packing { positions: Some(false), ..base.clone() }), None);
+    /// ```
+    pub fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
+        self.fields()
+            .into_iter()
+            .zip(other.fields())
+            .find(|((_, here), (_, there))| here != there)
+            .map(|((name, here), (_, there))| (name, here, there))
+    }
+
+    /// Each field by name, as text, its default where unset.
+    fn fields(&self) -> [(&'static str, String); 6] {
+        [
+            ("tokens_per_batch", self.tokens_per_batch.to_string()),
+            ("max_seq_len", self.max_seq_len.to_string()),
+            (
+                "max_docs",
+                self.max_docs
+                    .map_or_else(|| "modded-nanogpt's rule".to_owned(), |m| m.to_string()),
+            ),
+            ("schedule", format!("{:?}", self.schedule)),
+            (
+                "token_type",
+                self.token_type.unwrap_or(TokenType::I32).to_string(),
+            ),
+            ("positions", self.positions.unwrap_or(false).to_string()),
+        ]
+    }
+
     /// The first field given, in the order `"tokens_per_batch"`, `"max_seq_len"`,
     /// `"max_docs"`, `"schedule"`, `"token_type"`, `"positions"`; `None` when none is.
     pub(crate) fn first_given(&self) -> Option<&'static str> {
