@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use pinring::source::{
-    write_shard, FileProblem, NextToken, ShardProblem, SplitMix64, TokenShard, TokenShards,
+    write_shard, FileProblem, NextToken, ShardProblem, Source, SplitMix64, TokenShard, TokenShards,
     TokenType, Tokens, Window,
 };
-use pinring::{Config, Decode, Error, Fence, Pipeline};
+use pinring::{Config, Decode, Error, Fence, Loader, Pipeline};
 use tempfile::TempDir;
 
 /// `u16` tokens as the `u32` a window reads them as.
@@ -171,4 +171,37 @@ impl TokenBytes for NextToken {
     fn bytes_for(&self, window: u64) -> usize {
         self.sample_bytes(window)
     }
+}
+
+/// Two walks that must give the same steps, compared on each rank of a world of 2:
+/// `steps(rank)` is `(got, want)`; `want` has more than `min_steps` steps (else the panic
+/// says `"{counted}: N steps"`) and `got` is `want` (else `"{compared}, rank R: the steps
+/// differ"`).
+pub fn same_steps_on_each_rank<T: PartialEq>(
+    counted: &str,
+    compared: &str,
+    min_steps: usize,
+    mut steps: impl FnMut(u64) -> (Vec<T>, Vec<T>),
+) {
+    for rank in 0..2 {
+        let (got, want) = steps(rank);
+        assert!(want.len() > min_steps, "{counted}: {} steps", want.len());
+        assert!(got == want, "{compared}, rank {rank}: the steps differ");
+    }
+}
+
+/// A loader's first `n` batches (or all, if fewer) as (step, ids, bytes).
+pub fn first_batches<S: Source>(
+    mut loader: Loader<S>,
+    n: usize,
+) -> Vec<(Option<u64>, Vec<u64>, Vec<u8>)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let Some(b) = loader.pop().unwrap() else {
+            break;
+        };
+        out.push((b.step(), b.sample_ids().to_vec(), b.bytes().to_vec()));
+        b.release(Fence::Sync).unwrap();
+    }
+    out
 }

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use pinring::source::{
     write_shard, write_shard_u32, Datatrove, DatatroveProblem, DocOrder, DocumentProblem,
     Documents, Megatron, MegatronProblem, Npy, NpyProblem, Order, RawTokens, Sampler, Segmented,
-    ShardFormat, Source, SourceError, TokenFileFormat, TokenShards, TokenType, FILE_INDEX_BOS,
+    ShardFormat, SourceError, TokenFileFormat, TokenShards, TokenType, FILE_INDEX_BOS,
 };
 use pinring::{Error, Fence, Loader, State};
 use tempfile::TempDir;
 
-use crate::helpers::{file_problem, random_tokens_u32};
+use crate::helpers::{file_problem, first_batches, random_tokens_u32, same_steps_on_each_rank};
 use crate::writers::{datatrove, npy, MegatronWriter};
 
 const BOS: u32 = 7;
@@ -61,19 +61,6 @@ fn megatron(prefix: &Path, docs: &[Vec<u32>], code: u8, per_doc: usize) -> PathB
     w.finalize()
 }
 
-/// A loader's first `n` batches (or all, if fewer) as (step, ids, bytes).
-fn batches<S: Source>(mut loader: Loader<S>, n: usize) -> Vec<(Option<u64>, Vec<u64>, Vec<u8>)> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        let Some(b) = loader.pop().unwrap() else {
-            break;
-        };
-        out.push((b.step(), b.sample_ids().to_vec(), b.bytes().to_vec()));
-        b.release(Fence::Sync).unwrap();
-    }
-    out
-}
-
 fn windows(shards: TokenShards) -> Sampler<TokenShards> {
     shards
         .decode_as(TokenType::I64)
@@ -84,7 +71,7 @@ fn windows(shards: TokenShards) -> Sampler<TokenShards> {
 }
 
 fn window_batches(shards: TokenShards) -> Vec<(Option<u64>, Vec<u64>, Vec<u8>)> {
-    batches(
+    first_batches(
         Loader::builder(windows(shards))
             .batch_size(4)
             .epochs(1)
@@ -202,7 +189,7 @@ fn doc_batches(docs: Documents, rank: u64) -> Vec<(Option<u64>, Vec<u64>, Vec<u8
         .epochs(1)
         .build()
         .unwrap();
-    batches(loader, usize::MAX)
+    first_batches(loader, usize::MAX)
 }
 
 #[test]
@@ -222,55 +209,36 @@ fn documents_without_bos_are_the_files_own_and_match_a_bos_walk_at_the_same_star
         open_llmc(&narrow, "l16_", true),
         open_llmc(&wide, "l32_", false),
     );
+    // Each format's two files of the same documents as the llm.c pair's.
+    let megatron_pair = |names: [&str; 2], docs: &[Vec<Vec<u32>>; 2], code: u8, per_doc| {
+        let paths = [0, 1].map(|i| megatron(&at(names[i]), &docs[i], code, per_doc));
+        TokenShards::open_as(paths, Megatron).unwrap()
+    };
+    let datatrove_pair = |names: [&str; 2], docs: &[Vec<Vec<u32>>; 2], token_size| {
+        let paths = [0, 1].map(|i| datatrove(&at(names[i]), &docs[i], token_size));
+        TokenShards::open_as(paths, Datatrove).unwrap()
+    };
     let cases: Vec<(&str, TokenShards, &TokenShards)> = vec![
         (
             "megatron u16",
-            TokenShards::open_as(
-                [
-                    megatron(&at("m16a"), &narrow[0], 8, 1),
-                    megatron(&at("m16b"), &narrow[1], 8, 1),
-                ],
-                Megatron,
-            )
-            .unwrap(),
+            megatron_pair(["m16a", "m16b"], &narrow, 8, 1),
             &llmc16,
         ),
         // Documents of several sequences (Megatron's --split-sentences): a document is
         // its sequences together.
         (
             "megatron i32, 3 sequences a document",
-            TokenShards::open_as(
-                [
-                    megatron(&at("m32a"), &wide[0], 4, 3),
-                    megatron(&at("m32b"), &wide[1], 4, 3),
-                ],
-                Megatron,
-            )
-            .unwrap(),
+            megatron_pair(["m32a", "m32b"], &wide, 4, 3),
             &llmc32,
         ),
         (
             "datatrove u16",
-            TokenShards::open_as(
-                [
-                    datatrove(&at("d16a.ds"), &narrow[0], 2),
-                    datatrove(&at("d16b.ds"), &narrow[1], 2),
-                ],
-                Datatrove,
-            )
-            .unwrap(),
+            datatrove_pair(["d16a.ds", "d16b.ds"], &narrow, 2),
             &llmc16,
         ),
         (
             "datatrove u32",
-            TokenShards::open_as(
-                [
-                    datatrove(&at("d32a.ds"), &wide[0], 4),
-                    datatrove(&at("d32b.ds"), &wide[1], 4),
-                ],
-                Datatrove,
-            )
-            .unwrap(),
+            datatrove_pair(["d32a.ds", "d32b.ds"], &wide, 4),
             &llmc32,
         ),
     ];
@@ -279,17 +247,12 @@ fn documents_without_bos_are_the_files_own_and_match_a_bos_walk_at_the_same_star
             let from_index = docs_of(shards.clone(), None, order);
             assert_eq!(from_index.bos(), FILE_INDEX_BOS);
             let from_bos = docs_of(llmc.clone(), Some(BOS), order);
-            for rank in 0..2 {
-                let (got, want) = (
+            same_steps_on_each_rank(what, &format!("{what}, {order:?}"), 10, |rank| {
+                (
                     doc_batches(from_index.clone(), rank),
                     doc_batches(from_bos.clone(), rank),
-                );
-                assert!(want.len() > 10, "{what}: {} steps", want.len());
-                assert!(
-                    got == want,
-                    "{what}, {order:?}, rank {rank}: the steps differ"
-                );
-            }
+                )
+            });
         }
     }
 }
@@ -332,8 +295,8 @@ fn documents_from_an_index_resume_from_their_state_and_refuse_another_index() {
         loader.pop().unwrap().unwrap().release(Fence::Sync).unwrap();
     }
     let state = State::from_text(&loader.state().to_text()).unwrap();
-    let straight = batches(loader, 8);
-    let resumed = batches(Loader::builder(source).resume(&state).build().unwrap(), 8);
+    let straight = first_batches(loader, 8);
+    let resumed = first_batches(Loader::builder(source).resume(&state).build().unwrap(), 8);
     assert_eq!(resumed[0].0, Some(5));
     assert!(resumed == straight, "the resumed steps differ");
     // The same .bin, another .idx (two sequences a document): the content differs.
