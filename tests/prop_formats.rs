@@ -146,6 +146,22 @@ fn check(
     Ok(())
 }
 
+/// A pair of files (tokens, index) written by `write` in a directory of its own, each
+/// edited by its edits, then the tokens file [`check`]ed as `format`, either file counting
+/// as named.
+fn check_edited_pair(
+    write: fn(&Path) -> (PathBuf, PathBuf),
+    format: impl TokenFileFormat,
+    data_edits: &[Edit],
+    index_edits: &[Edit],
+) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, index) = write(dir.path());
+    apply(&data, data_edits);
+    apply(&index, index_edits);
+    check(&data, format, &[data.clone(), index])
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -154,11 +170,7 @@ proptest! {
         bin_edits in proptest::collection::vec(edit(), 0..2),
         idx_edits in proptest::collection::vec(edit(), 0..3),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let (bin, idx) = write_megatron(dir.path());
-        apply(&bin, &bin_edits);
-        apply(&idx, &idx_edits);
-        check(&bin, Megatron, &[bin.clone(), idx])?;
+        check_edited_pair(write_megatron, Megatron, &bin_edits, &idx_edits)?;
     }
 
     #[test]
@@ -166,11 +178,7 @@ proptest! {
         ds_edits in proptest::collection::vec(edit(), 0..2),
         index_edits in proptest::collection::vec(edit(), 0..3),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let (ds, index) = write_datatrove(dir.path());
-        apply(&ds, &ds_edits);
-        apply(&index, &index_edits);
-        check(&ds, Datatrove, &[ds.clone(), index])?;
+        check_edited_pair(write_datatrove, Datatrove, &ds_edits, &index_edits)?;
     }
 
     #[test]
