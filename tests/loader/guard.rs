@@ -279,15 +279,15 @@ fn record(rank: u64, step: u64, end: u64, wait_ms: u64) -> RankRecord {
     }
 }
 
+/// Four ranks at step 50 that run to step 70, rank `r` waiting `wait_ms[r]`.
+fn four_ranks(wait_ms: [u64; 4]) -> [RankRecord; 4] {
+    [0, 1, 2, 3].map(|r| record(r, 50, 70, wait_ms[r as usize]))
+}
+
 #[test]
 fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
     let guard = RankGuard::new(0, 4, 10).unwrap();
-    let quiet = [
-        record(0, 50, 70, 900),
-        record(1, 50, 70, 0),
-        record(2, 50, 70, 300),
-        record(3, 50, 70, 20),
-    ];
+    let quiet = four_ranks([900, 0, 300, 20]);
     // Waits under the floor (1 s) are no problem, however uneven.
     let report = guard.decide(&reduced(&quiet, 10), 50).unwrap();
     assert_eq!(
@@ -298,12 +298,7 @@ fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
         (report.first_end, report.last_end, report.problem),
         ((70, 0), 70, None)
     );
-    let slow = [
-        record(0, 50, 70, 400),
-        record(1, 50, 70, 5000),
-        record(2, 50, 70, 300),
-        record(3, 50, 70, 700),
-    ];
+    let slow = four_ranks([400, 5000, 300, 700]);
     match guard.decide(&reduced(&slow, 10), 50) {
         Err(RankError::SlowData {
             rank: 1,
@@ -321,12 +316,7 @@ fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
         other => panic!("{other:?}"),
     }
     // Within the ratio (4 ×) of the least wait: no problem.
-    let even = [
-        record(0, 50, 70, 4000),
-        record(1, 50, 70, 5000),
-        record(2, 50, 70, 3000),
-        record(3, 50, 70, 4500),
-    ];
+    let even = four_ranks([4000, 5000, 3000, 4500]);
     assert_eq!(guard.decide(&reduced(&even, 10), 50).unwrap().problem, None);
     // Reported instead of raised when the guard only warns.
     let warn = RankGuard::new(0, 4, 10).unwrap().warn_only(true);
@@ -336,12 +326,8 @@ fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
         "{report:?}"
     );
     // A rank at another step is named; the end of the earliest-ending rank comes next.
-    let behind = [
-        record(0, 50, 70, 0),
-        record(1, 50, 70, 0),
-        record(2, 49, 69, 0),
-        record(3, 50, 70, 0),
-    ];
+    let mut behind = four_ranks([0; 4]);
+    behind[2] = record(2, 49, 69, 0);
     assert!(matches!(
         guard.decide(&reduced(&behind, 10), 50),
         Err(RankError::Steps {
@@ -350,12 +336,8 @@ fn the_verdicts_on_crafted_records_name_the_slow_rank_and_the_rank_behind() {
             others: 50
         })
     ));
-    let short = [
-        record(0, 50, 70, 0),
-        record(1, 50, 70, 0),
-        record(2, 50, 70, 0),
-        record(3, 50, 61, 0),
-    ];
+    let mut short = four_ranks([0; 4]);
+    short[3] = record(3, 50, 61, 0);
     assert!(matches!(
         guard.decide(&reduced(&short, 10), 50),
         Err(RankError::RunsOut {
