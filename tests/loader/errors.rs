@@ -3,7 +3,7 @@
 use pinring::source::{Mixture, Order};
 use pinring::{ConfigError, Error, Loader};
 
-use crate::helpers::{documents, shards, windows};
+use crate::helpers::{documents, shards, windows, windows_per_shard};
 
 /// The setting a refused build names.
 fn refused<T: std::fmt::Debug>(built: Result<T, Error>) -> (&'static str, String) {
@@ -47,10 +47,7 @@ fn windows_need_a_batch_size_and_documents_refuse_one() {
 #[test]
 fn a_mixture_refuses_epochs() {
     let (_dir, paths) = shards(&[3000, 3000]);
-    let sources: Vec<_> = paths
-        .iter()
-        .map(|p| windows(std::slice::from_ref(p), 9, Order::Sequential))
-        .collect();
+    let sources = windows_per_shard(&paths, 9, |_| Order::Sequential);
     let mix = Mixture::builder(sources).build().unwrap();
     assert_eq!(
         refused(Loader::builder(mix).batch_size(2).epochs(1).build()).0,

@@ -50,6 +50,20 @@ pub fn windows(paths: &[PathBuf], window: u64, order: Order) -> Sampler<TokenSha
         .unwrap()
 }
 
+/// One source per shard, for a mixture: windows of `window` tokens over shard `i` alone,
+/// in `order(i)`.
+pub fn windows_per_shard(
+    paths: &[PathBuf],
+    window: u64,
+    order: impl Fn(u64) -> Order,
+) -> Vec<Sampler<TokenShards>> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| windows(std::slice::from_ref(p), window, order(i as u64)))
+        .collect()
+}
+
 /// Packed documents over `paths`: steps of `tokens` tokens, documents cut at `max_seq_len`.
 pub fn documents(paths: &[PathBuf], tokens: u64, max_seq_len: u64, shuffled: bool) -> Documents {
     let b = Documents::builder(TokenShards::open(paths).unwrap())

@@ -5,22 +5,12 @@
 use pinring::source::{Mixture, Order};
 use pinring::{Loader, State};
 
-use crate::helpers::{pop, shards, windows};
+use crate::helpers::{pop, shards, windows_per_shard};
 
 #[test]
 fn a_mixture_state_resumes_the_global_sequence_on_another_world_size() {
     let (_dir, paths) = shards(&[5000, 3000, 2000]);
-    let sources: Vec<_> = paths
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            windows(
-                std::slice::from_ref(p),
-                17,
-                Order::Shuffled { seed: i as u64 },
-            )
-        })
-        .collect();
+    let sources = windows_per_shard(&paths, 17, |i| Order::Shuffled { seed: i });
     let mix = Mixture::builder(sources)
         .weights([0.5, 0.3, 0.2])
         .build()
@@ -62,10 +52,7 @@ fn a_mixture_state_resumes_the_global_sequence_on_another_world_size() {
 #[test]
 fn new_weights_from_a_saved_state_are_recorded_in_the_next_state() {
     let (_dir, paths) = shards(&[4000, 4000]);
-    let sources: Vec<_> = paths
-        .iter()
-        .map(|p| windows(std::slice::from_ref(p), 9, Order::Sequential))
-        .collect();
+    let sources = windows_per_shard(&paths, 9, |_| Order::Sequential);
     let mix = Mixture::builder(sources)
         .weights([0.5, 0.5])
         .build()

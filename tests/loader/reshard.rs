@@ -9,7 +9,7 @@ use pinring::source::{DocOrder, Documents, Mixture, Order, Source, Stop, TokenSh
 use pinring::{Batch, Fence, Loader, LoaderBuilder};
 use proptest::prelude::*;
 
-use crate::helpers::{records, shards, windows, BOS};
+use crate::helpers::{records, shards, windows_per_shard, BOS};
 
 /// A row: (its source in a mixture, its id).
 type Row = (u16, u64);
@@ -118,9 +118,7 @@ proptest! {
     #[test]
     fn resharding_a_mixture_of_windows_delivers_each_position_once(first in 1usize..6, second in 1usize..6, batch in 1u64..4) {
         let (_dir, paths) = shards(&[4000, 2500]);
-        let members: Vec<_> = paths.iter().enumerate()
-            .map(|(i, p)| windows(std::slice::from_ref(p), 11, Order::Shuffled { seed: i as u64 }))
-            .collect();
+        let members = windows_per_shard(&paths, 11, |i| Order::Shuffled { seed: i });
         let mix = Mixture::builder(members).weights([0.6, 0.4]).stop(Stop::First).build().unwrap();
         let (got, alone) = resharded(|| Loader::builder(mix.clone()).batch_size(batch), first, second)?;
         all_but_the_tail(&got, &alone, 5 * batch as usize)?;

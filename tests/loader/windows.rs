@@ -7,18 +7,32 @@ use std::sync::mpsc;
 use pinring::source::{Order, Sampler, TokenShards};
 use pinring::{Loader, State};
 use proptest::prelude::*;
+use tempfile::TempDir;
 
 use crate::helpers::{got, pop, pop_all, records, shards, windows, Got};
 
-#[test]
-fn a_loader_numbers_its_steps_across_epochs_and_ends_at_its_cap() {
-    let (_dir, paths) = shards(&[5000]);
-    let src = windows(&paths, 65, Order::Shuffled { seed: 3 });
-    let mut loader = Loader::builder(src)
-        .batch_size(8)
-        .epochs(2)
+/// A loader of `batch` windows of `window` tokens a step, in `order`, for `epochs`
+/// epochs, over one shard of `len` tokens (and the folder that holds it).
+fn one_shard_loader(
+    len: usize,
+    window: u64,
+    order: Order,
+    batch: u64,
+    epochs: u64,
+) -> (TempDir, Loader<Sampler<TokenShards>>) {
+    let (dir, paths) = shards(&[len]);
+    let src = windows(&paths, window, order);
+    let loader = Loader::builder(src)
+        .batch_size(batch)
+        .epochs(epochs)
         .build()
         .unwrap();
+    (dir, loader)
+}
+
+#[test]
+fn a_loader_numbers_its_steps_across_epochs_and_ends_at_its_cap() {
+    let (_dir, mut loader) = one_shard_loader(5000, 65, Order::Shuffled { seed: 3 }, 8, 2);
     let per_epoch = loader.epoch_batches().unwrap();
     assert_eq!(per_epoch, 78 / 8);
     assert_eq!(loader.total_batches().unwrap(), Some(2 * per_epoch));
@@ -34,13 +48,7 @@ fn a_loader_numbers_its_steps_across_epochs_and_ends_at_its_cap() {
 
 #[test]
 fn epoch_iter_yields_one_epoch_each_time() {
-    let (_dir, paths) = shards(&[3000]);
-    let src = windows(&paths, 33, Order::Sequential);
-    let mut loader = Loader::builder(src)
-        .batch_size(4)
-        .epochs(3)
-        .build()
-        .unwrap();
+    let (_dir, mut loader) = one_shard_loader(3000, 33, Order::Sequential, 4, 3);
     let per_epoch = loader.epoch_batches().unwrap() as usize;
     for epoch in 0..3 {
         assert_eq!(loader.epoch(), epoch);
@@ -149,12 +157,16 @@ fn start_and_skipped_steps_keep_the_uninterrupted_numbering() {
     let src = windows(&paths, 25, Order::Shuffled { seed: 9 });
     let mut straight = Loader::builder(src.clone()).batch_size(5).build().unwrap();
     let all = pop(&mut straight, 30);
-    let mut loader = Loader::builder(src.clone())
-        .batch_size(5)
-        .start_step(4)
-        .skip_steps([10..13, 20..22])
-        .build()
-        .unwrap();
+    // From step 4, steps 10 to 12 and 20 to 21 skipped.
+    let skipping = || {
+        Loader::builder(src.clone())
+            .batch_size(5)
+            .start_step(4)
+            .skip_steps([10..13, 20..22])
+            .build()
+            .unwrap()
+    };
+    let mut loader = skipping();
     let got = pop(&mut loader, 20);
     let want: Vec<Got> = all
         .into_iter()
@@ -168,12 +180,7 @@ fn start_and_skipped_steps_keep_the_uninterrupted_numbering() {
     // The state records the skips, and a resume from it keeps skipping.
     let state = loader.state();
     assert_eq!(state.skip(), &[(10, 13), (20, 22)]);
-    let mut before = Loader::builder(src.clone())
-        .batch_size(5)
-        .start_step(4)
-        .skip_steps([10..13, 20..22])
-        .build()
-        .unwrap();
+    let mut before = skipping();
     pop(&mut before, 6); // steps 4 to 9
     let mid = before.state();
     assert_eq!(mid.step(), 13, "the next kept step after 4..10");
@@ -317,13 +324,7 @@ proptest! {
 #[test]
 fn pops_in_an_epoch_wait_in_slices_or_not_at_all_and_the_end_is_noted() {
     use std::time::Duration;
-    let (_dir, paths) = shards(&[2000]);
-    let src = windows(&paths, 9, Order::Sequential);
-    let mut loader = Loader::builder(src)
-        .batch_size(4)
-        .epochs(2)
-        .build()
-        .unwrap();
+    let (_dir, mut loader) = one_shard_loader(2000, 9, Order::Sequential, 4, 2);
     let per_epoch = loader.epoch_batches().unwrap();
     let mut first = 0;
     loop {
