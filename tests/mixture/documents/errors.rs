@@ -10,20 +10,14 @@ use pinring::source::{
 use pinring::Error;
 
 use super::data::{Data, ModelOrder};
-use super::helpers::{shard, Written, BOS};
+use super::helpers::{doc_lens, shard, sources_of, Written, BOS};
 use crate::problem::mixture_problem;
 
 fn written() -> Written {
-    let sources: Vec<(Data, ModelOrder)> = (0..2)
-        .map(|s| {
-            let lens: Vec<usize> = (0..30).map(|i| 1 + (i * 3 + s) % 17).collect();
-            let data = Data {
-                shards: vec![shard(0, &lens, s as u32)],
-                bos: BOS,
-            };
-            (data, ModelOrder::Sequential)
-        })
-        .collect();
+    let sources = sources_of(2, |s| {
+        let lens = doc_lens(30, 3, s, 17);
+        (vec![shard(0, &lens, s as u32)], ModelOrder::Sequential)
+    });
     Written::new(&sources, 0)
 }
 

@@ -31,6 +31,28 @@ pub fn shard(lead: usize, lens: &[usize], salt: u32) -> Vec<u32> {
     t
 }
 
+/// The lengths `1 + (i * step + offset) % modulus` of documents `i` in `0..count`: 1 to
+/// `modulus` tokens each, a source's own for its own `offset`.
+pub fn doc_lens(count: usize, step: usize, offset: usize, modulus: usize) -> Vec<usize> {
+    (0..count)
+        .map(|i| 1 + (i * step + offset) % modulus)
+        .collect()
+}
+
+/// Sources `0..n` of [`BOS`] documents, source `s` in the shards and the order `source(s)`
+/// gives.
+pub fn sources_of(
+    n: usize,
+    source: impl Fn(usize) -> (Vec<Vec<u32>>, ModelOrder),
+) -> Vec<(Data, ModelOrder)> {
+    (0..n)
+        .map(|s| {
+            let (shards, order) = source(s);
+            (Data { shards, bos: BOS }, order)
+        })
+        .collect()
+}
+
 /// Writes source `s`'s shards into `dir` as `source{s}_000.bin`, ... (`u16`).
 pub fn write(dir: &Path, s: usize, data: &Data) -> Vec<PathBuf> {
     data.shards

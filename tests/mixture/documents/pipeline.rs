@@ -10,36 +10,31 @@ use pinring::{Fence, Pipeline};
 
 use super::data::{cu_seqlens, row_lens, Data, ModelOrder};
 use super::field_values::values;
-use super::helpers::{shard, Written, BOS};
+use super::helpers::{shard, sources_of, Written};
 use super::sizes::sizes_at;
 
 /// Three sources of two shards each, short and long documents; the middle one shuffled.
 fn sources() -> Vec<(Data, ModelOrder)> {
-    (0..3)
-        .map(|s| {
-            let lens = |seed: usize, count: usize| -> Vec<usize> {
-                (0..count)
-                    .map(|i| match (i * 7 + seed * 3 + s) % 11 {
-                        0 => 70 + (i * 13) % 50,
-                        k => 1 + (k * 5 + i) % 25,
-                    })
-                    .collect()
-            };
-            let data = Data {
-                shards: vec![
-                    shard(3, &lens(1, 40 + 10 * s), 100 * s as u32),
-                    shard(0, &lens(2, 30), 100 * s as u32 + 50),
-                ],
-                bos: BOS,
-            };
-            let order = if s == 1 {
-                ModelOrder::Shuffled(77)
-            } else {
-                ModelOrder::Sequential
-            };
-            (data, order)
-        })
-        .collect()
+    sources_of(3, |s| {
+        let lens = |seed: usize, count: usize| -> Vec<usize> {
+            (0..count)
+                .map(|i| match (i * 7 + seed * 3 + s) % 11 {
+                    0 => 70 + (i * 13) % 50,
+                    k => 1 + (k * 5 + i) % 25,
+                })
+                .collect()
+        };
+        let shards = vec![
+            shard(3, &lens(1, 40 + 10 * s), 100 * s as u32),
+            shard(0, &lens(2, 30), 100 * s as u32 + 50),
+        ];
+        let order = if s == 1 {
+            ModelOrder::Shuffled(77)
+        } else {
+            ModelOrder::Sequential
+        };
+        (shards, order)
+    })
 }
 
 /// Tokens `offset..offset + len` of a `u16` shard file, read from its bytes (past llm.c's

@@ -8,7 +8,7 @@ use pinring::source::{DocumentsCheckpoint, MixtureState, Stop};
 use proptest::prelude::*;
 
 use super::data::{Data, ModelOrder, Span};
-use super::helpers::{pieces, sources_and, weights, Written};
+use super::helpers::{doc_lens, pieces, shard, sources_and, sources_of, weights, Written};
 use super::model::ModelPiece;
 
 /// One leg: world size, steps every rank runs, the weights.
@@ -148,24 +148,19 @@ proptest! {
 
 #[test]
 fn two_ranks_then_three_then_one_with_new_weights() {
-    let sources: Vec<(Data, ModelOrder)> = (0..3)
-        .map(|s| {
-            let lens: Vec<usize> = (0..30).map(|i| 1 + (i * 11 + s * 5) % 29).collect();
-            let data = Data {
-                shards: vec![
-                    super::helpers::shard(1, &lens[..12], s as u32),
-                    super::helpers::shard(0, &lens[12..], s as u32 + 3),
-                ],
-                bos: super::helpers::BOS,
-            };
-            let order = if s == 0 {
-                ModelOrder::Sequential
-            } else {
-                ModelOrder::Shuffled(s as u64)
-            };
-            (data, order)
-        })
-        .collect();
+    let sources = sources_of(3, |s| {
+        let lens = doc_lens(30, 11, s * 5, 29);
+        let shards = vec![
+            shard(1, &lens[..12], s as u32),
+            shard(0, &lens[12..], s as u32 + 3),
+        ];
+        let order = if s == 0 {
+            ModelOrder::Sequential
+        } else {
+            ModelOrder::Shuffled(s as u64)
+        };
+        (shards, order)
+    });
     let mut written = Written::new(&sources, 11);
     let legs: Vec<Leg> = vec![
         (2, 7, vec![0.6, 0.3, 0.1]),
@@ -188,24 +183,19 @@ fn two_ranks_then_three_then_one_with_new_weights() {
 #[test]
 fn a_state_resumes_exactly_as_the_run_went_on() {
     // Same world size and weights: the resumed run is the uninterrupted one.
-    let sources: Vec<(Data, ModelOrder)> = (0..3)
-        .map(|s| {
-            let lens: Vec<usize> = (0..40).map(|i| 1 + (i * 7 + s * 3) % 23).collect();
-            let data = Data {
-                shards: vec![
-                    super::helpers::shard(2, &lens[..25], s as u32),
-                    super::helpers::shard(0, &lens[25..], s as u32 + 7),
-                ],
-                bos: super::helpers::BOS,
-            };
-            let order = if s == 1 {
-                ModelOrder::Shuffled(5)
-            } else {
-                ModelOrder::Sequential
-            };
-            (data, order)
-        })
-        .collect();
+    let sources = sources_of(3, |s| {
+        let lens = doc_lens(40, 7, s * 3, 23);
+        let shards = vec![
+            shard(2, &lens[..25], s as u32),
+            shard(0, &lens[25..], s as u32 + 7),
+        ];
+        let order = if s == 1 {
+            ModelOrder::Shuffled(5)
+        } else {
+            ModelOrder::Sequential
+        };
+        (shards, order)
+    });
     let written = Written::new(&sources, 9);
     let rank = |r| {
         written

@@ -7,7 +7,7 @@ use pinring::source::{DocumentsCheckpoint, MixtureState};
 use proptest::prelude::*;
 
 use super::data::{Data, ModelOrder};
-use super::helpers::{pieces, source, Written};
+use super::helpers::{doc_lens, pieces, shard, source, sources_of, Written};
 use super::model::ModelPiece;
 use super::skips::{skipped, skips};
 
@@ -96,16 +96,13 @@ proptest! {
 
 #[test]
 fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
-    let sources: Vec<(Data, ModelOrder)> = (0..2)
-        .map(|s| {
-            let lens: Vec<usize> = (0..30).map(|i| 1 + (i * 5 + s * 11) % 19).collect();
-            let data = Data {
-                shards: vec![super::helpers::shard(1, &lens, s as u32)],
-                bos: super::helpers::BOS,
-            };
-            (data, ModelOrder::Shuffled(s as u64 + 3))
-        })
-        .collect();
+    let sources = sources_of(2, |s| {
+        let lens = doc_lens(30, 5, s * 11, 19);
+        (
+            vec![shard(1, &lens, s as u32)],
+            ModelOrder::Shuffled(s as u64 + 3),
+        )
+    });
     let written = Written::new(&sources, 1);
     let whole = run(&written, 1, 2, |b| b, 40);
     let mix = |r, k: Option<u64>| {
@@ -142,16 +139,13 @@ fn a_start_step_after_a_state_begins_there_and_one_before_it_is_passed() {
 
 #[test]
 fn a_packing_given_whole_packs_as_its_fields_set_one_by_one() {
-    let sources: Vec<(Data, ModelOrder)> = (0..2)
-        .map(|s| {
-            let lens: Vec<usize> = (0..40).map(|i| 1 + (i * 7 + s * 5) % 23).collect();
-            let data = Data {
-                shards: vec![super::helpers::shard(2, &lens, s as u32)],
-                bos: super::helpers::BOS,
-            };
-            (data, ModelOrder::Shuffled(s as u64 + 1))
-        })
-        .collect();
+    let sources = sources_of(2, |s| {
+        let lens = doc_lens(40, 7, s * 5, 23);
+        (
+            vec![shard(2, &lens, s as u32)],
+            ModelOrder::Shuffled(s as u64 + 1),
+        )
+    });
     let written = Written::new(&sources, 4);
     let packing = pinring::source::Packing {
         tokens_per_batch: 21,
