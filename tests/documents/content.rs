@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use pinring::source::{DocOrder, Documents, DocumentsCheckpoint, Piece, SourceError, TokenShard};
 use pinring::Error;
 
-use crate::helpers::{builder, shard, write_shards, BOS};
+use crate::helpers::{assert_says, builder, shard, write_shards, BOS};
 
 /// Dataset A: two shards of documents of 5 to 40 tokens.
 fn dataset() -> Vec<Vec<u32>> {
@@ -83,10 +83,9 @@ fn a_documents_state_is_refused_on_other_tokens_of_the_same_names_and_sizes() {
         }
         other => panic!("expected a DocumentsCheckpointMismatch, got {other:?}"),
     }
-    assert!(
-        err.to_string()
-            .contains("the content of train_001.bin (file 1: the same name and size"),
-        "{err}"
+    assert_says(
+        &err,
+        "the content of train_001.bin (file 1: the same name and size",
     );
     assert!(here.check_checkpoint(&state).is_err());
     assert!(here.checkpoint_after(Some(&state), 1).is_err());

@@ -10,7 +10,7 @@ use pinring::source::{
 };
 use pinring::{Config, Error, Fence, Pipeline};
 
-use crate::helpers::{shard, write_shards, BOS};
+use crate::helpers::{assert_says, shard, write_shards, BOS};
 
 fn docs(paths: &[PathBuf]) -> pinring::source::DocumentsBuilder {
     Documents::builder(TokenShards::open(paths).unwrap())
@@ -96,7 +96,7 @@ fn bos_outside_the_token_range_is_named() {
             format: ShardFormat::U16
         })
     );
-    assert!(err.to_string().contains("65535"), "{err}");
+    assert_says(&err, "65535");
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn sizes_of_zero_and_too_large() {
             matches!(&err, Error::Source(SourceError::Zero(w)) if *w == what),
             "{what}: {err}"
         );
-        assert!(err.to_string().contains(what), "{err}");
+        assert_says(&err, what);
     };
     zero(builder().max_seq_len(8), "tokens_per_batch");
     zero(builder().tokens_per_batch(8), "max_seq_len");
@@ -314,11 +314,7 @@ fn checkpoints_of_other_runs_are_refused() {
     let mut other_bos = state.clone();
     other_bos.bos = 1;
     let err = base.iter_from(&other_bos).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("bos is 1 in the checkpoint but 50256 here"),
-        "{err}"
-    );
+    assert_says(&err, "bos is 1 in the checkpoint but 50256 here");
     mismatch(
         &docs(&paths).schedule(vec![(5, 19, 32)]).build().unwrap(),
         "the schedule",
@@ -359,7 +355,7 @@ fn checkpoints_of_other_runs_are_refused() {
     let other = base.checkpoint_after(None, 4).unwrap();
     let err = DocumentsCheckpoint::merge(&[state.clone(), other]).unwrap_err();
     assert_source_error!(err, SourceError::UnequalSteps { steps } if steps == &[3, 4]);
-    assert!(err.to_string().contains("rank 1 at step 4"), "{err}");
+    assert_says(&err, "rank 1 at step 4");
     let two = docs(&paths).shard(1, 2).build().unwrap();
     let err = DocumentsCheckpoint::merge(&[state.clone(), two.checkpoint_after(None, 3).unwrap()])
         .unwrap_err();
@@ -381,5 +377,5 @@ fn checkpoints_of_other_runs_are_refused() {
     let mut version = state.clone();
     version.version += 1;
     let err = base.check_checkpoint(&version).unwrap_err();
-    assert!(err.to_string().contains("version"), "{err}");
+    assert_says(&err, "version");
 }

@@ -13,6 +13,13 @@ use crate::model::{Data, ModelOrder, Span};
 /// The bos of the u16 test datasets (GPT-2's).
 pub const BOS: u32 = 50256;
 
+/// Panics with `err`'s text unless it holds `says`.
+#[track_caller]
+pub fn assert_says(err: &impl std::fmt::Display, says: &str) {
+    let text = err.to_string();
+    assert!(text.contains(says), "{text}");
+}
+
 /// Writes `data`'s shards into `dir` as `train_000.bin`, ... (`u16` unless `u32`); returns
 /// their paths.
 pub fn write(dir: &Path, data: &Data, u32: bool) -> Vec<PathBuf> {
