@@ -36,11 +36,24 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-#[test]
-fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
+/// The library's `.rs` files (under `src/`), each as its path from the crate's root and
+/// its [`code`].
+fn library_code() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
+    files
+        .iter()
+        .map(|file| {
+            let name = file.strip_prefix(root).unwrap().display().to_string();
+            (name, code(&std::fs::read_to_string(file).unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
+    let files = library_code();
     assert!(files.len() > 50, "the crate's sources: {}", files.len());
     // Signal calls and signals by name (a symbol looked up at run time too), foreign
     // blocks (`extern "C" {`: function pointer types such as the CUDA driver's are fine),
@@ -61,15 +74,11 @@ fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
         " nix::",
     ];
     let mut found = Vec::new();
-    for file in &files {
-        let code = code(&std::fs::read_to_string(file).unwrap());
+    for (file, code) in &files {
         let squeezed = code.split_whitespace().collect::<Vec<_>>().join(" ");
         for word in banned {
             if squeezed.contains(word) || code.contains(word) {
-                found.push(format!(
-                    "{}: {word}",
-                    file.strip_prefix(root).unwrap().display()
-                ));
+                found.push(format!("{file}: {word}"));
             }
         }
     }
@@ -78,9 +87,7 @@ fn the_library_names_no_signal_call_and_declares_no_foreign_function() {
 
 #[test]
 fn the_library_calls_nothing_of_libc_but_its_threads_scheduling_policy() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
+    let files = library_code();
     // The pipeline threads' own policy (src/thread_policy.rs): SCHED_BATCH, and the copy
     // thread's timer slack.
     let allowed = [
@@ -92,14 +99,13 @@ fn the_library_calls_nothing_of_libc_but_its_threads_scheduling_policy() {
         "c_ulong",
     ];
     let mut named = Vec::new();
-    for file in &files {
-        let code = code(&std::fs::read_to_string(file).unwrap());
+    for (file, code) in &files {
         for (at, _) in code.match_indices("libc::") {
             let name: String = code[at + "libc::".len()..]
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
-            named.push((file.strip_prefix(root).unwrap().display().to_string(), name));
+            named.push((file.clone(), name));
         }
     }
     let others: Vec<_> = named
