@@ -294,28 +294,17 @@ fn files_that_are_not_raw_tokens_of_the_type_said_are_named() {
         }
         err
     };
+    // A file of `len` bytes read as `raw`: no whole number of tokens, of `format`.
+    let partial = |name: &str, len: u64, raw: RawTokens, format: ShardFormat| {
+        std::fs::write(at(name), vec![1u8; len as usize]).unwrap();
+        let err = open(&at(name), raw);
+        assert_eq!(raw_problem(&err), &RawProblem::PartialToken { len, format });
+        err
+    };
     // An odd number of bytes is no u16 file; 6 bytes are 3 u16 tokens, not u32 ones.
-    std::fs::write(at("odd.bin"), [1u8; 7]).unwrap();
-    let err = open(&at("odd.bin"), RawTokens::U16);
-    let len = 7;
-    assert_eq!(
-        raw_problem(&err),
-        &RawProblem::PartialToken {
-            len,
-            format: ShardFormat::U16
-        }
-    );
+    let err = partial("odd.bin", 7, RawTokens::U16, ShardFormat::U16);
     assert!(!err.to_string().contains("were they written"), "{err}");
-    std::fs::write(at("six.bin"), [1u8; 6]).unwrap();
-    let err = open(&at("six.bin"), RawTokens::U32);
-    let len = 6;
-    assert_eq!(
-        raw_problem(&err),
-        &RawProblem::PartialToken {
-            len,
-            format: ShardFormat::U32
-        }
-    );
+    let err = partial("six.bin", 6, RawTokens::U32, ShardFormat::U32);
     assert!(err
         .to_string()
         .contains("whole number of u16 tokens; were they written as u16?"));
