@@ -329,17 +329,12 @@ fn dropping_a_documents_pipeline_ends_its_walk_over_skipped_steps() {
 /// walked position by position in the source's `next`; dropping the pipeline ends it.
 #[test]
 fn dropping_a_mixture_pipeline_ends_its_walk_over_skipped_steps() {
-    use pinring::source::{write_shard, Mixture, TokenShards, TokenType, Tokens};
+    use pinring::source::{Mixture, TokenType, Tokens};
     let _serial = serial();
     let dir = std::env::temp_dir().join(format!("pinring-shutdown-mix-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("train_000.bin");
-    write_shard(&path, &(0..1000u16).collect::<Vec<_>>()).unwrap();
-    let sampler = TokenShards::open([&path])
-        .unwrap()
-        .windows(10)
-        .build()
-        .unwrap();
+    let sampler = common::counting_windows(&path, 1000, 10);
     let mix = Mixture::builder([sampler.clone(), sampler])
         .batch_size(4)
         .skip_steps([(3, 1 << 62)])

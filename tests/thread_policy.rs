@@ -6,8 +6,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{decoder, BOUND};
-use pinring::source::{write_shard, TokenShards};
+use common::{counting_windows, decoder, BOUND};
 use pinring::{Config, Fence, Loader, Pipeline};
 
 /// `SCHED_OTHER` and `SCHED_BATCH` (linux/sched.h).
@@ -94,12 +93,7 @@ fn pipeline_threads_run_as_sched_batch_unless_turned_off() {
     // The same through `Loader`, which forwards the setting to its pipeline.
     let dir = tempfile::TempDir::new().unwrap();
     let path = dir.path().join("train_000.bin");
-    write_shard(&path, &(0..20_000u16).collect::<Vec<_>>()).unwrap();
-    let src = TokenShards::open([&path])
-        .unwrap()
-        .windows(64)
-        .build()
-        .unwrap();
+    let src = counting_windows(&path, 20_000, 64);
     for on in [false, true] {
         let before: HashSet<u64> = threads().into_iter().map(|t| t.0).collect();
         let mut loader = Loader::builder(src.clone())

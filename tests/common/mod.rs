@@ -3,10 +3,22 @@
 //! sample), and a checker.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use pinring::source::{write_shard, Sampler, TokenShards};
 use pinring::{Decode, DecodeError, Pipeline};
+
+/// A shard at `path` of the tokens `0..n`, read as windows of `window` tokens in order.
+pub fn counting_windows(path: &Path, n: u16, window: u64) -> Sampler<TokenShards> {
+    write_shard(path, &(0..n).collect::<Vec<_>>()).unwrap();
+    TokenShards::open([path])
+        .unwrap()
+        .windows(window)
+        .build()
+        .unwrap()
+}
 
 /// Byte `i` of global sample `g`.
 pub fn byte(g: u64, i: usize) -> u8 {
