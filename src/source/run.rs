@@ -180,7 +180,17 @@ pub(crate) fn nonzero(n: u64, what: &'static str) -> Result<u64, SourceError> {
 }
 
 /// Steps to skip, as [`LoaderBuilder::skip_steps`](crate::LoaderBuilder::skip_steps) takes
-/// them: one range (`10..20`) or several (`[10..20, 40..45]`, a `Vec` or a slice of them).
+/// them: one range (`10..20`) or several (`[10..20, 40..45]`, a `Vec`, a slice or a
+/// borrowed `Vec` of them). One range is best given as itself: clippy's default lint
+/// `single_range_in_vec_init` refuses `[10..20]` and `vec![10..20]`.
+///
+/// ```
+/// use pinring::source::StepRanges;
+///
+/// let several = vec![10..20, 40..45];
+/// assert_eq!((&several).ranges(), [10..20, 40..45].ranges());
+/// assert_eq!(several[..1].ranges(), (10..20).ranges());
+/// ```
 pub trait StepRanges {
     /// The ranges.
     fn ranges(self) -> Vec<Range<u64>>;
@@ -207,5 +217,11 @@ impl StepRanges for Vec<Range<u64>> {
 impl StepRanges for &[Range<u64>] {
     fn ranges(self) -> Vec<Range<u64>> {
         self.to_vec()
+    }
+}
+
+impl StepRanges for &Vec<Range<u64>> {
+    fn ranges(self) -> Vec<Range<u64>> {
+        self.clone()
     }
 }

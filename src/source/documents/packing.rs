@@ -203,7 +203,7 @@ impl Packing {
     /// let wide = Packing { token_type: Some(TokenType::I64), ..base.clone() };
     /// assert_eq!(
     ///     base.difference(&wide),
-    ///     Some(("token_type", "int32".to_owned(), "int64".to_owned()))
+    ///     Some(("token_type", "i32".to_owned(), "i64".to_owned()))
     /// );
     /// // An unset field is its default.
     /// assert_eq!(base.difference(&Packing { positions: Some(false), ..base.clone() }), None);
