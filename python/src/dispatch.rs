@@ -281,7 +281,6 @@ impl AnyBatch {
         }
     }
 
-    /// What the Python object shows without touching the lease again.
     /// The kept host bytes of field `name` (`Config::host_fields`), as (address, bytes).
     pub(crate) fn host_field(&self, name: &str) -> Option<(usize, usize)> {
         let bytes = match self {
@@ -291,6 +290,7 @@ impl AnyBatch {
         Some((bytes.as_ptr() as usize, bytes.len()))
     }
 
+    /// What the Python object shows without touching the lease again.
     pub(crate) fn facts(&self) -> BatchFacts {
         match self {
             AnyBatch::Cpu(b) => facts(b, b.device_ptr().as_ptr() as usize as u64),
