@@ -6,11 +6,10 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use pyo3::prelude::*;
 
-use pinring::source::{AnySource, Source, State};
+use pinring::source::{AnySource, Source};
 use pinring::{Config, CuStream, CudaOptions, LoaderBuilder};
 
 use super::steps::Steps;
@@ -34,45 +33,15 @@ use crate::topology::PyTopology;
 /// Spans the trace ring holds when `trace=` is given (40 bytes each: 40 MiB).
 pub(crate) const TRACE_SPANS: usize = 1 << 20;
 
-/// The Loader's arguments, checked, that make its core loader.
+/// The Loader's arguments, checked: the core loader's builder (the run and the pipeline's
+/// settings, on the cpu backend), the device asked for, and the raw `CUstream` of
+/// `stream=` (cuda only), declared to the core as the consumer stream (the Loader keeps its
+/// object alive).
 #[derive(Debug)]
 pub(crate) struct Opening {
-    /// The source, without a run.
-    pub(crate) source: AnySource,
-    /// `rank` and `world_size` (the source's, or the topology's data-parallel ones).
-    pub(crate) place: (u64, u64),
-    /// `batch_size` (None for packed documents).
-    pub(crate) batch_size: Option<u64>,
-    /// `drop_last`.
-    pub(crate) drop_last: bool,
-    /// `epochs` (None: no cap).
-    pub(crate) epochs: Option<u64>,
-    /// `start_step` and `skip_steps`.
-    pub(crate) steps: Steps,
-    /// `state`, read (and merged).
-    pub(crate) state: Option<State>,
-    /// `host_slots`, `device_slots`.
-    pub(crate) slots: (usize, usize),
-    /// `decode_threads` (None: one per core).
-    pub(crate) decode_threads: Option<usize>,
-    /// `lease_timeout`.
-    pub(crate) lease_timeout: Duration,
-    /// `host_budget` (None: the default, or the node's share of it) and `device_budget`
-    /// (bytes).
-    pub(crate) budgets: (Option<usize>, usize),
-    /// The processes of this node sharing it (`topology=`'s `local_world_size`; 1 without).
-    pub(crate) local_ranks: usize,
-    /// Spans of the trace ring (0: no trace).
-    pub(crate) trace_spans: usize,
-    /// `poison_released`.
-    pub(crate) poison_released: bool,
-    /// `host_fields`.
-    pub(crate) host_fields: Vec<String>,
-    /// The device asked for.
-    pub(crate) request: DeviceRequest,
-    /// The raw `CUstream` of `stream=` (cuda only), declared to the core as the consumer
-    /// stream; the Loader keeps its object alive.
-    pub(crate) consumer_stream: Option<usize>,
+    builder: LoaderBuilder<AnySource>,
+    request: DeviceRequest,
+    consumer_stream: Option<usize>,
 }
 
 /// Why a loader did not start: the core's error, with the device asked for as context.
@@ -80,53 +49,12 @@ pub(crate) struct Opening {
 pub(crate) struct OpenError(pinring::Error, Option<String>);
 
 impl Opening {
-    /// The builder of the run, on the cpu backend.
-    fn builder(&self) -> LoaderBuilder<AnySource> {
-        let (rank, world_size) = self.place;
-        let mut b = pinring::Loader::builder(self.source.clone())
-            .rank(rank)
-            .world_size(world_size)
-            .drop_last(self.drop_last)
-            .start_step(self.steps.start)
-            .skip_steps(
-                self.steps
-                    .skip
-                    .iter()
-                    .map(|&(a, b)| a..b)
-                    .collect::<Vec<_>>(),
-            )
-            .host_slots(self.slots.0)
-            .device_slots(self.slots.1)
-            .lease_timeout(self.lease_timeout)
-            .node_share(self.local_ranks)
-            .device_budget(self.budgets.1)
-            .trace(self.trace_spans)
-            .poison_released(self.poison_released)
-            .host_fields(self.host_fields.clone());
-        if let Some(n) = self.batch_size {
-            b = b.batch_size(n);
-        }
-        if let Some(e) = self.epochs {
-            b = b.epochs(e);
-        }
-        if let Some(n) = self.decode_threads {
-            b = b.decode_threads(n);
-        }
-        if let Some(bytes) = self.budgets.0 {
-            b = b.host_budget(bytes);
-        }
-        if let Some(state) = &self.state {
-            b = b.resume(state);
-        }
-        b
-    }
-
     /// Builds the core loader on the device asked for (call it without the GIL: it opens
     /// the device, walks to the start and starts threads).
-    pub(crate) fn open(&self) -> Result<(AnyLoader, Device), OpenError> {
+    pub(crate) fn open(self) -> Result<(AnyLoader, Device), OpenError> {
         match self.request {
             DeviceRequest::Cpu => {
-                let loader = self.builder().build().map_err(|e| OpenError(e, None))?;
+                let loader = self.builder.build().map_err(|e| OpenError(e, None))?;
                 Ok((AnyLoader::Cpu(loader), Device::Cpu))
             }
             DeviceRequest::Cuda(ordinal) => {
@@ -136,7 +64,7 @@ impl Opening {
                     // leaves it after torch.cuda.set_device or any CUDA op), else 0.
                     None => (CudaOptions::current_or(0), "device=\"cuda\"".to_owned()),
                 };
-                let mut builder = self.builder().cuda(options);
+                let mut builder = self.builder.cuda(options);
                 if let Some(raw) = self.consumer_stream {
                     // SAFETY: `raw` is the handle read from the Loader's `stream=` object,
                     // which the loader's holder keeps alive for as long as the pipeline
@@ -244,12 +172,10 @@ impl Loader {
             .map(|e| args::at_least_one(py, "epochs", e))
             .transpose()?;
         let lease_timeout = args::seconds(py, "lease_timeout", lease_timeout)?;
-        let budgets = (
-            host_budget
-                .map(|b| args::bytes(py, "host_budget", b))
-                .transpose()?,
-            args::bytes(py, "device_budget", device_budget)?,
-        );
+        let host_budget = host_budget
+            .map(|b| args::bytes(py, "host_budget", b))
+            .transpose()?;
+        let device_budget = args::bytes(py, "device_budget", device_budget)?;
         const { assert!(TRACE_SPANS <= Config::MAX_TRACE_SPANS) };
         let pop_timeout = pop_timeout
             .map(|t| args::seconds(py, "pop_timeout", t))
@@ -275,31 +201,50 @@ impl Loader {
             })?;
         }
         let state = state.map(|s| state::read(s.object())).transpose()?;
-        let opening = Opening {
-            source: given.source.clone(),
-            place,
-            batch_size,
-            drop_last,
-            epochs,
-            steps,
-            state,
-            slots: (host_slots, device_slots),
-            decode_threads,
-            lease_timeout,
-            budgets,
-            local_ranks: topology.as_ref().map_or(1, |t| {
+        let (rank, world_size) = place;
+        let mut builder = pinring::Loader::builder(given.source.clone())
+            .rank(rank)
+            .world_size(world_size)
+            .drop_last(drop_last)
+            .start_step(steps.start)
+            .skip_steps(steps.skip)
+            .host_slots(host_slots)
+            .device_slots(device_slots)
+            .lease_timeout(lease_timeout)
+            .node_share(topology.as_ref().map_or(1, |t| {
                 usize::try_from(t.local_world_size_of()).unwrap_or(usize::MAX)
-            }),
-            trace_spans: if trace.is_some() { TRACE_SPANS } else { 0 },
-            poison_released,
+            }))
+            .device_budget(device_budget)
+            .trace(if trace.is_some() { TRACE_SPANS } else { 0 })
+            .poison_released(poison_released)
             // `batch.host(name)` works for every field: their host bytes are kept.
-            host_fields: given
-                .layout
-                .as_ref()
-                .map(|(fields, _)| fields.iter().map(|f| f.name.clone()).collect())
-                .unwrap_or_default(),
+            .host_fields(
+                given
+                    .layout
+                    .as_ref()
+                    .map(|(fields, _)| fields.iter().map(|f| f.name.clone()).collect())
+                    .unwrap_or_default(),
+            );
+        if let Some(n) = batch_size {
+            builder = builder.batch_size(n);
+        }
+        if let Some(e) = epochs {
+            builder = builder.epochs(e);
+        }
+        if let Some(n) = decode_threads {
+            builder = builder.decode_threads(n);
+        }
+        if let Some(bytes) = host_budget {
+            builder = builder.host_budget(bytes);
+        }
+        if let Some(state) = &state {
+            builder = builder.resume(state);
+        }
+        let consumer_stream = declared.as_ref().map(|d| d.raw);
+        let opening = Opening {
+            builder,
             request,
-            consumer_stream: declared.as_ref().map(|d| d.raw),
+            consumer_stream,
         };
         let (loader, device) = py
             .detach(|| opening.open())
@@ -315,7 +260,7 @@ impl Loader {
             batch_size,
             drop_last,
             device,
-            consumer_stream: opening.consumer_stream,
+            consumer_stream,
             pop_timeout,
             trace,
             shape: OnceLock::new(),

@@ -1,6 +1,8 @@
 //! The Loader's `start_step` and `skip_steps` arguments: where a run begins and which of its
 //! steps it leaves out, checked as the caller wrote them.
 
+use std::ops::Range;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyRange, PyTuple};
 
@@ -11,9 +13,9 @@ use crate::errors::classes::config;
 pub(crate) struct Steps {
     /// `start_step`: the step the run begins at (0: the start).
     pub(crate) start: u64,
-    /// `skip_steps`: half-open ranges `(a, b)` of steps left out, as given (checked
+    /// `skip_steps`: half-open ranges `a..b` of steps left out, as given (checked
     /// `a <= b`).
-    pub(crate) skip: Vec<(u64, u64)>,
+    pub(crate) skip: Vec<Range<u64>>,
 }
 
 impl Steps {
@@ -77,7 +79,7 @@ impl Steps {
             let (a, b) = pair;
             let step = |v: i128| u64::try_from(v).ok();
             match (step(a), step(b)) {
-                (Some(a), Some(b)) if a <= b => skip.push((a, b)),
+                (Some(a), Some(b)) if a <= b => skip.push(a..b),
                 (Some(_), Some(_)) => {
                     return Err(shape(format!(
                         "skip_steps[{index}] = ({a}, {b}) ends before it starts"
