@@ -153,7 +153,7 @@ def test_bad_document_mixtures(corpora, tmp_path):
     refused("tokens_per_batch is 512, source 0's is 256",
             [source(web), pinring.Documents(code, tokens_per_batch=512, max_seq_len=MSL)])
     refused("max_seq_len", [source(web), pinring.Documents(code, tokens_per_batch=TOKENS, max_seq_len=MSL + 1)])
-    refused("dtype", [source(web), source(code, dtype="int64")])
+    refused("dtype is \"int64\", source 0's is \"int32\"", [source(web), source(code, dtype="int64")])
     refused("positions", [source(web), source(code, positions=True)])
     refused("rank/world_size", [source(web), source(code, rank=1, world_size=2)])
     refused("bos", [source(web), source(code, bos=7)])

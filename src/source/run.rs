@@ -182,7 +182,8 @@ pub(crate) fn nonzero(n: u64, what: &'static str) -> Result<u64, SourceError> {
 /// Steps to skip, as [`LoaderBuilder::skip_steps`](crate::LoaderBuilder::skip_steps) takes
 /// them: one range (`10..20`) or several (`[10..20, 40..45]`, a `Vec`, a slice or a
 /// borrowed `Vec` of them). One range is best given as itself: clippy's default lint
-/// `single_range_in_vec_init` refuses `[10..20]` and `vec![10..20]`.
+/// `single_range_in_vec_init` warns of `[10..20]` and `vec![10..20]` (an error under
+/// `-D warnings`).
 ///
 /// ```
 /// use pinring::source::StepRanges;

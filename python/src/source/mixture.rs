@@ -168,10 +168,18 @@ fn documents_mixed(
         let (member, packing) = docs.get().member();
         let dtype = docs.as_super().get().dtype;
         match &first {
-            Some((p, _)) => {
+            Some((p, first_dtype)) => {
                 if let Some((name, here, there)) = p.difference(&packing) {
-                    // Python names the token type by its argument, `dtype`.
-                    let name = if name == "token_type" { "dtype" } else { name };
+                    // Python names the token type by its argument, `dtype`, and its values
+                    // as numpy does.
+                    let (name, here, there) = match name {
+                        "token_type" => (
+                            "dtype",
+                            format!("\"{}\"", first_dtype.name()),
+                            format!("\"{}\"", dtype.name()),
+                        ),
+                        _ => (name, here, there),
+                    };
                     return Err(config(
                         py,
                         "sources",

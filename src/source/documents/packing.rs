@@ -192,9 +192,10 @@ impl Packing {
         Ok((schedule, layout))
     }
 
-    /// The first field in which `other` packs differently, as (the field's name, its value
-    /// here, there), the unset fields read as their defaults; `None` when both pack alike.
-    /// What a mixture's sources must share, compared in the order of the fields.
+    /// The first field in which `other` is set differently, as (the field's name, its value
+    /// here, there), the unset fields read as their defaults; `None` when every field is
+    /// alike. What a mixture's sources must share, compared in the order of the fields
+    /// (as given: an unset `max_docs` differs from the number its rule gives).
     ///
     /// ```
     /// use pinring::source::{Packing, TokenType};
