@@ -74,8 +74,8 @@ pub struct PySampler {
 impl PySampler {
     /// "sequential", "shuffled" or "random".
     #[getter]
-    fn order(&self) -> &str {
-        &self.sampling.order
+    fn order(&self) -> &'static str {
+        self.sampling.order.name()
     }
 
     /// The seed of "shuffled" and "random".

@@ -11,8 +11,8 @@ use crate::errors::classes::config;
 /// Sampling settings shared by both sources.
 #[derive(Debug, Clone)]
 pub(crate) struct Sampling {
-    /// "sequential", "shuffled" or "random".
-    pub(crate) order: String,
+    /// The order (its name: "sequential", "shuffled" or "random").
+    pub(crate) order: Order,
     /// The seed of "shuffled" and "random".
     pub(crate) seed: u64,
     /// Whether every rank's epoch_len is the same.
@@ -28,14 +28,14 @@ impl Sampling {
         even_ranks: bool,
     ) -> PyResult<Self> {
         let seed = args::seed(py, seed)?;
-        let order = order.trim().to_ascii_lowercase();
-        if !matches!(order.as_str(), "sequential" | "shuffled" | "random") {
+        let name = order.trim().to_ascii_lowercase();
+        let Some(order) = Order::from_name(&name, seed) else {
             return Err(config(
                 py,
                 "order",
-                format!("order {order:?} is not one of \"sequential\", \"shuffled\", \"random\""),
+                format!("order {name:?} is not one of \"sequential\", \"shuffled\", \"random\""),
             ));
-        }
+        };
         Ok(Sampling {
             order,
             seed,
@@ -43,17 +43,9 @@ impl Sampling {
         })
     }
 
-    fn order(&self) -> Order {
-        match self.order.as_str() {
-            "shuffled" => Order::Shuffled { seed: self.seed },
-            "random" => Order::Random { seed: self.seed },
-            _ => Order::Sequential,
-        }
-    }
-
     /// `builder` with these settings (no rank: the loader's).
     pub(crate) fn apply<S: Segmented>(&self, builder: SamplerBuilder<S>) -> SamplerBuilder<S> {
-        builder.order(self.order()).even_ranks(self.even_ranks)
+        builder.order(self.order).even_ranks(self.even_ranks)
     }
 
     /// Builds the source of `builder` (without a rank), and this rank's samples an epoch:
@@ -70,6 +62,6 @@ impl Sampling {
 
     /// `order='...', rank=r/w`, for a source's repr.
     pub(crate) fn describe(&self, (rank, world): (u64, u64)) -> String {
-        format!("order='{}', rank={rank}/{world}", self.order)
+        format!("order='{}', rank={rank}/{world}", self.order.name())
     }
 }
