@@ -22,8 +22,11 @@ use crate::source::documents::index::BuiltBy;
 /// world size. (`Mixture<Documents>` mixes sources of packed documents document by
 /// document with the same rule and state and packs them into steps: built by
 /// [`Mixture::documents`](crate::source::Mixture::documents); what follows is
-/// `Mixture<S>` over samplers of segments `S`. The two kinds are one implementation, each
-/// kind's sources doing what differs: see [`Mixable`].)
+/// `Mixture<S>` over samplers of segments `S`: a mixture of [`TokenWindows`] is a
+/// `Mixture<TokenShards>`, of records a `Mixture<FixedRecords>`. The two kinds are one
+/// implementation, each kind's sources doing what differs: see [`Mixable`].)
+///
+/// [`TokenWindows`]: crate::source::TokenWindows
 ///
 /// - **Which source**: position `g` of the global sequence comes from the source that
 ///   [`Blend`](crate::source::Blend) gives for the weights at `g` — a pure function of the

@@ -91,7 +91,10 @@ impl WindowFormat for FixedRecords {
 
 /// A set of record files as a loader's source: one record a sample, in file order (a
 /// [`Sampler`] of windows of 1; build one with [`Sampler::builder`] for another window,
-/// order or stride).
+/// order or stride). The source type, what the Python package calls `FixedRecords`, is
+/// that `Sampler<FixedRecords>`: `Loader::builder(records)` builds a
+/// `Loader<Sampler<FixedRecords>>`, as windows of token shards make a
+/// `Loader<TokenWindows>` (`TokenWindows` is `Sampler<TokenShards>`).
 impl IntoSource for FixedRecords {
     type Source = Sampler<FixedRecords>;
 
