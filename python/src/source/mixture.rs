@@ -172,9 +172,9 @@ fn documents_mixed(
                 if let Some((name, here, there)) = p.difference(&packing) {
                     // Python names the token type by its argument, `dtype`, and its values
                     // as numpy does.
-                    let (name, here, there) = match name {
+                    let (name, here, there) = match name.as_str() {
                         "token_type" => (
-                            "dtype",
+                            "dtype".to_owned(),
                             format!("\"{}\"", first_dtype.name()),
                             format!("\"{}\"", dtype.name()),
                         ),

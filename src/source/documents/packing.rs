@@ -7,6 +7,7 @@ use super::layout::{Derived, Layout};
 use super::modes::StepModes;
 use super::schedule::{MaxDocsRule, Schedule};
 use crate::error::source::SourceError;
+use crate::source::sampling::difference::FirstDifference;
 use crate::source::tokens::TokenType;
 
 /// How the steps of packed documents are sized and laid out: what
@@ -204,36 +205,26 @@ impl Packing {
     /// let wide = Packing { token_type: Some(TokenType::I64), ..base.clone() };
     /// assert_eq!(
     ///     base.difference(&wide),
-    ///     Some(("token_type", "i32".to_owned(), "i64".to_owned()))
+    ///     Some(("token_type".to_owned(), "i32".to_owned(), "i64".to_owned()))
     /// );
     /// // An unset field is its default.
     /// assert_eq!(base.difference(&Packing { positions: Some(false), ..base.clone() }), None);
     /// ```
-    pub fn difference(&self, other: &Packing) -> Option<(&'static str, String, String)> {
-        self.fields()
-            .into_iter()
-            .zip(other.fields())
-            .find(|((_, here), (_, there))| here != there)
-            .map(|((name, here), (_, there))| (name, here, there))
-    }
-
-    /// Each field by name, as text, its default where unset.
-    fn fields(&self) -> [(&'static str, String); 6] {
-        [
-            ("tokens_per_batch", self.tokens_per_batch.to_string()),
-            ("max_seq_len", self.max_seq_len.to_string()),
-            (
-                "max_docs",
-                self.max_docs
-                    .map_or_else(|| "modded-nanogpt's rule".to_owned(), |m| m.to_string()),
-            ),
-            ("schedule", format!("{:?}", self.schedule)),
-            (
-                "token_type",
-                self.token_type.unwrap_or(TokenType::I32).to_string(),
-            ),
-            ("positions", self.positions.unwrap_or(false).to_string()),
-        ]
+    pub fn difference(&self, other: &Packing) -> Option<(String, String, String)> {
+        let max_docs = |p: &Packing| {
+            p.max_docs
+                .map_or_else(|| "modded-nanogpt's rule".to_owned(), |m| m.to_string())
+        };
+        let token_type = |p: &Packing| p.token_type.unwrap_or(TokenType::I32);
+        let positions = |p: &Packing| p.positions.unwrap_or(false);
+        FirstDifference::new()
+            .shown("tokens_per_batch", self.tokens_per_batch, other.tokens_per_batch)
+            .shown("max_seq_len", self.max_seq_len, other.max_seq_len)
+            .shown("max_docs", max_docs(self), max_docs(other))
+            .debug("schedule", &self.schedule, &other.schedule)
+            .shown("token_type", token_type(self), token_type(other))
+            .shown("positions", positions(self), positions(other))
+            .first()
     }
 
     /// The first field given, in the order `"tokens_per_batch"`, `"max_seq_len"`,
